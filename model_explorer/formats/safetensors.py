@@ -1,0 +1,224 @@
+"""Safetensors reader: 8-byte header length, JSON header, then the data section.
+
+Validation follows the reference Rust reader (header size cap, checked sizes, contiguous
+sorted offsets, data ending where the file ends), but every problem becomes a finding and
+the reader keeps going with whatever can still be read.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..checkpoint import TensorInfo
+from ..spans import Report, short_repr
+from ..tensors.dtypes import SAFETENSORS_BITS, nbytes_for
+from .jsonpos import DuplicateKeys, JSONPositionError, fix_text, members
+
+MAGIC_LENGTH = 8
+# The reference reader refuses headers above 100 MB; so do we, before reading them.
+MAX_HEADER_SIZE = 100_000_000
+# Header names a tensor so large that its size no longer means anything.
+MAX_ELEMENTS = 2**62
+
+
+@dataclass
+class FileResult:
+    """What one file held: its tensors, metadata, spans and findings."""
+
+    file: str
+    size: int
+    report: Report
+    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    data_start: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def read_safetensors(source) -> FileResult:
+    size = source.size
+    rep = Report(source.name)
+    result = FileResult(source.name, size, rep)
+    if size < MAGIC_LENGTH:
+        rep.error("truncated", f"A safetensors file starts with an 8-byte header length; this file "
+                  f"has only {size} bytes.", 0, size)
+        return result
+    (n,) = struct.unpack("<Q", source.read(0, 8))
+    rep.span(0, 8, "length", "header length", f"u64 = {n}")
+    if n > MAX_HEADER_SIZE:
+        rep.error("header_too_large", f"The header length says {n} bytes; readers refuse more than "
+                  f"{MAX_HEADER_SIZE} bytes. The first 8 bytes are probably not a length: the "
+                  "file is damaged or not safetensors.", 0, 8)
+        return result
+    if 8 + n > size:
+        rep.error("header_past_end", f"The header length says {n} bytes of JSON, but only "
+                  f"{size - 8} bytes follow the length: the file is truncated or the length "
+                  "is wrong.", 0, 8)
+        n = size - 8
+    raw = bytes(source.prefix(8 + n)[8:8 + n])
+    data_start = 8 + n
+    result.data_start = data_start
+    rep.span(8, n, "json", "JSON header", f"{n} bytes")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        rep.error("header_not_utf8", f"The JSON header must be UTF-8; byte {8 + e.start} "
+                  f"(0x{raw[e.start]:02x}) is not valid UTF-8.", 8 + e.start, 1)
+    text = raw.decode("latin-1")
+    try:
+        entries, end = members(text)
+    except JSONPositionError as e:
+        found = text[e.pos:e.pos + 12].encode("latin-1")
+        if _is_other_json(text):
+            rep.error("header_not_object", "The header must be a JSON object mapping tensor names "
+                      f"to entries; it is valid JSON but starts with {found!r}.", 8, n)
+        else:
+            rep.error("header_not_json", f"The header is not valid JSON: {e} at byte {8 + e.pos}, "
+                      f"found {found!r}.", 8 + e.pos, max(1, len(found)))
+        return result
+    trailing = text[end:]
+    if trailing.strip(" "):
+        rep.error("header_trailing_garbage", "After the JSON object the header must hold only "
+                  f"space padding; found {trailing[:16].encode('latin-1')!r}.", 8 + end, n - end)
+    elif trailing:
+        rep.span(8 + end, len(trailing), "padding", "header padding (spaces)",
+                 f"{len(trailing)} bytes")
+    _read_entries(entries, rep, result)
+    _check_layout(result, data_start)
+    return result
+
+
+def _is_other_json(text: str) -> bool:
+    import json
+
+    try:
+        return not isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _read_entries(entries, rep: Report, result: FileResult) -> None:
+    seen: dict[str, int] = {}
+    base = 8
+    for m in entries:
+        key = fix_text(m.key)
+        key_off, entry_len = base + m.key_start, m.value_end - m.key_start
+        if key in seen:
+            rep.error("duplicate_key", f"The header names {key!r} twice (first at byte {seen[key]}); "
+                      "readers disagree on which one wins.", key_off, entry_len, tensor=key)
+            continue
+        seen[key] = key_off
+        value = fix_text(m.value)
+        if isinstance(value, DuplicateKeys):
+            dup = [k for i, (k, _) in enumerate(value) if k in [x for x, _ in list(value)[:i]]]
+            rep.error("duplicate_key", f"The entry {key!r} holds the field {dup[0]!r} twice.",
+                      base + m.value_start, m.value_end - m.value_start, tensor=key)
+            value = dict(value)
+        if key == "__metadata__":
+            rep.span(key_off, entry_len, "metadata", "__metadata__", f"{len(value) if isinstance(value, dict) else '?'} entries")
+            _read_metadata(value, m, rep, result)
+            continue
+        rep.span(key_off, entry_len, "tensor_info", f"tensors > {key}", tensor=key)
+        rep.span(key_off, m.key_end - m.key_start, "key", f"tensors > {key} > name",
+                 short_repr(key), tensor=key)
+        rep.span(base + m.value_start, m.value_end - m.value_start, "value",
+                 f"tensors > {key} > entry", short_repr(value), tensor=key)
+        info = _tensor_from_entry(key, value, rep, key_off, entry_len, result)
+        if info is not None:
+            result.tensors[key] = info
+
+
+def _read_metadata(value, m, rep: Report, result: FileResult) -> None:
+    where = (8 + m.value_start, m.value_end - m.value_start)
+    if not isinstance(value, dict):
+        rep.error("metadata_not_object", f"__metadata__ must be an object of strings; found "
+                  f"{type(value).__name__}.", *where)
+        return
+    for k, v in value.items():
+        if not isinstance(v, str):
+            rep.warning("metadata_not_string", f"__metadata__[{k!r}] should be a string; found "
+                        f"{type(v).__name__} {short_repr(v, 40)}. Some readers reject this.", *where)
+    result.metadata.update(value)
+
+
+def _tensor_from_entry(name, value, rep, off, length, result) -> TensorInfo | None:
+    if not isinstance(value, dict):
+        rep.error("bad_tensor_entry", f"Tensor {name!r} should be described by an object with "
+                  f"dtype, shape and data_offsets; found {type(value).__name__}.", off, length, name)
+        return None
+    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in value]
+    if missing:
+        rep.error("bad_tensor_entry", f"Tensor {name!r} lacks {', '.join(missing)}.", off, length, name)
+        return None
+    dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
+    ok = True
+    if not isinstance(dtype, str):
+        rep.error("bad_dtype", f"Tensor {name!r} has dtype {short_repr(dtype)}; expected a string "
+                  "such as \"F32\".", off, length, name)
+        dtype, ok = str(dtype), False
+    elif dtype not in SAFETENSORS_BITS:
+        rep.error("unknown_dtype", f"Tensor {name!r} has dtype {dtype!r}, which the safetensors "
+                  f"format does not define (known: {', '.join(SAFETENSORS_BITS)}).", off, length, name)
+        ok = False
+    if not (isinstance(shape, list) and all(type(d) is int for d in shape)):
+        rep.error("bad_shape", f"Tensor {name!r} has shape {short_repr(shape)}; expected a list "
+                  "of integers.", off, length, name)
+        shape, ok = [], False
+    elif any(d < 0 for d in shape):
+        rep.error("negative_shape", f"Tensor {name!r} has shape {shape} with a negative size.",
+                  off, length, name)
+        ok = False
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
+        rep.error("bad_offsets", f"Tensor {name!r} has data_offsets {short_repr(offsets)}; expected "
+                  "[begin, end] integers.", off, length, name)
+        return TensorInfo(name, dtype, tuple(shape), result.file, result.data_start, 0)
+    begin, end = offsets
+    if begin < 0 or end < begin:
+        rep.error("bad_offsets", f"Tensor {name!r} has data_offsets [{begin}, {end}]; expected "
+                  "0 <= begin <= end.", off, length, name)
+        end = begin = max(begin, 0)
+    info = TensorInfo(name, dtype, tuple(shape), result.file, result.data_start + begin, end - begin)
+    numel = math.prod(shape) if shape else 1
+    if ok and numel > MAX_ELEMENTS:
+        rep.error("shape_too_large", f"Tensor {name!r} has shape {shape}: {numel} elements is "
+                  "more than any real tensor.", off, length, name)
+    elif ok and nbytes_for(SAFETENSORS_BITS[dtype], numel) != end - begin:
+        expected = nbytes_for(SAFETENSORS_BITS[dtype], numel)
+        rep.error("size_mismatch", f"Tensor {name!r} is {dtype} {shape}, which needs {expected} "
+                  f"bytes, but data_offsets give {end - begin} bytes.", off, length, name)
+    return info
+
+
+def _check_layout(result: FileResult, data_start: int) -> None:
+    """Offsets must tile the data section: sorted, no gaps, no overlaps, inside the file."""
+    rep = result.report
+    data_len = result.size - data_start
+    ordered = sorted(result.tensors.values(), key=lambda t: (t.offset, t.end))
+    cursor = data_start
+    prev = None
+    for t in ordered:
+        if t.offset > cursor:
+            rep.error("data_gap", f"{t.offset - cursor} bytes between "
+                      f"{'the header' if prev is None else repr(prev.name)} and {t.name!r} belong "
+                      "to no tensor; the reference reader rejects such files.", cursor,
+                      t.offset - cursor, t.name)
+            rep.span(cursor, t.offset - cursor, "gap", "unclaimed bytes")
+        elif t.offset < cursor and prev is not None:
+            rep.error("data_overlap", f"{t.name!r} starts at data offset {t.offset - data_start}, "
+                      f"inside {prev.name!r} which ends at {prev.end - data_start}.", t.offset,
+                      min(cursor, t.end) - t.offset, t.name)
+        if t.end > result.size:
+            rep.error("data_past_end", f"{t.name!r} ends at byte {t.end}, past the end of the file "
+                      f"({result.size} bytes): the file is truncated.", t.offset, t.length, t.name)
+        rep.span(t.offset, max(0, min(t.end, result.size) - t.offset), "tensor_data",
+                 f"data > {t.name}", f"{t.dtype} {list(t.shape)}", tensor=t.name)
+        if t.end >= cursor:
+            cursor, prev = t.end, t
+    if cursor < result.size and data_len > 0:
+        rep.warning("trailing_bytes", f"{result.size - cursor} bytes after the last tensor belong "
+                    "to no tensor; the reference reader rejects such files.", cursor,
+                    result.size - cursor)
+        rep.span(cursor, result.size - cursor, "gap", "trailing bytes")
+    rep.spans.sort(key=lambda s: (s.offset, -s.length))

@@ -1,0 +1,193 @@
+"""Byte sources: a local file through mmap, or a remote one through fsspec range reads.
+
+Parsers see only `size`, `read(offset, length)` and `prefix(n)`; they never learn whether
+the bytes come from a disk or a network, and they never read more than they ask for.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import posixpath
+import re
+from typing import Protocol
+
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+# Remote header reads grow by doubling from this size, so a parser that walks a header
+# field by field costs a handful of requests, not one per field.
+REMOTE_FIRST_READ = 64 * 1024
+
+
+class ByteSource(Protocol):
+    name: str
+    size: int
+    bytes_read: int
+
+    def read(self, offset: int, length: int) -> bytes: ...
+
+    def prefix(self, n: int) -> bytes | memoryview: ...
+
+    def close(self) -> None: ...
+
+
+def is_remote(path: str) -> bool:
+    return bool(_URL.match(str(path))) and not str(path).startswith("file://")
+
+
+def _local_path(path: str) -> str:
+    path = str(path)
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+class LocalSource:
+    """A local file mapped read-only; `prefix` is the whole map and costs nothing."""
+
+    def __init__(self, path: str) -> None:
+        self.name = _local_path(path)
+        self._file = open(self.name, "rb")  # noqa: SIM115 - closed by close()
+        self.size = os.fstat(self._file.fileno()).st_size
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
+        self.bytes_read = 0
+
+    @property
+    def buffer(self) -> memoryview | bytes:
+        return memoryview(self._map) if self._map is not None else b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        if self._map is None or offset >= self.size or length <= 0:
+            return b""
+        offset = max(0, offset)
+        end = min(self.size, offset + length)
+        self.bytes_read += end - offset
+        return self._map[offset:end]
+
+    def prefix(self, n: int) -> memoryview | bytes:
+        return self.buffer
+
+    def close(self) -> None:
+        # A map still viewed by numpy arrays cannot close; the OS releases it with them.
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                pass
+        self._file.close()
+
+    def __repr__(self) -> str:
+        return f"LocalSource({self.name!r}, size={self.size})"
+
+
+class RemoteSource:
+    """A file read through fsspec with HTTP range requests (or the backend's equivalent)."""
+
+    def __init__(self, url: str) -> None:
+        import fsspec
+
+        self.name = url
+        self._fs, self._path = fsspec.core.url_to_fs(url)
+        self.size = int(self._fs.size(self._path))
+        self._prefix = b""
+        self.bytes_read = 0
+        self.requests = 0
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset >= self.size or length <= 0:
+            return b""
+        offset = max(0, offset)
+        end = min(self.size, offset + length)
+        if end <= len(self._prefix):
+            return self._prefix[offset:end]
+        data = self._fs.cat_file(self._path, start=offset, end=end)
+        self.bytes_read += len(data)
+        self.requests += 1
+        return data
+
+    def prefix(self, n: int) -> bytes:
+        """The first `n` bytes (fewer at the end of the file), fetched by doubling."""
+        n = min(n, self.size)
+        if n > len(self._prefix):
+            want = max(n, 2 * len(self._prefix), REMOTE_FIRST_READ)
+            self._prefix += self.read(len(self._prefix), want - len(self._prefix))
+        return self._prefix
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return f"RemoteSource({self.name!r}, size={self.size})"
+
+
+def open_source(path: str) -> LocalSource | RemoteSource:
+    return RemoteSource(path) if is_remote(path) else LocalSource(path)
+
+
+# Locations: joining, listing and small reads work the same for paths and URLs.
+
+def join(base: str, name: str) -> str:
+    if is_remote(base):
+        return posixpath.join(base, name)
+    return os.path.join(_local_path(base), name)
+
+
+def dirname(path: str) -> str:
+    if is_remote(path):
+        return posixpath.dirname(path.rstrip("/"))
+    return os.path.dirname(os.path.abspath(_local_path(path)))
+
+
+def basename(path: str) -> str:
+    return posixpath.basename(str(path).rstrip("/")) if is_remote(path) else os.path.basename(
+        _local_path(path).rstrip(os.sep))
+
+
+def _fs(path: str):
+    import fsspec
+
+    return fsspec.core.url_to_fs(path)
+
+
+def exists(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.exists(_local_path(path))
+    fs, p = _fs(path)
+    try:
+        return bool(fs.exists(p))
+    except Exception:
+        return False
+
+
+def isdir(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.isdir(_local_path(path))
+    fs, p = _fs(path)
+    try:
+        return bool(fs.isdir(p))
+    except Exception:
+        return False
+
+
+def listdir(path: str) -> list[str]:
+    """File names (not paths) in a directory, sorted."""
+    if not is_remote(path):
+        return sorted(os.listdir(_local_path(path)))
+    fs, p = _fs(path)
+    return sorted(posixpath.basename(e.rstrip("/")) for e in fs.ls(p, detail=False))
+
+
+def read_text(path: str, limit: int) -> tuple[str | None, str | None]:
+    """Read a small text file whole; returns (text, problem) and never more than `limit` bytes."""
+    try:
+        src = open_source(path)
+    except OSError as e:
+        return None, f"cannot read: {e}"
+    try:
+        if src.size > limit:
+            return None, f"is {src.size} bytes, more than the {limit} bytes allowed for it"
+        data = src.read(0, src.size)
+    finally:
+        src.close()
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        return None, f"is not valid UTF-8 (byte {e.start})"

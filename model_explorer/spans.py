@@ -1,0 +1,116 @@
+"""Labelled byte ranges and diagnostic findings.
+
+Every value a parser reads is recorded as a `Span` with its absolute offset and length in
+one file, so the hexdump, the header tree and the findings all point at the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(slots=True)
+class Span:
+    """A labelled byte range `[offset, offset + length)` of one file.
+
+    `kind` is a short category used for colouring ("magic", "length", "json", "key",
+    "value", "tensor_info", "padding", "tensor_data", "opcode", ...). `path` names the
+    value the way a person would ("KV 3 > general.name > value"). `value` is a short,
+    already-rendered text of the value, never a large object.
+    """
+
+    offset: int
+    length: int
+    kind: str
+    path: str
+    file: str = ""
+    value: str | None = None
+    tensor: str | None = None
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Finding:
+    """A diagnosis: what was expected, what was found, and where."""
+
+    severity: str
+    code: str
+    message: str
+    offset: int | None = None
+    length: int | None = None
+    tensor: str | None = None
+    file: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+            "offset": self.offset,
+            "length": self.length,
+            "tensor": self.tensor,
+            "file": self.file,
+        }
+
+    def __str__(self) -> str:
+        where = ""
+        if self.offset is not None:
+            where = f" at byte {self.offset}"
+            if self.length:
+                where += f" (+{self.length})"
+        if self.file:
+            where += f" in {self.file}"
+        return f"[{self.severity}] {self.code}: {self.message}{where}"
+
+
+class Report:
+    """Collects spans and findings for one file while a parser walks it."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.spans: list[Span] = []
+        self.findings: list[Finding] = []
+
+    def span(self, offset: int, length: int, kind: str, path: str, value: str | None = None,
+             tensor: str | None = None) -> Span:
+        s = Span(offset, length, kind, path, self.file, value, tensor)
+        self.spans.append(s)
+        return s
+
+    def error(self, code: str, message: str, offset: int | None = None, length: int | None = None,
+              tensor: str | None = None) -> Finding:
+        return self._add("error", code, message, offset, length, tensor)
+
+    def warning(self, code: str, message: str, offset: int | None = None,
+                length: int | None = None, tensor: str | None = None) -> Finding:
+        return self._add("warning", code, message, offset, length, tensor)
+
+    def info(self, code: str, message: str, offset: int | None = None, length: int | None = None,
+             tensor: str | None = None) -> Finding:
+        return self._add("info", code, message, offset, length, tensor)
+
+    def _add(self, severity, code, message, offset, length, tensor) -> Finding:
+        f = Finding(severity, code, message, offset, length, tensor, self.file)
+        self.findings.append(f)
+        return f
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """A one-line rendering of a value for span labels, cut at `limit` characters."""
+    text = value if isinstance(value, str) else repr(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
