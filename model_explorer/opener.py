@@ -68,7 +68,13 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     ckpt._sources[src.name] = src
     head = bytes(src.read(0, 64))
     kind = detect(head, src.size)
-    reader = READERS.get(kind)
+    named = kind
+    if kind == "unknown":
+        # Bytes that match nothing (a bad magic, a file cut short) are read by the format the
+        # name claims, so its reader can say what is wrong where.
+        named = next((k for k in ("safetensors", "gguf") if extension_matches(k, sources.basename(path))),
+                     "unknown")
+    reader = READERS.get(named)
     if reader is None:
         rep = Report(src.name)
         rep.error("unknown_format", "The first bytes match no format this tool reads (safetensors "
@@ -76,11 +82,11 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
         result = FileResult(src.name, src.size, rep)
     else:
         result = reader(src)
-        if not extension_matches(kind, sources.basename(path)):
+        if named == kind and not extension_matches(kind, sources.basename(path)):
             result.report.info("extension_mismatch", f"The name {sources.basename(path)!r} suggests "
                                f"another format, but the bytes are {FORMAT_OF[kind]}; read as "
                                f"{FORMAT_OF[kind]}.", 0, min(8, src.size))
-    fmt = FORMAT_OF[kind]
+    fmt = FORMAT_OF[named]
     if ckpt.format == "unknown":
         ckpt.format = fmt
     elif fmt != ckpt.format:

@@ -1,9 +1,10 @@
-"""JSON objects read with the byte position of every top-level key and value.
+r"""JSON objects read with the byte position of every top-level key and value.
 
 The standard decoder gives values but not where they are. Decoding the UTF-8 bytes as
 Latin-1 makes every character one byte, so the positions the C scanner reports are byte
-offsets; strings are then re-decoded as UTF-8 (`fix_text`). Nested values go through the
-C scanner whole, so this stays fast on 90,000-entry headers.
+offsets. A key or value whose bytes are not all ASCII is then scanned again from its own
+bytes decoded as UTF-8 (re-decoding the scanned string instead would garble `\u` escapes).
+Nested values go through the C scanner whole, so this stays fast on 90,000-entry headers.
 """
 
 from __future__ import annotations
@@ -48,22 +49,16 @@ class JSONPositionError(ValueError):
         self.pos = pos
 
 
-def fix_text(value: Any) -> Any:
-    """Undo the Latin-1 reading: turn every string back into what the UTF-8 bytes say."""
-    if isinstance(value, str):
-        if value.isascii():
-            return value
-        try:
-            return value.encode("latin-1").decode("utf-8")
-        except (UnicodeEncodeError, UnicodeDecodeError):
-            return value  # \u escapes above U+00FF are already right
-    if isinstance(value, DuplicateKeys):
-        return DuplicateKeys((fix_text(k), fix_text(v)) for k, v in value)
-    if isinstance(value, dict):
-        return {fix_text(k): fix_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [fix_text(v) for v in value]
-    return value
+def _redecode(text: str, start: int, end: int, scanned: Any) -> Any:
+    """The value of `text[start:end]` read from its UTF-8 bytes (it was read as Latin-1)."""
+    segment = text[start:end]
+    if segment.isascii():
+        return scanned
+    real = segment.encode("latin-1").decode("utf-8", errors="replace")
+    try:
+        return _scan_once(real, 0)[0]
+    except (StopIteration, ValueError, RecursionError):
+        return scanned
 
 
 def members(text: str, start: int = 0) -> tuple[list[Member], int]:
@@ -100,6 +95,9 @@ def members(text: str, start: int = 0) -> tuple[list[Member], int]:
             raise JSONPositionError(e.msg, e.pos) from None
         except RecursionError:
             raise JSONPositionError("JSON nested too deeply", value_start) from None
+        if not key.isascii():
+            key = _redecode(text, key_start, key_end, key)
+        value = _redecode(text, value_start, pos, value)
         out.append(Member(key, key_start, key_end, value, value_start, pos))
         pos = _WS.match(text, pos).end()
         if pos < len(text) and text[pos] == ",":

@@ -15,7 +15,7 @@ from typing import Any
 from ..checkpoint import TensorInfo
 from ..spans import Report, short_repr
 from ..tensors.dtypes import SAFETENSORS_BITS, nbytes_for
-from .jsonpos import DuplicateKeys, JSONPositionError, fix_text, members
+from .jsonpos import DuplicateKeys, JSONPositionError, members
 
 MAGIC_LENGTH = 8
 # The reference reader refuses headers above 100 MB; so do we, before reading them.
@@ -103,17 +103,16 @@ def _read_entries(entries, rep: Report, result: FileResult) -> None:
     seen: dict[str, int] = {}
     base = 8
     for m in entries:
-        key = fix_text(m.key)
+        key = m.key
         key_off, entry_len = base + m.key_start, m.value_end - m.key_start
         if key in seen:
             rep.error("duplicate_key", f"The header names {key!r} twice (first at byte {seen[key]}); "
                       "readers disagree on which one wins.", key_off, entry_len, tensor=key)
             continue
         seen[key] = key_off
-        value = fix_text(m.value)
+        value = m.value
         if isinstance(value, DuplicateKeys):
-            dup = [k for i, (k, _) in enumerate(value) if k in [x for x, _ in list(value)[:i]]]
-            rep.error("duplicate_key", f"The entry {key!r} holds the field {dup[0]!r} twice.",
+            rep.error("duplicate_key", f"The entry {key!r} holds the field {_first_repeat(value)!r} twice.",
                       base + m.value_start, m.value_end - m.value_start, tensor=key)
             value = dict(value)
         if key == "__metadata__":
@@ -128,6 +127,15 @@ def _read_entries(entries, rep: Report, result: FileResult) -> None:
         info = _tensor_from_entry(key, value, rep, key_off, entry_len, result)
         if info is not None:
             result.tensors[key] = info
+
+
+def _first_repeat(pairs) -> str:
+    seen = set()
+    for k, _ in pairs:
+        if k in seen:
+            return k
+        seen.add(k)
+    return ""
 
 
 def _read_metadata(value, m, rep: Report, result: FileResult) -> None:
@@ -204,7 +212,8 @@ def _check_layout(result: FileResult, data_start: int) -> None:
                       f"{'the header' if prev is None else repr(prev.name)} and {t.name!r} belong "
                       "to no tensor; the reference reader rejects such files.", cursor,
                       t.offset - cursor, t.name)
-            rep.span(cursor, t.offset - cursor, "gap", "unclaimed bytes")
+            if cursor < result.size:  # spans only cover bytes the file has
+                rep.span(cursor, min(t.offset, result.size) - cursor, "gap", "unclaimed bytes")
         elif t.offset < cursor and prev is not None:
             rep.error("data_overlap", f"{t.name!r} starts at data offset {t.offset - data_start}, "
                       f"inside {prev.name!r} which ends at {prev.end - data_start}.", t.offset,
@@ -212,8 +221,9 @@ def _check_layout(result: FileResult, data_start: int) -> None:
         if t.end > result.size:
             rep.error("data_past_end", f"{t.name!r} ends at byte {t.end}, past the end of the file "
                       f"({result.size} bytes): the file is truncated.", t.offset, t.length, t.name)
-        rep.span(t.offset, max(0, min(t.end, result.size) - t.offset), "tensor_data",
-                 f"data > {t.name}", f"{t.dtype} {list(t.shape)}", tensor=t.name)
+        if t.offset < result.size or (t.offset == result.size and not t.length):
+            rep.span(t.offset, min(t.end, result.size) - t.offset, "tensor_data",
+                     f"data > {t.name}", f"{t.dtype} {list(t.shape)}", tensor=t.name)
         if t.end >= cursor:
             cursor, prev = t.end, t
     if cursor < result.size and data_len > 0:
