@@ -48,6 +48,10 @@ test-js: js
 test-python: dev
 	$(PY) -m pytest
 
+## make course: execute the notebooks and render them into an offline static site in site/
+course: dev
+	bash course/build.sh
+
 bench: dev
 	$(PY) benchmarks/run_all.py
 
