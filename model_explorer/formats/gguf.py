@@ -18,8 +18,17 @@ import numpy as np
 
 from ..checkpoint import TensorInfo
 from ..spans import Report, short_repr
-from .gguf_constants import (DEFAULT_ALIGNMENT, MAGIC, MAX_DIMS, NUMPY_CODES, QUANT_SIZES,
-                             SCALAR_FORMATS, SUPPORTED_VERSIONS, GGMLType, ValueType, type_name)
+from .gguf_constants import (
+    DEFAULT_ALIGNMENT,
+    MAGIC,
+    MAX_DIMS,
+    NUMPY_CODES,
+    QUANT_SIZES,
+    SCALAR_FORMATS,
+    SUPPORTED_VERSIONS,
+    ValueType,
+    type_name,
+)
 from .safetensors import FileResult
 
 MAX_ARRAY_DEPTH = 8  # arrays of arrays deeper than this are not real metadata
@@ -28,9 +37,10 @@ MAX_ARRAY_DEPTH = 8  # arrays of arrays deeper than this are not real metadata
 class Truncated(Exception):
     """Raised inside the walk when a field would run past the end of the file."""
 
-    def __init__(self, offset: int, need: int, what: str) -> None:
+    def __init__(self, offset: int, need: int, what: str, length_at: int | None = None) -> None:
         super().__init__(what)
         self.offset, self.need, self.what = offset, need, what
+        self.length_at = length_at  # where the length that asked for too much was read
 
 
 class _Stop(Exception):
@@ -72,6 +82,8 @@ class _Cursor:
     def string(self, what: str) -> tuple[str, bool]:
         """A u64 length then UTF-8 bytes; returns (text, valid_utf8)."""
         n = self.unpack("Q", what + " length")
+        if self.pos + n > self.size:  # checked before reading: the length is not trusted
+            raise Truncated(self.pos, n, what, length_at=self.pos - 8)
         raw = self.bytes(n, what)
         try:
             return raw.decode("utf-8"), True
@@ -137,7 +149,7 @@ class GGUFArray:
 
     def to_list(self) -> list:
         if self._items is not None:
-            return list(self._items)
+            return [x.to_list() if isinstance(x, GGUFArray) else x for x in self._items]
         if self._string_offsets is not None:
             raw = self.source.read(self.offset, self.length)
             base, unpack, out = self.offset, struct.Struct(self.byteorder + "Q").unpack_from, []
@@ -207,22 +219,31 @@ def read_gguf(source) -> FileResult:
         rep.info("big_endian", "This GGUF file is big-endian; all numbers are read byte-swapped.", 4, 4)
     cur = _Cursor(source, bo)
     cur.pos = 8
+    kvs: dict[str, KeyValue] = {}
+    infos: list[_RawInfo] = []
     try:
         n_tensors = cur.unpack("Q", "tensor count")
         rep.span(8, 8, "count", "tensor count", f"u64 = {n_tensors}")
         n_kv = cur.unpack("Q", "key/value count")
         rep.span(16, 8, "count", "key/value count", f"u64 = {n_kv}")
         result.details.update(tensor_count=n_tensors, kv_count=n_kv)
-        kvs = _read_kvs(cur, n_kv, rep, result)
+        _read_kvs(cur, n_kv, rep, result, kvs)
         alignment = _alignment(kvs, rep)
-        infos = _read_tensor_infos(cur, n_tensors, rep)
+        _read_tensor_infos(cur, n_tensors, rep, infos)
     except Truncated as t:
-        rep.error("truncated", f"The file ends at byte {source.size}, but the {t.what} at byte "
-                  f"{t.offset} needs {t.need} bytes: the header is cut short.", t.offset,
-                  max(0, source.size - t.offset))
-        return result
+        if t.length_at is not None:
+            rep.error("string_past_end", f"The {t.what} at byte {t.length_at} says it is {t.need} "
+                      f"bytes long, but only {source.size - t.offset} bytes remain in the file.",
+                      t.length_at, 8)
+        else:
+            rep.error("truncated", f"The file ends at byte {source.size}, but the {t.what} at byte "
+                      f"{t.offset} needs {t.need} bytes: the header is cut short.", t.offset,
+                      max(0, source.size - t.offset))
+        _list_unplaced(infos, rep, result)
+        return _done(rep, result)
     except _Stop:
-        return result
+        _list_unplaced(infos, rep, result)
+        return _done(rep, result)
     header_end = cur.pos
     data_start = -(-header_end // alignment) * alignment
     if data_start > header_end:
@@ -231,11 +252,31 @@ def read_gguf(source) -> FileResult:
     result.data_start = data_start
     result.details.update(alignment=alignment, header_end=header_end)
     _place_tensors(infos, data_start, alignment, rep, result)
+    return _done(rep, result)
+
+
+def _done(rep: Report, result: FileResult) -> FileResult:
+    rep.spans.sort(key=lambda s: (s.offset, -s.length))  # parents before their fields
     return result
 
 
-def _read_kvs(cur: _Cursor, n_kv: int, rep: Report, result: FileResult) -> dict[str, KeyValue]:
-    kvs: dict[str, KeyValue] = {}
+def _list_unplaced(infos: list[_RawInfo], rep: Report, result: FileResult) -> None:
+    """Tensor infos read before the header broke off: listed, but where their data starts is
+    unknown (it follows the end of the header), so they point at the end of the file."""
+    if not infos:
+        return
+    rep.warning("tensors_unplaced", f"{len(infos)} tensor infos were read before the header broke "
+                "off; they are listed, but their data cannot be located.", infos[0].start,
+                infos[-1].start + infos[-1].length - infos[0].start)
+    for raw in infos:
+        info = _tensor_info(raw, result.file, result.size, _tensor_length(raw)[0])
+        info.extra["data_offset"] = raw.rel_offset
+        info.extra["unplaced"] = True
+        result.tensors.setdefault(raw.name, info)
+
+
+def _read_kvs(cur: _Cursor, n_kv: int, rep: Report, result: FileResult,
+              kvs: dict[str, KeyValue]) -> None:
     for i in range(n_kv):
         start = cur.pos
         key, ok = cur.string(f"key of key/value {i}")
@@ -250,8 +291,12 @@ def _read_kvs(cur: _Cursor, n_kv: int, rep: Report, result: FileResult) -> dict[
         try:
             value, tname = _read_value(cur, vtype, key, rep, 0)
         except _UnknownType as u:
-            rep.error("unknown_value_type", f"Key {key!r} has value type {u.code}, which GGUF does "
-                      "not define (0 to 12); the rest of the header cannot be located.", u.offset, 4)
+            if u.code == ValueType.ARRAY:
+                rep.error("array_too_deep", f"Key {key!r} nests arrays more than {MAX_ARRAY_DEPTH} "
+                          "deep; no real metadata does. The rest of the header is not read.", u.offset, 4)
+            else:
+                rep.error("unknown_value_type", f"Key {key!r} has value type {u.code}, which GGUF does "
+                          "not define (0 to 12); the rest of the header cannot be located.", u.offset, 4)
             raise _Stop() from None
         rep.span(value_pos, cur.pos - value_pos, "value", f"KV {i} > {key} > value",
                  f"{tname.lower()}, {cur.pos - value_pos} bytes: {short_repr(value, 60)}")
@@ -260,7 +305,6 @@ def _read_kvs(cur: _Cursor, n_kv: int, rep: Report, result: FileResult) -> dict[
             rep.warning("duplicate_key", f"Key {key!r} appears twice; the later value is used.",
                         start, cur.pos - start)
         kvs[key] = result.metadata[key] = KeyValue(key, tname, value, start, cur.pos - start, i)
-    return kvs
 
 
 class _UnknownType(Exception):
@@ -301,6 +345,11 @@ def _read_array(cur: _Cursor, key: str, rep: Report, depth: int):
     elif etype == ValueType.STRING:
         arr = _walk_strings(cur, etype, count, key, type_pos, rep)
     elif etype == ValueType.ARRAY:
+        if count * 12 > cur.size - first:  # each inner array takes at least its type and count
+            rep.error("array_past_end", f"Array {key!r} says {count} arrays, which need at least "
+                      f"{count * 12} bytes, but only {cur.size - first} bytes remain in the file.",
+                      type_pos + 4, 8)
+            raise _Stop()
         items = []
         for _ in range(count):
             value, _ = _read_value(cur, ValueType.ARRAY, key, rep, depth + 1)
@@ -367,8 +416,7 @@ class _RawInfo:
     length: int
 
 
-def _read_tensor_infos(cur: _Cursor, n: int, rep: Report) -> list[_RawInfo]:
-    infos: list[_RawInfo] = []
+def _read_tensor_infos(cur: _Cursor, n: int, rep: Report, infos: list[_RawInfo]) -> None:
     for i in range(n):
         start = cur.pos
         name, ok = cur.string(f"name of tensor info {i}")
@@ -394,7 +442,23 @@ def _read_tensor_infos(cur: _Cursor, n: int, rep: Report) -> list[_RawInfo]:
                  tensor=name)
         rep.span(start, cur.pos - start, "tensor_info", f"tensor {i} > {name}", tensor=name)
         infos.append(_RawInfo(name, dims, gtype, rel, start, cur.pos - start))
-    return infos
+
+
+def _tensor_length(raw: _RawInfo) -> tuple[int, int | None]:
+    """Bytes of a tensor's data and its block size; (0, None) for an unknown ggml type."""
+    sizes = QUANT_SIZES.get(raw.ggml_type)
+    if sizes is None:
+        return 0, None
+    block, block_bytes = sizes
+    numel = math.prod(raw.dims) if raw.dims else 1
+    return numel // block * block_bytes, block
+
+
+def _tensor_info(raw: _RawInfo, file: str, offset: int, length: int) -> TensorInfo:
+    info = TensorInfo(raw.name, type_name(raw.ggml_type), tuple(reversed(raw.dims)), file, offset, length)
+    info.extra["ggml_dims"] = raw.dims
+    info.extra["info_span"] = (raw.start, raw.length)
+    return info
 
 
 def _place_tensors(infos, data_start, alignment, rep: Report, result: FileResult) -> None:
@@ -402,21 +466,15 @@ def _place_tensors(infos, data_start, alignment, rep: Report, result: FileResult
     for raw in infos:
         name = raw.name
         dtype = type_name(raw.ggml_type)
-        numel = math.prod(raw.dims) if raw.dims else 1
-        sizes = QUANT_SIZES.get(GGMLType(raw.ggml_type)) if raw.ggml_type in GGMLType._value2member_map_ else None
-        length = 0
-        if sizes is None:
+        length, block = _tensor_length(raw)
+        if block is None:
             rep.error("unknown_tensor_type", f"Tensor {name!r} has ggml type {raw.ggml_type}, which "
                       "this reader does not know; its size cannot be computed. Other tensors are "
                       "unaffected.", raw.start, raw.length, name)
-        else:
-            block, block_bytes = sizes
-            row = raw.dims[0] if raw.dims else 1
-            if row % block:
-                rep.error("bad_block_shape", f"Tensor {name!r} is {dtype} with rows of {row} "
-                          f"elements, not a multiple of its {block}-element block.",
-                          raw.start, raw.length, name)
-            length = numel // block * block_bytes
+        elif raw.dims and raw.dims[0] % block:
+            rep.error("bad_block_shape", f"Tensor {name!r} is {dtype} with rows of {raw.dims[0]} "
+                      f"elements, not a multiple of its {block}-element block.",
+                      raw.start, raw.length, name)
         offset = data_start + raw.rel_offset
         if raw.rel_offset % alignment:
             rep.error("misaligned", f"Tensor {name!r} starts at data offset {raw.rel_offset}, not "
@@ -424,10 +482,7 @@ def _place_tensors(infos, data_start, alignment, rep: Report, result: FileResult
         if name in result.tensors:
             rep.error("duplicate_tensor", f"Two tensor infos are named {name!r}; the second one "
                       "hides the first.", raw.start, raw.length, name)
-        info = TensorInfo(name, dtype, tuple(reversed(raw.dims)), result.file, offset, length)
-        info.extra["ggml_dims"] = raw.dims
-        info.extra["info_span"] = (raw.start, raw.length)
-        result.tensors[name] = info
+        result.tensors[name] = _tensor_info(raw, result.file, offset, length)
     ordered = sorted(result.tensors.values(), key=lambda t: t.offset)
     prev = None
     for t in ordered:
