@@ -72,3 +72,49 @@ def numpy_dtype(name: str, byteorder: str = "<") -> np.dtype | None:
 def nbytes_for(bits: int, numel: int) -> int:
     """Bytes taken by `numel` elements of `bits` each, rounded up to a whole byte."""
     return (bits * numel + 7) // 8
+
+
+# Other spellings of the same dtypes (PyTorch storages and torch dtype names) -> safetensors name.
+ALIASES: dict[str, str] = {
+    "FloatStorage": "F32", "HalfStorage": "F16", "BFloat16Storage": "BF16",
+    "DoubleStorage": "F64", "LongStorage": "I64", "IntStorage": "I32", "ShortStorage": "I16",
+    "CharStorage": "I8", "ByteStorage": "U8", "BoolStorage": "BOOL",
+    "ComplexFloatStorage": "C64",
+    "float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
+    "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
+    "uint16": "U16", "uint32": "U32", "uint64": "U64", "complex64": "C64",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e8m0fnu": "F8_E8M0",
+}
+
+
+def canonical(name: str) -> str:
+    """The safetensors spelling of a dtype name ("torch.float16" and "HalfStorage" -> "F16")."""
+    name = name.removeprefix("torch.")
+    return ALIASES.get(name, name)
+
+
+# Sub-byte float types, packed least-significant bits first across the byte stream (element 0
+# in the low bits of byte 0), the convention of PyTorch's float4_e2m1fn_x2, MLX and ggml.
+# safetensors itself does not prescribe a bit order. -> (ml_dtypes name, bits)
+SUBBYTE: dict[str, tuple[str, int]] = {
+    "F4": ("float4_e2m1fn", 4),
+    "F6_E2M3": ("float6_e2m3fn", 6),
+    "F6_E3M2": ("float6_e3m2fn", 6),
+}
+
+
+def unpack_bits(raw: np.ndarray, bits: int) -> np.ndarray:
+    """(n, bits) uint8 rows -> (n, 8) codes of `bits` each, LSB-first (8 codes per `bits` bytes)."""
+    n = raw.shape[0]
+    wide = np.zeros((n, 8), dtype=np.uint8)
+    wide[:, :bits] = raw
+    words = wide.view("<u8")  # (n, 1)
+    shifts = (np.arange(8, dtype=np.uint64) * np.uint64(bits))
+    return ((words >> shifts) & np.uint64((1 << bits) - 1)).astype(np.uint8)
+
+
+def decode_subbyte(name: str, raw: np.ndarray) -> np.ndarray:
+    """(n, bits) packed bytes of F4/F6 -> float32 (n, 8), through ml_dtypes."""
+    ml_name, bits = SUBBYTE[name]
+    codes = unpack_bits(raw, bits)
+    return codes.view(_ml(ml_name)).astype(np.float32)

@@ -1,0 +1,346 @@
+"""Decode tensors to numpy: whole, by rows, in bounded chunks, or as a sample of whole blocks.
+
+Every tensor is seen as `n_units` equal units of bytes (a GGUF block, one element of a plain
+dtype, 8 packed sub-byte floats, one packed MLX row) that decode independently. Reads, slices,
+streaming and sampling are all "decode these units", so none of them touches more bytes than
+it needs and memory stays bounded by the chunk size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checkpoint import Checkpoint, TensorInfo
+from . import dtypes
+from .dequant import CODECS, GGML_PLAIN, UNSUPPORTED
+
+# Elements decoded per step when streaming: big enough for numpy, small enough for the cache.
+CHUNK_ELEMENTS = 1 << 18
+FLOAT_KINDS = "fc"
+
+
+@dataclass
+class Plan:
+    """How one tensor's bytes become values."""
+
+    info: TensorInfo
+    unit_elems: int
+    unit_bytes: int
+    n_units: int
+    out_dtype: np.dtype
+    # decode(raw (n, unit_bytes) uint8, unit indices (n,), out (n, unit_elems))
+    decode: Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+    # per-unit quantization scales (n,) or (n, k) as float32, for quantized tensors
+    scales: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+    # bytes the file really holds for the tensor (sub-byte tensors end mid-unit)
+    data_bytes: int = 0
+    label: str = ""  # what one unit is, for sample descriptions ("block of 256")
+    strided: tuple | None = None  # PyTorch non-contiguous view: (shape, strides in bytes)
+
+    @property
+    def numel(self) -> int:
+        return self.info.numel
+
+    @property
+    def quantized(self) -> bool:
+        return self.scales is not None
+
+
+def tensor_info(ckpt: Checkpoint, name: str | TensorInfo) -> TensorInfo:
+    if isinstance(name, TensorInfo):
+        return name
+    info = ckpt.tensors.get(name)
+    if info is None:
+        raise KeyError(f"No tensor named {name!r} in {ckpt.source!r}.")
+    return info
+
+
+def _byteorder(ckpt: Checkpoint, info: TensorInfo) -> str:
+    # GGUF readers may keep the file's byte order in details rather than on each tensor.
+    if info.byteorder == "<" and ckpt.format == "gguf":
+        return ckpt.details.get("files", {}).get(info.file, {}).get("byteorder", "<")
+    return info.byteorder
+
+
+def plan_for(ckpt: Checkpoint, info: TensorInfo) -> Plan:
+    """The decoding plan of one tensor; ValueError when its dtype cannot be decoded."""
+    if info.quant and info.quant.get("kind") == "mlx_affine":
+        return _mlx_plan(ckpt, info)
+    if ckpt.format == "gguf" and info.dtype in CODECS:
+        return _gguf_plan(info)
+    if ckpt.format == "gguf" and info.dtype in UNSUPPORTED:
+        raise ValueError(f"Tensor {info.name!r} is {info.dtype}, which cannot be decoded: "
+                         f"{UNSUPPORTED[info.dtype]}.")
+    name = GGML_PLAIN.get(info.dtype, info.dtype) if ckpt.format == "gguf" else info.dtype
+    name = dtypes.canonical(name)
+    if name in dtypes.SUBBYTE:
+        return _subbyte_plan(info, name)
+    dt = dtypes.numpy_dtype(name, _byteorder(ckpt, info))
+    if dt is None:
+        raise ValueError(f"Tensor {info.name!r} has dtype {info.dtype!r}, which this tool cannot "
+                         "decode.")
+    return _plain_plan(info, dt)
+
+
+def _plain_plan(info: TensorInfo, dt: np.dtype) -> Plan:
+    if dt.kind == "c":
+        out = np.dtype(np.complex64)
+    elif dt.kind in "biu":
+        out = dt.newbyteorder("=")  # integers and bools keep their type
+    else:
+        out = np.dtype(np.float32)  # every float, ml_dtypes ones included
+
+    def decode(raw, idx, o):
+        o[...] = raw.view(dt)
+
+    plan = Plan(info, 1, dt.itemsize, info.numel, out, decode, None, info.numel * dt.itemsize,
+                "element")
+    strided = _strides(info, dt.itemsize)
+    if strided is not None:
+        plan.strided = strided
+    return plan
+
+
+def _strides(info: TensorInfo, itemsize: int) -> tuple | None:
+    """A PyTorch view whose strides are not the C-contiguous ones: (shape, byte strides)."""
+    if info.stride is None or not info.shape:
+        return None
+    expected, acc = [], 1
+    for dim in reversed(info.shape):
+        expected.append(acc)
+        acc *= dim
+    expected.reverse()
+    real = tuple(s for s, d in zip(info.stride, info.shape, strict=False) if d > 1)
+    if real == tuple(s for s, d in zip(expected, info.shape, strict=False) if d > 1):
+        return None
+    return tuple(info.shape), tuple(s * itemsize for s in info.stride)
+
+
+def _subbyte_plan(info: TensorInfo, name: str) -> Plan:
+    bits = dtypes.SUBBYTE[name][1]
+
+    def decode(raw, idx, o):
+        o[...] = dtypes.decode_subbyte(name, raw)
+
+    return Plan(info, 8, bits, -(-info.numel // 8), np.dtype(np.float32), decode, None,
+                dtypes.nbytes_for(bits, info.numel), "group of 8 packed values")
+
+
+def _gguf_plan(info: TensorInfo) -> Plan:
+    codec = CODECS[info.dtype]
+    if info.numel % codec.block_elems:
+        raise ValueError(f"Tensor {info.name!r} is {info.dtype} with {info.numel} elements, not a "
+                         f"whole number of {codec.block_elems}-element blocks.")
+
+    def decode(raw, idx, o):
+        codec.decode(raw, o)
+
+    scales = (lambda raw, idx: codec.scales(raw)) if codec.scales else None
+    n = info.numel // codec.block_elems
+    plan = Plan(info, codec.block_elems, codec.block_bytes, n, np.dtype(np.float32), decode, scales,
+                n * codec.block_bytes, f"block of {codec.block_elems}")
+    if scales is None:  # IQ1_M: still quantized, but without a single block scale to show
+        plan.scales = lambda raw, idx: np.empty(0, np.float32)
+    return plan
+
+
+def _mlx_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
+    """One unit = one packed row of the weight; its scales and biases rows come with it."""
+    q = info.quant
+    bits, group = q["bits"], q["group_size"]
+    scales_info, biases_info = q.get("scales"), q.get("biases")
+    if biases_info is None:
+        raise ValueError(f"Tensor {info.name!r} is MLX-quantized but its biases are missing.")
+    packed = tuple(info.extra.get("packed_shape", info.shape))
+    cols = info.shape[-1]
+    n_rows = math.prod(packed[:-1]) if len(packed) > 1 else 1
+    row_bytes = packed[-1] * 4
+    s_plan = plan_for(ckpt, scales_info)
+    b_plan = plan_for(ckpt, biases_info)
+    n_groups = cols // group
+
+    def side_rows(plan: Plan, idx: np.ndarray) -> np.ndarray:
+        # scales/biases rows of the same units: n_groups values per weight row
+        grouped = _grouped(plan, n_groups)
+        return decode_units(ckpt, grouped, idx).astype(np.float32)
+
+    def decode(raw, idx, o):
+        codes = dtypes.unpack_bits(raw.reshape(-1, bits), bits).reshape(len(raw), n_groups, group)
+        s = side_rows(s_plan, idx)[:, :, None]
+        b = side_rows(b_plan, idx)[:, :, None]
+        out = o.reshape(len(raw), n_groups, group)
+        np.multiply(s, codes, out=out)
+        out += b
+
+    def scales(raw, idx):
+        return side_rows(s_plan, idx)
+
+    if cols % group or cols * bits != row_bytes * 8:
+        raise ValueError(f"Tensor {info.name!r}: {cols} columns at {bits} bits in groups of {group} "
+                         f"do not fit packed rows of {row_bytes} bytes.")
+    return Plan(info, cols, row_bytes, n_rows, np.dtype(np.float32), decode, scales,
+                n_rows * row_bytes, f"row of {cols}")
+
+
+def _grouped(plan: Plan, k: int) -> Plan:
+    """The same tensor seen as units of `k` consecutive plain elements (one row of scales)."""
+    inner = plan.decode
+    ub = plan.unit_bytes
+
+    def decode(raw, idx, o):
+        inner(raw.reshape(-1, ub), idx, o.reshape(-1, 1))
+
+    return Plan(plan.info, k, ub * k, plan.numel // k, plan.out_dtype, decode, None,
+                plan.data_bytes, f"row of {k}")
+
+
+# -- bytes ---------------------------------------------------------------------------------
+
+def _check_length(plan: Plan) -> None:
+    info = plan.info
+    if info.length < plan.data_bytes:
+        raise ValueError(f"Tensor {info.name!r} needs {plan.data_bytes} bytes for {info.kind} "
+                         f"{list(info.shape)}, but its byte range holds only {info.length}.")
+
+
+def raw_units(ckpt: Checkpoint, plan: Plan, start: int, stop: int) -> np.ndarray:
+    """Units [start, stop) as uint8 (n, unit_bytes): a view of the mmap for local files."""
+    _check_length(plan)
+    info, ub = plan.info, plan.unit_bytes
+    src = ckpt.byte_source(info.file)
+    lo = info.offset + start * ub
+    want = (stop - start) * ub
+    have = max(0, min(want, plan.data_bytes - start * ub))  # sub-byte tensors end mid-unit
+    if lo + have > src.size:
+        raise ValueError(f"Tensor {info.name!r} needs bytes {lo} to {lo + have} of "
+                         f"{info.file}, but the file ends at byte {src.size}: it is truncated.")
+    buf = getattr(src, "buffer", None)
+    if buf is not None:
+        data = np.frombuffer(buf, dtype=np.uint8, count=have, offset=lo)
+    else:
+        data = np.frombuffer(src.read(lo, have), dtype=np.uint8)
+    if have < want:
+        data = np.concatenate([data, np.zeros(want - have, np.uint8)])
+    return data.reshape(stop - start, ub)
+
+
+def raw_picked(ckpt: Checkpoint, plan: Plan, idx: np.ndarray, k: int = 1) -> np.ndarray:
+    """Units idx*k .. idx*k+k for each index: (len(idx) * k, unit_bytes), gathered in one go."""
+    idx = np.asarray(idx, dtype=np.int64)
+    src = ckpt.byte_source(plan.info.file)
+    if getattr(src, "buffer", None) is not None and len(idx):
+        last = int(idx.max()) * k + k
+        groups = raw_units(ckpt, plan, 0, last).reshape(-1, k * plan.unit_bytes)
+        return groups[idx].reshape(len(idx) * k, plan.unit_bytes)
+    parts = [raw_units(ckpt, plan, int(i) * k, int(i) * k + k) for i in idx]
+    return np.concatenate(parts) if parts else np.empty((0, plan.unit_bytes), np.uint8)
+
+
+def decode_units(ckpt: Checkpoint, plan: Plan, idx: np.ndarray | slice) -> np.ndarray:
+    """Decode units (a slice or an index array) to (n, unit_elems) values."""
+    if isinstance(idx, slice):
+        start, stop, _ = idx.indices(plan.n_units)
+        raw = raw_units(ckpt, plan, start, max(start, stop))
+        index = np.arange(start, max(start, stop))
+    else:
+        index = np.asarray(idx, dtype=np.int64)
+        raw = raw_picked(ckpt, plan, index)
+    out = np.empty((len(raw), plan.unit_elems), dtype=plan.out_dtype)
+    if len(raw):
+        with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are data, not errors
+            plan.decode(raw, index, out)
+    return out
+
+
+# -- elements ------------------------------------------------------------------------------
+
+def _decode_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int, out: np.ndarray) -> None:
+    """Elements [e0, e1) into the flat array `out`, a bounded chunk of units at a time."""
+    ue = plan.unit_elems
+    step = max(1, CHUNK_ELEMENTS // ue)
+    u, last = e0 // ue, -(-e1 // ue)
+    pos = 0
+    while pos < e1 - e0:
+        u1 = min(last, u + step)
+        vals = decode_units(ckpt, plan, slice(u, u1)).reshape(-1)
+        first = e0 + pos - u * ue
+        take = min(len(vals) - first, e1 - e0 - pos)
+        out[pos:pos + take] = vals[first:first + take]
+        pos += take
+        u = u1
+
+
+def _read_strided(ckpt: Checkpoint, plan: Plan) -> np.ndarray:
+    shape, strides = plan.strided
+    info = plan.info
+    itemsize = plan.unit_bytes
+    span = sum((d - 1) * s for d, s in zip(shape, strides, strict=True) if d > 0) + itemsize
+    if any(s < 0 for s in strides):
+        raise ValueError(f"Tensor {info.name!r} has negative strides {info.stride}.")
+    if 0 in shape:
+        return np.empty(shape, plan.out_dtype)
+    src = ckpt.byte_source(info.file)
+    if info.offset + span > src.size:
+        raise ValueError(f"Tensor {info.name!r} needs bytes {info.offset} to {info.offset + span}, "
+                         f"but the file ends at byte {src.size}: it is truncated.")
+    raw = np.frombuffer(src.read(info.offset, span), dtype=np.uint8)
+    dt = dtypes.numpy_dtype(dtypes.canonical(info.dtype), info.byteorder)
+    base = np.lib.stride_tricks.as_strided(raw[:span - span % dt.itemsize].view(dt) if span % dt.itemsize
+                                           else raw.view(dt), shape=shape, strides=strides)
+    return base.astype(plan.out_dtype)
+
+
+def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
+    """Decode one tensor: float32 for float and quantized dtypes, integers and bools as stored.
+
+    `rows` selects along the first axis (a slice or one index); only the blocks that hold
+    those rows are read and decoded.
+    """
+    info = tensor_info(ckpt, name)
+    plan = plan_for(ckpt, info)
+    if plan.strided is not None:
+        arr = _read_strided(ckpt, plan)
+        return arr if rows is None else arr[rows]
+    shape = tuple(info.shape)
+    if rows is None:
+        out = np.empty(plan.numel, dtype=plan.out_dtype)
+        _decode_range(ckpt, plan, 0, plan.numel, out)
+        return out.reshape(shape)
+    if not shape:
+        raise ValueError(f"Tensor {info.name!r} is a scalar; it has no rows to select.")
+    inner = math.prod(shape[1:])
+    if isinstance(rows, (int, np.integer)):
+        r = int(rows) + (shape[0] if rows < 0 else 0)
+        if not 0 <= r < shape[0]:
+            raise IndexError(f"Row {rows} is out of range for {info.name!r} with {shape[0]} rows.")
+        out = np.empty(inner, dtype=plan.out_dtype)
+        _decode_range(ckpt, plan, r * inner, (r + 1) * inner, out)
+        return out.reshape(shape[1:])
+    start, stop, step = rows.indices(shape[0])
+    picked = range(start, stop, step)
+    out = np.empty((len(picked), inner), dtype=plan.out_dtype)
+    if step == 1 and len(picked):
+        _decode_range(ckpt, plan, start * inner, stop * inner, out.reshape(-1))
+    else:
+        for i, r in enumerate(picked):
+            _decode_range(ckpt, plan, r * inner, (r + 1) * inner, out[i])
+    return out.reshape((len(picked),) + shape[1:])
+
+
+def iter_chunks(ckpt: Checkpoint, name: str | TensorInfo,
+                chunk_elements: int = CHUNK_ELEMENTS) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (first element index, flat values) over the whole tensor, one bounded chunk at a time."""
+    info = tensor_info(ckpt, name)
+    plan = plan_for(ckpt, info)
+    if plan.strided is not None:
+        yield 0, _read_strided(ckpt, plan).reshape(-1)
+        return
+    step = max(1, chunk_elements // plan.unit_elems)
+    for u in range(0, plan.n_units, step):
+        vals = decode_units(ckpt, plan, slice(u, u + step)).reshape(-1)
+        start = u * plan.unit_elems
+        yield start, vals[:max(0, plan.numel - start)]
