@@ -1,0 +1,26 @@
+// The summary bar: files, format, size, tensor and parameter counts, dtype mix, findings.
+import { h } from "./dom.js";
+import { humanBytes, humanCount } from "./format.js";
+
+/** @param {import("./context.js").Ctx} ctx */
+export function createSummaryView(ctx) {
+  const s = ctx.model.get("summary") || {};
+  const names = s.names || [];
+  const fileText = names.length ? `${names[0]}${s.file_count > 1 ? ` + ${s.file_count - 1} more` : ""}` : String(s.source || "");
+  const counts = s.findings || {};
+  const root = h("div", { className: "me-summary" },
+    h("span", { className: "me-format", text: s.format || "unknown" }),
+    h("span", { className: "me-files", text: fileText, title: (s.files || []).join("\n") }),
+    h("span", { className: "me-stat", text: humanBytes(s.total_size) }),
+    h("span", { className: "me-stat", text: `${s.tensor_count ?? 0} tensors` }),
+    h("span", { className: "me-stat", text: `${humanCount(s.parameter_count)} params` }),
+  );
+  const mix = h("span", { className: "me-mix" });
+  for (const [kind, n] of Object.entries(s.dtypes || {})) mix.append(h("span", { className: "me-chip", text: `${kind} ×${n}` }));
+  root.append(mix);
+  for (const sev of ["error", "warning", "info"]) {
+    const n = counts[sev] || 0;
+    root.append(h("span", { className: `me-badge me-sev-${sev}${n ? "" : " me-zero"}`, text: `${n} ${sev === "info" ? "info" : `${sev}${n === 1 ? "" : "s"}`}` }));
+  }
+  return { el: root };
+}

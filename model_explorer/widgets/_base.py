@@ -1,0 +1,220 @@
+"""What every view shares: the checkpoint, the synced state, and the request/answer channel.
+
+The browser asks for pages of bytes, rows of the tree or table, statistics, through custom
+messages `{type: "req", id, op, args}`; the kernel answers `{type: "res", id, ok, data}` with
+raw bytes as a binary buffer. Nothing large ever sits in a synced trait.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+
+from ..checkpoint import Checkpoint
+from ._pages import MAX_PAGE, PAGE, FileSpans, explain, page, span_json
+
+STATIC = Path(__file__).parent / "static"
+MAX_FINDINGS_SENT = 1000
+_MISSING_BUILD = """
+export function render({ el }) {
+  el.className = "me-missing-build";
+  el.textContent = "model_explorer: the widget JavaScript is not built. Run `make js` " +
+    "(cd js && npm ci && npm run build) and re-run this cell.";
+}
+export default { render };
+"""
+
+
+def _asset(name: str, fallback: str = "") -> Any:
+    path = STATIC / name
+    return path if path.is_file() else fallback
+
+
+def as_checkpoint(source: Any) -> Checkpoint:
+    if isinstance(source, Checkpoint):
+        return source
+    from ..opener import open as open_checkpoint
+
+    return open_checkpoint(source)
+
+
+class BaseView(anywidget.AnyWidget):
+    """An anywidget over one Checkpoint; subclasses pick which `view` the JavaScript draws."""
+
+    _esm = _asset("explorer_widget.js", _MISSING_BUILD)
+    _css = _asset("explorer_widget.css")
+
+    view = traitlets.Unicode("explorer").tag(sync=True)
+    summary = traitlets.Dict().tag(sync=True)
+    findings = traitlets.List().tag(sync=True)
+    legend = traitlets.List().tag(sync=True)
+    files = traitlets.List().tag(sync=True)
+    selection = traitlets.Dict().tag(sync=True)
+    options = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        ckpt = as_checkpoint(source)
+        state = initial_state(ckpt)
+        super().__init__(**state, **kwargs)
+        self.checkpoint = ckpt
+        self._file_spans: dict[str, FileSpans] = {}
+        self._tree = None
+        self._table = None
+        self._map = None
+        self.on_msg(self._on_request)
+
+    # -- lazily built views of the checkpoint --------------------------------------------
+
+    def file_spans(self, file: str) -> FileSpans:
+        if file not in self._file_spans:
+            self._file_spans[file] = FileSpans(self.checkpoint.spans_for(file))
+        return self._file_spans[file]
+
+    @property
+    def tree(self):
+        if self._tree is None:
+            from ._tree import HeaderTree
+
+            self._tree = HeaderTree(self.checkpoint)
+        return self._tree
+
+    @property
+    def table(self):
+        if self._table is None:
+            from ._table import TensorTable
+
+            self._table = TensorTable(self.checkpoint)
+        return self._table
+
+    @property
+    def file_map(self):
+        if self._map is None:
+            from ._map import FileMap
+
+            self._map = FileMap(self.checkpoint)
+        return self._map
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _on_request(self, _widget, content: Any, _buffers) -> None:
+        if not isinstance(content, dict) or content.get("type") != "req":
+            return
+        rid = content.get("id")
+        try:
+            data, buffers = self.answer(str(content.get("op")), content.get("args") or {})
+            self.send({"type": "res", "id": rid, "ok": True, "data": data}, buffers or None)
+        except Exception as e:  # a view must say why it cannot draw, not leave a spinner
+            self.send({"type": "res", "id": rid, "ok": False,
+                       "error": f"{type(e).__name__}: {e}",
+                       "trace": traceback.format_exc(limit=3)})
+
+    def answer(self, op: str, args: dict) -> tuple[Any, list[bytes] | None]:
+        """Answer one request; also callable from Python, which is how the unit tests drive it."""
+        handler = getattr(self, f"_op_{op}", None)
+        if handler is None:
+            raise ValueError(f"unknown request {op!r}")
+        return handler(**args)
+
+    def _file(self, file: str | None) -> str:
+        files = self.checkpoint.files
+        if not files:
+            raise ValueError("This checkpoint has no readable file.")
+        return file if file in files else files[0]
+
+    def _op_bytes(self, file: str | None = None, offset: int = 0, length: int = PAGE):
+        file = self._file(file)
+        size = self.checkpoint.sizes.get(file, 0)
+        offset = max(0, min(int(offset), size))
+        length = max(0, min(int(length), MAX_PAGE, size - offset))
+        data = bytes(self.checkpoint.read_bytes(offset, length, file)) if length else b""
+        out = page(self.file_spans(file), data, file, offset)
+        out["size"] = size
+        return out, [data]
+
+    def _op_step(self, file: str | None = None, index: int | None = None, offset: int | None = None):
+        """The span at `index` in file order (or the first at/after `offset`), explained."""
+        file = self._file(file)
+        fs = self.file_spans(file)
+        if not fs.spans:
+            return {"count": 0, "index": 0, "span": None, "text": "This file has no labelled spans."}, None
+        if index is None:
+            index = fs.index_at(int(offset or 0))
+        index = max(0, min(int(index), len(fs.spans) - 1))
+        s = fs.spans[index]
+        return {"count": len(fs.spans), "index": index, "span": span_json(s, index),
+                "text": explain(s, self.checkpoint.format)}, None
+
+    def _op_tree(self, expanded=(), query: str = "", start: int = 0, count: int = 100,
+                 locate: str | None = None):
+        return self.tree.window(list(expanded), query or "", int(start), min(int(count), 500), locate), None
+
+    def _op_table(self, sort: str = "index", desc: bool = False, query: str = "", start: int = 0,
+                  count: int = 100, locate: str | None = None):
+        return self.table.window(sort, desc, query or "", int(start), min(int(count), 500), locate), None
+
+    def _op_map(self):
+        return self.file_map.payload(), None
+
+    def _op_tensor_at(self, file: str, offset: int):
+        name = self.file_map.tensor_at(file, int(offset))
+        return (self._tensor_selection(name) if name else None), None
+
+    def _op_tensor(self, name: str):
+        return self._tensor_selection(name), None
+
+    def _tensor_selection(self, name: str) -> dict | None:
+        t = self.checkpoint.tensors.get(name)
+        if t is None:
+            return None
+        return {"tensor": t.name, "file": t.file, "offset": t.offset, "length": t.length,
+                "dtype": t.kind, "shape": list(t.shape)}
+
+    def _op_stats(self, name: str, exact: bool = False, bins: int = 64):
+        if name not in self.checkpoint.tensors:
+            return {"name": name, "error": f"No tensor named {name!r} in this checkpoint."}, None
+        t0 = time.perf_counter()
+        try:
+            st = self.checkpoint.stats(name, bins=int(bins), exact=bool(exact))
+        except ValueError as e:
+            return {"name": name, "error": str(e)}, None
+        except ImportError as e:
+            return {"name": name, "error": f"Statistics are not available: {e}"}, None
+        out = st.to_dict()
+        out["seconds"] = round(time.perf_counter() - t0, 4)
+        return out, None
+
+    # -- display without a kernel --------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+        from ._static import summary_html, summary_text
+
+        data["text/plain"] = summary_text(self.checkpoint)
+        data["text/html"] = summary_html(self.checkpoint)
+        return data, meta
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.checkpoint!r}>"
+
+
+def initial_state(ckpt: Checkpoint) -> dict[str, Any]:
+    """The small state sent when the widget opens: summary, first findings, legend, files."""
+    summary = ckpt.summary()
+    summary["finding_total"] = len(ckpt.findings)
+    summary["names"] = [os.path.basename(f) for f in ckpt.files[:5]]
+    summary["files"] = ckpt.files[:5]
+    summary["file_count"] = len(ckpt.files)
+    summary["dtypes"] = dict(list(summary["dtypes"].items())[:12])
+    findings = [f.to_dict() for f in ckpt.findings[:MAX_FINDINGS_SENT]]
+    legend = sorted({s.kind for s in ckpt.spans})
+    files = [{"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0)} for f in ckpt.files]
+    return {"summary": summary, "findings": findings, "legend": legend, "files": files}

@@ -1,0 +1,98 @@
+"""The file map: each file a bar with its header and data regions and its tensors as segments.
+
+At most BINS segments per file travel to the browser: a shard with thousands of tensors is
+binned by byte position, each bin carrying its dominant dtype and layer.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections import Counter
+
+from ..checkpoint import Checkpoint
+
+BINS = 128
+_LAYER = re.compile(r"\.(\d+)\.")
+MARK_CODES = {"orphan_tensor": "orphan", "duplicate_tensor": "duplicate", "missing_tensor": "missing"}
+
+
+def layer_of(name: str) -> int:
+    m = _LAYER.search(f".{name}.")
+    return int(m.group(1)) if m else -1
+
+
+class FileMap:
+    def __init__(self, ckpt: Checkpoint) -> None:
+        self.ckpt = ckpt
+        self.by_file: dict[str, list] = {}
+        for t in ckpt.tensors.values():
+            self.by_file.setdefault(t.file, []).append(t)
+        for ts in self.by_file.values():
+            ts.sort(key=lambda t: t.offset)
+        self._starts = {f: [t.offset for t in ts] for f, ts in self.by_file.items()}
+
+    def tensor_at(self, file: str, offset: int) -> str | None:
+        ts = self.by_file.get(file, [])
+        i = bisect.bisect_right(self._starts.get(file, []), offset) - 1
+        if 0 <= i < len(ts):
+            return ts[i].name
+        return ts[0].name if ts else None
+
+    def payload(self) -> dict:
+        ckpt = self.ckpt
+        marks: dict[str, dict[str, str]] = {}
+        missing: dict[str, list[str]] = {}
+        for f in ckpt.findings:
+            code = MARK_CODES.get(f.code)
+            if code and f.tensor:
+                if code == "missing":
+                    missing.setdefault(f.file or "", []).append(f.tensor)
+                else:
+                    marks.setdefault(f.file or "", {})[f.tensor] = code
+        rows = ckpt.details.get("shards") or [
+            {"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0), "missing": False}
+            for f in ckpt.files]
+        dtypes: list[str] = []
+        files = []
+        for row in rows:
+            file = row["file"]
+            size = ckpt.sizes.get(file, row.get("size", 0)) or 0
+            fdet = (ckpt.details.get("files") or {}).get(file, {})
+            data_start = row.get("data_start", fdet.get("header_end"))
+            ts = self.by_file.get(file, [])
+            if data_start is None:
+                data_start = ts[0].offset if ts else size
+            files.append({
+                "file": file, "name": row.get("name") or os.path.basename(file), "size": size,
+                "data_start": data_start, "missing": bool(row.get("missing")),
+                "tensors": len(ts), "missing_tensors": missing.get(file, [])[:20],
+                "missing_count": len(missing.get(file, [])),
+                "segments": self._segments(ts, size, marks.get(file, {}), dtypes),
+            })
+        return {"files": files, "dtypes": dtypes, "total": ckpt.total_size}
+
+    @staticmethod
+    def _segments(ts, size: int, marks: dict[str, str], dtypes: list[str]) -> list[list]:
+        """[offset, length, dtype index, layer, label, mark] per tensor or per bin."""
+        def di(kind: str) -> int:
+            if kind not in dtypes:
+                dtypes.append(kind)
+            return dtypes.index(kind)
+
+        if len(ts) <= BINS:
+            return [[t.offset, t.length, di(t.kind), layer_of(t.name), t.name, marks.get(t.name)]
+                    for t in ts]
+        out = []
+        per = -(-len(ts) // BINS)
+        for lo in range(0, len(ts), per):
+            chunk = ts[lo:lo + per]
+            kind = Counter(t.kind for t in chunk).most_common(1)[0][0]
+            layer = Counter(layer_of(t.name) for t in chunk).most_common(1)[0][0]
+            start = chunk[0].offset
+            end = max(t.offset + t.length for t in chunk)
+            mark = next((marks[t.name] for t in chunk if t.name in marks), None)
+            out.append([start, end - start, di(kind), layer,
+                        f"{len(chunk)} tensors: {chunk[0].name} … {chunk[-1].name}", mark])
+        return out

@@ -1,0 +1,152 @@
+"""Pages of bytes with the spans that colour them, and sentences that explain each span.
+
+A page answer is small JSON plus the raw bytes as a binary buffer, so the browser never
+holds more than the rows on screen (a 20 GB file scrolls like a 20 KB one).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+
+from ..spans import Span
+
+PAGE = 4096
+MAX_PAGE = 64 * 1024
+
+
+class FileSpans:
+    """The spans of one file: in file order for step-through, and as the innermost span per byte."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        self.spans = sorted(spans, key=lambda s: (s.offset, -s.length))
+        self._starts = [s.offset for s in self.spans]
+        self.seg_start, self.seg_end, self.seg_span = _innermost_segments(self.spans)
+
+    def segments(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """(start, end, span index) of the innermost spans covering bytes [start, end)."""
+        i = max(0, bisect.bisect_right(self.seg_start, start) - 1)
+        out = []
+        while i < len(self.seg_start) and self.seg_start[i] < end:
+            if self.seg_end[i] > start:
+                out.append((max(start, self.seg_start[i]), min(end, self.seg_end[i]), self.seg_span[i]))
+            i += 1
+        return out
+
+    def index_at(self, offset: int) -> int:
+        """Index (in file order) of the first span starting at or after `offset`."""
+        return min(bisect.bisect_left(self._starts, offset), max(0, len(self.spans) - 1))
+
+
+def _innermost_segments(spans: list[Span]) -> tuple[list[int], list[int], list[int]]:
+    """Cut the file into runs owned by one innermost span (spans sorted by start, longest first).
+
+    A sweep with a stack of open spans: a nested span interrupts its parent, which resumes
+    after it. Zero-length and partly overlapping spans (damaged files) never break the sweep.
+    """
+    starts: list[int] = []
+    ends: list[int] = []
+    owners: list[int] = []
+    stack: list[int] = []
+    pos = 0
+
+    def emit(a: int, b: int, owner: int) -> None:
+        nonlocal pos
+        a = max(a, pos)
+        if b > a:
+            if owners and owners[-1] == owner and ends[-1] == a:
+                ends[-1] = b
+            else:
+                starts.append(a), ends.append(b), owners.append(owner)
+            pos = b
+
+    for i, s in enumerate(spans):
+        while stack and spans[stack[-1]].end <= s.offset:
+            top = stack.pop()
+            emit(pos, spans[top].end, top)
+        if stack:
+            emit(pos, s.offset, stack[-1])
+        pos = max(pos, s.offset)
+        if s.length > 0:
+            stack.append(i)
+    while stack:
+        top = stack.pop()
+        emit(pos, spans[top].end, top)
+    return starts, ends, owners
+
+
+def span_json(s: Span, index: int | None = None) -> dict:
+    d = {"offset": s.offset, "length": s.length, "kind": s.kind, "path": s.path,
+         "value": s.value, "tensor": s.tensor, "file": s.file}
+    if index is not None:
+        d["index"] = index
+    return d
+
+
+def page(fs: FileSpans, data: bytes, file: str, offset: int) -> dict:
+    """JSON half of a page answer: the innermost segments and the spans they point to."""
+    segs = fs.segments(offset, offset + len(data))
+    local: dict[int, int] = {}
+    spans = []
+    out = []
+    for a, b, i in segs:
+        if i not in local:
+            local[i] = len(spans)
+            spans.append(span_json(fs.spans[i], i))
+        out.append([a, b, local[i]])
+    return {"file": file, "offset": offset, "length": len(data), "segs": out, "spans": spans}
+
+
+def _owner(path: str) -> str:
+    """The field a path names: `KV 3 > general.name > value` -> `general.name`."""
+    parts = path.split(" > ")
+    return parts[-2] if len(parts) >= 2 else parts[0]
+
+
+def explain(s: Span, fmt: str) -> str:
+    """One sentence for a newcomer: what this field is, its value, and why it is there."""
+    v = f" ({s.value})" if s.value else ""
+    n = f"{s.length} byte{'s' if s.length != 1 else ''}"
+    k, owner = s.kind, _owner(s.path)
+    if k == "magic":
+        return (f"The magic bytes{v}: a reader checks these {n} first to know the file is "
+                f"{fmt.upper() if fmt == 'gguf' else fmt}.")
+    if k == "version":
+        return f"The format version{v}: readers refuse versions they do not know."
+    if k == "count":
+        return f"The {s.path}{v}: it tells the reader how many entries follow."
+    if k == "length":
+        return (f"The header length{v}, an unsigned 64-bit little-endian integer: the JSON header "
+                "that follows is exactly this long, and tensor data starts right after it.")
+    if k == "json":
+        return (f"The JSON header{v}: it maps every tensor name to its dtype, shape and "
+                "data_offsets (byte positions relative to the end of the header).")
+    if k == "metadata":
+        return f"The __metadata__ entry{v}: free-form string key/values written by the exporter."
+    if k == "kv":
+        return f"One metadata entry, {s.path}: a key string, a value type code, then the value ({n})."
+    if k == "tensor_info":
+        return (f"The header entry that describes tensor {s.tensor or owner!r}: its dtype, shape and "
+                f"where its data lies ({n}).")
+    if k == "key":
+        where = "tensor" if s.tensor else "metadata entry"
+        return f"The name of the {where} {owner!r}{v}: a length-prefixed string in the header."
+    if k == "type":
+        return f"The type code of {owner!r}{v}: it tells the reader how to decode what follows."
+    if k == "dims":
+        return f"The dimensions of tensor {owner!r}{v}: a count, then one u64 per dimension."
+    if k == "offset":
+        return f"Where the data of tensor {owner!r} starts{v}, counted from the start of the data section."
+    if k == "value":
+        return f"The value of {owner!r}{v}: {n} decoded according to the type before it."
+    if k == "padding":
+        return f"Padding{v}: bytes that carry no data, so that what follows starts aligned."
+    if k == "tensor_data":
+        return (f"The raw data of tensor {s.tensor or owner!r}{v}: {n}, located by the header's "
+                "offsets; the bytes are the tensor's elements in row-major order.")
+    if k == "gap":
+        return f"{s.path.capitalize()}{v}: {n} that no tensor claims; strict readers reject them."
+    if k == "opcode":
+        return (f"A pickle opcode{v}. A pickle is a small program; this tool reads its opcodes "
+                "one by one and never runs them.")
+    return f"{s.path}{v}: {n} of kind {k!r}{' in ' + os.path.basename(s.file) if s.file else ''}."

@@ -1,0 +1,125 @@
+"""Renderings that need no kernel: the mimebundle's text/HTML summary and the offline report.
+
+Every string that comes from a file goes through `html.escape` here; in the report, the data
+travels as JSON inside `<script type="application/json">` (with `<` escaped so no file string
+can close the tag) and is drawn with `textContent`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from typing import Any
+
+from ..checkpoint import Checkpoint
+
+MAX_HTML_FINDINGS = 50
+REPORT_BYTES = 16 * 1024
+REPORT_TREE_NODES = 20_000
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _files_line(ckpt: Checkpoint) -> str:
+    names = [os.path.basename(f) for f in ckpt.files[:3]]
+    more = f" and {len(ckpt.files) - 3} more" if len(ckpt.files) > 3 else ""
+    return ", ".join(names) + more if names else os.path.basename(ckpt.source)
+
+
+def summary_text(ckpt: Checkpoint) -> str:
+    c = ckpt.finding_counts()
+    mix = ", ".join(f"{k} x{v}" for k, v in list(ckpt.dtype_mix().items())[:6])
+    lines = [f"model_explorer: {ckpt.format} checkpoint {_files_line(ckpt)}",
+             f"{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
+             f"{ckpt.parameter_count:,} parameters" + (f" ({mix})" if mix else ""),
+             f"findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info"]
+    lines += [f"  {f}" for f in ckpt.findings[:10]]
+    return "\n".join(lines)
+
+
+def summary_html(ckpt: Checkpoint) -> str:
+    e = html.escape
+    c = ckpt.finding_counts()
+    mix = ", ".join(f"{e(str(k))} &times;{v}" for k, v in list(ckpt.dtype_mix().items())[:8])
+    rows = "".join(
+        f"<li><b>{e(f.severity)}</b> <code>{e(f.code)}</code>: {e(f.message)}"
+        + (f" <small>(byte {f.offset})</small>" if f.offset is not None else "") + "</li>"
+        for f in ckpt.findings[:MAX_HTML_FINDINGS])
+    more = (f"<li>… {len(ckpt.findings) - MAX_HTML_FINDINGS} more</li>"
+            if len(ckpt.findings) > MAX_HTML_FINDINGS else "")
+    return (
+        '<div class="me-static-summary">'
+        f"<p><b>model_explorer</b>: {e(ckpt.format)} checkpoint <code>{e(_files_line(ckpt))}</code></p>"
+        f"<p>{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
+        f"{ckpt.parameter_count:,} parameters{' (' + mix + ')' if mix else ''}</p>"
+        f"<p>Findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info</p>"
+        f"<ul>{rows}{more}</ul></div>")
+
+
+def _script_json(data: Any) -> str:
+    """JSON that is safe inside a <script> element: no `<`, `>` or `&` appear literally."""
+    text = json.dumps(data, ensure_ascii=True, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def report_data(view) -> dict[str, Any]:
+    """What the offline report embeds: state, first bytes of each file (max 4), the header tree."""
+    ckpt = view.checkpoint
+    pages = []
+    for file in ckpt.files[:4]:
+        meta, bufs = view.answer("bytes", {"file": file, "offset": 0, "length": REPORT_BYTES})
+        meta["hex"] = bufs[0].hex()
+        pages.append(meta)
+    tree = view.tree
+    for n in list(tree.nodes):  # open everything built so far except lazy arrays
+        if n.lazy is None:
+            tree.children(n)
+    steps = []
+    for file in ckpt.files[:1]:
+        fs = view.file_spans(file)
+        for i, s in enumerate(fs.spans):
+            if s.offset >= REPORT_BYTES or i >= 400:
+                break
+            steps.append(view.answer("step", {"file": file, "index": i})[0])
+    return {
+        "state": {"view": "explorer", "summary": view.summary, "findings": view.findings,
+                  "legend": view.legend, "files": view.files, "selection": {}, "options": {}},
+        "pages": pages,
+        "steps": steps,
+        "tree": tree.all_rows(REPORT_TREE_NODES),
+        "tree_total": len(tree.nodes),
+        "table": [view.table.row(i) for i in range(min(len(view.table.infos), 5000))],
+        "map": view.file_map.payload() if len(ckpt.files) <= 400 else None,
+    }
+
+
+def report_html(view) -> str:
+    from ._base import STATIC
+
+    js_path, css_path = STATIC / "report_widget.js", STATIC / "explorer_widget.css"
+    if not js_path.is_file():
+        raise FileNotFoundError("The widget JavaScript is not built (static/report_widget.js); "
+                                "run `make js` first.")
+    js = js_path.read_text(encoding="utf-8").replace("</script", "<\\/script")
+    css = css_path.read_text(encoding="utf-8") if css_path.is_file() else ""
+    title = html.escape(f"model_explorer report: {_files_line(view.checkpoint)}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>body{{margin:0;padding:12px;font-family:system-ui,sans-serif}}{css}</style>
+</head><body>
+<noscript>{summary_html(view.checkpoint)}</noscript>
+<div id="me-report"></div>
+<script type="application/json" id="me-report-data">{_script_json(report_data(view))}</script>
+<script type="module">{js}</script>
+</body></html>
+"""

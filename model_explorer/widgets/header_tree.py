@@ -1,0 +1,14 @@
+"""`mx.HeaderTree(source)`: the collapsible header tree with search, on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import BaseView
+
+
+class HeaderTree(BaseView):
+    """Standalone view; takes a path, URL or Checkpoint like `mx.explore`."""
+
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        super().__init__(source, view="tree", **kwargs)
