@@ -32,7 +32,7 @@ class Plan:
     unit_bytes: int
     n_units: int
     out_dtype: np.dtype
-    # decode(raw (n, unit_bytes) uint8, unit indices (n,), out (n, unit_elems))
+    # decode(raw (n, unit_bytes) uint8, unit indices (a range or an array), out (n, unit_elems))
     decode: Callable[[np.ndarray, np.ndarray, np.ndarray], None]
     # per-unit quantization scales (n,) or (n, k) as float32, for quantized tensors
     scales: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
@@ -97,6 +97,15 @@ def _plain_plan(info: TensorInfo, dt: np.dtype) -> Plan:
     def decode(raw, idx, o):
         o[...] = raw.view(dt)
 
+    words = np.dtype(np.uint16).newbyteorder(dt.byteorder if dt.byteorder in "<>" else "=")
+
+    def decode_bf16(raw, idx, o):  # bf16 is the top half of a float32: a shift, not a cast
+        bits = o.view(np.uint32)
+        bits[...] = raw.view(words)
+        bits <<= 16
+
+    if dt.name == "bfloat16":
+        decode = decode_bf16
     plan = Plan(info, 1, dt.itemsize, info.numel, out, decode, None, info.numel * dt.itemsize,
                 "element")
     strided = _strides(info, dt.itemsize)
@@ -166,7 +175,8 @@ def _mlx_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
     def side_rows(plan: Plan, idx: np.ndarray) -> np.ndarray:
         # scales/biases rows of the same units: n_groups values per weight row
         grouped = _grouped(plan, n_groups)
-        return decode_units(ckpt, grouped, idx).astype(np.float32)
+        sel = slice(idx.start, idx.stop) if isinstance(idx, range) else idx
+        return decode_units(ckpt, grouped, sel).astype(np.float32)
 
     def decode(raw, idx, o):
         codes = dtypes.unpack_bits(raw.reshape(-1, bits), bits).reshape(len(raw), n_groups, group)
@@ -240,12 +250,16 @@ def raw_picked(ckpt: Checkpoint, plan: Plan, idx: np.ndarray, k: int = 1) -> np.
     return np.concatenate(parts) if parts else np.empty((0, plan.unit_bytes), np.uint8)
 
 
-def decode_units(ckpt: Checkpoint, plan: Plan, idx: np.ndarray | slice) -> np.ndarray:
-    """Decode units (a slice or an index array) to (n, unit_elems) values."""
-    if isinstance(idx, slice):
+def decode_units(ckpt: Checkpoint, plan: Plan, idx: np.ndarray | slice, k: int = 1) -> np.ndarray:
+    """Decode units (a slice, or an index array of groups of `k` units) to (n, unit_elems) values."""
+    if k > 1 and not isinstance(idx, slice):
+        groups = np.asarray(idx, dtype=np.int64)
+        raw = raw_picked(ckpt, plan, groups, k)
+        index = (groups[:, None] * k + np.arange(k)).reshape(-1)
+    elif isinstance(idx, slice):
         start, stop, _ = idx.indices(plan.n_units)
         raw = raw_units(ckpt, plan, start, max(start, stop))
-        index = np.arange(start, max(start, stop))
+        index = range(start, max(start, stop))  # MLX side tensors read the same rows
     else:
         index = np.asarray(idx, dtype=np.int64)
         raw = raw_picked(ckpt, plan, index)
