@@ -11,6 +11,7 @@ import os
 import posixpath
 import re
 from typing import Protocol
+from urllib.parse import quote, unquote
 
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
@@ -33,6 +34,10 @@ class ByteSource(Protocol):
 
 def is_remote(path: str) -> bool:
     return bool(_URL.match(str(path))) and not str(path).startswith("file://")
+
+
+def _is_http(path: str) -> bool:
+    return str(path).startswith(("http://", "https://"))
 
 
 def _local_path(path: str) -> str:
@@ -86,7 +91,10 @@ class RemoteSource:
 
         self.name = url
         self._fs, self._path = fsspec.core.url_to_fs(url)
-        self.size = int(self._fs.size(self._path))
+        size = self._fs.size(self._path)
+        if size is None:
+            raise OSError(f"the server does not say how large {url!r} is, so it cannot be read in ranges")
+        self.size = int(size)
         self._prefix = b""
         self.bytes_read = 0
         self.requests = 0
@@ -96,19 +104,24 @@ class RemoteSource:
             return b""
         offset = max(0, offset)
         end = min(self.size, offset + length)
+        if end <= REMOTE_FIRST_READ:  # small reads near the start share one request
+            self.prefix(end)
         if end <= len(self._prefix):
             return self._prefix[offset:end]
-        data = self._fs.cat_file(self._path, start=offset, end=end)
-        self.bytes_read += len(data)
+        return self._fetch(offset, end)
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        data = self._fs.cat_file(self._path, start=start, end=end)
         self.requests += 1
-        return data
+        self.bytes_read += len(data)
+        return data[:end - start]  # a server that ignores Range sends more
 
     def prefix(self, n: int) -> bytes:
         """The first `n` bytes (fewer at the end of the file), fetched by doubling."""
         n = min(n, self.size)
         if n > len(self._prefix):
-            want = max(n, 2 * len(self._prefix), REMOTE_FIRST_READ)
-            self._prefix += self.read(len(self._prefix), want - len(self._prefix))
+            want = min(self.size, max(n, 2 * len(self._prefix), REMOTE_FIRST_READ))
+            self._prefix += self._fetch(len(self._prefix), want)
         return self._prefix
 
     def close(self) -> None:
@@ -125,9 +138,13 @@ def open_source(path: str) -> LocalSource | RemoteSource:
 # Locations: joining, listing and small reads work the same for paths and URLs.
 
 def join(base: str, name: str) -> str:
+    """`name` (a file name or a relative path with '/') under `base`; quoted for HTTP URLs, so
+    names with spaces, '#' or '?' stay names."""
+    if _is_http(base):
+        return posixpath.join(base, quote(name))
     if is_remote(base):
         return posixpath.join(base, name)
-    return os.path.join(_local_path(base), name)
+    return os.path.join(_local_path(base), *name.split("/"))
 
 
 def dirname(path: str) -> str:
@@ -137,8 +154,12 @@ def dirname(path: str) -> str:
 
 
 def basename(path: str) -> str:
-    return posixpath.basename(str(path).rstrip("/")) if is_remote(path) else os.path.basename(
-        _local_path(path).rstrip(os.sep))
+    """The file name, unquoted for HTTP URLs (so `join(dirname(p), basename(p)) == p`)."""
+    if _is_http(path):
+        return unquote(posixpath.basename(str(path).rstrip("/")))
+    if is_remote(path):
+        return posixpath.basename(str(path).rstrip("/"))
+    return os.path.basename(_local_path(path).rstrip(os.sep))
 
 
 def _fs(path: str):
@@ -147,9 +168,21 @@ def _fs(path: str):
     return fsspec.core.url_to_fs(path)
 
 
+def _http_info(path: str) -> dict | None:
+    """HEAD of an HTTP URL. fsspec's own `exists`/`isdir` for HTTP issue a GET, which starts
+    downloading the whole file: a 5 GB shard must cost a HEAD, not a download."""
+    fs, p = _fs(path)
+    try:
+        return fs.info(p)
+    except Exception:
+        return None
+
+
 def exists(path: str) -> bool:
     if not is_remote(path):
         return os.path.exists(_local_path(path))
+    if _is_http(path):
+        return _http_info(path) is not None
     fs, p = _fs(path)
     try:
         return bool(fs.exists(p))
@@ -162,6 +195,11 @@ def isdir(path: str) -> bool:
         return os.path.isdir(_local_path(path))
     fs, p = _fs(path)
     try:
+        if _is_http(path):
+            # Only an HTML page can be a directory listing; anything else is a file.
+            info = _http_info(path)
+            if info is None or info.get("mimetype") != "text/html":
+                return False
         return bool(fs.isdir(p))
     except Exception:
         return False

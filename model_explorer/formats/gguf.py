@@ -63,6 +63,8 @@ class _Cursor:
             raise Truncated(self.pos, n, what)
         if self.pos + n > len(self.buf):
             self.buf = self.source.prefix(self.pos + n)
+            if self.pos + n > len(self.buf):  # the source delivered less than its size says
+                raise Truncated(self.pos, n, what)
 
     def unpack(self, fmt: str, what: str):
         st = self._structs.get(fmt)

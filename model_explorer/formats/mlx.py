@@ -14,7 +14,8 @@ def quantization_config(config: dict | None) -> dict | None:
     if not isinstance(config, dict):
         return None
     q = config.get("quantization") or config.get("quantization_config")
-    return q if isinstance(q, dict) and "bits" in q else None
+    # GPTQ/AWQ/bitsandbytes name their method; MLX's entry does not.
+    return q if isinstance(q, dict) and "bits" in q and "quant_method" not in q else None
 
 
 def group_mlx(ckpt: Checkpoint, qconfig: dict | None) -> None:
@@ -39,14 +40,16 @@ def group_mlx(ckpt: Checkpoint, qconfig: dict | None) -> None:
             ckpt.findings.append(_err("mlx_missing_weight", f"{sname!r} has no {wname!r} to scale.",
                                       scales))
             continue
-        if biases is None:
+        bits, group, mode = _layer_params(qconfig, base, default)
+        if biases is None and mode == "affine":  # the float modes (mxfp4, ...) have no biases
             ckpt.findings.append(_err("mlx_missing_biases", f"{wname!r} is quantized ({sname!r} "
                                       f"exists) but {bname!r} is missing; it cannot be dequantized.",
                                       weight))
-        bits, group = _layer_params(qconfig, base, default)
         quant = _check_shapes(ckpt, weight, scales, biases, bits, group)
         if quant is None:
             continue
+        if mode != "affine":
+            quant["kind"] = f"mlx_{mode}"
         absorbed.update(n for n in (sname, bname) if n in tensors)
         logical = weight.shape[:-1] + (weight.shape[-1] * 32 // quant["bits"],)
         grouped[wname] = TensorInfo(wname, weight.dtype, logical, weight.file, weight.offset,
@@ -64,11 +67,12 @@ def group_mlx(ckpt: Checkpoint, qconfig: dict | None) -> None:
         ckpt.details["mlx"] = {"bits": default.get("bits"), "group_size": default.get("group_size")}
 
 
-def _layer_params(qconfig, base: str, default: dict) -> tuple[Any, Any]:
+def _layer_params(qconfig, base: str, default: dict) -> tuple[Any, Any, str]:
+    """Bits, group size and mode of one layer: its own entry in the config, else the default."""
     layer = qconfig.get(base) if qconfig else None
-    if isinstance(layer, dict):
-        return layer.get("bits", default.get("bits")), layer.get("group_size", default.get("group_size"))
-    return default.get("bits"), default.get("group_size")
+    params = {**default, **layer} if isinstance(layer, dict) else default
+    mode = params.get("mode", "affine")
+    return params.get("bits"), params.get("group_size"), mode if isinstance(mode, str) else "affine"
 
 
 def _err(code: str, msg: str, t: TensorInfo) -> Finding:
@@ -96,9 +100,11 @@ def _check_shapes(ckpt, weight, scales, biases, bits, group) -> dict | None:
             packed_cols * 32 != n_groups * group * bits:
         inferred = [(b, packed_cols * 32 // b // n_groups) for b in VALID_BITS
                     if packed_cols * 32 % b == 0 and (packed_cols * 32 // b) % n_groups == 0]
-        # Shapes alone are ambiguous (4-bit/64 looks like 8-bit/32): prefer MLX's defaults.
+        # Shapes alone are ambiguous (4-bit/64 looks like 8-bit/32): prefer the stated group
+        # size, then the stated bits, then MLX's defaults.
         inferred = sorted(((b, g) for b, g in inferred if g in (32, 64, 128)),
-                          key=lambda bg: (bg[1] != 64, bg[0] not in (4, 8), bg[0]))
+                          key=lambda bg: (bg[1] != group, bg[0] != bits, bg[1] != 64,
+                                          bg[0] not in (4, 8), bg[0]))
         if bits is not None:
             ckpt.findings.append(_err(
                 "mlx_scales_shape", f"{weight.name!r} is {list(weight.shape)} packed uint32 with "

@@ -181,13 +181,15 @@ def _tensor_from_entry(name, value, rep, off, length, result) -> TensorInfo | No
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
         rep.error("bad_offsets", f"Tensor {name!r} has data_offsets {short_repr(offsets)}; expected "
                   "[begin, end] integers.", off, length, name)
-        return TensorInfo(name, dtype, tuple(shape), result.file, result.data_start, 0)
+        return TensorInfo(name, dtype, tuple(shape), result.file, result.data_start, 0,
+                          extra={"info_span": (off, length)})
     begin, end = offsets
     if begin < 0 or end < begin:
         rep.error("bad_offsets", f"Tensor {name!r} has data_offsets [{begin}, {end}]; expected "
                   "0 <= begin <= end.", off, length, name)
         end = begin = max(begin, 0)
-    info = TensorInfo(name, dtype, tuple(shape), result.file, result.data_start + begin, end - begin)
+    info = TensorInfo(name, dtype, tuple(shape), result.file, result.data_start + begin, end - begin,
+                      extra={"info_span": (off, length)})
     numel = math.prod(shape) if shape else 1
     if ok and numel > MAX_ELEMENTS:
         rep.error("shape_too_large", f"Tensor {name!r} has shape {shape}: {numel} elements is "

@@ -1,19 +1,62 @@
-"""Sharded checkpoints: an index JSON that maps tensor names to shard files."""
+"""Sharded checkpoints: an index JSON that maps tensor names to shard files.
+
+Findings about the index point at the entry in the index file; findings about a shard's
+tensor point at that tensor's entry in the shard's header.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import sources
 from ..checkpoint import Checkpoint
 from ..spans import Finding
+from .jsonpos import JSONPositionError, members
 
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 
 
-def _finding(sev: str, code: str, msg: str, file: str | None, tensor: str | None = None) -> Finding:
-    return Finding(sev, code, msg, None, None, tensor, file)
+def _finding(sev: str, code: str, msg: str, file: str | None, tensor: str | None = None,
+             where: tuple[int | None, int | None] = (None, None)) -> Finding:
+    return Finding(sev, code, msg, where[0], where[1], tensor, file)
+
+
+class _IndexPositions:
+    """Byte ranges of the index's entries, found only when a finding needs one (they are rare)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._entries: dict[tuple[str, str], tuple[int, int]] | None = None
+
+    def __call__(self, section: str, key: str) -> tuple[int | None, int | None]:
+        if self._entries is None:
+            self._entries = {}
+            latin = self._text.encode("utf-8").decode("latin-1")  # one character per byte
+            try:
+                for top in members(latin)[0]:
+                    if top.key in ("weight_map", "metadata") and isinstance(top.value, dict):
+                        for m in members(latin, top.value_start)[0]:
+                            self._entries.setdefault((top.key, m.key), (m.key_start, m.value_end - m.key_start))
+            except JSONPositionError:
+                pass
+        return self._entries.get((section, key), (None, None))
+
+
+def _entry_of(result, name: str) -> tuple[int | None, int | None]:
+    """Where a tensor's entry sits in its shard's header."""
+    info = result.tensors.get(name)
+    span = info.extra.get("info_span") if info is not None else None
+    return span if span else (None, None)
+
+
+def _plain_relative(shard: Any) -> bool:
+    """A file name, or a path under the index's folder: no absolute paths, no '..'."""
+    if not isinstance(shard, str) or not shard or "\\" in shard or shard.startswith("/"):
+        return False
+    parts = shard.split("/")
+    return all(p not in ("", ".", "..") for p in parts)
 
 
 def read_index(index_path: str, ckpt: Checkpoint,
@@ -30,22 +73,25 @@ def read_index(index_path: str, ckpt: Checkpoint,
     try:
         index = json.loads(text)
     except json.JSONDecodeError as e:
+        at = len(text[:e.pos].encode("utf-8"))
         ckpt.findings.append(_finding("error", "bad_index", f"The index is not valid JSON: {e.msg} "
-                                      f"at character {e.pos}.", index_path))
+                                      f"at byte {at}.", index_path, where=(at, 1)))
         return
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
         ckpt.findings.append(_finding("error", "bad_index", "The index has no \"weight_map\" object "
                                       "mapping tensor names to shard files.", index_path))
         return
+    where = _IndexPositions(text)
     ckpt.details["index"] = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
     base = sources.dirname(index_path)
     expected: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
-        if not isinstance(shard, str) or not shard or "/" in shard or "\\" in shard or shard in (".", ".."):
+        if not _plain_relative(shard):
             ckpt.findings.append(_finding("error", "bad_shard_name", f"The index maps {name!r} to "
-                                          f"{shard!r}, which is not a plain file name beside the "
-                                          "index; it is ignored.", index_path, name))
+                                          f"{shard!r}, which is not a file name under the index's "
+                                          "folder; it is ignored.", index_path, name,
+                                          where("weight_map", name)))
             continue
         expected.setdefault(shard, []).append(name)
 
@@ -60,38 +106,46 @@ def read_index(index_path: str, ckpt: Checkpoint,
             ckpt.findings.append(_finding(
                 "error", "missing_shard", f"The index names the shard {shard!r} for {len(names)} "
                 f"tensors (first: {names[0]!r}), but the file does not exist. Loading fails with "
-                "missing keys.", path, names[0]))
+                "missing keys.", index_path, names[0], where("weight_map", names[0])))
             continue
-        result = read_file(path)
+        try:
+            result = read_file(path)
+        except OSError as e:
+            row["missing"] = True
+            ckpt.findings.append(_finding("error", "unreadable_shard", f"The shard {shard!r} exists "
+                                          f"but cannot be read: {e}.", path, names[0]))
+            continue
         row["size"] = result.size
         row["data_start"] = result.data_start
         found = set(result.tensors)
         for name in names:
-            if name not in found:
+            if name in found:
+                ckpt.tensors[name] = result.tensors[name]  # the copy the index names wins
+            else:
                 ckpt.findings.append(_finding(
                     "error", "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
-                    "shard has no such tensor.", path, name))
+                    "shard has no such tensor.", index_path, name, where("weight_map", name)))
         listed = set(names)
         for name in result.tensors:
             if name in owner:
                 ckpt.findings.append(_finding(
                     "error", "duplicate_tensor", f"{name!r} is stored in both {owner[name]!r} and "
                     f"{shard!r}; which copy a loader keeps depends on the order it reads them.",
-                    path, name))
+                    path, name, _entry_of(result, name)))
             else:
                 owner[name] = shard
             if name not in listed:
                 mapped = weight_map.get(name)
-                where = f"maps it to {mapped!r}" if isinstance(mapped, str) else "does not list it"
+                listing = f"maps it to {mapped!r}" if isinstance(mapped, str) else "does not list it"
                 ckpt.findings.append(_finding(
-                    "warning", "orphan_tensor", f"{shard!r} holds {name!r}, but the index {where}; "
-                    "loaders that follow the index ignore this copy.", path, name))
+                    "warning", "orphan_tensor", f"{shard!r} holds {name!r}, but the index {listing}; "
+                    "loaders that follow the index ignore this copy.", path, name, _entry_of(result, name)))
     ckpt.details["shards"] = shard_rows
     if not any(row["missing"] for row in shard_rows):
-        _check_total_size(index, ckpt, index_path)
+        _check_total_size(index, ckpt, index_path, where)
 
 
-def _check_total_size(index: dict, ckpt: Checkpoint, index_path: str) -> None:
+def _check_total_size(index: dict, ckpt: Checkpoint, index_path: str, where: _IndexPositions) -> None:
     meta = index.get("metadata")
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if total is None:
@@ -103,4 +157,5 @@ def _check_total_size(index: dict, ckpt: Checkpoint, index_path: str) -> None:
     if not isinstance(total, (int, float)) or int(total) != actual:
         ckpt.findings.append(_finding(
             "warning", "total_size_mismatch", f"The index's metadata.total_size is {total!r}, "
-            f"but the tensors it lists take {actual} bytes.", index_path))
+            f"but the tensors it lists take {actual} bytes.", index_path,
+            where=where("metadata", "total_size")))

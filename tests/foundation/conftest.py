@@ -133,3 +133,59 @@ def finding(ckpt, code: str):
 
 def codes(ckpt) -> set[str]:
     return {f.code for f in ckpt.findings}
+
+
+# -- multi-file checkpoints ----------------------------------------------------------------
+
+def shard_dir(tmp_path, n_shards: int = 3, per_shard: int = 2, folder: str = "sharded",
+              shard_name=lambda i, n: f"model-{i:05d}-of-{n:05d}.safetensors") -> tuple:
+    """A Hugging Face style sharded safetensors directory; returns (dir, index dict, arrays)."""
+    import numpy as np
+    import safetensors.numpy
+
+    d = tmp_path / folder
+    d.mkdir(parents=True, exist_ok=True)
+    weight_map, arrays, total = {}, {}, 0
+    for s in range(1, n_shards + 1):
+        shard = {f"layers.{s}.w{j}": np.full((2, j + 1), s, dtype=np.float32) for j in range(per_shard)}
+        name = shard_name(s, n_shards)
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        safetensors.numpy.save_file(shard, str(d / name))
+        for k, v in shard.items():
+            weight_map[k] = name
+            total += v.nbytes
+        arrays.update(shard)
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    write_index(d, index)
+    return d, index, arrays
+
+
+def write_index(d, index: dict, name: str = "model.safetensors.index.json") -> str:
+    p = d / name
+    p.write_text(json.dumps(index, indent=2, ensure_ascii=False))
+    return str(p)
+
+
+def mlx_dir(tmp_path, bits: int = 4, group: int = 64, rows: int = 8, cols: int = 128,
+            config: dict | None = None, drop: tuple[str, ...] = (), folder: str = "mlx") -> tuple:
+    """An MLX-quantized safetensors directory: one packed linear layer plus a norm."""
+    import numpy as np
+    import safetensors.numpy
+
+    d = tmp_path / folder
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    tensors = {
+        "model.layers.0.mlp.up_proj.weight": rng.integers(0, 2**32, (rows, cols * bits // 32), dtype=np.uint32),
+        "model.layers.0.mlp.up_proj.scales": np.ones((rows, cols // group), dtype=np.float16),
+        "model.layers.0.mlp.up_proj.biases": np.zeros((rows, cols // group), dtype=np.float16),
+        "model.norm.weight": np.ones(cols, dtype=np.float16),
+    }
+    for name in drop:
+        tensors.pop(name)
+    safetensors.numpy.save_file(tensors, str(d / "model.safetensors"))
+    cfg = {"model_type": "llama", "quantization": {"group_size": group, "bits": bits}}
+    if config is not None:
+        cfg = config
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d, tensors
