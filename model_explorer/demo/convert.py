@@ -316,78 +316,27 @@ def _add_llama_metadata(writer, config: dict, name: str) -> None:
 # -- tokenizer.json <-> GGUF tokenizer metadata --------------------------------------------------
 
 _TOKEN_NORMAL, _TOKEN_UNUSED, _TOKEN_CONTROL, _TOKEN_USER = 1, 5, 3, 4
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-# tokenizer.ggml.pre -> the split llama.cpp applies before byte-level BPE
-_PRE_SPLITS = {"llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT, "llama-v3": _LLAMA3_SPLIT,
-               "smaug-bpe": _LLAMA3_SPLIT, "qwen2": _QWEN2_SPLIT}
-_DIGIT_PRE = ("smollm", "starcoder", "refact")  # GPT-2 regex after splitting every digit apart
-
-
-def _byte_alphabet() -> dict[int, str]:
-    """GPT-2's byte -> printable character table, which byte-level vocabularies are spelled in."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    table, extra = {b: chr(b) for b in keep}, 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-def _pre_tokenizer(pre: str | None):
-    from tokenizers import Regex, pre_tokenizers
-
-    if pre in _PRE_SPLITS:
-        return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(_PRE_SPLITS[pre]), behavior="isolated"),
-                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
-    if pre in _DIGIT_PRE:
-        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
-    return byte_level
 
 
 def tokenizer_json_from_gguf(ckpt: Checkpoint) -> str | None:
-    """A byte-level BPE tokenizer.json from `tokenizer.ggml.*` (model "gpt2"), else None."""
-    if _kv(ckpt, "tokenizer.ggml.model") != "gpt2":
-        if ckpt.metadata.get("tokenizer.ggml.model") is not None:
-            warnings.warn(f"convert: tokenizer.ggml.model is {_kv(ckpt, 'tokenizer.ggml.model')!r}; "
-                          "only byte-level BPE ('gpt2') becomes tokenizer.json.", stacklevel=4)
-        return None
-    from tokenizers import AddedToken, Tokenizer, decoders, models, processors
+    """tokenizer.json for the tokenizer `tokenizer.ggml.*` describes (the one load_model runs)."""
+    from .config import UnsupportedModel
+    from .tokenizer import from_gguf
 
-    tokens = _kv(ckpt, "tokenizer.ggml.tokens").to_list()
-    merges_kv = _kv(ckpt, "tokenizer.ggml.merges")
-    merges = [tuple(m.split(" ", 1)) for m in merges_kv.to_list()] if merges_kv is not None else []
-    types_kv = _kv(ckpt, "tokenizer.ggml.token_type")
-    types = types_kv.to_list() if types_kv is not None else [_TOKEN_NORMAL] * len(tokens)
-    spelling = _byte_alphabet()
-    alphabet = set(spelling.values())
-    vocab: dict[str, int] = {}
-    for i, tok in enumerate(tokens):
-        # A normal token outside the byte alphabet is stored as raw text: spell it byte by byte.
-        if types[i] == _TOKEN_NORMAL and not set(tok) <= alphabet:
-            tok = "".join(spelling[b] for b in tok.encode("utf-8"))
-        vocab.setdefault(tok, i)
-    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
-    tokenizer.pre_tokenizer = _pre_tokenizer(_kv(ckpt, "tokenizer.ggml.pre"))
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    special = [AddedToken(t, normalized=False, special=True) for t, k in zip(tokens, types)
-               if k == _TOKEN_CONTROL]
-    user = [AddedToken(t, normalized=False, special=False) for t, k in zip(tokens, types) if k == _TOKEN_USER]
-    if special:
-        tokenizer.add_special_tokens(special)
-    if user:
-        tokenizer.add_tokens(user)
-    bos = _kv(ckpt, "tokenizer.ggml.bos_token_id")
-    if _kv(ckpt, "tokenizer.ggml.add_bos_token") and bos is not None and bos < len(tokens):
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{tokens[bos]} $A", pair=f"{tokens[bos]} $A {tokens[bos]} $B",
-            special_tokens=[(tokens[bos], bos)])
-    return tokenizer.to_str(pretty=False)
+    try:
+        tok = from_gguf(ckpt.metadata)
+    except UnsupportedModel as e:
+        warnings.warn(f"convert: no tokenizer.json written: {e}", stacklevel=4)
+        return None
+    backend = tok.backend
+    if tok.add_bos and tok.bos_id is not None:
+        # A tokenizer.json says "put BOS first" in its post-processor, not in a flag.
+        from tokenizers import processors
+
+        bos = backend.id_to_token(tok.bos_id)
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, tok.bos_id)])
+    return backend.to_str(pretty=False)
 
 
 def tokenizer_config_from_gguf(ckpt: Checkpoint) -> dict:
@@ -407,13 +356,15 @@ def tokenizer_config_from_gguf(ckpt: Checkpoint) -> dict:
 
 
 def _guess_pre(tj: dict) -> str:
+    """The tokenizer.ggml.pre name whose split matches this tokenizer.json's pre-tokenizer."""
+    from .tokenizer import PRE_TOKENIZER_SPLITS
+
     text = json.dumps(tj.get("pre_tokenizer"))
     if '"Digits"' in text and '"individual_digits": true' in text:
         return "smollm"
-    if _LLAMA3_SPLIT.replace("\\", "\\\\") in text:
-        return "llama-bpe"
-    if _QWEN2_SPLIT.replace("\\", "\\\\") in text:
-        return "qwen2"
+    for name, split in PRE_TOKENIZER_SPLITS.items():
+        if json.dumps(split) in text:
+            return name
     return "gpt-2"
 
 
@@ -426,9 +377,10 @@ def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict) -> None
         return
     tj = json.loads(text)
     model = tj.get("model") or {}
-    if model.get("type") != "BPE":
-        warnings.warn(f"convert: tokenizer.json is {model.get('type')!r}; only byte-level BPE goes "
-                      "into GGUF here, so the GGUF has no tokenizer.", stacklevel=4)
+    if model.get("type") != "BPE" or model.get("byte_fallback"):
+        kind = "sentencepiece-style BPE" if model.get("type") == "BPE" else repr(model.get("type"))
+        warnings.warn(f"convert: tokenizer.json is {kind}; only byte-level BPE goes into GGUF "
+                      "here, so the GGUF has no tokenizer.", stacklevel=4)
         return
     ids: dict[int, tuple[str, int]] = {i: (t, _TOKEN_NORMAL) for t, i in model["vocab"].items()}
     for added in tj.get("added_tokens") or []:
@@ -450,6 +402,10 @@ def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict) -> None
             value = value[0] if value else None
         if isinstance(value, int):
             add(value)
+    unk = tc.get("unk_token")
+    unk = unk.get("content") if isinstance(unk, dict) else unk
+    if isinstance(unk, str) and unk in model["vocab"]:
+        writer.add_unk_token_id(model["vocab"][unk])
     writer.add_add_bos_token(bool(tc.get("add_bos_token", False)))
     if isinstance(tc.get("chat_template"), str):
         writer.add_chat_template(tc["chat_template"])

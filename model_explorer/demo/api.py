@@ -1,0 +1,251 @@
+"""`load_model` and `Model`: a checkpoint turned into something that generates text.
+
+    model = load_model()                       # the bundled SmolLM2-135M-Instruct Q4_1 GGUF
+    result = model.generate("What is the capital of France?", chat=True, max_new_tokens=32)
+    print(result.text); print(result.report())
+    model.forward([1, 2, 3])                   # numpy logits, shape (3, vocab_size)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import memory
+from .backend import get_backend
+from .config import ModelConfig, UnsupportedModel, from_gguf, from_hf
+from .model import Decoder, KVCache
+from .sampling import choose
+from .tokenizer import StreamDecoder, Tokenizer
+from .tokenizer import from_directory as tokenizer_from_directory
+from .tokenizer import from_gguf as tokenizer_from_gguf
+from .weights import DequantReport, Weights
+
+
+@dataclass
+class GenerationResult:
+    """What one `generate` call produced and how fast.
+
+    text: the generated text (prompt excluded, special tokens dropped).
+    tokens: generated token ids; prompt_tokens: the ids fed in.
+    prefill_tps: prompt tokens per second of the first forward pass.
+    decode_tps: tokens per second of the one-token forward passes that followed (sampling included).
+    peak_memory_bytes: the accelerator's peak on a GPU, else the process's peak resident memory
+        during this call (Linux resets the peak per call; elsewhere it is the process lifetime peak).
+    dequant: the model's DequantReport (per-tensor dequantize time and sizes).
+    """
+
+    text: str
+    tokens: list[int]
+    prompt_tokens: list[int]
+    prefill_seconds: float
+    decode_seconds: float
+    prefill_tps: float
+    decode_tps: float
+    decode_steps: int
+    device: str
+    peak_memory_bytes: int | None
+    host_peak_memory_bytes: int | None
+    dequant: DequantReport
+    stop_reason: str  # "eos" | "max_new_tokens"
+    prompt: str = ""
+    load_seconds: float = 0.0
+
+    def report(self) -> str:
+        """The timing report, a few lines of text."""
+        lines = [
+            f"device: {self.device}",
+            f"prompt: {len(self.prompt_tokens)} tokens, prefill {self.prefill_seconds:.3f} s "
+            f"({self.prefill_tps:.1f} tokens/s)",
+            f"generated: {len(self.tokens)} tokens ({self.stop_reason}), decode {self.decode_seconds:.3f} s "
+            f"({self.decode_tps:.1f} tokens/s)",
+            f"peak memory: {memory.describe(self.peak_memory_bytes)}"
+            + (f" (host {memory.describe(self.host_peak_memory_bytes)})"
+               if self.host_peak_memory_bytes != self.peak_memory_bytes else ""),
+            f"load: {self.load_seconds:.2f} s; {self.dequant.summary()}",
+        ]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "dequant"}
+        d["dequant"] = {"mode": self.dequant.mode, "seconds": self.dequant.seconds,
+                        "quantized_bytes": self.dequant.quantized_bytes,
+                        "dequantized_bytes": self.dequant.dequantized_bytes}
+        return d
+
+
+@dataclass
+class Model:
+    """A loaded llama-family model: config, tokenizer, weights, and the backend they live on.
+
+    Build with `load_model`. `forward` gives numpy logits; `generate` gives text and timings.
+    """
+
+    config: ModelConfig
+    tokenizer: Tokenizer
+    weights: Weights
+    backend: Any
+    source: str
+    load_seconds: float = 0.0
+    load_peak_memory_bytes: int | None = None
+    decoder: Decoder = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.decoder = Decoder(self.config, self.weights, self.backend)
+
+    @property
+    def device(self) -> str:
+        """Human-readable device and backend, e.g. "cpu (numpy)" or "cuda (NVIDIA H100, torch)"."""
+        return self.backend.device_name
+
+    @property
+    def dequant(self) -> DequantReport:
+        return self.weights.report
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"<Model {c.architecture} {c.num_layers} layers, hidden {c.hidden_size}, vocab "
+                f"{c.vocab_size} on {self.device}; {self.dequant.summary()}>")
+
+    # -- forward ---------------------------------------------------------------------------------
+
+    def new_cache(self, capacity: int = 256) -> KVCache:
+        """An empty KV cache; pass it to `forward` to continue a sequence token by token."""
+        return self.decoder.new_cache(capacity)
+
+    def forward(self, token_ids, cache: KVCache | None = None, last_only: bool = False) -> np.ndarray:
+        """float32 numpy logits, shape (len(token_ids), vocab_size) (or (1, vocab) if last_only).
+
+        Without `cache` the ids are a whole sequence from position 0; with one, they continue it.
+        """
+        ids = self._check_ids(token_ids)
+        cache = cache if cache is not None else self.new_cache(len(ids))
+        return self.backend.to_numpy(self.decoder.forward(ids, cache, last_only))
+
+    def _check_ids(self, token_ids) -> list[int]:
+        ids = [int(i) for i in np.asarray(token_ids).reshape(-1)]
+        if not ids:
+            raise ValueError("forward needs at least one token id")
+        bad = [i for i in ids if not 0 <= i < self.config.vocab_size]
+        if bad:
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary (0..{self.config.vocab_size - 1})")
+        return ids
+
+    # -- generate --------------------------------------------------------------------------------
+
+    def encode_prompt(self, prompt: str | list[dict[str, str]], chat: bool = False) -> list[int]:
+        """Token ids for a prompt; with chat=True (or a list of {"role", "content"} messages) the
+        model's chat template wraps it first."""
+        if isinstance(prompt, list):
+            return self.tokenizer.encode_chat(prompt)
+        if chat:
+            return self.tokenizer.encode_chat([{"role": "user", "content": prompt}])
+        return self.tokenizer.encode(prompt)
+
+    def generate(self, prompt: str | list[dict[str, str]] = "", max_new_tokens: int = 64,
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
+                 chat: bool = False, stream: Callable[[str], Any] | None = None,
+                 stop_at_eos: bool = True) -> GenerationResult:
+        """Continue `prompt` by up to `max_new_tokens` tokens.
+
+        temperature 0 (default) is greedy and deterministic; otherwise tokens are sampled with
+        `top_k` / `top_p` from a generator seeded with `seed`. `stream(piece)` is called with
+        each new piece of text as soon as it decodes. Generation stops at an end-of-sequence id.
+        """
+        ids = self.encode_prompt(prompt, chat)
+        if not ids:
+            ids = [self.tokenizer.bos_id] if self.tokenizer.bos_id is not None else []
+        if not ids:
+            raise ValueError("The prompt encodes to no tokens and the model has no BOS token to start from.")
+        prompt_text = self.tokenizer.decode(ids)
+        rng = np.random.default_rng(seed)
+        eos = set(self.tokenizer.eos_ids) if stop_at_eos else set()
+        streamer = StreamDecoder(self.tokenizer)
+        b = self.backend
+        memory.reset_peak()
+        b.reset_memory_peak()
+        cache = self.new_cache(len(ids) + max(0, max_new_tokens))
+
+        t0 = time.perf_counter()
+        logits = b.to_numpy(self.decoder.forward(self._check_ids(ids), cache, last_only=True))
+        prefill = time.perf_counter() - t0
+
+        generated: list[int] = []
+        stop, steps = "max_new_tokens", 0
+        t1 = time.perf_counter()
+        while len(generated) < max_new_tokens:
+            token = choose(logits[-1], temperature, top_k, top_p, rng)
+            if token in eos:
+                stop = "eos"
+                break
+            generated.append(token)
+            if stream is not None:
+                piece = streamer.push(token)
+                if piece:
+                    stream(piece)
+            if len(generated) == max_new_tokens:
+                break
+            logits = b.to_numpy(self.decoder.forward([token], cache, last_only=True))
+            steps += 1
+        decode = time.perf_counter() - t1
+        if stream is not None:
+            tail = streamer.flush()
+            if tail:
+                stream(tail)
+        host_peak = memory.peak_rss()
+        device_peak = b.memory_peak()
+        return GenerationResult(
+            text=self.tokenizer.decode(generated, skip_special_tokens=True), tokens=generated,
+            prompt_tokens=ids, prefill_seconds=prefill, decode_seconds=decode,
+            prefill_tps=len(ids) / prefill if prefill > 0 else float("inf"),
+            decode_tps=steps / decode if steps and decode > 0 else 0.0, decode_steps=steps,
+            device=self.device, peak_memory_bytes=device_peak if device_peak is not None else host_peak,
+            host_peak_memory_bytes=host_peak, dequant=self.dequant, stop_reason=stop,
+            prompt=prompt_text, load_seconds=self.load_seconds)
+
+
+def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
+               keep_quantized: bool = False, backend: str | None = None) -> Model:
+    """Load a llama-family checkpoint (Llama, Mistral, Qwen2, SmolLM, TinyLlama) to generate with.
+
+    source: a GGUF file (hyperparameters, tokenizer and chat template from its metadata), a
+        Hugging Face folder (config.json + safetensors + tokenizer.json), an MLX-quantized folder,
+        or None for the bundled SmolLM2-135M-Instruct sample.
+    device: "auto" | "cpu" | "cuda" | "mps". "cpu" runs numpy; "auto" uses a GPU when torch finds
+        one, else numpy. backend="torch" runs torch even on the CPU.
+    keep_quantized: keep layer weights in their stored (quantized) form and dequantize each layer
+        during every forward pass: lower peak memory, slower generation.
+
+    Raises UnsupportedModel (a ValueError) naming what is missing when the checkpoint is not a
+    model this demo can run, FileNotFoundError when the source does not exist.
+    """
+    from .. import sources
+    from ..opener import open as open_checkpoint
+    from ..samples import sample_path
+
+    path = os.fspath(source) if source is not None else sample_path()
+    be = get_backend(device, backend)
+    memory.reset_peak()
+    t0 = time.perf_counter()
+    ckpt = open_checkpoint(path)
+    if ckpt.errors:
+        shown = "; ".join(f.message for f in ckpt.errors[:3])
+        raise UnsupportedModel(f"{path!r} has {len(ckpt.errors)} error(s) and cannot be loaded: {shown} "
+                               "(model-explorer doctor lists them all).")
+    if ckpt.format == "gguf":
+        cfg = from_gguf(ckpt.metadata, set(ckpt.tensors))
+        tokenizer = tokenizer_from_gguf(ckpt.metadata)
+    else:
+        cfg = from_hf(ckpt.metadata.get("config.json"))
+        directory = path if sources.isdir(path) else sources.dirname(path)
+        tokenizer = tokenizer_from_directory(directory, ckpt.metadata.get("config.json"),
+                                             ckpt.metadata.get("generation_config.json"))
+    weights = Weights(ckpt, cfg, be, keep_quantized=keep_quantized)
+    be.synchronize()
+    seconds = time.perf_counter() - t0
+    return Model(cfg, tokenizer, weights, be, path, seconds, be.memory_peak() or memory.peak_rss())

@@ -1,0 +1,236 @@
+"""The handful of array operations the forward pass needs, for numpy and for torch.
+
+`model.py` is written once against this interface, so the same decoder runs on numpy (CPU,
+always available) or on torch (CUDA, MPS, or torch's CPU kernels) when torch is installed.
+Arrays are float32 throughout; shapes are numpy-style tuples on both backends.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import re
+import sys
+from typing import Any
+
+import numpy as np
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def _torch_may_see_gpu() -> bool:
+    """Whether importing torch could find a GPU, decided without importing it (an import costs
+    seconds and hundreds of MiB): a CUDA/ROCm build with a GPU device node, or Apple silicon."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
+        return False
+    if sys.platform == "darwin":
+        return platform.machine() == "arm64"
+    for folder in spec.submodule_search_locations or []:
+        try:
+            with open(os.path.join(folder, "version.py")) as f:
+                text = f.read()
+        except OSError:
+            return True  # unusual layout: ask torch itself
+        if not re.search(r"^(cuda|hip)\b.*=\s*'", text, re.M):
+            return False
+    return any(os.path.exists(p) for p in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/kfd"))
+
+
+def available_devices() -> list[str]:
+    """Devices this machine can run the demo on: "cpu" always, "cuda"/"mps" when torch sees them.
+
+    torch is imported only when it is installed as a GPU build and a GPU may be present.
+    """
+    found = ["cpu"]
+    if _torch_may_see_gpu():
+        import torch
+
+        if torch.cuda.is_available():
+            found.append("cuda")
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            found.append("mps")
+    return found
+
+
+def get_backend(device: str = "auto", backend: str | None = None):
+    """Pick the array backend for `device`.
+
+    device: "auto" (a GPU when torch finds one, else numpy on the CPU), "cpu", "cuda", "mps".
+    backend: None (numpy on the CPU, torch on a GPU), or "numpy" / "torch" to force one;
+        `device="cpu", backend="torch"` runs torch's CPU kernels.
+    """
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+    if backend not in (None, "numpy", "torch"):
+        raise ValueError(f"backend must be 'numpy' or 'torch', not {backend!r}")
+    if device == "auto":
+        gpus = [d for d in available_devices() if d != "cpu"] if backend != "numpy" else []
+        device = gpus[0] if gpus else "cpu"
+    if device == "cpu" and backend != "torch":
+        return NumpyBackend()
+    if backend == "numpy":
+        raise ValueError(f"the numpy backend runs on the CPU only, not on {device!r}")
+    if not torch_installed():
+        raise RuntimeError(f"device {device!r} needs torch, which is not installed "
+                           "(pip install torch); device='cpu' runs on numpy without it.")
+    if device != "cpu" and device not in available_devices():
+        raise RuntimeError(f"torch is installed but sees no {device!r} device here; "
+                           f"available: {', '.join(available_devices())}.")
+    return TorchBackend(device)
+
+
+class NumpyBackend:
+    """float32 numpy on the CPU; BLAS does the matmuls with its default thread count."""
+
+    name = "numpy"
+    device = "cpu"
+
+    @property
+    def device_name(self) -> str:
+        return "cpu (numpy)"
+
+    def asarray(self, a: np.ndarray) -> np.ndarray:
+        """Weights and inputs in: float32, C-contiguous (a no-op for arrays already so)."""
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+    def to_numpy(self, x) -> np.ndarray:
+        return x
+
+    def zeros(self, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, np.float32)
+
+    def ids(self, token_ids) -> np.ndarray:
+        return np.asarray(token_ids, dtype=np.int64)
+
+    def embed(self, table, ids):
+        return table[ids]
+
+    def linear(self, x, w, b=None):
+        """x @ w.T (+ b): w is stored (out_features, in_features), as every format stores it."""
+        y = x @ w.T
+        if b is not None:
+            y += b
+        return y
+
+    def matmul(self, a, b):
+        return a @ b
+
+    def transpose(self, x, axes: tuple[int, ...]):
+        return x.transpose(axes)
+
+    def swap_last(self, x):
+        return x.swapaxes(-1, -2)
+
+    def concat(self, xs, axis: int):
+        return np.concatenate(xs, axis=axis)
+
+    def rms_norm(self, x, weight, eps: float):
+        variance = np.mean(x * x, axis=-1, keepdims=True)
+        return (x / np.sqrt(variance + eps)) * weight
+
+    def silu(self, x):
+        # x * sigmoid(x), written to stay finite for large |x|.
+        return x / (1.0 + np.exp(-np.clip(x, -80.0, 80.0)))
+
+    def softmax(self, x):
+        x = x - x.max(axis=-1, keepdims=True)
+        np.exp(x, out=x)
+        x /= x.sum(axis=-1, keepdims=True)
+        return x
+
+    def synchronize(self) -> None:
+        pass
+
+    def memory_peak(self) -> int | None:
+        return None
+
+    def reset_memory_peak(self) -> None:
+        pass
+
+
+class TorchBackend:
+    """The same operations in torch, on "cpu", "cuda" or "mps"."""
+
+    name = "torch"
+
+    def __init__(self, device: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self._dev = torch.device(device)
+
+    @property
+    def device_name(self) -> str:
+        if self.device == "cuda":
+            return f"cuda ({self.torch.cuda.get_device_name(self._dev)}, torch)"
+        return f"{self.device} (torch)"
+
+    def asarray(self, a: np.ndarray):
+        t = self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+        return t.to(self._dev) if self.device != "cpu" else t
+
+    def to_numpy(self, x) -> np.ndarray:
+        return x.detach().to("cpu").numpy()
+
+    def zeros(self, shape: tuple[int, ...]):
+        return self.torch.zeros(shape, dtype=self.torch.float32, device=self._dev)
+
+    def ids(self, token_ids):
+        return self.torch.as_tensor(np.asarray(token_ids, dtype=np.int64), device=self._dev)
+
+    def embed(self, table, ids):
+        return table[ids]
+
+    def linear(self, x, w, b=None):
+        return self.torch.nn.functional.linear(x, w, b)
+
+    def matmul(self, a, b):
+        return a @ b
+
+    def transpose(self, x, axes: tuple[int, ...]):
+        return x.permute(axes)
+
+    def swap_last(self, x):
+        return x.transpose(-1, -2)
+
+    def concat(self, xs, axis: int):
+        return self.torch.cat(xs, dim=axis)
+
+    def rms_norm(self, x, weight, eps: float):
+        variance = (x * x).mean(dim=-1, keepdim=True)
+        return (x * self.torch.rsqrt(variance + eps)) * weight
+
+    def silu(self, x):
+        return self.torch.nn.functional.silu(x)
+
+    def softmax(self, x):
+        return self.torch.softmax(x, dim=-1)
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+        elif self.device == "mps":
+            self.torch.mps.synchronize()
+
+    def memory_peak(self) -> int | None:
+        """Peak bytes allocated on the accelerator (None on the CPU: the process peak counts)."""
+        if self.device == "cuda":
+            return int(self.torch.cuda.max_memory_allocated(self._dev))
+        if self.device == "mps":
+            return int(self.torch.mps.driver_allocated_memory())
+        return None
+
+    def reset_memory_peak(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.reset_peak_memory_stats(self._dev)
+
+
+Backend = Any  # NumpyBackend | TorchBackend

@@ -1,0 +1,217 @@
+"""Hyperparameters of a llama-family model, from GGUF metadata or a Hugging Face `config.json`.
+
+Llama, Mistral, Qwen2 (q/k/v biases), SmolLM and TinyLlama share one decoder: RMSNorm, rotary
+position embeddings, grouped-query attention and a SwiGLU MLP. Anything else is refused with a
+message that names what is missing, before a single weight is read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+# GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral as "llama".
+GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
+# Hugging Face `model_type` values; the `architectures` classes they come with.
+HF_MODEL_TYPES = ("llama", "mistral", "qwen2")
+HF_CLASSES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
+class UnsupportedModel(ValueError):
+    """The checkpoint is not a llama-family decoder this demo can run; the message says why."""
+
+
+@dataclass
+class ModelConfig:
+    """What the forward pass needs to know; names follow Hugging Face's `LlamaConfig`."""
+
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    # {"rope_type": "linear" | "llama3", "factor": ..., ...}; None for plain RoPE.
+    rope_scaling: dict[str, Any] | None = None
+    max_position_embeddings: int = 2048
+    attention_bias: bool = False
+    tie_word_embeddings: bool = False
+    sliding_window: int | None = None
+    # GGUF llama files store q/k rows permuted for llama.cpp's interleaved RoPE.
+    gguf_qk_permuted: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def validate(self) -> ModelConfig:
+        problems = []
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
+                     "num_kv_heads", "head_dim"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                problems.append(f"{name} must be a positive integer, found {value!r}")
+        if not problems and self.num_heads % self.num_kv_heads:
+            problems.append(f"num_heads ({self.num_heads}) is not a multiple of num_kv_heads "
+                            f"({self.num_kv_heads})")
+        if not problems and self.head_dim % 2:
+            problems.append(f"head_dim ({self.head_dim}) must be even for rotary embeddings")
+        if self.rope_scaling and self.rope_scaling.get("rope_type") not in ROPE_TYPES:
+            problems.append(f"rope scaling {self.rope_scaling.get('rope_type')!r} is not supported "
+                            f"(supported: {', '.join(ROPE_TYPES)})")
+        if problems:
+            raise UnsupportedModel("The model's hyperparameters cannot be used: " + "; ".join(problems) + ".")
+        return self
+
+
+# -- GGUF ----------------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) -> ModelConfig:
+    """Read `{arch}.*` keys; `metadata` maps key -> KeyValue (with `.value`) or plain value."""
+
+    def get(key: str, default: Any = _MISSING) -> Any:
+        kv = metadata.get(key)
+        if kv is None:
+            if default is _MISSING:
+                raise UnsupportedModel(f"The GGUF metadata has no {key!r}, which a {arch} model needs.")
+            return default
+        return getattr(kv, "value", kv)
+
+    arch = get("general.architecture", None)
+    if arch not in GGUF_ARCHITECTURES:
+        raise UnsupportedModel(
+            f"GGUF architecture {arch!r} is not supported: load_model runs llama-family decoders "
+            f"(general.architecture one of {', '.join(GGUF_ARCHITECTURES)})."
+            if arch is not None else
+            "The GGUF metadata has no 'general.architecture', so the model type is unknown.")
+    hidden = get(f"{arch}.embedding_length")
+    heads = get(f"{arch}.attention.head_count")
+    kv_heads = get(f"{arch}.attention.head_count_kv", heads)
+    head_dim = get(f"{arch}.attention.key_length", None) or get(f"{arch}.rope.dimension_count", None)
+    if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads:
+        head_dim = hidden // heads
+    rope_scaling = None
+    scaling_type = get(f"{arch}.rope.scaling.type", None)
+    if scaling_type == "linear":
+        rope_scaling = {"rope_type": "linear", "factor": float(get(f"{arch}.rope.scaling.factor"))}
+    elif scaling_type not in (None, "none"):
+        rope_scaling = {"rope_type": scaling_type}
+    names = tensor_names or set()
+    if "rope_freqs.weight" in names:
+        # Llama 3.1 stores its frequency corrections as a tensor; the forward pass does not read it.
+        raise UnsupportedModel("The GGUF has a 'rope_freqs.weight' tensor (Llama 3.1 style RoPE "
+                               "scaling), which this demo does not apply.")
+    vocab = get(f"{arch}.vocab_size", None)
+    if vocab is None:
+        tokens = metadata.get("tokenizer.ggml.tokens")
+        vocab = len(getattr(tokens, "value", tokens)) if tokens is not None else None
+    return ModelConfig(
+        architecture=arch,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=get(f"{arch}.feed_forward_length"),
+        num_layers=get(f"{arch}.block_count"),
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        rms_norm_eps=float(get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
+        rope_theta=float(get(f"{arch}.rope.freq_base", 10000.0)),
+        rope_scaling=rope_scaling,
+        max_position_embeddings=get(f"{arch}.context_length", 2048),
+        attention_bias=bool(names) and "blk.0.attn_q.bias" in names,
+        tie_word_embeddings=bool(names) and "output.weight" not in names,
+        sliding_window=get(f"{arch}.attention.sliding_window", None) or None,
+        gguf_qk_permuted=arch in ("llama", "mistral"),
+    ).validate()
+
+
+# -- Hugging Face config.json ----------------------------------------------------------------------
+
+def from_hf(config: dict[str, Any] | None) -> ModelConfig:
+    """Read a Hugging Face `config.json` (transformers 4.x and 5.x spellings)."""
+    if not isinstance(config, dict):
+        raise UnsupportedModel("The directory has no readable config.json, so the model's "
+                               "hyperparameters are unknown.")
+    model_type = config.get("model_type")
+    classes = config.get("architectures") or []
+    if model_type not in HF_MODEL_TYPES:
+        raise UnsupportedModel(
+            f"config.json says model_type {model_type!r} ({', '.join(classes) or 'no architectures'}); "
+            f"load_model runs llama-family decoders: model_type one of {', '.join(HF_MODEL_TYPES)} "
+            f"({', '.join(HF_CLASSES)}).")
+    act = config.get("hidden_act", "silu")
+    if act not in ("silu", "swish"):
+        raise UnsupportedModel(f"config.json says hidden_act {act!r}; only silu (SwiGLU) is supported.")
+    if config.get("mlp_bias"):
+        raise UnsupportedModel("config.json sets mlp_bias, which this demo does not implement.")
+
+    def need(key: str) -> Any:
+        if key not in config:
+            raise UnsupportedModel(f"config.json has no {key!r}, which a {model_type} model needs.")
+        return config[key]
+
+    hidden, heads = need("hidden_size"), need("num_attention_heads")
+    head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and heads else None)
+    rope = dict(config.get("rope_parameters") or {})
+    theta = rope.pop("rope_theta", None) or config.get("rope_theta", 10000.0)
+    scaling = config.get("rope_scaling") or rope
+    scaling = dict(scaling) if scaling else None
+    if scaling is not None:
+        scaling["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
+        if scaling["rope_type"] == "default":
+            scaling = None
+    window = config.get("sliding_window") if model_type == "mistral" or config.get("use_sliding_window") else None
+    return ModelConfig(
+        architecture=model_type,
+        vocab_size=need("vocab_size"),
+        hidden_size=hidden,
+        intermediate_size=need("intermediate_size"),
+        num_layers=need("num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=config.get("num_key_value_heads") or heads,
+        head_dim=head_dim,
+        rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
+        rope_theta=float(theta),
+        rope_scaling=scaling,
+        max_position_embeddings=config.get("max_position_embeddings", 2048),
+        attention_bias=bool(config.get("attention_bias", model_type == "qwen2")),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        sliding_window=window or None,
+    ).validate()
+
+
+def rope_inverse_frequencies(cfg: ModelConfig):
+    """Per-pair rotation speeds, with Llama 3 / linear scaling applied as transformers does."""
+    import numpy as np
+
+    dim = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / dim))
+    s = cfg.rope_scaling or {}
+    kind = s.get("rope_type")
+    if kind == "linear":
+        inv = inv / float(s["factor"])
+    elif kind == "llama3":
+        factor, low, high = float(s["factor"]), float(s["low_freq_factor"]), float(s["high_freq_factor"])
+        old = float(s["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        low_wavelen, high_wavelen = old / low, old / high
+        scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        inv = np.where(medium, smoothed, scaled)
+    return inv.astype(np.float32)

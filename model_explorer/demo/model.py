@@ -1,0 +1,133 @@
+"""The llama-family decoder, written once against the array backend (numpy or torch).
+
+One layer: x += o(attention(rope(q), rope(k), v)) over rms_norm(x); then
+x += down(silu(gate(h)) * up(h)) over rms_norm(x). Attention is grouped-query (each key/value
+head serves `num_heads // num_kv_heads` query heads) with a preallocated KV cache, so decoding
+one token costs one pass over the weights, not one per position.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import ModelConfig, rope_inverse_frequencies
+
+
+class KVCache:
+    """Keys and values of every layer, preallocated for `capacity` positions (grown if needed)."""
+
+    def __init__(self, backend, cfg: ModelConfig, capacity: int) -> None:
+        self.backend, self.cfg = backend, cfg
+        self.capacity = max(1, int(capacity))
+        shape = (cfg.num_kv_heads, self.capacity, cfg.head_dim)
+        self.keys = [backend.zeros(shape) for _ in range(cfg.num_layers)]
+        self.values = [backend.zeros(shape) for _ in range(cfg.num_layers)]
+        self.length = 0
+
+    def reserve(self, total: int) -> None:
+        """Make room for `total` positions, doubling so appends stay cheap."""
+        if total <= self.capacity:
+            return
+        new = max(total, 2 * self.capacity)
+        b, shape = self.backend, (self.cfg.num_kv_heads, new, self.cfg.head_dim)
+        for store in (self.keys, self.values):
+            for i, old in enumerate(store):
+                grown = b.zeros(shape)
+                grown[:, :self.length] = old[:, :self.length]
+                store[i] = grown
+        self.capacity = new
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.cfg.num_layers * self.cfg.num_kv_heads * self.capacity * self.cfg.head_dim * 4
+
+
+class Decoder:
+    """Runs token ids through the layers. `weights` is a `weights.Weights`."""
+
+    def __init__(self, cfg: ModelConfig, weights, backend) -> None:
+        self.cfg, self.weights, self.backend = cfg, weights, backend
+        self._inv_freq = rope_inverse_frequencies(cfg)
+        self._cos = self._sin = None
+        self._rope_len = 0
+
+    def new_cache(self, capacity: int) -> KVCache:
+        return KVCache(self.backend, self.cfg, capacity)
+
+    def _rope(self, start: int, count: int):
+        """cos/sin for positions [start, start + count), shaped (count, 1, head_dim // 2)."""
+        end = start + count
+        if end > self._rope_len:
+            length = max(end, 2 * self._rope_len, 256)
+            # float32 throughout, as transformers computes them.
+            freqs = np.arange(length, dtype=np.float32)[:, None] * self._inv_freq[None, :]
+            self._cos = self.backend.asarray(np.cos(freqs)[:, None, :])
+            self._sin = self.backend.asarray(np.sin(freqs)[:, None, :])
+            self._rope_len = length
+        return self._cos[start:end], self._sin[start:end]
+
+    def _rotate(self, x, cos, sin):
+        """Rotary embedding, rotate-half convention: pairs (i, i + head_dim/2) turn together."""
+        half = self.cfg.head_dim // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        return self.backend.concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+    def forward(self, token_ids, cache: KVCache, last_only: bool = False):
+        """Logits (backend array) for `token_ids` appended after what `cache` holds.
+
+        last_only: return only the last position's logits (what generation needs), which
+        skips most of the output projection during prefill.
+        """
+        cfg, b, w = self.cfg, self.backend, self.weights
+        T = len(token_ids)
+        start = cache.length
+        cache.reserve(start + T)
+        end = start + T
+        nh, nkv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        group = nh // nkv
+        qs, kvs = cfg.q_size, cfg.kv_size
+        cos, sin = self._rope(start, T)
+        mask = self._mask(start, T, group)
+        scale = 1.0 / float(np.sqrt(hd))
+
+        x = b.embed(w.embed, b.ids(token_ids))
+        for i in range(cfg.num_layers):
+            layer = w.layer(i)
+            h = b.rms_norm(x, layer["attn_norm"], cfg.rms_norm_eps)
+            qkv = b.linear(h, layer["qkv"], layer["qkv_bias"])
+            q = self._rotate(qkv[:, :qs].reshape(T, nh, hd), cos, sin)
+            k = self._rotate(qkv[:, qs:qs + kvs].reshape(T, nkv, hd), cos, sin)
+            v = qkv[:, qs + kvs:].reshape(T, nkv, hd)
+            keys, values = cache.keys[i], cache.values[i]
+            keys[:, start:end] = b.transpose(k, (1, 0, 2))
+            values[:, start:end] = b.transpose(v, (1, 0, 2))
+            # (T, nkv, group, hd) -> (nkv, group * T, hd): one batched matmul per kv head.
+            qg = b.transpose(q.reshape(T, nkv, group, hd), (1, 2, 0, 3)).reshape(nkv, group * T, hd)
+            scores = b.matmul(qg, b.swap_last(keys[:, :end])) * scale
+            if mask is not None:
+                scores = scores + mask
+            attn = b.matmul(b.softmax(scores), values[:, :end])            # (nkv, group*T, hd)
+            attn = b.transpose(attn.reshape(nkv, group, T, hd), (2, 0, 1, 3)).reshape(T, qs)
+            x = x + b.linear(attn, layer["o"])
+            h = b.rms_norm(x, layer["ffn_norm"], cfg.rms_norm_eps)
+            gate_up = b.linear(h, layer["gate_up"])
+            inter = cfg.intermediate_size
+            x = x + b.linear(b.silu(gate_up[:, :inter]) * gate_up[:, inter:], layer["down"])
+        cache.length = end
+        if last_only:
+            x = x[T - 1:]
+        return b.linear(b.rms_norm(x, w.norm, cfg.rms_norm_eps), w.lm_head)
+
+    def _mask(self, start: int, T: int, group: int):
+        """Additive mask (group * T, start + T): causal, and Mistral's sliding window if set."""
+        end = start + T
+        window = self.cfg.sliding_window
+        if T == 1 and (not window or end <= window):
+            return None
+        q_pos = np.arange(start, end)[:, None]
+        k_pos = np.arange(end)[None, :]
+        blocked = k_pos > q_pos
+        if window:
+            blocked |= k_pos <= q_pos - window
+        mask = np.where(blocked, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
+        return self.backend.asarray(np.tile(mask, (group, 1)))

@@ -1,0 +1,355 @@
+"""Tokenizers for the demo: rebuilt from GGUF metadata, or read from a `tokenizer.json`.
+
+GGUF files carry no `tokenizer.json`; they store the vocabulary, merges, token types and special
+ids under llama.cpp's keys. We rebuild the same Hugging Face `tokenizers` pipeline that
+transformers builds for a GGUF file, so both encode and decode text identically:
+- `tokenizer.ggml.model == "gpt2"`: byte-level BPE (GPT-2 style pre-tokenizer and decoder);
+- `tokenizer.ggml.model == "llama"`: sentencepiece-style BPE with byte fallback and "▁" spaces.
+
+Chat templates are Jinja, rendered in jinja2's sandbox: a template comes from the file and is
+not trusted.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from .config import UnsupportedModel
+
+MAX_TOKENIZER_FILE = 64 * 1024 * 1024
+CONTROL, USER_DEFINED = 3, 4  # llama.cpp token types
+
+# Split patterns for `tokenizer.ggml.pre` values whose merges were learned with another regex
+# than GPT-2's (the patterns are the published ones of those tokenizers).
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+PRE_TOKENIZER_SPLITS = {
+    "llama3": _LLAMA3_SPLIT, "llama-v3": _LLAMA3_SPLIT, "llama-bpe": _LLAMA3_SPLIT,
+    "smaug-bpe": _LLAMA3_SPLIT, "dbrx": _LLAMA3_SPLIT,
+    "qwen2": _QWEN2_SPLIT, "deepseek-r1-qwen": _QWEN2_SPLIT,
+}
+
+
+@lru_cache(maxsize=1)
+def byte_alphabet() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (bytes that print stand for themselves)."""
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
+    table, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+class Tokenizer:
+    """Text <-> token ids, special tokens, and the model's chat template.
+
+    Attributes:
+        bos_id / eos_ids: the begin-of-sequence id (or None) and every id that ends generation.
+        add_bos: whether `encode` puts `bos_id` first (GGUF `tokenizer.ggml.add_bos_token`;
+            a `tokenizer.json` does this through its own post-processor instead).
+        chat_template: Jinja source, or None.
+    """
+
+    def __init__(self, backend, *, bos_id: int | None = None, eos_ids: tuple[int, ...] = (),
+                 add_bos: bool = False, chat_template: str | None = None,
+                 special_tokens: dict[str, str | None] | None = None) -> None:
+        self.backend = backend
+        self.bos_id = bos_id
+        self.eos_ids = tuple(dict.fromkeys(i for i in eos_ids if i is not None))
+        self.add_bos = add_bos
+        self.chat_template = chat_template
+        self.special_tokens = special_tokens or {}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        ids = self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+        if add_special_tokens and self.add_bos and self.bos_id is not None:
+            ids = [self.bos_id] + ids
+        return ids
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    def token_text(self, token_id: int) -> str:
+        return self.backend.id_to_token(int(token_id)) or ""
+
+    # -- chat ----------------------------------------------------------------------------------
+
+    def apply_chat_template(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The prompt text for a conversation, as the model was fine-tuned to read it."""
+        if not self.chat_template:
+            raise ValueError("This model has no chat template (tokenizer.chat_template / "
+                             "tokenizer_config.json); use chat=False.")
+        return render_chat_template(self.chat_template, messages, add_generation_prompt,
+                                    **{k: v for k, v in self.special_tokens.items() if v is not None})
+
+    def encode_chat(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
+        # The template writes any BOS itself, as transformers' apply_chat_template assumes.
+        return self.encode(self.apply_chat_template(messages, add_generation_prompt), add_special_tokens=False)
+
+
+class StreamDecoder:
+    """Turns generated ids into text pieces as they arrive, holding back split UTF-8 characters."""
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True) -> None:
+        self.tokenizer, self.skip = tokenizer, skip_special_tokens
+        self.ids: list[int] = []
+        self.emitted = ""
+
+    def push(self, token_id: int) -> str:
+        self.ids.append(int(token_id))
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=self.skip)
+        if text.endswith("\ufffd") or not text.startswith(self.emitted):
+            return ""
+        piece, self.emitted = text[len(self.emitted):], text
+        return piece
+
+    def flush(self) -> str:
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=self.skip)
+        piece = text[len(self.emitted):] if text.startswith(self.emitted) else ""
+        self.emitted = text
+        return piece
+
+
+# -- chat templates ------------------------------------------------------------------------------
+
+@lru_cache(maxsize=8)
+def _compile_template(source: str):
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        from jinja2.exceptions import TemplateError
+
+        raise TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    def strftime_now(fmt):
+        import datetime
+
+        return datetime.datetime.now().strftime(fmt)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env.from_string(source)
+
+
+def render_chat_template(source: str, messages: list[dict[str, str]], add_generation_prompt: bool = True,
+                         **special_tokens: str) -> str:
+    return _compile_template(source).render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                            **special_tokens)
+
+
+# -- from GGUF metadata --------------------------------------------------------------------------
+
+def _value(metadata: dict, key: str, default: Any = None) -> Any:
+    kv = metadata.get(key)
+    return default if kv is None else getattr(kv, "value", kv)
+
+
+def _as_list(value) -> list:
+    return value.to_list() if hasattr(value, "to_list") else list(value)
+
+
+def from_gguf(metadata: dict) -> Tokenizer:
+    """The tokenizer a GGUF file describes (`tokenizer.ggml.*` keys)."""
+    from tokenizers import AddedToken
+
+    kind = _value(metadata, "tokenizer.ggml.model")
+    tokens = _value(metadata, "tokenizer.ggml.tokens")
+    if kind is None or tokens is None:
+        raise UnsupportedModel("The GGUF metadata has no tokenizer (tokenizer.ggml.model and "
+                               "tokenizer.ggml.tokens are needed).")
+    tokens = _as_list(tokens)
+    if not all(isinstance(t, str) for t in tokens):
+        raise UnsupportedModel("tokenizer.ggml.tokens is not an array of strings.")
+    types = _as_list(_value(metadata, "tokenizer.ggml.token_type", []))
+    merges = _value(metadata, "tokenizer.ggml.merges")
+    merges = _as_list(merges) if merges is not None else None
+    if kind == "gpt2":
+        backend, alphabet = _byte_level(tokens, merges, _value(metadata, "tokenizer.ggml.pre")), \
+            set(byte_alphabet().values())
+        add_bos_default = False
+    elif kind == "llama":
+        scores = _value(metadata, "tokenizer.ggml.scores")
+        scores = _as_list(scores) if scores is not None else None
+        backend = _sentencepiece(tokens, merges, scores, bool(_value(metadata, "tokenizer.ggml.add_space_prefix",
+                                                                    True)))
+        alphabet, add_bos_default = None, True
+    else:
+        raise UnsupportedModel(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 or llama).")
+
+    def token(key: str) -> str | None:
+        i = _value(metadata, f"tokenizer.ggml.{key}")
+        return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else None
+
+    # Control tokens stay whole in text; in a byte-level vocabulary, only those spelled in the
+    # byte alphabet are real (others are llama.cpp mislabels and would grow the vocabulary).
+    special = [AddedToken(t, normalized=False, special=True)
+               for t, ty in zip(tokens, types)
+               if ty == CONTROL and (alphabet is None or set(t) <= alphabet)]
+    named = {name: token(key) for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"),
+                                                ("unk_token", "unknown_token_id"),
+                                                ("pad_token", "padding_token_id"))}
+    listed = {t.content for t in special}
+    special += [AddedToken(t, normalized=False, special=True) for t in dict.fromkeys(named.values())
+                if t is not None and t not in listed]
+    if special:
+        backend.add_special_tokens(special)
+    user = [AddedToken(t, normalized=False, special=False) for t, ty in zip(tokens, types)
+            if ty == USER_DEFINED and backend.token_to_id(t) is not None]
+    if user:
+        backend.add_tokens(user)
+    eos_ids = [_value(metadata, f"tokenizer.ggml.{k}") for k in ("eos_token_id", "eot_token_id", "eom_token_id")]
+    return Tokenizer(backend, bos_id=_value(metadata, "tokenizer.ggml.bos_token_id"),
+                     eos_ids=tuple(i for i in eos_ids if isinstance(i, int)),
+                     add_bos=bool(_value(metadata, "tokenizer.ggml.add_bos_token", add_bos_default)),
+                     chat_template=_value(metadata, "tokenizer.chat_template"), special_tokens=named)
+
+
+def _byte_level(tokens: list[str], merges: list[str] | None, pre: str | None):
+    from tokenizers import Regex, decoders, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers.models import BPE
+
+    table = byte_alphabet()
+    alphabet = set(table.values())
+    vocab = {}
+    for i, t in enumerate(tokens):
+        spelled = t if set(t) <= alphabet else "".join(table[b] for b in t.encode("utf-8"))
+        vocab.setdefault(spelled, i)
+    if merges is None:
+        raise UnsupportedModel("A gpt2 GGUF tokenizer needs tokenizer.ggml.merges, which is missing.")
+    pairs = [_merge_pair(m) for m in merges]
+    tok = HFTokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
+                          end_of_word_suffix="", fuse_unk=False))
+    split = PRE_TOKENIZER_SPLITS.get(pre)
+    if split is None:
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def _merge_pair(merge: str) -> tuple[str, str]:
+    left, sep, right = merge.partition(" ")
+    if not sep:
+        raise UnsupportedModel(f"tokenizer.ggml.merges holds {merge!r}, which is not 'left right'.")
+    return left, right
+
+
+def _sentencepiece(tokens: list[str], merges: list[str] | None, scores: list[float] | None,
+                   add_prefix_space: bool):
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, pre_tokenizers
+    from tokenizers.models import BPE
+
+    vocab = {}
+    for i, t in enumerate(tokens):
+        vocab.setdefault(t, i)
+    if merges is not None:
+        pairs = [_merge_pair(m) for m in merges]
+    else:
+        pairs = merges_from_scores(vocab, dict(zip(tokens, scores or [])) if scores else None)
+    tok = HFTokenizer(BPE(vocab=vocab, merges=pairs, fuse_unk=True, byte_fallback=True, dropout=None))
+    tok.normalizer = None
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first" if add_prefix_space
+                                                 else "never", split=False)
+    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if add_prefix_space:
+        steps.append(decoders.Strip(content=" ", left=1))
+    tok.decoder = decoders.Sequence(steps)
+    return tok
+
+
+def merges_from_scores(vocab: dict[str, int], scores: dict[str, float] | None) -> list[tuple[str, str]]:
+    """Recover BPE merges from a sentencepiece vocabulary: every split of a token into two known
+    tokens is a merge, best score first (or, without scores, lowest id first)."""
+    found = []
+    ranked = scores if scores is not None else vocab
+    for piece, score in ranked.items():
+        local = [(piece[:k], piece[k:], score) for k in range(1, len(piece))
+                 if piece[:k] in vocab and piece[k:] in vocab]
+        local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+        found.extend(local)
+    found.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=scores is not None)
+    return [(a, b) for a, b, _ in found]
+
+
+# -- from a Hugging Face directory ---------------------------------------------------------------
+
+def from_directory(directory: str, config: dict | None = None, generation_config: dict | None = None) -> Tokenizer:
+    """`tokenizer.json` (+ `tokenizer_config.json`, `chat_template.jinja`) from a model folder."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    text, problem = _side_text(directory, "tokenizer.json")
+    if text is None:
+        raise UnsupportedModel(f"The model folder has no usable tokenizer.json ({problem}); it is needed "
+                               "to turn text into token ids.")
+    try:
+        backend = HFTokenizer.from_str(text)
+    except Exception as e:  # the Rust parser's errors are plain Exceptions
+        raise UnsupportedModel(f"tokenizer.json cannot be read by the tokenizers library: {e}") from None
+    tk_config: dict = {}
+    cfg_text, _ = _side_text(directory, "tokenizer_config.json")
+    if cfg_text is not None:
+        try:
+            tk_config = json.loads(cfg_text)
+        except json.JSONDecodeError:
+            tk_config = {}
+    if not isinstance(tk_config, dict):
+        tk_config = {}
+    template = tk_config.get("chat_template")
+    if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default") or next(iter(named.values()), None)
+    jinja_text, _ = _side_text(directory, "chat_template.jinja")
+    template = jinja_text or template
+    special = {name: _token_content(tk_config.get(name))
+               for name in ("bos_token", "eos_token", "unk_token", "pad_token")}
+    eos_ids = []
+    for source in (generation_config or {}, config or {}):
+        value = source.get("eos_token_id")
+        eos_ids += value if isinstance(value, list) else [value]
+    if special["eos_token"] is not None:
+        eos_ids.append(backend.token_to_id(special["eos_token"]))
+    bos = (config or {}).get("bos_token_id")
+    if bos is None and special["bos_token"] is not None:
+        bos = backend.token_to_id(special["bos_token"])
+    return Tokenizer(backend, bos_id=bos if isinstance(bos, int) else None,
+                     eos_ids=tuple(i for i in eos_ids if isinstance(i, int)), add_bos=False,
+                     chat_template=template if isinstance(template, str) else None, special_tokens=special)
+
+
+def _token_content(value) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _side_text(directory: str, name: str) -> tuple[str | None, str | None]:
+    from .. import sources
+
+    path = sources.join(directory, name)
+    if not sources.exists(path):
+        return None, f"{name} not found"
+    return sources.read_text(path, MAX_TOKENIZER_FILE)

@@ -1,0 +1,254 @@
+"""Weights of a llama-family model: found by name, dequantized through `ckpt.read`, timed.
+
+Two ways to hold them:
+- dequantize at load (default): every matrix becomes float32 once; fastest generation.
+- `keep_quantized=True`: layers stay as the file's quantized bytes (memory-mapped) and are
+  dequantized one layer at a time during each forward pass; peak memory is about one layer
+  plus the embedding table, at the cost of speed.
+
+Every dequantization is recorded in a `DequantReport`: per tensor, the stored dtype, the bytes
+it takes in the file, the bytes it takes as float32, and the seconds it took.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .config import ModelConfig, UnsupportedModel
+
+LAYER_PARTS = ("attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down")
+BIAS_PARTS = ("q_bias", "k_bias", "v_bias")
+
+GGUF_NAMES = {
+    "embed": "token_embd.weight", "norm": "output_norm.weight", "lm_head": "output.weight",
+    "attn_norm": "blk.{i}.attn_norm.weight", "q": "blk.{i}.attn_q.weight",
+    "k": "blk.{i}.attn_k.weight", "v": "blk.{i}.attn_v.weight", "o": "blk.{i}.attn_output.weight",
+    "q_bias": "blk.{i}.attn_q.bias", "k_bias": "blk.{i}.attn_k.bias", "v_bias": "blk.{i}.attn_v.bias",
+    "ffn_norm": "blk.{i}.ffn_norm.weight", "gate": "blk.{i}.ffn_gate.weight",
+    "up": "blk.{i}.ffn_up.weight", "down": "blk.{i}.ffn_down.weight",
+}
+# Hugging Face names; MLX conversions (mlx-lm) keep them.
+HF_NAMES = {
+    "embed": "model.embed_tokens.weight", "norm": "model.norm.weight", "lm_head": "lm_head.weight",
+    "attn_norm": "model.layers.{i}.input_layernorm.weight",
+    "q": "model.layers.{i}.self_attn.q_proj.weight", "k": "model.layers.{i}.self_attn.k_proj.weight",
+    "v": "model.layers.{i}.self_attn.v_proj.weight", "o": "model.layers.{i}.self_attn.o_proj.weight",
+    "q_bias": "model.layers.{i}.self_attn.q_proj.bias", "k_bias": "model.layers.{i}.self_attn.k_proj.bias",
+    "v_bias": "model.layers.{i}.self_attn.v_proj.bias",
+    "ffn_norm": "model.layers.{i}.post_attention_layernorm.weight",
+    "gate": "model.layers.{i}.mlp.gate_proj.weight", "up": "model.layers.{i}.mlp.up_proj.weight",
+    "down": "model.layers.{i}.mlp.down_proj.weight",
+}
+DESCRIPTIONS = {
+    "embed": "token embedding", "norm": "final norm", "lm_head": "output projection",
+    "attn_norm": "attention norm", "q": "query projection", "k": "key projection",
+    "v": "value projection", "o": "attention output", "q_bias": "query bias", "k_bias": "key bias",
+    "v_bias": "value bias", "ffn_norm": "MLP norm", "gate": "MLP gate", "up": "MLP up", "down": "MLP down",
+}
+
+
+@dataclass
+class DequantRow:
+    """One tensor's dequantization: what it was, what it became, how long it took."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    quantized_bytes: int
+    dequantized_bytes: int
+    seconds: float
+    calls: int = 1
+
+
+@dataclass
+class DequantReport:
+    """Per-tensor dequantization rows. `mode` is "load" or "on_the_fly" (seconds then add up
+    over every forward pass; `calls` counts them)."""
+
+    mode: str = "load"
+    rows: list[DequantRow] = field(default_factory=list)
+
+    def add(self, row: DequantRow) -> None:
+        self.rows.append(row)
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in self.rows)
+
+    @property
+    def quantized_bytes(self) -> int:
+        return sum(r.quantized_bytes for r in self.rows)
+
+    @property
+    def dequantized_bytes(self) -> int:
+        return sum(r.dequantized_bytes for r in self.rows)
+
+    def by_dtype(self) -> dict[str, dict[str, float]]:
+        """dtype -> {"tensors", "quantized_bytes", "dequantized_bytes", "seconds"}."""
+        out: dict[str, dict[str, float]] = {}
+        for r in self.rows:
+            d = out.setdefault(r.dtype, {"tensors": 0, "quantized_bytes": 0, "dequantized_bytes": 0,
+                                         "seconds": 0.0})
+            d["tensors"] += 1
+            d["quantized_bytes"] += r.quantized_bytes
+            d["dequantized_bytes"] += r.dequantized_bytes
+            d["seconds"] += r.seconds
+        return out
+
+    def to_records(self) -> list[dict]:
+        return [dict(asdict(r), shape=list(r.shape)) for r in self.rows]
+
+    def to_dataframe(self):
+        """A pandas DataFrame, one row per tensor."""
+        import pandas as pd
+
+        return pd.DataFrame(self.to_records(), columns=[f for f in DequantRow.__dataclass_fields__])
+
+    def summary(self) -> str:
+        q, d = self.quantized_bytes, self.dequantized_bytes
+        ratio = f" ({d / q:.1f}x)" if q else ""
+        return (f"dequantize ({self.mode}): {len(self.rows)} tensors in {self.seconds:.2f} s; "
+                f"{_mib(q)} stored -> {_mib(d)} as float32{ratio}")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"<DequantReport {self.summary()}>"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def stored_bytes(info) -> int:
+    """Bytes a tensor takes in the file, MLX scales and biases included."""
+    n = info.length
+    for part in ("scales", "biases"):
+        t = (info.quant or {}).get(part)
+        if t is not None:
+            n += t.length
+    return n
+
+
+def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's q/k row permutation (rotate-half RoPE -> interleaved pairs)."""
+    rows = w.shape[0]
+    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+class Weights:
+    """Resolves, checks and dequantizes a model's tensors; hands the forward pass backend arrays.
+
+    `layer(i)` returns {"attn_norm", "qkv", "qkv_bias" (or None), "o", "ffn_norm", "gate_up",
+    "down"}: q, k, v fused into one matrix and gate, up into another, so one matmul does each.
+    """
+
+    def __init__(self, ckpt, cfg: ModelConfig, backend, keep_quantized: bool = False) -> None:
+        self.ckpt, self.cfg, self.backend = ckpt, cfg, backend
+        self.keep_quantized = keep_quantized
+        self.names = GGUF_NAMES if ckpt.format == "gguf" else HF_NAMES
+        self.report = DequantReport("on_the_fly" if keep_quantized else "load")
+        self._rows: dict[str, DequantRow] = {}
+        self._check_tensors()
+        self.embed = self._array("embed")
+        self.norm = self._array("norm")
+        self.lm_head = self.embed if self.tied else self._array("lm_head")
+        self._layers = None if keep_quantized else [self._build_layer(i) for i in range(cfg.num_layers)]
+
+    # -- names and shapes ----------------------------------------------------------------------
+
+    def name(self, part: str, layer: int | None = None) -> str:
+        return self.names[part].format(i=layer)
+
+    @property
+    def tied(self) -> bool:
+        return self.name("lm_head") not in self.ckpt.tensors
+
+    def _expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        c = self.cfg
+        return {"embed": (c.vocab_size, c.hidden_size), "lm_head": (c.vocab_size, c.hidden_size),
+                "norm": (c.hidden_size,), "attn_norm": (c.hidden_size,), "ffn_norm": (c.hidden_size,),
+                "q": (c.q_size, c.hidden_size), "k": (c.kv_size, c.hidden_size),
+                "v": (c.kv_size, c.hidden_size), "o": (c.hidden_size, c.q_size),
+                "q_bias": (c.q_size,), "k_bias": (c.kv_size,), "v_bias": (c.kv_size,),
+                "gate": (c.intermediate_size, c.hidden_size), "up": (c.intermediate_size, c.hidden_size),
+                "down": (c.hidden_size, c.intermediate_size)}
+
+    def _check_tensors(self) -> None:
+        """Every tensor the decoder needs exists with the shape the hyperparameters imply."""
+        tensors, shapes = self.ckpt.tensors, self._expected_shapes()
+        wanted = [("embed", None), ("norm", None)]
+        if not self.tied:
+            wanted.append(("lm_head", None))
+        elif not self.cfg.tie_word_embeddings and self.ckpt.format != "gguf":
+            raise UnsupportedModel(f"The checkpoint has no {self.name('lm_head')!r} and config.json "
+                                   "does not tie it to the embedding (tie_word_embeddings is false).")
+        parts = LAYER_PARTS + (BIAS_PARTS if self.cfg.attention_bias else ())
+        wanted += [(p, i) for i in range(self.cfg.num_layers) for p in parts]
+        missing = [(p, i) for p, i in wanted if self.name(p, i) not in tensors]
+        if missing:
+            p, i = missing[0]
+            where = f" of layer {i}" if i is not None else ""
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise UnsupportedModel(f"The checkpoint has no tensor {self.name(p, i)!r} (the "
+                                   f"{DESCRIPTIONS[p]}{where}){more}; a {self.cfg.architecture} "
+                                   f"model with {self.cfg.num_layers} layers needs it.")
+        for p, i in wanted:
+            info = tensors[self.name(p, i)]
+            if tuple(info.shape) != shapes[p]:
+                raise UnsupportedModel(f"Tensor {info.name!r} has shape {list(info.shape)}; the "
+                                       f"hyperparameters imply {list(shapes[p])}.")
+
+    # -- dequantization ------------------------------------------------------------------------
+
+    def _read(self, part: str, layer: int | None = None) -> np.ndarray:
+        """float32 numpy for one tensor, timed and recorded; q/k rows put in Hugging Face order."""
+        name = self.name(part, layer)
+        info = self.ckpt.tensors[name]
+        t0 = time.perf_counter()
+        a = self.ckpt.read(name)
+        if a.dtype != np.float32:
+            a = a.astype(np.float32)
+        if self.cfg.gguf_qk_permuted and self.ckpt.format == "gguf" and part in ("q", "k", "q_bias", "k_bias"):
+            a = unpermute_qk(a, self.cfg.num_heads if part.startswith("q") else self.cfg.num_kv_heads)
+        seconds = time.perf_counter() - t0
+        row = self._rows.get(name)
+        if row is None:
+            row = self._rows[name] = DequantRow(name, info.kind, tuple(info.shape), stored_bytes(info),
+                                                4 * info.numel, seconds)
+            self.report.add(row)
+        else:
+            row.seconds += seconds
+            row.calls += 1
+        return a
+
+    def _array(self, part: str, layer: int | None = None):
+        return self.backend.asarray(self._read(part, layer))
+
+    def _build_layer(self, i: int) -> dict:
+        b = self.backend
+        qkv = np.concatenate([self._read("q", i), self._read("k", i), self._read("v", i)])
+        gate_up = np.concatenate([self._read("gate", i), self._read("up", i)])
+        bias = None
+        if self.cfg.attention_bias:
+            bias = b.asarray(np.concatenate([self._read(p, i) for p in BIAS_PARTS]))
+        return {"attn_norm": self._array("attn_norm", i), "qkv": b.asarray(qkv), "qkv_bias": bias,
+                "o": self._array("o", i), "ffn_norm": self._array("ffn_norm", i),
+                "gate_up": b.asarray(gate_up), "down": self._array("down", i)}
+
+    def layer(self, i: int) -> dict:
+        """The backend arrays of layer `i`; dequantized now when `keep_quantized`."""
+        if self._layers is not None:
+            return self._layers[i]
+        return self._build_layer(i)
+
+    def resident_bytes(self) -> int:
+        """float32 bytes held between forward passes."""
+        held = [self.embed, self.norm] + ([] if self.tied else [self.lm_head])
+        for layer in self._layers or []:
+            held += [v for v in layer.values() if v is not None]
+        return sum(int(np.prod(tuple(a.shape))) * 4 for a in held)
