@@ -20,6 +20,7 @@ def write_gguf(path, tensors: dict, arch: str = "llama", kv: dict | None = None,
     """tensors: name -> float array (stored F32) or (raw uint8 blocks, GGMLQuantizationType)."""
     import gguf
 
+    os.makedirs(os.path.dirname(str(path)) or ".", exist_ok=True)
     w = gguf.GGUFWriter(str(path), arch, endianess=gguf.GGUFEndian.BIG if endianess == "big"
                         else gguf.GGUFEndian.LITTLE)
     for key, value in (kv or {}).items():

@@ -1,0 +1,197 @@
+"""Quantized blocks taken apart: per-block scales and mins, integer codes, decoded values, error.
+
+`Checkpoint.blocks(name, reference=None, start=0, count=16)` answers "what is stored in
+block i and how far is it from the original": the fields of each block as the file holds
+them, next to the values they decode to and, given the unquantized tensor, the error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checkpoint import Checkpoint, TensorInfo
+from . import dequant as dq
+from .dtypes import unpack_bits
+from .read import decode_units, plan_for, raw_units, tensor_info
+
+
+@dataclass
+class QuantBlocks:
+    """Blocks `start` .. `start + n` of one quantized tensor (GGUF blocks or MLX groups)."""
+
+    name: str
+    dtype: str
+    block_elems: int
+    n_blocks: int  # in the whole tensor
+    start: int
+    offsets: np.ndarray  # absolute byte offset of each block in its file
+    block_bytes: int
+    scale: np.ndarray | None  # (n,) main scale d (MLX: the group scale)
+    min: np.ndarray | None  # (n,) block min / bias where the type has one
+    sub_scales: np.ndarray | None  # (n, k) integer sub-block scales of k-quants
+    sub_mins: np.ndarray | None
+    codes: np.ndarray | None  # (n, block_elems) integers as stored (None for grid IQ types)
+    values: np.ndarray  # (n, block_elems) float32, decoded
+    error: np.ndarray | None = None  # values - reference, when a reference was given
+
+    def table(self):
+        """One row per block: index, offset, scale, min, max |error| and RMS error."""
+        import pandas as pd
+
+        n = len(self.values)
+        rows = {"block": np.arange(self.start, self.start + n), "offset": self.offsets}
+        if self.scale is not None:
+            rows["scale"] = self.scale
+        if self.min is not None:
+            rows["min"] = self.min
+        rows["abs_max"] = np.abs(self.values).max(axis=1) if n else []
+        if self.error is not None:
+            rows["max_abs_error"] = np.abs(self.error).max(axis=1)
+            rows["rms_error"] = np.sqrt((self.error.astype(np.float64) ** 2).mean(axis=1))
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
+        def lst(a):
+            if a is None:
+                return None
+            a = np.asarray(a)
+            if a.dtype.kind == "f":
+                a = a.astype(np.float64)
+                return np.where(np.isfinite(a), a, None).tolist()
+            return a.tolist()
+
+        return {"name": self.name, "dtype": self.dtype, "block_elems": self.block_elems,
+                "block_bytes": self.block_bytes, "n_blocks": self.n_blocks, "start": self.start,
+                "offsets": lst(self.offsets), "scale": lst(self.scale), "min": lst(self.min),
+                "sub_scales": lst(self.sub_scales), "sub_mins": lst(self.sub_mins),
+                "codes": lst(self.codes), "values": lst(self.values), "error": lst(self.error)}
+
+
+def _f16(blocks, at):
+    return dq._f16(blocks, at).ravel()
+
+
+def _signed6(low, high):
+    return (low | (high << 4)).astype(np.int8) - np.int8(32)
+
+
+def _fields(name: str, b: np.ndarray) -> dict:
+    """The stored fields of GGUF blocks of one type: codes, d, min, sub-scales."""
+    n = len(b)
+    nib = dq._nibbles_split
+    if name in ("Q4_0", "IQ4_NL"):
+        return {"codes": nib(b[:, 2:]), "scale": _f16(b, 0)}
+    if name == "Q4_1":
+        return {"codes": nib(b[:, 4:]), "scale": _f16(b, 0), "min": _f16(b, 2)}
+    if name == "Q5_0":
+        return {"codes": dq._q5_codes(b, 2, 6), "scale": _f16(b, 0)}
+    if name == "Q5_1":
+        return {"codes": dq._q5_codes(b, 4, 8), "scale": _f16(b, 0), "min": _f16(b, 2)}
+    if name == "Q8_0":
+        return {"codes": b[:, 2:].view(np.int8), "scale": _f16(b, 0)}
+    if name == "Q8_K":
+        return {"codes": b[:, 4:260].view(np.int8), "scale": b[:, :4].view("<f4").ravel()}
+    if name == "Q2_K":
+        codes = dq._CRUMBS[b[:, 16:80].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
+        return {"codes": codes, "scale": _f16(b, 80), "min": _f16(b, 82),
+                "sub_scales": b[:, :16] & 0xF, "sub_mins": b[:, :16] >> 4}
+    if name == "Q3_K":
+        ql = dq._CRUMBS[b[:, 32:96].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
+        qh = dq._BITS[b[:, :32]].transpose(0, 2, 1).reshape(n, 256) ^ np.uint8(1)
+        low = dq._NIB[b[:, 96:104]].transpose(0, 2, 1).reshape(n, 16)
+        high = dq._CRUMBS[b[:, 104:108]].transpose(0, 2, 1).reshape(n, 16)
+        return {"codes": ql.astype(np.int8) - (qh << 2).astype(np.int8), "scale": _f16(b, 108),
+                "sub_scales": _signed6(low, high)}
+    if name in ("Q4_K", "Q5_K"):
+        sc, m = dq._k_scale_min(b[:, 4:16])
+        off = 16 if name == "Q4_K" else 48
+        codes = dq._NIB[b[:, off:].reshape(n, 4, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
+        if name == "Q5_K":
+            codes = codes | (dq._BITS[b[:, 16:48]].transpose(0, 2, 1).reshape(n, 256) << 4)
+        return {"codes": codes, "scale": _f16(b, 0), "min": _f16(b, 2), "sub_scales": sc, "sub_mins": m}
+    if name == "Q6_K":
+        low = dq._NIB[b[:, :128].reshape(n, 2, 64)].transpose(0, 1, 3, 2).reshape(n, 256)
+        high = dq._CRUMBS[b[:, 128:192].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
+        return {"codes": (low | (high << 4)).astype(np.int8) - np.int8(32), "scale": _f16(b, 208),
+                "sub_scales": b[:, 192:208].view(np.int8)}
+    if name == "IQ4_XS":
+        sh = b[:, 2:4].view("<u2").astype(np.uint16)
+        high = ((sh >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)
+        codes = dq._NIB[b[:, 8:].reshape(n, 8, 16)].transpose(0, 1, 3, 2).reshape(n, 256)
+        return {"codes": codes, "scale": _f16(b, 0),
+                "sub_scales": _signed6(dq._NIB[b[:, 4:8]].reshape(n, 8), high)}
+    if name == "TQ2_0":
+        codes = dq._CRUMBS[b[:, :64].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
+        return {"codes": codes.astype(np.int8) - np.int8(1), "scale": _f16(b, 64)}
+    if name == "MXFP4":
+        return {"codes": nib(b[:, 1:]), "scale": dq._e8m0_half(b[:, 0])}
+    codec = dq.CODECS[name]
+    return {"codes": None, "scale": codec.scales(b) if codec.scales else None}
+
+
+def blocks(ckpt: Checkpoint, name: str | TensorInfo, reference=None, start: int = 0,
+           count: int = 16) -> QuantBlocks:
+    """Blocks `start` .. `start + count` of a quantized tensor, taken apart.
+
+    `reference`: the unquantized tensor (any array with the same number of elements, e.g.
+    the original float weights); the result then carries `error = values - reference`.
+    """
+    info = tensor_info(ckpt, name)
+    plan = plan_for(ckpt, info)
+    if plan.scales is None:
+        raise ValueError(f"Tensor {info.name!r} is {info.kind}, not quantized: it has no blocks.")
+    mlx = bool(info.quant and info.quant.get("kind") == "mlx_affine")
+    if mlx:
+        return _mlx_blocks(ckpt, info, plan, reference, start, count)
+    n_total = plan.n_units
+    start = max(0, min(int(start), n_total))
+    stop = min(n_total, start + max(0, int(count)))
+    raw = raw_units(ckpt, plan, start, stop)
+    values = decode_units(ckpt, plan, slice(start, stop))
+    f = _fields(info.dtype, raw)
+    offsets = info.offset + plan.unit_bytes * np.arange(start, stop, dtype=np.int64)
+    out = QuantBlocks(info.name, info.kind, plan.unit_elems, n_total, start, offsets, plan.unit_bytes,
+                      f.get("scale"), f.get("min"), f.get("sub_scales"), f.get("sub_mins"),
+                      None if f.get("codes") is None else np.asarray(f["codes"]), values)
+    out.error = _error(values, reference, start * plan.unit_elems, info)
+    return out
+
+
+def _error(values: np.ndarray, reference, first: int, info: TensorInfo) -> np.ndarray | None:
+    if reference is None:
+        return None
+    ref = np.asarray(reference, dtype=np.float32).reshape(-1)
+    if ref.size != info.numel:
+        raise ValueError(f"The reference has {ref.size} elements; {info.name!r} has {info.numel}.")
+    return values - ref[first:first + values.size].reshape(values.shape)
+
+
+def _mlx_blocks(ckpt, info, plan, reference, start, count) -> QuantBlocks:
+    """MLX: a block is one group of `group_size` values sharing a scale and a bias."""
+    bits, group = info.quant["bits"], info.quant["group_size"]
+    cols = info.shape[-1]
+    per_row = cols // group
+    n_total = plan.n_units * per_row
+    start = max(0, min(int(start), n_total))
+    stop = min(n_total, start + max(0, int(count)))
+    if stop <= start:
+        r0 = r1 = 0
+    else:
+        r0, r1 = start // per_row, (stop - 1) // per_row + 1
+    raw = raw_units(ckpt, plan, r0, r1)
+    values = decode_units(ckpt, plan, slice(r0, r1)).reshape(-1, group)
+    codes = unpack_bits(raw.reshape(-1, bits), bits).reshape(-1, group)
+    scales = plan.scales(raw, range(r0, r1)).reshape(-1)
+    from .read import _grouped
+
+    b_plan = _grouped(plan_for(ckpt, info.quant["biases"]), per_row)
+    biases = decode_units(ckpt, b_plan, slice(r0, r1)).astype(np.float32).reshape(-1)
+    sel = slice(start - r0 * per_row, stop - r0 * per_row)
+    group_bytes = group * bits // 8
+    offsets = info.offset + group_bytes * np.arange(start, stop, dtype=np.int64)
+    out = QuantBlocks(info.name, info.kind, group, n_total, start, offsets, group_bytes,
+                      scales[sel], biases[sel], None, None, codes[sel], values[sel])
+    out.error = _error(out.values, reference, start * group, info)
+    return out
