@@ -135,6 +135,12 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
         if gguf_first and not [n for n in names if n.endswith(".safetensors")]:
             result = _read_file(sources.join(path, weights[0]), ckpt)
             _open_split_gguf(sources.join(path, weights[0]), result, ckpt)
+            others = [n for n in weights if sources.join(path, n) not in ckpt.files]
+            if others:
+                ckpt.findings.append(Finding("info", "several_models", f"The directory holds "
+                                             f"{len(others)} other GGUF file(s) ({others[0]!r}...); "
+                                             f"read {weights[0]!r}. Open another by its path.",
+                                             file=path))
         else:
             for name in weights:
                 _read_file(sources.join(path, name), ckpt)
@@ -168,45 +174,52 @@ def _open_split_gguf(path: str, first: FileResult, ckpt: Checkpoint) -> None:
     count = count_kv.value if count_kv is not None else (int(m["count"]) if m else 1)
     if not isinstance(count, int) or count <= 1:
         return
+    where = (count_kv.offset, count_kv.length) if count_kv is not None else (None, None)
     if m is None:
         ckpt.findings.append(Finding("warning", "split_name", f"The file says it is one of {count} "
                                      "splits, but its name does not follow "
                                      "NAME-00001-of-0000N.gguf, so the others cannot be found.",
-                                     file=first.file))
+                                     *where, file=first.file))
         return
     directory = sources.dirname(path)
     no_kv = first.metadata.get("split.no")
-    this_no = no_kv.value if no_kv is not None else int(m["no"]) - 1
+    this_no = no_kv.value if no_kv is not None and isinstance(no_kv.value, int) else int(m["no"]) - 1
+    merged = None  # a later split already in the checkpoint
     if this_no != 0:
         # Opened a later split: restart from the first so the model reads in order.
         ckpt.files.clear(), ckpt.tensors.clear(), ckpt.spans.clear(), ckpt.findings.clear()
         ckpt.metadata.clear(), ckpt.sizes.clear()
         first_path = sources.join(directory, f"{m['stem']}-00001-of-{count:05d}.gguf")
-        if not sources.exists(first_path):
-            ckpt.findings.append(Finding("error", "missing_split", "The first split "
-                                         f"{sources.basename(first_path)!r} does not exist.",
-                                         file=first_path))
+        if sources.exists(first_path):
+            first = _read_file(first_path, ckpt)
+        else:
+            ckpt.findings.append(Finding("error", "missing_split", f"The first split "
+                                         f"{sources.basename(first_path)!r} does not exist; its "
+                                         "tensors and the model's metadata are missing.", *where,
+                                         file=first.file))
             _merge(ckpt, first)
-            return
-        first = _read_file(first_path, ckpt)
+            merged = this_no + 1
     for i in range(2, count + 1):
+        if i == merged:
+            continue
         p = sources.join(directory, f"{m['stem']}-{i:05d}-of-{count:05d}.gguf")
         if not sources.exists(p):
             ckpt.findings.append(Finding("error", "missing_split", f"Split {i} of {count} "
                                          f"({sources.basename(p)!r}) does not exist; its tensors "
-                                         "are missing.", file=p))
+                                         "are missing.", *where, file=first.file))
             continue
         before = set(ckpt.tensors)
         result = _read_file(p, ckpt)
         no = result.metadata.get("split.no")
         if no is not None and no.value != i - 1:
             ckpt.findings.append(Finding("error", "split_number", f"{sources.basename(p)!r} says "
-                                         f"it is split {no.value + 1}, expected {i}.",
+                                         f"it is split.no {no.value!r}, expected {i - 1}.",
                                          no.offset, no.length, file=p))
-        for name in result.tensors:
+        for name, info in result.tensors.items():
             if name in before:
                 ckpt.findings.append(Finding("error", "duplicate_tensor", f"{name!r} appears in "
-                                             "more than one split.", tensor=name, file=p))
+                                             "more than one split; the first copy is used.",
+                                             *info.extra["info_span"], tensor=name, file=p))
     total = first.metadata.get("split.tensors.count")
     if total is not None and total.value != len(ckpt.tensors):
         ckpt.findings.append(Finding("error", "split_tensor_count", f"split.tensors.count says "
