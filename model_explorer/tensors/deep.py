@@ -1,0 +1,284 @@
+"""Deep checks: decode every tensor (streamed, bounded memory) and look at the values.
+
+`deep_check(ckpt)` appends Findings to `ckpt.findings`: NaN/Inf values, all-zero and
+constant tensors, norm weights far from 1, values a float16 cast would overflow, tied
+weights that differ, config.json contradicting the tensor shapes, MLX scales that are 0 or
+not finite. Each finding names the tensor and the worst element (index and byte offset).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checkpoint import Checkpoint, TensorInfo
+from ..spans import Finding
+from .read import Plan, iter_chunks, plan_for, read
+
+F16_MAX = 65504.0
+_NORM = re.compile(r"(^|\.)(\w*norm\w*)\.weight$")
+# Tied pairs: (HF names) and (GGUF names)
+TIED = [("model.embed_tokens.weight", "lm_head.weight"), ("token_embd.weight", "output.weight")]
+TIE_ROWS = 256  # rows compared at a time
+
+
+@dataclass
+class Scan:
+    """What one streaming pass over a tensor saw."""
+
+    count: int = 0
+    nonzero: int = 0
+    nan: int = 0
+    inf: int = 0
+    first_nan: int | None = None
+    first_inf: int | None = None
+    lo: float = math.inf
+    hi: float = -math.inf
+    absmax: float = 0.0
+    absmax_at: int | None = None
+    abs_sum: float = 0.0
+    finite: int = 0
+
+
+def scan(ckpt: Checkpoint, info: TensorInfo) -> Scan:
+    s = Scan()
+    for start, x in iter_chunks(ckpt, info):
+        if x.dtype.kind == "c":
+            x = np.abs(x)
+        if x.dtype.kind in "biu":
+            x = x.astype(np.float64)
+        n = x.size
+        if not n:
+            continue
+        s.count += n
+        s.nonzero += int(np.count_nonzero(x))
+        lo, hi = x.min(), x.max()
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            nan = np.isnan(x)
+            k = int(np.count_nonzero(nan))
+            if k and s.first_nan is None:
+                s.first_nan = start + int(np.argmax(nan))
+            s.nan += k
+            inf = np.isinf(x)
+            k = int(np.count_nonzero(inf))
+            if k and s.first_inf is None:
+                s.first_inf = start + int(np.argmax(inf))
+            s.inf += k
+            x = x[~(nan | inf)]
+            if not x.size:
+                continue
+            lo, hi = x.min(), x.max()
+            start = None  # positions no longer line up with the chunk
+        s.finite += x.size
+        s.lo, s.hi = min(s.lo, float(lo)), max(s.hi, float(hi))
+        s.abs_sum += float(np.abs(x).sum(dtype=np.float64))
+        big = max(abs(float(lo)), abs(float(hi)))
+        if big > s.absmax:
+            s.absmax = big
+            s.absmax_at = None if start is None else start + int(np.argmax(np.abs(x)))
+    return s
+
+
+def _where(plan: Plan, index: int | None) -> tuple[int | None, int | None, str]:
+    """Byte offset and length of the unit holding element `index`, and the index as text."""
+    info = plan.info
+    if index is None:
+        return info.offset, info.length, ""
+    shape = info.shape or (1,)
+    pos = np.unravel_index(index, shape) if info.numel else ()
+    if plan.strided is not None:
+        return info.offset, info.length, f" at index {list(map(int, pos))}"
+    unit = index // plan.unit_elems
+    return info.offset + unit * plan.unit_bytes, plan.unit_bytes, f" at index {list(map(int, pos))}"
+
+
+def deep_check(ckpt: Checkpoint, progress: Callable[[int, int, str], None] | None = None) -> list[Finding]:
+    """Run every value check; append the findings to `ckpt.findings` and return them."""
+    found: list[Finding] = []
+
+    def add(sev, code, msg, info, offset=None, length=None, **extra):
+        found.append(Finding(sev, code, msg, offset, length, info.name if info else None,
+                             info.file if info else None, extra))
+
+    gemma = "gemma" in str(_arch(ckpt)).lower()
+    names = list(ckpt.tensors)
+    for i, name in enumerate(names):
+        info = ckpt.tensors[name]
+        if progress:
+            progress(i, len(names), name)
+        try:
+            plan = plan_for(ckpt, info)
+            s = scan(ckpt, info)
+        except ValueError as e:
+            add("warning", "undecodable", f"Tensor {name!r} could not be decoded for the deep "
+                f"checks: {e}", info, info.offset, info.length)
+            continue
+        _value_findings(plan, s, add, gemma)
+        if info.quant and info.quant.get("kind") == "mlx_affine":
+            _mlx_scales(ckpt, info, add)
+    _tied(ckpt, add)
+    _config_shapes(ckpt, add)
+    order = ("error", "warning", "info")
+    ckpt.findings.extend(found)
+    ckpt.findings.sort(key=lambda f: order.index(f.severity))
+    return found
+
+
+def _value_findings(plan: Plan, s: Scan, add, gemma: bool) -> None:
+    info = plan.info
+    name = info.name
+    if s.nan or s.inf:
+        first = min(i for i in (s.first_nan, s.first_inf) if i is not None)
+        off, ln, at = _where(plan, first)
+        add("error", "nan_inf", f"Tensor {name!r} holds {s.nan:,} NaN and {s.inf:,} Inf values "
+            f"out of {s.count:,}; the first{at}.", info, off, ln, nan=s.nan, inf=s.inf, index=first)
+    if s.count and not s.nonzero:
+        add("warning", "all_zero", f"Tensor {name!r} is all zeros ({s.count:,} elements).", info,
+            info.offset, info.length)
+    elif s.count > 1 and s.finite == s.count and s.lo == s.hi:
+        add("info", "constant", f"Tensor {name!r} holds one value, {s.lo:g}, in all {s.count:,} "
+            "elements.", info, info.offset, info.length, value=s.lo)
+    if _NORM.search(name) and s.finite and not gemma and s.nonzero:
+        mean_abs = s.abs_sum / s.finite
+        if not 0.05 <= mean_abs <= 20:
+            add("warning" if mean_abs > 1000 else "info", "norm_far_from_one",
+                f"Norm weight {name!r} has mean |w| = {mean_abs:.4g}; norm scales are usually "
+                "near 1.", info, info.offset, info.length, mean_abs=mean_abs)
+    if info.kind in ("F32", "BF16", "F64") and s.absmax > F16_MAX:
+        off, ln, at = _where(plan, s.absmax_at)
+        add("warning", "fp16_overflow", f"Tensor {name!r} ({info.kind}) holds |x| = {s.absmax:g}, "
+            f"beyond float16's largest value {F16_MAX:g}: a cast to float16 gives Inf{at}.",
+            info, off, ln, absmax=s.absmax, index=s.absmax_at)
+
+
+def _mlx_scales(ckpt: Checkpoint, info: TensorInfo, add) -> None:
+    scales_info = info.quant.get("scales")
+    if scales_info is None:
+        return
+    try:
+        sc = read(ckpt, scales_info).astype(np.float32).reshape(-1)
+    except ValueError:
+        return
+    bad = (sc == 0) | ~np.isfinite(sc)
+    k = int(np.count_nonzero(bad))
+    if k:
+        first = int(np.argmax(bad))
+        itemsize = scales_info.length // max(1, scales_info.numel)
+        pos = list(map(int, np.unravel_index(first, scales_info.shape)))
+        add("error", "mlx_bad_scales", f"{k:,} of the {sc.size:,} scales of {info.name!r} are zero "
+            f"or not finite; the first at {scales_info.name!r} index {pos} is {sc[first]!r}.",
+            info, scales_info.offset + first * itemsize, itemsize, count=k, index=first)
+
+
+def _config(ckpt: Checkpoint) -> dict:
+    c = ckpt.metadata.get("config.json")
+    return c if isinstance(c, dict) else {}
+
+
+def _arch(ckpt: Checkpoint):
+    kv = ckpt.metadata.get("general.architecture")
+    return getattr(kv, "value", None) or _config(ckpt).get("model_type")
+
+
+def _tied(ckpt: Checkpoint, add) -> None:
+    cfg = _config(ckpt)
+    for a, b in TIED:
+        ta, tb = ckpt.tensors.get(a), ckpt.tensors.get(b)
+        if ta is None or tb is None or ta.shape != tb.shape or not ta.shape:
+            continue
+        said_tied = cfg.get("tie_word_embeddings") is True
+        try:
+            worst, where = 0.0, None
+            dot = na = nb = 0.0
+            for r in range(0, ta.shape[0], TIE_ROWS):
+                xa = read(ckpt, ta, rows=slice(r, r + TIE_ROWS)).astype(np.float32)
+                xb = read(ckpt, tb, rows=slice(r, r + TIE_ROWS)).astype(np.float32)
+                d = np.abs(xa - xb)
+                m = float(np.nanmax(d)) if d.size else 0.0
+                if m > worst:
+                    worst, where = m, r * math.prod(ta.shape[1:]) + int(np.nanargmax(d))
+                dot += float(np.dot(xa.ravel(), xb.ravel()))
+                na += float(np.dot(xa.ravel(), xa.ravel()))
+                nb += float(np.dot(xb.ravel(), xb.ravel()))
+        except ValueError:
+            continue
+        if worst == 0:
+            continue
+        cos = dot / math.sqrt(na * nb) if na and nb else 0.0
+        if said_tied or cos > 0.999:
+            plan = plan_for(ckpt, tb)
+            off, ln, at = _where(plan, where)
+            why = ("config.json says tie_word_embeddings" if said_tied else
+                   f"they look like one tied tensor (cosine {cos:.5f})")
+            add("warning" if said_tied else "info", "tied_weights_differ",
+                f"{a!r} and {b!r} differ although {why}: max |difference| {worst:g}{at}.",
+                tb, off, ln, max_abs_diff=worst, cosine=cos, index=where)
+
+
+def _gguf_value(ckpt: Checkpoint, key: str):
+    kv = ckpt.metadata.get(key)
+    return getattr(kv, "value", None)
+
+
+def _expected_shapes(ckpt: Checkpoint) -> dict[str, tuple[str, int]]:
+    """What the config says: quantity -> (where it is said, value)."""
+    out: dict[str, tuple[str, int]] = {}
+    cfg = _config(ckpt)
+    keys = {"hidden": "hidden_size", "layers": "num_hidden_layers", "vocab": "vocab_size",
+            "heads": "num_attention_heads", "kv_heads": "num_key_value_heads", "head_dim": "head_dim"}
+    for q, k in keys.items():
+        if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool):
+            out[q] = (f"config.json {k}", cfg[k])
+    arch = _gguf_value(ckpt, "general.architecture")
+    if ckpt.format == "gguf" and isinstance(arch, str):
+        gkeys = {"hidden": "embedding_length", "layers": "block_count", "heads": "attention.head_count",
+                 "kv_heads": "attention.head_count_kv", "head_dim": "attention.key_length"}
+        for q, k in gkeys.items():
+            v = _gguf_value(ckpt, f"{arch}.{k}")
+            if isinstance(v, int) and not isinstance(v, bool):
+                out[q] = (f"GGUF {arch}.{k}", v)
+        tokens = ckpt.metadata.get("tokenizer.ggml.tokens")
+        if tokens is not None and hasattr(tokens.value, "__len__"):
+            out.setdefault("vocab", ("GGUF tokenizer.ggml.tokens (its length)", len(tokens.value)))
+    return out
+
+
+def _config_shapes(ckpt: Checkpoint, add) -> None:
+    want = _expected_shapes(ckpt)
+    if not want:
+        return
+    t = ckpt.tensors
+    gguf = ckpt.format == "gguf"
+    embed = t.get("token_embd.weight" if gguf else "model.embed_tokens.weight")
+    q = t.get("blk.0.attn_q.weight" if gguf else "model.layers.0.self_attn.q_proj.weight")
+    k = t.get("blk.0.attn_k.weight" if gguf else "model.layers.0.self_attn.k_proj.weight")
+    layer_re = re.compile(r"^blk\.(\d+)\." if gguf else r"^model\.layers\.(\d+)\.")
+    layers = {int(m[1]) for n in t if (m := layer_re.match(n))}
+
+    def check(q_name, found, tensor, what):
+        if q_name not in want or found is None:
+            return
+        where, value = want[q_name]
+        if value != found:
+            add("error", "config_mismatch", f"{where} = {value}, but {what} = {found}.", tensor,
+                tensor.offset if tensor else None, tensor.length if tensor else None,
+                expected=value, found=found)
+
+    hidden = want.get("hidden", (None, None))[1]
+    if embed is not None and len(embed.shape) == 2:
+        check("hidden", embed.shape[1], embed, f"{embed.name!r} has shape {list(embed.shape)}, width")
+        check("vocab", embed.shape[0], embed, f"{embed.name!r} has {embed.shape[0]} rows (the vocabulary)")
+    if layers:
+        check("layers", max(layers) + 1, None, f"the tensors name layers 0 to {max(layers)}, a count")
+    heads = want.get("heads", (None, None))[1]
+    head_dim = want.get("head_dim", (None, None))[1] or (hidden // heads if hidden and heads else None)
+    if q is not None and head_dim and len(q.shape) == 2 and q.shape[0] % head_dim == 0:
+        check("heads", q.shape[0] // head_dim, q, f"{q.name!r} has {q.shape[0]} rows = "
+              f"{q.shape[0] // head_dim} heads of {head_dim}")
+    if k is not None and head_dim and len(k.shape) == 2 and k.shape[0] % head_dim == 0:
+        check("kv_heads", k.shape[0] // head_dim, k, f"{k.name!r} has {k.shape[0]} rows = "
+              f"{k.shape[0] // head_dim} key/value heads of {head_dim}")
