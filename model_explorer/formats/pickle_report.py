@@ -1,0 +1,90 @@
+"""Turn a pickle's imports into findings and the `details["pickle"]` summary the views show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..spans import Report
+from .pickle_vm import Global, PickleRun, render
+
+MAX_IMPORTS_LISTED = 10_000
+SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_emulation",
+                    "zip_prefix_bytes", "pickle_trailing_bytes"}
+
+
+def call_text(func: Any, args: Any) -> str:
+    """`os.system('touch /tmp/x')`: the callee and the constant arguments it gets."""
+    if isinstance(args, tuple):
+        inner = ", ".join(render(a, 2, 80) for a in args[:6]) + (", …" if len(args) > 6 else "")
+    else:
+        inner = "*" + render(args, 2, 80)
+    return f"{render(func, 3, 120)}({inner})"
+
+
+def import_findings(rep: Report, imports: list[Global]) -> None:
+    """One finding per distinct callable outside the allow-list, at its first import."""
+    groups: dict[str, list[Global]] = {}
+    for g in imports:
+        if g.severity != "ok":
+            groups.setdefault(g.computed or g.dotted, []).append(g)
+    for name, gs in groups.items():
+        first = gs[0]
+        calls = [c for g in gs for c in g.calls][:2]
+        text = f"Loading this pickle imports {name} with {first.opcode} at byte {first.offset}"
+        if first.computed:
+            text = (f"Loading this pickle imports a name it computes while loading ({name}) with "
+                    f"{first.opcode} at byte {first.offset}")
+        if calls:
+            text += " and calls " + "; ".join(f"{call_text(f, a)} ({op} at byte {off})"
+                                               for f, a, off, op in calls)
+        text += f": {first.why}."
+        if len(gs) > 1:
+            text += f" It is imported {len(gs)} times."
+        if first.severity == "error":
+            text += (" Opening this file with pickle.load or torch.load(weights_only=False) runs "
+                     "it; do not.")
+            code = "dangerous_import"
+        else:
+            code = "unknown_import"
+        f = getattr(rep, first.severity)(code, text, first.offset, 1)
+        f.extra.update(callable=name, calls=[call_text(c[0], c[1]) for c in calls])
+
+
+def verdict(imports: list[Global], rep: Report) -> str:
+    if any(g.severity == "error" for g in imports):
+        return "dangerous"
+    if any(g.severity == "warning" for g in imports) or any(
+            f.code in SUSPICIOUS_CODES for f in rep.findings):
+        return "suspicious"
+    return "safe"
+
+
+def import_rows(imports: list[Global]) -> list[dict[str, Any]]:
+    rows = []
+    for g in imports[:MAX_IMPORTS_LISTED]:
+        first = g.calls[0] if g.calls else None
+        rows.append({
+            "module": g.module, "name": g.name, "offset": g.offset, "opcode": g.opcode,
+            "severity": g.severity,
+            "args": call_text(first[0], first[1]) if first else None,
+        })
+    return rows
+
+
+def pickle_details(runs: list[PickleRun], main: PickleRun | None, structure: Any,
+                   rep: Report) -> dict[str, Any]:
+    imports = [g for r in runs for g in r.imports]
+    import_findings(rep, imports)
+    main = main or (runs[0] if runs else None)
+    return {
+        "imports": import_rows(imports),
+        "imports_total": len(imports),
+        "structure": structure,
+        "opcode_count": sum(r.opcode_count for r in runs),
+        "pickle_offset": main.start if main else 0,
+        "pickle_length": (main.end - main.start) if main else 0,
+        "protocol": main.protocol if main else None,
+        "pickles": [{"offset": r.start, "length": r.end - r.start, "opcodes": r.opcode_count,
+                     "protocol": r.protocol} for r in runs],
+        "verdict": verdict(imports, rep),
+    }

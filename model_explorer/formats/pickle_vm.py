@@ -1,0 +1,688 @@
+"""An opcode-level pickle interpreter that rebuilds structure without running anything.
+
+`pickletools.genops` decodes each opcode and its argument; this module emulates the
+unpickler's stack, mark stack and memo with inert stand-ins: an import becomes a `Global`
+(module and name, never imported), a call becomes a `Call` (callee and arguments, never
+called) unless a reconstructor for plain data is registered for it (OrderedDict, set,
+`_codecs.encode`, and the torch ones that `pytorch.py` adds). Every opcode becomes a span.
+
+Work is bounded by the file: each opcode pushes at most one value, containers are never
+hashed or compared (dict keys that are not scalars become their rendered text), and the
+walks over the result elsewhere are iterative or depth-capped.
+"""
+
+from __future__ import annotations
+
+import io
+import pickletools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..spans import Report, Span, short_repr
+from .pickle_policy import classify, normalize
+
+# Beyond these, opcodes are no longer emulated / labelled (a finding says so).
+MAX_OPCODES = 5_000_000
+MAX_OPCODE_SPANS = 2_000_000
+# Bytes arguments at least this long are kept as a Blob (offset, length), not copied.
+BLOB_MIN = 4096
+# Pickles larger than this are decoded through a buffered window over the source.
+WHOLE_READ_MAX = 64 * 1024 * 1024
+MAX_CALLS_KEPT = 5  # calls remembered per import, for messages
+SCALARS = (str, int, float, bool, type(None), bytes)
+
+
+# -- inert stand-ins for what a real unpickler would create ---------------------------------
+
+@dataclass(eq=False, slots=True)
+class Global:
+    """An import the pickle asks for: never performed."""
+
+    module: str
+    name: str
+    offset: int
+    opcode: str
+    severity: str = "ok"
+    why: str = ""
+    calls: list = field(default_factory=list)  # (args, offset, opcode), first few
+    computed: str | None = None  # STACK_GLOBAL whose names were not constants
+
+    @property
+    def dotted(self) -> str:
+        m, n = normalize(self.module, self.name)
+        return f"{m}.{n}"
+
+
+@dataclass(eq=False, slots=True)
+class Call:
+    """`func(*args)` as the pickle would run it, with what BUILD/APPEND/SETITEM add later."""
+
+    func: Any
+    args: Any
+    offset: int
+    opcode: str
+    kwargs: Any = None
+    state: Any = None
+    items: list | None = None
+    setitems: list | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Blob:
+    """A long bytes argument: where its bytes are in the file, not the bytes."""
+
+    offset: int
+    length: int
+
+
+@dataclass(eq=False, slots=True)
+class EmuSet:
+    items: list
+    frozen: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class PersistentRef:
+    """A persistent id no loader resolved (plain pickles)."""
+
+    pid: Any
+    offset: int
+
+
+@dataclass(eq=False, slots=True)
+class Unknown:
+    why: str
+
+
+@dataclass
+class PickleRun:
+    """What one pickle held."""
+
+    start: int
+    end: int  # absolute offset just past STOP (or where reading stopped)
+    value: Any = None
+    protocol: int | None = None
+    stopped: bool = False  # reached STOP
+    opcode_count: int = 0
+    imports: list[Global] = field(default_factory=list)
+    failed: bool = False
+
+
+Reducer = Callable[["PickleMachine", tuple, int], Any]
+
+
+# -- rendering values for messages ---------------------------------------------------------
+
+def render(value: Any, depth: int = 3, limit: int = 160) -> str:
+    """A short, bounded, one-line rendering of an emulated value (never recursing deeply)."""
+    text = _render(value, depth)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _render(v: Any, depth: int) -> str:
+    if isinstance(v, bool) or v is None or isinstance(v, float):
+        return repr(v)
+    if isinstance(v, int):
+        return repr(v) if v.bit_length() <= 128 else f"<int of {v.bit_length()} bits>"
+    if isinstance(v, str):
+        return short_repr(repr(v), 80)
+    if isinstance(v, (bytes, bytearray)):
+        return short_repr(repr(bytes(v)), 60) if len(v) <= 64 else f"<{len(v)} bytes>"
+    if isinstance(v, Blob):
+        return f"<{v.length} bytes at {v.offset}>"
+    if isinstance(v, Global):
+        return v.computed or v.dotted
+    if depth <= 0:
+        return "…"
+    if isinstance(v, Call):
+        args = v.args
+        inner = ", ".join(_render(a, depth - 1) for a in args[:6]) if isinstance(args, tuple) \
+            else "*" + _render(args, depth - 1)
+        if isinstance(args, tuple) and len(args) > 6:
+            inner += ", …"
+        return f"{_render(v.func, depth - 1)}({inner})"
+    if isinstance(v, (tuple, list)):
+        inner = ", ".join(_render(a, depth - 1) for a in v[:6]) + (", …" if len(v) > 6 else "")
+        return f"({inner}{',' if len(v) == 1 and isinstance(v, tuple) else ''})" \
+            if isinstance(v, tuple) else f"[{inner}]"
+    if isinstance(v, dict):
+        items = list(v.items())[:4]
+        inner = ", ".join(f"{_render(k, depth - 1)}: {_render(x, depth - 1)}" for k, x in items)
+        return "{" + inner + (", …" if len(v) > 4 else "") + "}"
+    if isinstance(v, EmuSet):
+        return "{" + ", ".join(_render(a, depth - 1) for a in v.items[:6]) + "}"
+    if hasattr(v, "render"):
+        return v.render()
+    return f"<{type(v).__name__}>"
+
+
+def dict_key(k: Any) -> Any:
+    """Scalars stay themselves; anything else becomes its rendering (never hashed)."""
+    return k if type(k) in SCALARS else render(k)
+
+
+def op_value(arg: Any) -> str | None:
+    """The short text a span shows for an opcode argument (hot: one call per opcode)."""
+    if arg is None:
+        return None
+    t = type(arg)
+    if t is int:
+        return str(arg) if -(1 << 64) < arg < (1 << 64) else f"<int of {arg.bit_length()} bits>"
+    if t is str:
+        return repr(arg) if len(arg) <= 58 else repr(arg[:57]) + "…"
+    if t is bytes or t is bytearray:
+        return f"{len(arg)} bytes"
+    return _render(arg, 1)[:60]
+
+
+# -- reading through a source ---------------------------------------------------------------
+
+class _Window(io.RawIOBase):
+    """A read-only file over `source.read`, for pickles too large to read whole."""
+
+    def __init__(self, source, start: int, end: int) -> None:
+        self._source, self._start, self._end, self._pos = source, start, end, start
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos - self._start
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = self._end - self._pos
+        n = max(0, min(n, self._end - self._pos))
+        data = bytes(self._source.read(self._pos, n))
+        self._pos += len(data)
+        return data
+
+    def readline(self, limit: int = -1) -> bytes:
+        # Text opcodes end at a newline; a missing newline reads at most 1 MiB.
+        cap = 1 << 20
+        chunk = bytes(self._source.read(self._pos, min(cap, self._end - self._pos)))
+        i = chunk.find(b"\n")
+        line = chunk if i < 0 else chunk[:i + 1]
+        self._pos += len(line)
+        return line
+
+
+def open_region(source, start: int, length: int):
+    """A file-like object over bytes [start, start + length) of a source."""
+    if length <= WHOLE_READ_MAX:
+        return io.BytesIO(bytes(source.read(start, length)))
+    return io.BufferedReader(_Window(source, start, start + length), buffer_size=1 << 20)
+
+
+# -- the machine ----------------------------------------------------------------------------
+
+class _Stop(Exception):
+    pass
+
+
+class PickleMachine:
+    """Emulates one pickle. `label` prefixes span paths ("data.pkl > op 12 > BINUNICODE")."""
+
+    def __init__(self, report: Report, label: str, reducers: dict[str, Reducer] | None = None,
+                 persistent_load: Callable[[PickleMachine, Any, int], Any] | None = None,
+                 spans: bool = True) -> None:
+        self.report = report
+        self.spans = spans
+        self.label = label
+        self.reducers = dict(BASE_REDUCERS)
+        self.reducers.update(reducers or {})
+        self.persistent_load = persistent_load
+        self.stack: list = []
+        self.marks: list[list] = []
+        self.memo: dict[int, Any] = {}
+        self.base = 0
+        self.end = 0  # end of the current opcode, relative to base
+        self.run_info: PickleRun | None = None
+        self._warned: set[str] = set()
+
+    # Findings that can repeat many times are reported once per machine.
+    def once(self, code: str, message: str, offset: int, length: int = 1,
+             severity: str = "error") -> None:
+        if code not in self._warned:
+            self._warned.add(code)
+            getattr(self.report, severity)(code, message, offset, length)
+
+    def run(self, source, start: int, length: int) -> PickleRun:
+        """Walk the pickle starting at absolute `start`; never reads past start + length."""
+        self.base = start
+        run = self.run_info = PickleRun(start, start)
+        f = open_region(source, start, length)
+        tell = f.tell
+        ops = pickletools.genops(f)
+        rep, label, base, handlers = self.report, self.label, start, self._handlers
+        add_span, file = rep.spans.append, rep.file
+        count = end = 0
+        while True:
+            try:
+                op, arg, pos = next(ops)
+            except StopIteration:
+                break
+            except Exception as e:  # genops raises ValueError, struct.error, UnicodeDecodeError...
+                self._decode_error(e, base, end, length, count)
+                run.failed = True
+                break
+            end = self.end = tell()
+            if count >= MAX_OPCODES:
+                rep.warning("pickle_too_long", f"The pickle has more than {MAX_OPCODES} opcodes; "
+                            "the rest is not checked, so it may hide imports.", base + pos, 1)
+                run.failed = True
+                break
+            if count < MAX_OPCODE_SPANS and self.spans:
+                name = op.name
+                value = (arg.replace(" ", ".", 1) if isinstance(arg, str) else None) \
+                    if name == "GLOBAL" or name == "INST" else op_value(arg)
+                add_span(Span(base + pos, end - pos, "opcode", f"{label} > op {count} > {name}", file,
+                              value))
+            elif count == MAX_OPCODE_SPANS and self.spans:
+                rep.info("opcode_spans_capped", f"Only the first {MAX_OPCODE_SPANS} opcodes are "
+                         "labelled in the hexdump.", base + pos, 1)
+            count += 1
+            try:
+                handlers[op.name](self, arg, pos, op)
+            except _Stop:
+                run.stopped = True
+                break
+            except Exception as e:  # an emulation gap must never become a traceback
+                self.once("pickle_emulation", f"Could not follow {op.name} at byte {base + pos} "
+                          f"({type(e).__name__}: {short_repr(str(e), 80)}); the structure after it "
+                          "may be incomplete.", base + pos, 1, "warning")
+        run.opcode_count = count
+        run.end = base + end
+        return run
+
+    def _decode_error(self, e: Exception, base: int, at: int, length: int, count: int) -> None:
+        """Turn a genops failure into a finding; `at` is where the failing opcode starts."""
+        text = str(e)
+        if "exhausted before seeing STOP" in text:
+            self.report.error("pickle_truncated", f"The pickle ends at byte {base + length} after "
+                              f"{count} opcodes without a STOP opcode: it is truncated.",
+                              base + length, 0)
+        elif "unknown" in text and "opcode" in text:
+            code = text.split("opcode ", 1)[-1].split(" unknown")[0]
+            self.report.error("pickle_unknown_opcode", f"Byte {base + at} holds {code}, which is not "
+                              "a pickle opcode; the unpickler stops here with an error.", base + at, 1)
+        elif "remain" in text or "but only" in text or "newline" in text:
+            self.report.error("pickle_truncated", f"The opcode at byte {base + at} needs more bytes "
+                              f"than the pickle has ({short_repr(text, 100)}): it is truncated.",
+                              base + at, max(0, length - at))
+        else:
+            self.report.error("pickle_bad_opcode", f"The argument of the opcode at byte {base + at} "
+                              f"cannot be decoded: {short_repr(text, 120)}.", base + at,
+                              max(1, min(16, length - at)))
+
+    # -- stack helpers --
+
+    def pop(self, pos: int) -> Any:
+        if self.stack:
+            return self.stack.pop()
+        self.once("pickle_stack_underflow", f"An opcode at byte {self.base + pos} takes a value from "
+                  "an empty stack; the unpickler fails here.", self.base + pos)
+        return Unknown("empty stack")
+
+    def pop_mark(self, pos: int) -> list:
+        items = self.stack
+        if self.marks:
+            self.stack = self.marks.pop()
+        else:
+            self.once("pickle_no_mark", f"An opcode at byte {self.base + pos} needs a MARK but none "
+                      "is open; the unpickler fails here.", self.base + pos)
+            self.stack = []
+        return items
+
+    def top(self, pos: int) -> Any:
+        if self.stack:
+            return self.stack[-1]
+        self.once("pickle_stack_underflow", f"An opcode at byte {self.base + pos} needs a value on "
+                  "an empty stack; the unpickler fails here.", self.base + pos)
+        return Unknown("empty stack")
+
+    # -- imports and calls --
+
+    def make_global(self, module: Any, name: Any, pos: int, opcode: str) -> Global:
+        if isinstance(module, str) and isinstance(name, str):
+            sev, why = classify(module, name)
+            g = Global(module, name, self.base + pos, opcode, sev, why)
+        else:
+            text = f"{render(module, 2)}.{render(name, 2)}"
+            g = Global(str(module)[:80], str(name)[:80], self.base + pos, opcode, "error",
+                       "imports a name computed while loading, to hide what it imports",
+                       computed=text)
+        self.run_info.imports.append(g)
+        return g
+
+    def apply(self, func: Any, args: Any, pos: int, opcode: str, kwargs: Any = None) -> Any:
+        root = func
+        for _ in range(8):  # getattr(__import__('os'), 'system')(...): credit the import used
+            if isinstance(root, Call):
+                root = root.func
+            else:
+                break
+        if isinstance(root, Global) and len(root.calls) < MAX_CALLS_KEPT:
+            root.calls.append((func, args, self.base + pos, opcode))
+        if isinstance(func, Global) and isinstance(args, tuple) and kwargs is None:
+            reducer = self.reducers.get(func.dotted)
+            if reducer is not None:
+                try:
+                    out = reducer(self, args, pos)
+                except Exception:
+                    out = NotImplemented
+                if out is not NotImplemented:
+                    return out
+        return Call(func, args, self.base + pos, opcode, kwargs)
+
+
+# -- opcode handlers ------------------------------------------------------------------------
+
+def _push_arg(m: PickleMachine, arg, pos, op):
+    if isinstance(arg, (bytes, bytearray)) and len(arg) >= BLOB_MIN:
+        # The payload ends where the opcode ends; its start is the end minus its length.
+        m.stack.append(Blob(m.base + m.end - len(arg), len(arg)))
+        return
+    m.stack.append(arg)
+
+
+def _push_const(value):
+    def h(m, arg, pos, op):
+        m.stack.append(value() if callable(value) else value)
+    return h
+
+
+def _mark(m, arg, pos, op):
+    m.marks.append(m.stack)
+    m.stack = []
+
+
+# Pop the mark before touching m.stack: popping it swaps m.stack for the outer list.
+def _list(m, arg, pos, op):
+    items = list(m.pop_mark(pos))
+    m.stack.append(items)
+
+
+def _tuple(m, arg, pos, op):
+    items = tuple(m.pop_mark(pos))
+    m.stack.append(items)
+
+
+def _tuple_n(n):
+    def h(m, arg, pos, op):
+        stack = m.stack
+        if len(stack) >= n:
+            items = tuple(stack[-n:])
+            del stack[-n:]
+        else:
+            items = tuple(reversed([m.pop(pos) for _ in range(n)]))
+        m.stack.append(items)
+    return h
+
+
+def _dict(m, arg, pos, op):
+    items = m.pop_mark(pos)
+    d = {}
+    for i in range(0, len(items) - 1, 2):
+        d[dict_key(items[i])] = items[i + 1]
+    m.stack.append(d)
+
+
+def _set_items(target, pairs, m, pos):
+    if isinstance(target, dict):
+        for k, v in pairs:
+            target[dict_key(k)] = v
+    elif isinstance(target, Call):
+        if target.setitems is None:
+            target.setitems = []
+        target.setitems.extend(pairs)
+    elif not isinstance(target, Unknown):
+        m.once("pickle_setitem_target", f"SETITEM at byte {m.base + pos} targets "
+               f"{type(target).__name__}, not a dict; the unpickler fails here.", m.base + pos,
+               severity="warning")
+
+
+def _setitem(m, arg, pos, op):
+    v = m.pop(pos)
+    k = m.pop(pos)
+    _set_items(m.top(pos), [(k, v)], m, pos)
+
+
+def _setitems(m, arg, pos, op):
+    items = m.pop_mark(pos)
+    _set_items(m.top(pos), list(zip(items[::2], items[1::2])), m, pos)
+
+
+def _append_items(target, items, m, pos):
+    if isinstance(target, list):
+        target.extend(items)
+    elif isinstance(target, Call):
+        if target.items is None:
+            target.items = []
+        target.items.extend(items)
+    elif not isinstance(target, Unknown):
+        m.once("pickle_append_target", f"APPEND at byte {m.base + pos} targets "
+               f"{type(target).__name__}, not a list; the unpickler fails here.", m.base + pos,
+               severity="warning")
+
+
+def _append(m, arg, pos, op):
+    v = m.pop(pos)
+    _append_items(m.top(pos), [v], m, pos)
+
+
+def _appends(m, arg, pos, op):
+    items = m.pop_mark(pos)
+    _append_items(m.top(pos), items, m, pos)
+
+
+def _additems(m, arg, pos, op):
+    items = m.pop_mark(pos)
+    target = m.top(pos)
+    if isinstance(target, EmuSet):
+        target.items.extend(items)
+
+
+def _frozenset(m, arg, pos, op):
+    items = list(m.pop_mark(pos))
+    m.stack.append(EmuSet(items, True))
+
+
+def _pop(m, arg, pos, op):
+    if m.stack or not m.marks:
+        m.pop(pos)
+    else:
+        m.pop_mark(pos)
+
+
+def _dup(m, arg, pos, op):
+    m.stack.append(m.top(pos))
+
+
+def _pop_mark(m, arg, pos, op):
+    m.pop_mark(pos)
+
+
+def _get(m, arg, pos, op):
+    if arg in m.memo:
+        m.stack.append(m.memo[arg])
+    else:
+        m.report.error("pickle_memo_missing", f"{op.name} at byte {m.base + pos} reads memo slot "
+                       f"{arg}, which was never set; the unpickler fails here.", m.base + pos, 1)
+        m.stack.append(Unknown(f"memo {arg}"))
+
+
+def _put(m, arg, pos, op):
+    m.memo[arg] = m.top(pos)
+
+
+def _memoize(m, arg, pos, op):
+    m.memo[len(m.memo)] = m.top(pos)
+
+
+def _global(m, arg, pos, op):
+    module, _, name = (arg or "").partition(" ")
+    m.stack.append(m.make_global(module, name, pos, "GLOBAL"))
+
+
+def _stack_global(m, arg, pos, op):
+    name = m.pop(pos)
+    module = m.pop(pos)
+    m.stack.append(m.make_global(module, name, pos, "STACK_GLOBAL"))
+
+
+def _inst(m, arg, pos, op):
+    module, _, name = (arg or "").partition(" ")
+    args = tuple(m.pop_mark(pos))
+    g = m.make_global(module, name, pos, "INST")
+    m.stack.append(m.apply(g, args, pos, "INST"))
+
+
+def _obj(m, arg, pos, op):
+    items = m.pop_mark(pos)
+    if not items:
+        m.stack.append(Unknown("OBJ without a class"))
+        return
+    m.stack.append(m.apply(items[0], tuple(items[1:]), pos, "OBJ"))
+
+
+def _ext(m, arg, pos, op):
+    g = Global("copyreg extension", str(arg), m.base + pos, op.name, "warning",
+               "an extension code that copyreg's registry maps to an import at load time")
+    g.computed = f"<extension code {arg}>"
+    m.run_info.imports.append(g)
+    m.stack.append(g)
+
+
+def _reduce(m, arg, pos, op):
+    args = m.pop(pos)
+    func = m.pop(pos)
+    m.stack.append(m.apply(func, args, pos, "REDUCE"))
+
+
+def _newobj(m, arg, pos, op):
+    args = m.pop(pos)
+    cls = m.pop(pos)
+    m.stack.append(m.apply(cls, args, pos, "NEWOBJ"))
+
+
+def _newobj_ex(m, arg, pos, op):
+    kwargs = m.pop(pos)
+    args = m.pop(pos)
+    cls = m.pop(pos)
+    m.stack.append(m.apply(cls, args, pos, "NEWOBJ_EX", kwargs if kwargs else None))
+
+
+def _build(m, arg, pos, op):
+    state = m.pop(pos)
+    target = m.top(pos)
+    if isinstance(target, Call):
+        target.state = state
+    elif hasattr(target, "build"):
+        target.build(state)
+
+
+def _persid(m, arg, pos, op):
+    pid = m.pop(pos) if op.name == "BINPERSID" else arg
+    if m.persistent_load is None:
+        m.once("pickle_persistent_id", f"The pickle refers to outside objects by persistent id "
+               f"(first: {render(pid)} at byte {m.base + pos}); only a loader that knows them, "
+               "such as torch.load, can resolve them.", m.base + pos, 1, "info")
+        m.stack.append(PersistentRef(pid, m.base + pos))
+    else:
+        m.stack.append(m.persistent_load(m, pid, m.base + pos))
+
+
+def _proto(m, arg, pos, op):
+    if m.run_info.protocol is None:
+        m.run_info.protocol = arg
+
+
+def _stop(m, arg, pos, op):
+    m.run_info.value = m.pop(pos)
+    raise _Stop
+
+
+def _buffer(m, arg, pos, op):
+    if op.name == "NEXT_BUFFER":
+        m.once("pickle_out_of_band", f"NEXT_BUFFER at byte {m.base + pos} takes a buffer passed "
+               "beside the pickle (protocol 5 out-of-band data), which this file does not hold.",
+               m.base + pos, 1, "warning")
+        m.stack.append(Unknown("out-of-band buffer"))
+
+
+def _nothing(m, arg, pos, op):
+    pass
+
+
+def _handlers_table() -> dict[str, Callable]:
+    table: dict[str, Callable] = {}
+    for name in ("INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "STRING",
+                 "BINSTRING", "SHORT_BINSTRING", "UNICODE", "SHORT_BINUNICODE", "BINUNICODE",
+                 "BINUNICODE8", "FLOAT", "BINFLOAT", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
+                 "BYTEARRAY8"):
+        table[name] = _push_arg
+    table.update({
+        "NONE": _push_const(None), "NEWTRUE": _push_const(True), "NEWFALSE": _push_const(False),
+        "EMPTY_LIST": _push_const(list), "EMPTY_TUPLE": _push_const(()),
+        "EMPTY_DICT": _push_const(dict), "EMPTY_SET": _push_const(lambda: EmuSet([])),
+        "MARK": _mark, "LIST": _list, "TUPLE": _tuple, "TUPLE1": _tuple_n(1),
+        "TUPLE2": _tuple_n(2), "TUPLE3": _tuple_n(3), "DICT": _dict, "SETITEM": _setitem,
+        "SETITEMS": _setitems, "APPEND": _append, "APPENDS": _appends, "ADDITEMS": _additems,
+        "FROZENSET": _frozenset, "POP": _pop, "DUP": _dup, "POP_MARK": _pop_mark,
+        "GET": _get, "BINGET": _get, "LONG_BINGET": _get, "PUT": _put, "BINPUT": _put,
+        "LONG_BINPUT": _put, "MEMOIZE": _memoize, "GLOBAL": _global, "STACK_GLOBAL": _stack_global,
+        "INST": _inst, "OBJ": _obj, "EXT1": _ext, "EXT2": _ext, "EXT4": _ext, "REDUCE": _reduce,
+        "NEWOBJ": _newobj, "NEWOBJ_EX": _newobj_ex, "BUILD": _build, "PERSID": _persid,
+        "BINPERSID": _persid, "PROTO": _proto, "STOP": _stop, "FRAME": _nothing,
+        "NEXT_BUFFER": _buffer, "READONLY_BUFFER": _buffer,
+    })
+    return table
+
+
+PickleMachine._handlers = _handlers_table()
+
+
+# -- reconstructors of plain data -----------------------------------------------------------
+
+def _ordered_dict(m, args, pos):
+    d = {}
+    if args and isinstance(args[0], (list, tuple)):
+        for pair in args[0]:
+            if isinstance(pair, (list, tuple)) and len(pair) == 2:
+                d[dict_key(pair[0])] = pair[1]
+    elif args:
+        return NotImplemented
+    return d
+
+
+def _set(frozen):
+    def r(m, args, pos):
+        items = args[0] if args and isinstance(args[0], (list, tuple)) else []
+        return EmuSet(list(items), frozen)
+    return r
+
+
+def _codecs_encode(m, args, pos):
+    if len(args) == 2 and isinstance(args[0], str) and args[1] in ("latin1", "latin-1"):
+        return args[0].encode("latin-1", errors="replace")
+    return NotImplemented
+
+
+def _bytearray(m, args, pos):
+    if not args:
+        return bytearray()
+    if isinstance(args[0], (bytes, str)) and len(args) <= 2:
+        return bytearray(args[0] if isinstance(args[0], bytes) else args[0].encode("latin-1",
+                                                                                   "replace"))
+    return NotImplemented
+
+
+BASE_REDUCERS: dict[str, Reducer] = {
+    "collections.OrderedDict": _ordered_dict,
+    "builtins.set": _set(False),
+    "builtins.frozenset": _set(True),
+    "_codecs.encode": _codecs_encode,
+    "builtins.bytearray": _bytearray,
+}

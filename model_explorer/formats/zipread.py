@@ -1,0 +1,295 @@
+"""A minimal zip reader over `source.read(offset, n)` that keeps every offset exact.
+
+`torch.save` writes a zip with STORED (uncompressed) entries whose data is aligned to 64
+bytes, sizes in data descriptors after each entry (flag bit 3) and, always, ZIP64 end
+records. The reader finds the end-of-central-directory record in the last 64 KiB + 22
+bytes, reads the central directory, then each entry's local header to learn where its data
+starts. It never touches entry data, so opening a 1 GB checkpoint reads a few kilobytes.
+
+When there is no end record (a truncated download), it walks the local headers from the
+start instead, finding each entry's size from the data descriptor that follows it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from ..spans import Report, short_repr
+
+EOCD_SIG = b"PK\x05\x06"
+ZIP64_EOCD_SIG = b"PK\x06\x06"
+ZIP64_LOCATOR_SIG = b"PK\x06\x07"
+CENTRAL_SIG = b"PK\x01\x02"
+LOCAL_SIG = b"PK\x03\x04"
+DESCRIPTOR_SIG = b"PK\x07\x08"
+
+EOCD = struct.Struct("<4sHHHHIIH")  # 22 bytes
+ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")  # 56 bytes
+ZIP64_LOCATOR = struct.Struct("<4sIQI")  # 20 bytes
+CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")  # 46 bytes
+LOCAL = struct.Struct("<4sHHHHHIIIHH")  # 30 bytes
+MAX_COMMENT = 0xFFFF
+STORED = 0
+COMPRESSION = {0: "stored", 8: "deflate", 9: "deflate64", 12: "bzip2", 14: "lzma", 93: "zstd"}
+# A central directory cannot hold more entries than its bytes allow; this bounds the loop.
+MAX_ENTRIES = 1_000_000
+RECOVERY_CHUNK = 16 * 1024 * 1024
+
+
+@dataclass
+class ZipEntry:
+    name: str
+    header_offset: int  # local header
+    data_offset: int  # first byte of the (possibly compressed) data
+    compressed_size: int
+    size: int
+    method: int
+    flags: int
+    central_offset: int | None = None
+
+    @property
+    def data_end(self) -> int:
+        return self.data_offset + self.compressed_size
+
+
+@dataclass
+class ZipListing:
+    entries: dict[str, ZipEntry] = field(default_factory=dict)
+    recovered: bool = False  # entries found by walking local headers, not the directory
+    ok: bool = False  # some entries could be located
+
+
+def read_zip(source, rep: Report) -> ZipListing:
+    """List a zip's entries with exact data offsets; every problem becomes a finding."""
+    listing = ZipListing()
+    size = source.size
+    where = _find_end(source, rep)
+    if where is None:
+        rep.error("zip_truncated", "No end-of-central-directory record (PK\\x05\\x06) in the last "
+                  f"{MAX_COMMENT + EOCD.size} bytes: the zip is truncated or damaged. Entries are "
+                  "recovered by walking the local headers from the start.", max(0, size - 22),
+                  min(22, size))
+        _recover(source, rep, listing)
+        return listing
+    count, cd_size, cd_offset = where
+    if cd_offset + cd_size > size:
+        rep.error("zip_directory_past_end", f"The central directory claims bytes {cd_offset}.."
+                  f"{cd_offset + cd_size}, past the end of the file ({size} bytes); the file is "
+                  "truncated. Entries are recovered from the local headers.", cd_offset, 0)
+        _recover(source, rep, listing)
+        return listing
+    _read_central(source, rep, listing, count, cd_size, cd_offset)
+    if not listing.entries and count:
+        _recover(source, rep, listing)
+    listing.ok = bool(listing.entries)
+    return listing
+
+
+def _find_end(source, rep: Report) -> tuple[int, int, int] | None:
+    """(entry count, central directory size, offset), reading ZIP64 records when present."""
+    size = source.size
+    if size < EOCD.size:
+        return None
+    # The usual case has no comment: the record is the last 22 bytes. Only otherwise read the
+    # whole window, so opening a big checkpoint never touches the storages before it.
+    tail_start = size - EOCD.size
+    tail = source.read(tail_start, EOCD.size)
+    pos = 0 if tail[:4] == EOCD_SIG else -1
+    if pos < 0:
+        tail_start = max(0, size - EOCD.size - MAX_COMMENT)
+        tail = source.read(tail_start, size - tail_start)
+        pos = tail.rfind(EOCD_SIG)
+        while pos >= 0 and pos + EOCD.size > len(tail):
+            pos = tail.rfind(EOCD_SIG, 0, pos)
+    if pos < 0:
+        return None
+    eocd_off = tail_start + pos
+    (_, disk, cd_disk, _, count, cd_size, cd_offset, comment_len) = EOCD.unpack_from(tail, pos)
+    rep.span(eocd_off, EOCD.size, "zip_end", "zip > end of central directory",
+             f"{count} entries, directory at {cd_offset}")
+    if comment_len:
+        rep.span(eocd_off + EOCD.size, min(comment_len, size - eocd_off - EOCD.size), "zip_comment",
+                 "zip > comment")
+    if eocd_off + EOCD.size + comment_len != size:
+        rep.warning("zip_trailing_bytes", f"The end record says a {comment_len}-byte comment "
+                    f"follows it, but {size - eocd_off - EOCD.size} bytes do: bytes were appended "
+                    "to the zip.", eocd_off, EOCD.size)
+    if disk or cd_disk:
+        rep.error("zip_multidisk", "The zip claims to span several disks; torch never writes that.",
+                  eocd_off, EOCD.size)
+    if 0xFFFF in (count,) or 0xFFFFFFFF in (cd_size, cd_offset) or eocd_off >= ZIP64_LOCATOR.size:
+        z64 = _read_zip64(source, rep, eocd_off)
+        if z64 is not None:
+            count, cd_size, cd_offset = z64
+    return count, cd_size, cd_offset
+
+
+def _read_zip64(source, rep: Report, eocd_off: int) -> tuple[int, int, int] | None:
+    loc_off = eocd_off - ZIP64_LOCATOR.size
+    if loc_off < 0:
+        return None
+    raw = source.read(loc_off, ZIP64_LOCATOR.size)
+    if len(raw) < ZIP64_LOCATOR.size or raw[:4] != ZIP64_LOCATOR_SIG:
+        return None
+    _, _, z64_off, _ = ZIP64_LOCATOR.unpack(raw)
+    rep.span(loc_off, ZIP64_LOCATOR.size, "zip_end", "zip > ZIP64 end locator",
+             f"record at {z64_off}")
+    raw = source.read(z64_off, ZIP64_EOCD.size)
+    if len(raw) < ZIP64_EOCD.size or raw[:4] != ZIP64_EOCD_SIG:
+        rep.error("zip64_bad_record", f"The ZIP64 locator points at byte {z64_off}, which does not "
+                  "hold a ZIP64 end record (PK\\x06\\x06).", loc_off, ZIP64_LOCATOR.size)
+        return None
+    (_, rec_size, _, _, _, _, _, count, cd_size, cd_offset) = ZIP64_EOCD.unpack(raw)
+    rep.span(z64_off, min(12 + rec_size, source.size - z64_off), "zip_end",
+             "zip > ZIP64 end of central directory", f"{count} entries, directory at {cd_offset}")
+    return count, cd_size, cd_offset
+
+
+def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size: int,
+                  cd_offset: int) -> None:
+    data = source.read(cd_offset, cd_size)
+    rep.span(cd_offset, len(data), "zip_directory", "zip > central directory", f"{count} entries")
+    pos = 0
+    limit = min(count, MAX_ENTRIES, len(data) // CENTRAL.size + 1)
+    for i in range(limit):
+        off = cd_offset + pos
+        if pos + CENTRAL.size > len(data) or data[pos:pos + 4] != CENTRAL_SIG:
+            rep.error("zip_bad_directory", f"Central directory entry {i} of {count} should start "
+                      f"with PK\\x01\\x02 at byte {off}; found {bytes(data[pos:pos + 4])!r}. The "
+                      "remaining entries are not read.", off, 4)
+            return
+        f = CENTRAL.unpack_from(data, pos)
+        flags, method, csize, usize = f[3], f[4], f[8], f[9]
+        name_len, extra_len, comment_len, local_off = f[10], f[11], f[12], f[16]
+        end = pos + CENTRAL.size + name_len + extra_len + comment_len
+        if end > len(data):
+            rep.error("zip_bad_directory", f"Central directory entry {i} runs past the end of the "
+                      "directory.", off, len(data) - pos)
+            return
+        raw_name = bytes(data[pos + CENTRAL.size:pos + CENTRAL.size + name_len])
+        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
+        extra = data[pos + CENTRAL.size + name_len:pos + CENTRAL.size + name_len + extra_len]
+        usize, csize, local_off = _apply_zip64_extra(extra, usize, csize, local_off)
+        rep.span(off, end - pos, "zip_directory", f"zip > directory > {name}",
+                 f"{COMPRESSION.get(method, method)}, {usize} bytes at {local_off}")
+        pos = end
+        if name in listing.entries:
+            rep.error("zip_duplicate_entry", f"The zip holds two entries named {name!r}; readers "
+                      "disagree on which one wins.", off, CENTRAL.size + name_len)
+            continue
+        entry = _read_local(source, rep, name, local_off, csize, usize, method, flags)
+        if entry is not None:
+            entry.central_offset = off
+            listing.entries[name] = entry
+    if count > limit:
+        rep.error("zip_bad_directory", f"The end record says {count} entries; the directory has "
+                  f"room for at most {limit}.", cd_offset, cd_size)
+
+
+def _apply_zip64_extra(extra, usize: int, csize: int, local_off: int) -> tuple[int, int, int]:
+    """Replace 0xFFFFFFFF fields with the 64-bit values of the ZIP64 extra field (id 1)."""
+    p = 0
+    while p + 4 <= len(extra):
+        tag, n = struct.unpack_from("<HH", extra, p)
+        body = extra[p + 4:p + 4 + n]
+        if tag == 1:
+            vals = [struct.unpack_from("<Q", body, k)[0] for k in range(0, len(body) - 7, 8)]
+            if usize == 0xFFFFFFFF and vals:
+                usize = vals.pop(0)
+            if csize == 0xFFFFFFFF and vals:
+                csize = vals.pop(0)
+            if local_off == 0xFFFFFFFF and vals:
+                local_off = vals.pop(0)
+            break
+        p += 4 + n
+    return usize, csize, local_off
+
+
+def _read_local(source, rep: Report, name: str, off: int, csize: int, usize: int, method: int,
+                flags: int) -> ZipEntry | None:
+    raw = source.read(off, LOCAL.size)
+    if len(raw) < LOCAL.size or raw[:4] != LOCAL_SIG:
+        rep.error("zip_bad_local_header", f"The directory says {name!r} starts at byte {off}, but "
+                  f"there is no local header (PK\\x03\\x04) there; found {bytes(raw[:4])!r}.",
+                  min(off, source.size), min(4, max(0, source.size - off)))
+        return None
+    f = LOCAL.unpack(raw)
+    name_len, extra_len = f[9], f[10]
+    local_name = bytes(source.read(off + LOCAL.size, name_len))
+    data_offset = off + LOCAL.size + name_len + extra_len
+    rep.span(off, LOCAL.size + name_len + extra_len, "zip_header", f"zip > local header > {name}",
+             f"{name_len}-byte name, {extra_len}-byte extra")
+    if local_name.decode("utf-8", errors="replace") != name:
+        rep.error("zip_name_mismatch", f"The directory names an entry {name!r}, but its local "
+                  f"header names it {short_repr(local_name.decode('utf-8', 'replace'))}; readers "
+                  "disagree on which to believe.", off + LOCAL.size, name_len)
+    if method != STORED:
+        rep.error("zip_compressed_entry", f"{name!r} is stored {COMPRESSION.get(method, method)}-"
+                  "compressed; torch.save writes entries uncompressed, and compressed tensor bytes "
+                  "cannot be memory-mapped or shown at their offsets.", off, LOCAL.size)
+    if flags & 0x1:
+        rep.error("zip_encrypted_entry", f"{name!r} is encrypted; it cannot be read.", off, LOCAL.size)
+    if data_offset + csize > source.size:
+        rep.error("zip_entry_past_end", f"{name!r} needs bytes {data_offset}..{data_offset + csize}, "
+                  f"past the end of the file ({source.size} bytes): the file is truncated.",
+                  data_offset, max(0, source.size - data_offset))
+    return ZipEntry(name, off, data_offset, csize, usize, method, flags)
+
+
+def _recover(source, rep: Report, listing: ZipListing) -> None:
+    """Walk local headers from byte 0; sizes come from the header or the data descriptor."""
+    listing.recovered = True
+    off = 0
+    size = source.size
+    while off + LOCAL.size <= size and len(listing.entries) < MAX_ENTRIES:
+        raw = source.read(off, LOCAL.size)
+        if raw[:4] != LOCAL_SIG:
+            break
+        f = LOCAL.unpack(raw)
+        flags, method, csize, usize, name_len, extra_len = f[2], f[3], f[7], f[8], f[9], f[10]
+        name = bytes(source.read(off + LOCAL.size, name_len)).decode("utf-8", errors="replace")
+        data_offset = off + LOCAL.size + name_len + extra_len
+        if flags & 0x8:
+            found = _find_descriptor(source, data_offset)
+            if found is None:
+                # The last entry of a truncated file: it runs to the end, as far as we know.
+                csize = usize = max(0, size - data_offset)
+                next_off = size
+            else:
+                csize, usize, next_off = found
+        else:
+            next_off = data_offset + csize
+        rep.span(off, min(LOCAL.size + name_len + extra_len, size - off), "zip_header",
+                 f"zip > local header > {name}", f"{name_len}-byte name, {extra_len}-byte extra")
+        if name not in listing.entries:
+            listing.entries[name] = ZipEntry(name, off, data_offset, csize, usize, method, flags)
+        if next_off <= off:
+            break
+        off = next_off
+    listing.ok = bool(listing.entries)
+
+
+def _find_descriptor(source, data_offset: int) -> tuple[int, int, int] | None:
+    """(compressed size, size, next header offset) from the descriptor after the data."""
+    pos = data_offset
+    size = source.size
+    while pos < size:
+        chunk = source.read(pos, RECOVERY_CHUNK + 24)
+        i = chunk.find(DESCRIPTOR_SIG)
+        while i >= 0:
+            at = pos + i
+            body = chunk[i + 4:i + 24]
+            if len(body) >= 20:  # ZIP64 descriptor: crc, 8-byte sizes
+                _, c64, u64 = struct.unpack_from("<IQQ", body)
+                if c64 == at - data_offset:
+                    return c64, u64, at + 24
+            if len(body) >= 12:
+                _, c32, u32 = struct.unpack_from("<III", body)
+                if c32 == at - data_offset:
+                    return c32, u32, at + 16
+            i = chunk.find(DESCRIPTOR_SIG, i + 1)
+        if len(chunk) <= RECOVERY_CHUNK:
+            return None
+        pos += RECOVERY_CHUNK
+    return None
