@@ -1,0 +1,164 @@
+"""`mx.diff(a, b)`: two checkpoints compared tensor by tensor, across formats too.
+
+Names are matched directly, or through the llama-family HF <-> GGUF mapping when one side is
+GGUF and the other is not; llama.cpp's Q/K row permutation is undone on the GGUF side using
+the head counts from its metadata (or config.json). Values are streamed a few rows at a time,
+so two large models compare in bounded memory.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..checkpoint import Checkpoint, TensorInfo
+from . import names
+from .read import read
+
+COLUMNS = ["name", "name_b", "status", "dtype_a", "dtype_b", "shape_a", "shape_b", "max_abs_diff",
+           "rel_l2", "cosine"]
+CHUNK_ELEMENTS = 1 << 20
+PERMUTED_ARCHS = ("llama",)  # llama.cpp permutes Q/K rows only for these
+
+
+def _open(x) -> tuple[Checkpoint, bool]:
+    if isinstance(x, Checkpoint):
+        return x, False
+    import model_explorer
+
+    return model_explorer.open(x), True
+
+
+def _heads(ckpt: Checkpoint) -> tuple[int | None, int | None]:
+    arch = getattr(ckpt.metadata.get("general.architecture"), "value", None)
+    h = getattr(ckpt.metadata.get(f"{arch}.attention.head_count"), "value", None)
+    kv = getattr(ckpt.metadata.get(f"{arch}.attention.head_count_kv"), "value", None)
+    cfg = ckpt.metadata.get("config.json")
+    if isinstance(cfg, dict):
+        h = h or cfg.get("num_attention_heads")
+        kv = kv or cfg.get("num_key_value_heads")
+    return h, kv
+
+
+def _pairs(a: Checkpoint, b: Checkpoint) -> tuple[list[tuple[str | None, str | None]], str | None]:
+    """Matched names (a, b), None where one side lacks it; and which side is GGUF when mapping."""
+    gguf_side = None
+    if (a.format == "gguf") != (b.format == "gguf"):
+        gguf_side = "a" if a.format == "gguf" else "b"
+    if gguf_side is None:
+        to_b = {n: n for n in a.tensors}
+    elif gguf_side == "a":
+        to_b = {n: names.gguf_to_hf(n) or n for n in a.tensors}
+    else:
+        to_b = {n: names.hf_to_gguf(n) or n for n in a.tensors}
+        # an HF model with tied embeddings has no lm_head; GGUF has no output.weight then either
+    pairs: list[tuple[str | None, str | None]] = []
+    seen_b = set()
+    for n, m in to_b.items():
+        if m in b.tensors:
+            pairs.append((n, m))
+            seen_b.add(m)
+        else:
+            pairs.append((n, None))
+    pairs += [(None, m) for m in b.tensors if m not in seen_b]
+    return pairs, gguf_side
+
+
+def _arch(ckpt: Checkpoint) -> str | None:
+    return getattr(ckpt.metadata.get("general.architecture"), "value", None)
+
+
+def compare(ca: Checkpoint, ta: TensorInfo, cb: Checkpoint, tb: TensorInfo,
+            heads_a: int | None = None, heads_b: int | None = None) -> dict:
+    """max |a - b|, relative L2 (||a - b|| / ||a||) and cosine, streamed over rows.
+
+    heads_a / heads_b: undo llama.cpp's Q/K permutation on that side over this many heads.
+    """
+    shape = ta.shape
+    rows = shape[0] if shape else 1
+    inner = math.prod(shape[1:]) if len(shape) > 1 else 1
+    step = max(1, CHUNK_ELEMENTS // max(1, inner))
+    for h in (heads_a, heads_b):
+        if h:  # whole heads per chunk, so the permutation stays inside one chunk
+            per = rows // h
+            step = max(per, step // per * per)
+    worst = 0.0
+    d2 = a2 = b2 = ab = 0.0
+    for r in range(0, rows, step):
+        sel = slice(r, r + step) if shape else None
+        xa = read(ca, ta, rows=sel).astype(np.float64 if _wide(ta) else np.float32)
+        xb = read(cb, tb, rows=sel).astype(xa.dtype)
+        if heads_a:
+            xa = names.unpermute_qk(xa, len(xa) // (rows // heads_a))
+        if heads_b:
+            xb = names.unpermute_qk(xb, len(xb) // (rows // heads_b))
+        xa, xb = xa.reshape(-1), xb.reshape(-1)
+        d = xa - xb
+        if d.size:
+            m = float(np.max(np.abs(d)))
+            if math.isnan(m) or m > worst:  # once NaN, it stays NaN
+                worst = m
+        d2 += float(np.dot(d, d))
+        a2 += float(np.dot(xa, xa))
+        b2 += float(np.dot(xb, xb))
+        ab += float(np.dot(xa, xb))
+    rel = math.sqrt(d2) / math.sqrt(a2) if a2 > 0 else (0.0 if d2 == 0 else math.inf)
+    cos = ab / math.sqrt(a2 * b2) if a2 > 0 and b2 > 0 else (1.0 if a2 == b2 == 0 else 0.0)
+    return {"max_abs_diff": worst, "rel_l2": rel, "cosine": cos}
+
+
+def _wide(t: TensorInfo) -> bool:
+    return t.dtype in ("F64", "I64", "U64", "I32", "U32")
+
+
+def diff(a, b, values: bool = True):
+    """Compare two checkpoints (paths, URLs or open Checkpoints); returns a pandas DataFrame.
+
+    One row per tensor: status "removed" (only in a), "added" (only in b), "shape" (shapes
+    differ), "dtype" (dtypes differ; values still compared), "changed" or "same". For tensors
+    in both with the same shape: max |a - b|, relative L2 difference and cosine similarity.
+    """
+    import pandas as pd
+
+    ca, close_a = _open(a)
+    cb, close_b = _open(b)
+    try:
+        pairs, gguf_side = _pairs(ca, cb)
+        permute = None
+        if gguf_side:
+            g = ca if gguf_side == "a" else cb
+            if _arch(g) in PERMUTED_ARCHS:
+                permute = _heads(g)
+        rows = []
+        for na, nb in pairs:
+            ta, tb = ca.tensors.get(na) if na else None, cb.tensors.get(nb) if nb else None
+            row = {"name": na if na is not None else nb, "name_b": nb,
+                   "dtype_a": ta.kind if ta else None, "dtype_b": tb.kind if tb else None,
+                   "shape_a": list(ta.shape) if ta else None, "shape_b": list(tb.shape) if tb else None,
+                   "max_abs_diff": None, "rel_l2": None, "cosine": None}
+            if ta is None or tb is None:
+                row["status"] = "added" if ta is None else "removed"
+            elif tuple(ta.shape) != tuple(tb.shape):
+                row["status"] = "shape"
+            else:
+                row["status"] = "dtype" if ta.kind != tb.kind else "same"
+                if values:
+                    ha = hb = None
+                    if permute:
+                        gname = na if gguf_side == "a" else nb
+                        heads = names.rope_heads(gname, *permute)
+                        ha, hb = (heads, None) if gguf_side == "a" else (None, heads)
+                    try:
+                        row.update(compare(ca, ta, cb, tb, ha, hb))
+                    except ValueError as e:
+                        row["status"] = f"unreadable: {e}"
+                    if row["status"] == "same" and row["max_abs_diff"] != 0:
+                        row["status"] = "changed"
+            rows.append(row)
+        return pd.DataFrame(rows, columns=COLUMNS)
+    finally:
+        if close_a:
+            ca.close()
+        if close_b:
+            cb.close()
