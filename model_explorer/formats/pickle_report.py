@@ -15,9 +15,9 @@ SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_em
 def call_text(func: Any, args: Any) -> str:
     """`os.system('touch /tmp/x')`: the callee and the constant arguments it gets."""
     if isinstance(args, tuple):
-        inner = ", ".join(render(a, 2, 80) for a in args[:6]) + (", …" if len(args) > 6 else "")
+        inner = ", ".join(render(a, 2, 240) for a in args[:6]) + (", …" if len(args) > 6 else "")
     else:
-        inner = "*" + render(args, 2, 80)
+        inner = "*" + render(args, 2, 240)
     return f"{render(func, 3, 120)}({inner})"
 
 

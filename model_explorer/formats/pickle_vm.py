@@ -126,7 +126,7 @@ def _render(v: Any, depth: int) -> str:
     if isinstance(v, int):
         return repr(v) if v.bit_length() <= 128 else f"<int of {v.bit_length()} bits>"
     if isinstance(v, str):
-        return short_repr(repr(v), 80)
+        return short_repr(repr(v), 200)
     if isinstance(v, (bytes, bytearray)):
         return short_repr(repr(bytes(v)), 60) if len(v) <= 64 else f"<{len(v)} bytes>"
     if isinstance(v, Blob):
