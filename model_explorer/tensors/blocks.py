@@ -32,7 +32,10 @@ class QuantBlocks:
     min: np.ndarray | None  # (n,) block min / bias where the type has one
     sub_scales: np.ndarray | None  # (n, k) integer sub-block scales of k-quants
     sub_mins: np.ndarray | None
-    codes: np.ndarray | None  # (n, block_elems) integers as stored (None for grid IQ types)
+    # (n, block_elems) integer codes with the type's offset applied, so value = scale * code
+    # (+ min) for the simple types, scale * sub_scale * code (- ...) for k-quants; lookup
+    # types (IQ4_*, MXFP4) give the table index; None for the grid IQ types.
+    codes: np.ndarray | None
     values: np.ndarray  # (n, block_elems) float32, decoded
     error: np.ndarray | None = None  # values - reference, when a reference was given
 
@@ -73,60 +76,40 @@ def _f16(blocks, at):
     return dq._f16(blocks, at).ravel()
 
 
-def _signed6(low, high):
-    return (low | (high << 4)).astype(np.int8) - np.int8(32)
-
-
 def _fields(name: str, b: np.ndarray) -> dict:
     """The stored fields of GGUF blocks of one type: codes, d, min, sub-scales."""
     n = len(b)
-    nib = dq._nibbles_split
-    if name in ("Q4_0", "IQ4_NL"):
-        return {"codes": nib(b[:, 2:]), "scale": _f16(b, 0)}
+    if name == "Q4_0":
+        return {"codes": dq.codes_q4_0(b), "scale": _f16(b, 0)}
+    if name == "IQ4_NL":
+        return {"codes": dq.nibbles(b[:, 2:]).reshape(n, 32), "scale": _f16(b, 0)}
     if name == "Q4_1":
-        return {"codes": nib(b[:, 4:]), "scale": _f16(b, 0), "min": _f16(b, 2)}
+        return {"codes": dq.codes_q4_1(b), "scale": _f16(b, 0), "min": _f16(b, 2)}
     if name == "Q5_0":
-        return {"codes": dq._q5_codes(b, 2, 6), "scale": _f16(b, 0)}
+        return {"codes": dq.codes_q5_0(b), "scale": _f16(b, 0)}
     if name == "Q5_1":
-        return {"codes": dq._q5_codes(b, 4, 8), "scale": _f16(b, 0), "min": _f16(b, 2)}
+        return {"codes": dq.codes_q5_1(b), "scale": _f16(b, 0), "min": _f16(b, 2)}
     if name == "Q8_0":
         return {"codes": b[:, 2:].view(np.int8), "scale": _f16(b, 0)}
     if name == "Q8_K":
         return {"codes": b[:, 4:260].view(np.int8), "scale": b[:, :4].view("<f4").ravel()}
     if name == "Q2_K":
-        codes = dq._CRUMBS[b[:, 16:80].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
-        return {"codes": codes, "scale": _f16(b, 80), "min": _f16(b, 82),
+        return {"codes": dq.codes_q2_k(b), "scale": _f16(b, 80), "min": _f16(b, 82),
                 "sub_scales": b[:, :16] & 0xF, "sub_mins": b[:, :16] >> 4}
     if name == "Q3_K":
-        ql = dq._CRUMBS[b[:, 32:96].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
-        qh = dq._BITS[b[:, :32]].transpose(0, 2, 1).reshape(n, 256) ^ np.uint8(1)
-        low = dq._NIB[b[:, 96:104]].transpose(0, 2, 1).reshape(n, 16)
-        high = dq._CRUMBS[b[:, 104:108]].transpose(0, 2, 1).reshape(n, 16)
-        return {"codes": ql.astype(np.int8) - (qh << 2).astype(np.int8), "scale": _f16(b, 108),
-                "sub_scales": _signed6(low, high)}
+        return {"codes": dq.codes_q3_k(b), "scale": _f16(b, 108), "sub_scales": dq.scales_q3_k(b)}
     if name in ("Q4_K", "Q5_K"):
-        sc, m = dq._k_scale_min(b[:, 4:16])
-        off = 16 if name == "Q4_K" else 48
-        codes = dq._NIB[b[:, off:].reshape(n, 4, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
-        if name == "Q5_K":
-            codes = codes | (dq._BITS[b[:, 16:48]].transpose(0, 2, 1).reshape(n, 256) << 4)
+        sc, m = dq.k_scale_min(b[:, 4:16])
+        codes = dq.codes_q4_k(b) if name == "Q4_K" else dq.codes_q5_k(b)
         return {"codes": codes, "scale": _f16(b, 0), "min": _f16(b, 2), "sub_scales": sc, "sub_mins": m}
     if name == "Q6_K":
-        low = dq._NIB[b[:, :128].reshape(n, 2, 64)].transpose(0, 1, 3, 2).reshape(n, 256)
-        high = dq._CRUMBS[b[:, 128:192].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
-        return {"codes": (low | (high << 4)).astype(np.int8) - np.int8(32), "scale": _f16(b, 208),
-                "sub_scales": b[:, 192:208].view(np.int8)}
+        return {"codes": dq.codes_q6_k(b), "scale": _f16(b, 208), "sub_scales": b[:, 192:208].view(np.int8)}
     if name == "IQ4_XS":
-        sh = b[:, 2:4].view("<u2").astype(np.uint16)
-        high = ((sh >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)
-        codes = dq._NIB[b[:, 8:].reshape(n, 8, 16)].transpose(0, 1, 3, 2).reshape(n, 256)
-        return {"codes": codes, "scale": _f16(b, 0),
-                "sub_scales": _signed6(dq._NIB[b[:, 4:8]].reshape(n, 8), high)}
+        return {"codes": dq.codes_iq4_xs(b), "scale": _f16(b, 0), "sub_scales": dq.scales_iq4_xs(b)}
     if name == "TQ2_0":
-        codes = dq._CRUMBS[b[:, :64].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
-        return {"codes": codes.astype(np.int8) - np.int8(1), "scale": _f16(b, 64)}
+        return {"codes": dq.codes_tq2_0(b), "scale": _f16(b, 64)}
     if name == "MXFP4":
-        return {"codes": nib(b[:, 1:]), "scale": dq._e8m0_half(b[:, 0])}
+        return {"codes": dq.nibbles(b[:, 1:]).reshape(n, 32), "scale": dq._e8m0_half(b[:, 0])}
     codec = dq.CODECS[name]
     return {"codes": None, "scale": codec.scales(b) if codec.scales else None}
 

@@ -51,102 +51,43 @@ def _f16_scale(at: int):
     return lambda blocks: blocks[:, at:at + 2].view(F16).astype(F32).ravel()
 
 
-# byte -> its two nibbles (low first), as uint8 and as float32
-_NIB = np.stack([np.arange(256) & 0x0F, np.arange(256) >> 4], axis=-1).astype(np.uint8)
-_NIB_F = _NIB.astype(F32)
-# byte -> its eight bits, LSB first; byte -> its four 2-bit fields, lowest first
-_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.uint8)
-_CRUMBS = ((np.arange(256)[:, None] >> (2 * np.arange(4))) & 3).astype(np.uint8)
+# -- code extraction: bit operations into small uint8 arrays (no lookup gathers) ---------------
+
+_SH4 = np.array([0, 2, 4, 6], dtype=np.uint8)
+_SH8 = np.arange(8, dtype=np.uint8)
 
 
-def _nibbles_split(qs: np.ndarray) -> np.ndarray:
-    """(n, k) bytes -> (n, 2k) codes: all low nibbles, then all high nibbles (ggml's order)."""
-    nib = _NIB[qs]  # (n, k, 2)
-    return nib.transpose(0, 2, 1).reshape(qs.shape[0], -1)
+def nibbles(qs: np.ndarray) -> np.ndarray:
+    """(..., k) bytes -> (..., 2, k): the low nibbles, then the high nibbles (ggml's order)."""
+    out = np.empty(qs.shape[:-1] + (2, qs.shape[-1]), dtype=np.uint8)
+    np.bitwise_and(qs, 15, out=out[..., 0, :])
+    np.right_shift(qs, 4, out=out[..., 1, :])
+    return out
 
 
-# -- 32-element blocks -------------------------------------------------------------------
-
-def _q4_0(blocks, out):
-    d = _f16(blocks, 0)
-    # gguf-py: (q & 15) as int8 - 8, then float32, then d * q
-    q = _NIB_F[blocks[:, 2:]] - F32(8)  # exact small integers, same as its int8 path
-    np.multiply(d, q.transpose(0, 2, 1).reshape(len(blocks), 32), out=out)
+def crumbs(qs: np.ndarray) -> np.ndarray:
+    """(..., k) bytes -> (..., 4, k): the 2-bit fields at shifts 0, 2, 4, 6."""
+    out = qs[..., None, :] >> _SH4[:, None]
+    out &= 3
+    return out
 
 
-def _q4_1(blocks, out):
-    d, m = _f16(blocks, 0), _f16(blocks, 2)
-    q = _NIB_F[blocks[:, 4:]].transpose(0, 2, 1).reshape(len(blocks), 32)
-    np.multiply(d, q, out=out)
-    out += m
+def bitplanes(qs: np.ndarray) -> np.ndarray:
+    """(..., k) bytes -> (..., 8, k): bit j of every byte in plane j."""
+    out = qs[..., None, :] >> _SH8[:, None]
+    out &= 1
+    return out
 
 
-def _q5_codes(blocks, qh_at: int, qs_at: int) -> np.ndarray:
+def q5_codes(blocks: np.ndarray, qh_at: int, qs_at: int) -> np.ndarray:
+    """Q5_0/Q5_1: 4 low bits from nibbles, bit j of a u32 as the 5th bit of element j."""
     n = len(blocks)
-    high = _BITS[blocks[:, qh_at:qh_at + 4]].reshape(n, 32)  # bit j of the u32 is element j
-    low = _nibbles_split(blocks[:, qs_at:qs_at + 16])
-    return low | (high << 4)
+    q = nibbles(blocks[:, qs_at:qs_at + 16]).reshape(n, 32)
+    q |= np.unpackbits(blocks[:, qh_at:qh_at + 4], axis=1, bitorder="little") << 4
+    return q
 
 
-def _q5_0(blocks, out):
-    d = _f16(blocks, 0)
-    q = _q5_codes(blocks, 2, 6).astype(np.int8) - np.int8(16)
-    np.multiply(d, q.astype(F32), out=out)
-
-
-def _q5_1(blocks, out):
-    d, m = _f16(blocks, 0), _f16(blocks, 2)
-    np.multiply(d, _q5_codes(blocks, 4, 8).astype(F32), out=out)
-    out += m
-
-
-def _q8_0(blocks, out):
-    d = _f16(blocks, 0)
-    np.multiply(blocks[:, 2:].view(np.int8), d, out=out)
-
-
-_IQ4_NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
-                          dtype=F32)
-_IQ4_NL_BYTE = _IQ4_NL_VALUES[_NIB]  # byte -> (value of low nibble, value of high nibble)
-
-
-def _iq4_nl(blocks, out):
-    d = _f16(blocks, 0)
-    q = _IQ4_NL_BYTE[blocks[:, 2:]].transpose(0, 2, 1).reshape(len(blocks), 32)
-    np.multiply(d, q, out=out)
-
-
-# -- 256-element super-blocks (k-quants) --------------------------------------------------
-
-def _q2_k(blocks, out):
-    n = len(blocks)
-    scales = blocks[:, :16]
-    d, dmin = _f16(blocks, 80), _f16(blocks, 82)
-    dl = (d * (scales & 0xF).astype(F32)).reshape(n, 16, 1)
-    ml = (dmin * (scales >> 4).astype(F32)).reshape(n, 16, 1)
-    # qs: 2 x 32 bytes; each 32-byte half holds 4 shifted 2-bit planes of 32 elements
-    q = _CRUMBS[blocks[:, 16:80].reshape(n, 2, 32)].transpose(0, 1, 3, 2)  # (n, 2, 4, 32)
-    q = q.reshape(n, 16, 16).astype(F32)
-    o = out.reshape(n, 16, 16)
-    np.multiply(dl, q, out=o)
-    o -= ml
-
-
-def _q3_k(blocks, out):
-    n = len(blocks)
-    hmask, qs, sc = blocks[:, :32], blocks[:, 32:96], blocks[:, 96:108]
-    d = _f16(blocks, 108)
-    low = _NIB[sc[:, :8]].transpose(0, 2, 1).reshape(n, 16)
-    high = _CRUMBS[sc[:, 8:12]].transpose(0, 2, 1).reshape(n, 16)
-    scales = ((low | (high << 4)).astype(np.int8) - np.int8(32)).astype(F32)
-    dl = (d * scales).reshape(n, 16, 1)
-    ql = _CRUMBS[qs.reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 16, 16)
-    qh = _BITS[hmask].transpose(0, 2, 1).reshape(n, 16, 16) ^ np.uint8(1)
-    q = (ql.astype(np.int8) - (qh << 2).astype(np.int8)).astype(F32)
-    np.multiply(dl, q, out=out.reshape(n, 16, 16))
-
-
-def _k_scale_min(sc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def k_scale_min(sc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The 8 six-bit scales and 8 six-bit mins packed into 12 bytes (Q4_K, Q5_K)."""
     n = len(sc)
     s = sc.reshape(n, 3, 4)
@@ -156,84 +97,197 @@ def _k_scale_min(sc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return scale, mins
 
 
-def _q4_k(blocks, out):
-    n = len(blocks)
-    d, dmin = _f16(blocks, 0), _f16(blocks, 2)
-    sc, m = _k_scale_min(blocks[:, 4:16])
-    dl = (d * sc.astype(F32)).reshape(n, 8, 1)
-    dm = (dmin * m.astype(F32)).reshape(n, 8, 1)
-    q = _NIB_F[blocks[:, 16:].reshape(n, 4, 32)].transpose(0, 1, 3, 2).reshape(n, 8, 32)
-    o = out.reshape(n, 8, 32)
-    np.multiply(dl, q, out=o)
-    o -= dm
+def signed6(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """4 low bits and 2 high bits -> a 6-bit value minus 32, as int8."""
+    q = (low | (high << 4)).view(np.int8)
+    q -= 32
+    return q
 
 
-def _q5_k(blocks, out):
-    n = len(blocks)
-    d, dmin = _f16(blocks, 0), _f16(blocks, 2)
-    sc, m = _k_scale_min(blocks[:, 4:16])
-    dl = (d * sc.astype(F32)).reshape(n, 8, 1)
-    dm = (dmin * m.astype(F32)).reshape(n, 8, 1)
-    qh = _BITS[blocks[:, 16:48]].transpose(0, 2, 1)  # (n, 8, 32): plane j = bit j
-    ql = _NIB[blocks[:, 48:].reshape(n, 4, 32)].transpose(0, 1, 3, 2).reshape(n, 8, 32)
-    q = (ql | (qh << 4)).astype(F32)
-    o = out.reshape(n, 8, 32)
-    np.multiply(dl, q, out=o)
-    o -= dm
+def _minus(q: np.ndarray, k: int) -> np.ndarray:
+    """uint8 codes minus k, in place, as int8 (codes < 128)."""
+    q = q.view(np.int8)
+    q -= k
+    return q
 
 
-def _q6_k(blocks, out):
-    n = len(blocks)
-    ql, qh = blocks[:, :128], blocks[:, 128:192]
-    scales = blocks[:, 192:208].view(np.int8).astype(F32)
-    d = _f16(blocks, 208)
-    dl = (d * scales).reshape(n, 16, 1)
-    low = _NIB[ql.reshape(n, 2, 64)].transpose(0, 1, 3, 2).reshape(n, 8, 32)
-    high = _CRUMBS[qh.reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 8, 32)
-    q = ((low | (high << 4)).astype(np.int8) - np.int8(32)).astype(F32)
-    np.multiply(dl, q.reshape(n, 16, 16), out=out.reshape(n, 16, 16))
+# Stored integer codes of each type, in element order (signed where the type offsets them).
+def codes_q4_0(b):
+    return _minus(nibbles(b[:, 2:]).reshape(len(b), 32), 8)
 
 
-def _iq4_xs(blocks, out):
-    n = len(blocks)
-    d = _f16(blocks, 0)
-    sh = blocks[:, 2:4].view("<u2").astype(np.uint16)  # (n, 1)
-    low = _NIB[blocks[:, 4:8]].reshape(n, 8)
+def codes_q4_1(b):
+    return nibbles(b[:, 4:]).reshape(len(b), 32)
+
+
+def codes_q5_0(b):
+    return _minus(q5_codes(b, 2, 6), 16)
+
+
+def codes_q5_1(b):
+    return q5_codes(b, 4, 8)
+
+
+def codes_q2_k(b):
+    return crumbs(b[:, 16:80].reshape(len(b), 2, 32)).reshape(len(b), 256)
+
+
+def codes_q3_k(b):
+    n = len(b)
+    ql = crumbs(b[:, 32:96].reshape(n, 2, 32)).reshape(n, 256).view(np.int8)
+    high = bitplanes(b[:, :32]).reshape(n, 256)
+    high ^= 1
+    high <<= 2  # the offset 4 applies where the high bit is 0
+    ql -= high.view(np.int8)
+    return ql
+
+
+def scales_q3_k(b):
+    n = len(b)
+    return signed6(nibbles(b[:, 96:104]).reshape(n, 16), crumbs(b[:, 104:108]).reshape(n, 16))
+
+
+def codes_q4_k(b):
+    return nibbles(b[:, 16:].reshape(len(b), 4, 32)).reshape(len(b), 256)
+
+
+def codes_q5_k(b):
+    q = nibbles(b[:, 48:].reshape(len(b), 4, 32)).reshape(len(b), 256)
+    q |= bitplanes(b[:, 16:48]).reshape(len(b), 256) << 4
+    return q
+
+
+def codes_q6_k(b):
+    n = len(b)
+    q = nibbles(b[:, :128].reshape(n, 2, 64)).reshape(n, 256)
+    q |= crumbs(b[:, 128:192].reshape(n, 2, 32)).reshape(n, 256) << 4
+    return _minus(q, 32)
+
+
+def codes_iq4_xs(b):
+    return nibbles(b[:, 8:].reshape(len(b), 8, 16)).reshape(len(b), 256)
+
+
+def scales_iq4_xs(b):
+    n = len(b)
+    sh = b[:, 2:4].view("<u2").astype(np.uint16)
     high = ((sh >> (2 * np.arange(8, dtype=np.uint16))) & 3).astype(np.uint8)
-    scales = ((low | (high << 4)).astype(np.int8) - np.int8(32)).astype(F32)
-    dl = (d * scales).reshape(n, 8, 1)
-    q = _IQ4_NL_BYTE[blocks[:, 8:].reshape(n, 8, 16)].transpose(0, 1, 3, 2).reshape(n, 8, 32)
-    np.multiply(dl, q, out=out.reshape(n, 8, 32))
+    low = nibbles(b[:, 4:8])  # (n, 2, 4): interleaved, byte i gives sub-blocks 2i and 2i+1
+    return signed6(low.transpose(0, 2, 1).reshape(n, 8), high)
 
 
-def _q8_k(blocks, out):
+def codes_tq2_0(b):
+    return _minus(crumbs(b[:, :64].reshape(len(b), 2, 32)).reshape(len(b), 256), 1)
+
+
+def _fill(out: np.ndarray, q: np.ndarray, d: np.ndarray, m: np.ndarray | None = None) -> None:
+    """out = d * q (- m): the codes converted exactly, then gguf-py's float32 operations."""
+    out[...] = q
+    out *= d
+    if m is not None:
+        out -= m
+
+
+# -- decoders ---------------------------------------------------------------------------------
+
+def _q4_0(b, out):
+    _fill(out, codes_q4_0(b), _f16(b, 0))
+
+
+def _q4_1(b, out):
+    _fill(out, codes_q4_1(b), _f16(b, 0))
+    out += _f16(b, 2)
+
+
+def _q5_0(b, out):
+    _fill(out, codes_q5_0(b), _f16(b, 0))
+
+
+def _q5_1(b, out):
+    _fill(out, codes_q5_1(b), _f16(b, 0))
+    out += _f16(b, 2)
+
+
+def _q8_0(b, out):
+    _fill(out, b[:, 2:].view(np.int8), _f16(b, 0))
+
+
+def _q8_k(b, out):
     # Not in gguf-py: float32 d, 256 int8 codes, then 16 int16 sums used only by matmuls.
-    d = blocks[:, :4].view("<f4").astype(F32)
-    np.multiply(blocks[:, 4:260].view(np.int8), d, out=out)
+    _fill(out, b[:, 4:260].view(np.int8), b[:, :4].view("<f4").astype(F32))
 
 
-# -- ternary and fp4 types ------------------------------------------------------------------
+def _q2_k(b, out):
+    n = len(b)
+    sc = b[:, :16]
+    d, dmin = _f16(b, 80), _f16(b, 82)
+    dl = (d * (sc & 0xF).astype(F32)).reshape(n, 16, 1)
+    ml = (dmin * (sc >> 4).astype(F32)).reshape(n, 16, 1)
+    _fill(out.reshape(n, 16, 16), codes_q2_k(b).reshape(n, 16, 16), dl, ml)
 
-def _tq1_0(blocks, out):
-    n = len(blocks)
-    d = _f16(blocks, 52)
+
+def _q3_k(b, out):
+    n = len(b)
+    dl = (_f16(b, 108) * scales_q3_k(b).astype(F32)).reshape(n, 16, 1)
+    _fill(out.reshape(n, 16, 16), codes_q3_k(b).reshape(n, 16, 16), dl)
+
+
+def _k_dl_dm(b):
+    n = len(b)
+    sc, m = k_scale_min(b[:, 4:16])
+    dl = (_f16(b, 0) * sc.astype(F32)).reshape(n, 8, 1)
+    dm = (_f16(b, 2) * m.astype(F32)).reshape(n, 8, 1)
+    return dl, dm
+
+
+def _q4_k(b, out):
+    dl, dm = _k_dl_dm(b)
+    _fill(out.reshape(len(b), 8, 32), codes_q4_k(b).reshape(len(b), 8, 32), dl, dm)
+
+
+def _q5_k(b, out):
+    dl, dm = _k_dl_dm(b)
+    _fill(out.reshape(len(b), 8, 32), codes_q5_k(b).reshape(len(b), 8, 32), dl, dm)
+
+
+def _q6_k(b, out):
+    n = len(b)
+    dl = (_f16(b, 208) * b[:, 192:208].view(np.int8).astype(F32)).reshape(n, 16, 1)
+    _fill(out.reshape(n, 16, 16), codes_q6_k(b).reshape(n, 16, 16), dl)
+
+
+_IQ4_NL_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                          dtype=np.int8)
+
+
+def _iq4_nl(b, out):
+    idx = nibbles(b[:, 2:]).reshape(len(b), 32)
+    _fill(out, np.take(_IQ4_NL_VALUES, idx), _f16(b, 0))
+
+
+def _iq4_xs(b, out):
+    n = len(b)
+    dl = (_f16(b, 0) * scales_iq4_xs(b).astype(F32)).reshape(n, 8, 1)
+    q = np.take(_IQ4_NL_VALUES, codes_iq4_xs(b)).reshape(n, 8, 32)
+    _fill(out.reshape(n, 8, 32), q, dl)
+
+
+def _tq1_0(b, out):
+    n = len(b)
     pow3 = np.array([1, 3, 9, 27, 81], dtype=np.uint8)
-    qs0 = (blocks[:, :32].reshape(n, 1, 32) * pow3.reshape(1, 5, 1)).reshape(n, -1)
-    qs1 = (blocks[:, 32:48].reshape(n, 1, 16) * pow3.reshape(1, 5, 1)).reshape(n, -1)
-    qh = (blocks[:, 48:52].reshape(n, 1, 4) * pow3[:4].reshape(1, 4, 1)).reshape(n, -1)
+    qs0 = (b[:, :32].reshape(n, 1, 32) * pow3.reshape(1, 5, 1)).reshape(n, -1)
+    qs1 = (b[:, 32:48].reshape(n, 1, 16) * pow3.reshape(1, 5, 1)).reshape(n, -1)
+    qh = (b[:, 48:52].reshape(n, 1, 4) * pow3[:4].reshape(1, 4, 1)).reshape(n, -1)
     q = np.concatenate([qs0, qs1, qh], axis=-1)
     q = ((q.astype(np.uint16) * 3) >> 8).astype(np.int8) - np.int8(1)
-    np.multiply(d, q.astype(F32), out=out)
+    _fill(out, q, _f16(b, 52))
 
 
-def _tq2_0(blocks, out):
-    n = len(blocks)
-    d = _f16(blocks, 64)
-    q = _CRUMBS[blocks[:, :64].reshape(n, 2, 32)].transpose(0, 1, 3, 2).reshape(n, 256)
-    np.multiply(d, (q.astype(np.int8) - np.int8(1)).astype(F32), out=out)
+def _tq2_0(b, out):
+    _fill(out, codes_tq2_0(b), _f16(b, 64))
 
 
-_MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=F32)
+_MXFP4_VALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.int8)
 
 
 def _e8m0_half(e: np.ndarray) -> np.ndarray:
@@ -243,11 +297,9 @@ def _e8m0_half(e: np.ndarray) -> np.ndarray:
     return bits.astype(np.uint32).view(F32)
 
 
-def _mxfp4(blocks, out):
-    n = len(blocks)
-    d = _e8m0_half(blocks[:, :1])
-    q = _MXFP4_VALUES[_NIB[blocks[:, 1:]]].transpose(0, 2, 1).reshape(n, 32)
-    np.multiply(d, q, out=out)
+def _mxfp4(b, out):
+    idx = nibbles(b[:, 1:]).reshape(len(b), 32)
+    _fill(out, np.take(_MXFP4_VALUES, idx), _e8m0_half(b[:, :1]))
 
 
 # -- delegated to gguf-py -----------------------------------------------------------------

@@ -38,7 +38,8 @@ def test_q8_0_fields_explain_values(tmp_path, opened):
 def test_q4_0_and_q4_1_formulas(tmp_path, opened):
     ckpt, _ = _ckpt(tmp_path, opened, "Q4_0")
     b = ckpt.blocks("w")
-    assert np.array_equal(b.values, b.scale[:, None] * (b.codes.astype(np.float32) - 8))
+    assert np.array_equal(b.values, b.scale[:, None] * b.codes.astype(np.float32))
+    assert b.codes.min() >= -8 and b.codes.max() <= 7
     ckpt2, _ = _ckpt(tmp_path / "x", opened, "Q4_1")
     b = ckpt2.blocks("w")
     assert np.array_equal(b.values, b.scale[:, None] * b.codes + b.min[:, None])
