@@ -55,8 +55,8 @@ export function createHistogramView(ctx, opts = {}) {
   const body = h("div", { className: "me-hist-body" });
   const picker = opts.picker ? h("input", { className: "me-search", type: "search", attrs: { placeholder: "Tensor name…", "aria-label": "pick tensor" } }) : null;
   const picks = h("div", { className: "me-picks" });
-  root.append(picker ? h("div", { className: "me-toolbar" }, picker) : null, picker ? picks : null,
-    title, h("div", { className: "me-toolbar" }, logBtn, exactBtn, note), body);
+  if (picker) root.append(h("div", { className: "me-toolbar" }, picker), picks);
+  root.append(title, h("div", { className: "me-toolbar" }, logBtn, exactBtn, note), body);
 
   function draw() {
     clear(body);

@@ -122,14 +122,14 @@ class BaseView(anywidget.AnyWidget):
         return handler(**args)
 
     def _file(self, file: str | None) -> str:
-        files = self.checkpoint.files
+        files = [f["file"] for f in self.files]
         if not files:
             raise ValueError("This checkpoint has no readable file.")
         return file if file in files else files[0]
 
     def _op_bytes(self, file: str | None = None, offset: int = 0, length: int = PAGE):
         file = self._file(file)
-        size = self.checkpoint.sizes.get(file, 0)
+        size = next(f["size"] for f in self.files if f["file"] == file)
         offset = max(0, min(int(offset), size))
         length = max(0, min(int(length), MAX_PAGE, size - offset))
         data = bytes(self.checkpoint.read_bytes(offset, length, file)) if length else b""
@@ -217,4 +217,11 @@ def initial_state(ckpt: Checkpoint) -> dict[str, Any]:
     findings = [f.to_dict() for f in ckpt.findings[:MAX_FINDINGS_SENT]]
     legend = sorted({s.kind for s in ckpt.spans})
     files = [{"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0)} for f in ckpt.files]
+    index = ckpt.details.get("index_file")
+    if index and index not in ckpt.files:  # shard findings point into the index JSON
+        try:
+            files.append({"file": index, "name": os.path.basename(index),
+                             "size": ckpt.byte_source(index).size})
+        except OSError:
+            pass
     return {"summary": summary, "findings": findings, "legend": legend, "files": files}

@@ -1,0 +1,89 @@
+"""Small checkpoint files for the widget tests (Python and browser): built inline, no downloads."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+XSS_NAME = '<img src=x onerror="window.__mx_xss=1">.weight'
+XSS_SCRIPT = "<script>window.__mx_xss=2</script>.bias"
+XSS_META = '<b onmouseover="window.__mx_xss=3">bold</b><script>window.__mx_xss=4</script>'
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict | None = None,
+                      patch: dict | None = None) -> Path:
+    """A safetensors file; `patch` overrides header fields per tensor to break it on purpose."""
+    header: dict = {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    blobs = []
+    pos = 0
+    dtypes = {np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("int32"): "I32"}
+    for name, arr in tensors.items():
+        raw = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": dtypes[arr.dtype], "shape": list(arr.shape), "data_offsets": [pos, pos + len(raw)]}
+        header[name].update((patch or {}).get(name, {}))
+        blobs.append(raw)
+        pos += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    return path
+
+
+def broken_safetensors(path: Path) -> Path:
+    """1.2 MB: a big tensor (so paging past the first megabyte is tested) and one whose
+    data_offsets claim 4 bytes too few (a size_mismatch finding at its header entry)."""
+    rng = np.random.default_rng(0)
+    tensors = {
+        "model.embed.weight": rng.standard_normal((300, 1024)).astype(np.float32),
+        "model.layers.0.attn.weight": rng.standard_normal((16, 16)).astype(np.float32),
+        "model.layers.1.attn.weight": rng.standard_normal((16, 16)).astype(np.float32),
+    }
+    size = 300 * 1024 * 4
+    patch = {"model.layers.0.attn.weight": {"data_offsets": [size, size + 16 * 16 * 4 - 4]}}
+    return write_safetensors(path, tensors, {"format": "pt"}, patch)
+
+
+def xss_safetensors(path: Path) -> Path:
+    tensors = {XSS_NAME: np.ones((4, 4), np.float32), XSS_SCRIPT: np.zeros(4, np.float32)}
+    return write_safetensors(path, tensors, {"note": XSS_META})
+
+
+def small_gguf(path: Path) -> Path:
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("tiny test model")
+    w.add_block_count(2)
+    w.add_token_list([f"tok{i}" for i in range(250)])
+    rng = np.random.default_rng(1)
+    w.add_tensor("token_embd.weight", rng.standard_normal((32, 64)).astype(np.float32))
+    for i in range(2):
+        w.add_tensor(f"blk.{i}.attn_q.weight", rng.standard_normal((64, 64)).astype(np.float16))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(64, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def sharded(directory: Path) -> Path:
+    """Three shards in the index: one missing, one with an orphan tensor, and a missing tensor."""
+    directory.mkdir(parents=True, exist_ok=True)
+    a = {"model.layers.0.w": np.ones((8, 8), np.float32), "model.layers.0.b": np.ones(8, np.float32)}
+    b = {"model.layers.1.w": np.ones((8, 8), np.float16), "model.extra": np.ones(3, np.float32)}
+    write_safetensors(directory / "model-00001-of-00003.safetensors", a)
+    write_safetensors(directory / "model-00002-of-00003.safetensors", b)
+    weight_map = {"model.layers.0.w": "model-00001-of-00003.safetensors",
+                  "model.layers.0.b": "model-00001-of-00003.safetensors",
+                  "model.layers.0.gone": "model-00001-of-00003.safetensors",
+                  "model.layers.1.w": "model-00002-of-00003.safetensors",
+                  "model.layers.2.w": "model-00003-of-00003.safetensors"}
+    index = directory / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    return index
