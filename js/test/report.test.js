@@ -1,0 +1,37 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createStaticModel } from "../src/report.js";
+import { createRpc } from "../src/rpc.js";
+
+const data = {
+  state: { view: "explorer", summary: {}, findings: [], files: [{ file: "f", size: 32 }] },
+  pages: [{ file: "f", offset: 0, length: 4, hex: "47475546", segs: [[0, 4, 0]], spans: [{ kind: "magic", path: "magic" }] }],
+  steps: [{ index: 0, span: { offset: 0, length: 4 }, text: "magic" }],
+  tree: [{ id: 0, parent: null, label: "tensors", kind: "group" }, { id: 1, parent: 0, label: "w", kind: "tensor", tensor: "w" }],
+  table: [{ name: "b", params: 2, bytes: 8, offset: 8, length: 8, path: "f" }, { name: "a", params: 5, bytes: 20, offset: 0, length: 8, path: "f" }],
+};
+
+test("the offline report answers the views' requests from embedded data", async () => {
+  const model = createStaticModel(data);
+  const rpc = createRpc(model);
+  const bytes = await rpc.request("bytes", { file: "f", offset: 0, length: 4096 });
+  assert.deepEqual([...bytes.buffers[0]], [0x47, 0x47, 0x55, 0x46]);
+  const past = await rpc.request("bytes", { file: "f", offset: 4096, length: 4096 });
+  assert.equal(past.data.length, 0);
+  const tree = await rpc.request("tree", { expanded: [], query: "", start: 0, count: 10, locate: "w" });
+  assert.equal(tree.data.index, 1);
+  assert.deepEqual(tree.data.expanded, [0]);
+  const table = await rpc.request("table", { sort: "params", desc: true, query: "", start: 0, count: 10 });
+  assert.deepEqual(table.data.rows.map((r) => r.name), ["a", "b"]);
+  const stats = await rpc.request("stats", { name: "a" });
+  assert.match(stats.data.error, /kernel/);
+  await assert.rejects(rpc.request("nope"), /unknown request/);
+});
+
+test("selection set on the static model notifies listeners", () => {
+  const model = createStaticModel(data);
+  let seen = null;
+  model.on("change:selection", () => { seen = model.get("selection"); });
+  model.set("selection", { tensor: "a" });
+  assert.deepEqual(seen, { tensor: "a" });
+});
