@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import struct
 
-# The legacy (pre-1.6) torch.save format starts with a protocol-2 pickle of this number.
+# The legacy (pre-1.6) torch.save format starts with a pickle of this number: LONG1 with 10
+# bytes after PROTO (and, from protocol 4, a FRAME), or a text LONG in protocols 0 and 1.
 TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
-_LEGACY_PREFIX = b"\x80\x02\x8a\x0a" + TORCH_LEGACY_MAGIC.to_bytes(10, "little")
+_LEGACY_LONG1 = b"\x8a\x0a" + TORCH_LEGACY_MAGIC.to_bytes(10, "little")
+_LEGACY_TEXT = b"L%dL\n" % TORCH_LEGACY_MAGIC
+_FRAME = 0x95
 
 # Opcodes a protocol 0/1 pickle commonly starts with: MARK, EMPTY_DICT, EMPTY_LIST, GLOBAL,
 # EMPTY_TUPLE, NONE, INT, STRING, UNICODE, FLOAT, LONG, DICT, LIST.
@@ -27,7 +30,7 @@ def detect(head: bytes, size: int) -> str:
         return "gguf"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "zip"
-    if head[:len(_LEGACY_PREFIX)] == _LEGACY_PREFIX:
+    if _is_torch_legacy(head):
         return "torch_legacy"
     if len(head) >= 9 and head[8:9] in (b"{", b" "):
         (n,) = struct.unpack_from("<Q", head, 0)
@@ -40,6 +43,17 @@ def detect(head: bytes, size: int) -> str:
     if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and size > len(head):
         return "pickle"
     return "unknown"
+
+
+def _is_torch_legacy(head: bytes) -> bool:
+    if head.startswith(_LEGACY_TEXT):
+        return True
+    if len(head) < 2 or head[0] != 0x80:
+        return False
+    body = head[2:]
+    if body[:1] == bytes([_FRAME]):
+        body = body[9:]
+    return body.startswith(_LEGACY_LONG1)
 
 
 def extension_matches(kind: str, name: str) -> bool:

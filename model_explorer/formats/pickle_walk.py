@@ -18,7 +18,7 @@ from ..spans import Report
 from .pickle_torch import StorageRef, TensorRef
 from .pickle_vm import Blob, Call, EmuSet, Global, render
 
-MAX_VISITS = 2_000_000
+MAX_VISITS = 1_000_000
 MAX_DEPTH = 200
 MAX_STRUCTURE_NODES = 20_000
 MODULE_LEVELS = {"_parameters", "_buffers", "_modules"}
@@ -78,15 +78,19 @@ def walk(root: Any, rep: Report) -> Walked:
     box: dict = {}
     seen_names: dict[str, int] = {}
     on_path: set[int] = set()
+    # Containers already walked that held no tensor: a shared copy needs no second walk.
+    tensor_free: set[int] = set()
     structure_nodes = 0
     visits = 0
-    # ("enter", value, path parts, parent json, key in parent) or ("exit", id)
+    # ("enter", value, path parts, parent json, key in parent) or ("exit", id, tensors so far)
     todo: list = [("enter", root, (), box, "root")]
     warned = set()
     while todo:
         item = todo.pop()
         if item[0] == "exit":
             on_path.discard(item[1])
+            if item[2] == len(out.tensors):
+                tensor_free.add(item[1])
             continue
         _, v, parts, parent, key = item
         visits += 1
@@ -113,9 +117,9 @@ def walk(root: Any, rep: Report) -> Walked:
             if parent is not None:
                 parent[key] = _leaf(v)
             continue
-        if id(v) in on_path:
+        if id(v) in on_path or id(v) in tensor_free:
             if parent is not None:
-                parent[key] = "<cycle>"
+                parent[key] = "<cycle>" if id(v) in on_path else "<shared>"
             continue
         if len(parts) >= MAX_DEPTH:
             if "deep" not in warned:
@@ -134,7 +138,7 @@ def walk(root: Any, rep: Report) -> Walked:
         elif parent is not None:
             parent[key] = "…"
         on_path.add(id(v))
-        todo.append(("exit", id(v)))
+        todo.append(("exit", id(v), len(out.tensors)))
         for i in range(len(kids) - 1, -1, -1):
             elem, child, is_key = kids[i]
             child_parts = parts if elem is None else parts + (elem,)

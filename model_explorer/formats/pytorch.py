@@ -50,9 +50,8 @@ def read_torch_zip(source) -> FileResult:
     listing = read_zip(source, rep)
     entries = listing.entries
     if not entries:
-        if listing.recovered:
-            rep.error("zip_empty", "No zip entry could be located; nothing can be read.", 0,
-                      min(4, source.size))
+        rep.error("zip_empty", "No zip entry could be located, so there is no data.pkl and "
+                  "nothing to read.", 0, min(4, source.size))
         return result
     names = list(entries)
     pkl_name = _find_data_pkl(names)

@@ -72,22 +72,26 @@ def read_zip(source, rep: Report) -> ZipListing:
                   min(22, size))
         _recover(source, rep, listing)
         return listing
-    count, cd_size, cd_offset = where
+    count, cd_size, cd_offset, shift = where
+    if shift:
+        rep.info("zip_shifted", f"The zip's recorded offsets are {shift} bytes short of where its "
+                 "directory really is: bytes were prepended to it. Offsets are corrected.",
+                 0, shift)
     if cd_offset + cd_size > size:
         rep.error("zip_directory_past_end", f"The central directory claims bytes {cd_offset}.."
                   f"{cd_offset + cd_size}, past the end of the file ({size} bytes); the file is "
                   "truncated. Entries are recovered from the local headers.", cd_offset, 0)
         _recover(source, rep, listing)
         return listing
-    _read_central(source, rep, listing, count, cd_size, cd_offset)
+    _read_central(source, rep, listing, count, cd_size, cd_offset, shift)
     if not listing.entries and count:
         _recover(source, rep, listing)
     listing.ok = bool(listing.entries)
     return listing
 
 
-def _find_end(source, rep: Report) -> tuple[int, int, int] | None:
-    """(entry count, central directory size, offset), reading ZIP64 records when present."""
+def _find_end(source, rep: Report) -> tuple[int, int, int, int] | None:
+    """(entry count, directory size, directory offset, shift), reading ZIP64 records."""
     size = source.size
     if size < EOCD.size:
         return None
@@ -118,14 +122,20 @@ def _find_end(source, rep: Report) -> tuple[int, int, int] | None:
     if disk or cd_disk:
         rep.error("zip_multidisk", "The zip claims to span several disks; torch never writes that.",
                   eocd_off, EOCD.size)
-    if 0xFFFF in (count,) or 0xFFFFFFFF in (cd_size, cd_offset) or eocd_off >= ZIP64_LOCATOR.size:
-        z64 = _read_zip64(source, rep, eocd_off)
-        if z64 is not None:
-            count, cd_size, cd_offset = z64
-    return count, cd_size, cd_offset
+    end_off = eocd_off
+    z64 = _read_zip64(source, rep, eocd_off)
+    if z64 is not None:
+        count, cd_size, cd_offset, end_off = z64
+    # Bytes prepended to a zip shift every offset it records; the directory really starts
+    # right before the end records (zipfile computes the same "concat" shift).
+    shift = end_off - cd_size - cd_offset
+    if shift <= 0 or source.read(cd_offset + shift, 4) != CENTRAL_SIG:
+        shift = 0
+    return count, cd_size, cd_offset + shift, shift
 
 
-def _read_zip64(source, rep: Report, eocd_off: int) -> tuple[int, int, int] | None:
+def _read_zip64(source, rep: Report, eocd_off: int) -> tuple[int, int, int, int] | None:
+    """(count, directory size, directory offset, record offset) from the ZIP64 end record."""
     loc_off = eocd_off - ZIP64_LOCATOR.size
     if loc_off < 0:
         return None
@@ -135,19 +145,23 @@ def _read_zip64(source, rep: Report, eocd_off: int) -> tuple[int, int, int] | No
     _, _, z64_off, _ = ZIP64_LOCATOR.unpack(raw)
     rep.span(loc_off, ZIP64_LOCATOR.size, "zip_end", "zip > ZIP64 end locator",
              f"record at {z64_off}")
-    raw = source.read(z64_off, ZIP64_EOCD.size)
-    if len(raw) < ZIP64_EOCD.size or raw[:4] != ZIP64_EOCD_SIG:
+    # The record normally sits right before the locator; its recorded offset is unshifted.
+    for off in (loc_off - ZIP64_EOCD.size, z64_off):
+        raw = source.read(off, ZIP64_EOCD.size) if off >= 0 else b""
+        if len(raw) == ZIP64_EOCD.size and raw[:4] == ZIP64_EOCD_SIG:
+            break
+    else:
         rep.error("zip64_bad_record", f"The ZIP64 locator points at byte {z64_off}, which does not "
                   "hold a ZIP64 end record (PK\\x06\\x06).", loc_off, ZIP64_LOCATOR.size)
         return None
     (_, rec_size, _, _, _, _, _, count, cd_size, cd_offset) = ZIP64_EOCD.unpack(raw)
-    rep.span(z64_off, min(12 + rec_size, source.size - z64_off), "zip_end",
+    rep.span(off, min(12 + rec_size, source.size - off), "zip_end",
              "zip > ZIP64 end of central directory", f"{count} entries, directory at {cd_offset}")
-    return count, cd_size, cd_offset
+    return count, cd_size, cd_offset, off
 
 
 def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size: int,
-                  cd_offset: int) -> None:
+                  cd_offset: int, shift: int) -> None:
     data = source.read(cd_offset, cd_size)
     rep.span(cd_offset, len(data), "zip_directory", "zip > central directory", f"{count} entries")
     pos = 0
@@ -171,6 +185,7 @@ def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size:
         name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
         extra = data[pos + CENTRAL.size + name_len:pos + CENTRAL.size + name_len + extra_len]
         usize, csize, local_off = _apply_zip64_extra(extra, usize, csize, local_off)
+        local_off += shift
         rep.span(off, end - pos, "zip_directory", f"zip > directory > {name}",
                  f"{COMPRESSION.get(method, method)}, {usize} bytes at {local_off}")
         pos = end

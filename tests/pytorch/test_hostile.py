@@ -45,7 +45,7 @@ def test_the_payloads_are_real(tmp_path):
     marker = tmp_path / "proof"
     data = hostile_pickles(marker)
     for name in ("os_system_p2", "memo_stack_global"):
-        code = f"import pickle,sys; pickle.loads(sys.stdin.buffer.read())"
+        code = "import pickle,sys; pickle.loads(sys.stdin.buffer.read())"
         subprocess.run([sys.executable, "-c", code], input=data[name], check=True)
         assert marker.exists(), name
         marker.unlink()

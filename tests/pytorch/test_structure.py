@@ -1,0 +1,284 @@
+"""Damaged and unusual files: each problem is one finding with its offset, never a traceback."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import zipfile
+
+import pytest
+
+import model_explorer as mx
+from model_explorer.formats.detect import detect
+from model_explorer.formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
+from model_explorer.sources import LocalSource
+
+from .helpers import dump_bytes, hostile_pickles, zip_with_data_pkl
+
+pytestmark = pytest.mark.reference
+
+
+def codes(ckpt_or_result):
+    findings = getattr(ckpt_or_result, "findings", None)
+    if findings is None:
+        findings = ckpt_or_result.report.findings
+    return [f.code for f in findings]
+
+
+def one(findings, code):
+    found = [f for f in findings if f.code == code]
+    assert len(found) == 1, [str(f) for f in findings]
+    return found[0]
+
+
+@pytest.fixture
+def small_zip(tmp_path):
+    import torch
+
+    p = tmp_path / "small.pt"
+    torch.save({"a": torch.arange(12, dtype=torch.float32), "b": torch.ones(3, dtype=torch.int64)}, p)
+    return p
+
+
+def test_detection_from_bytes_not_names(tmp_path, small_zip):
+    import torch
+
+    assert detect(small_zip.read_bytes()[:64], small_zip.stat().st_size) == "zip"
+    legacy = dump_bytes({"x": torch.ones(1)}, _use_new_zipfile_serialization=False)
+    assert detect(legacy[:64], len(legacy)) == "torch_legacy"
+    for proto in range(0, 6):
+        data = pickle.dumps({"a": 1}, protocol=proto)
+        assert detect(data[:64], len(data)) == "pickle", proto
+    # A zip checkpoint named .pkl is still read as a zip; the name mismatch is only an info.
+    renamed = tmp_path / "weights.safetensors"
+    renamed.write_bytes(small_zip.read_bytes())
+    ckpt = mx.open(renamed)
+    assert ckpt.format == "pytorch" and set(ckpt.tensors) == {"a", "b"}
+    assert "extension_mismatch" in codes(ckpt)
+
+
+def test_legacy_written_with_other_pickle_protocols(tmp_path):
+    import torch
+
+    for proto in (2, 3, 4, 5):
+        p = tmp_path / f"l{proto}.pt"
+        torch.save({"w": torch.ones(3)}, p, _use_new_zipfile_serialization=False,
+                   pickle_protocol=proto)
+        ckpt = mx.open(p)
+        assert ckpt.format == "pytorch", proto
+        assert not ckpt.errors, [str(f) for f in ckpt.errors]
+        assert ckpt.read_bytes(ckpt.tensors["w"].offset, 12) == torch.ones(3).numpy().tobytes()
+
+
+def test_truncated_zip_is_recovered_from_local_headers(tmp_path, small_zip):
+    data = small_zip.read_bytes()
+    cut = tmp_path / "cut.pt"
+    # Keep data.pkl and the first storage (a's 48 bytes), lose the rest and the directory.
+    src = zipfile.ZipFile(small_zip)
+    info = src.getinfo("small/data/1")
+    cut.write_bytes(data[:info.header_offset + 40])
+    ckpt = mx.open(cut)
+    assert ckpt.format == "pytorch"
+    f = one(ckpt.findings, "zip_truncated")
+    assert f.severity == "error"
+    assert set(ckpt.tensors) == {"a", "b"}
+    assert ckpt.read_bytes(ckpt.tensors["a"].offset, 48) == bytes(src.read("small/data/0"))
+    assert "missing_storage" in codes(ckpt)  # b's record is gone
+
+
+def test_missing_storage_record(tmp_path, small_zip):
+    out = tmp_path / "missing.pt"
+    with zipfile.ZipFile(small_zip) as src, zipfile.ZipFile(out, "w") as dst:
+        for i in src.infolist():
+            if i.filename != "small/data/1":
+                dst.writestr(i.filename, src.read(i.filename))
+    ckpt = mx.open(out)
+    f = one(ckpt.findings, "missing_storage")
+    assert f.tensor == "b" and "data/1" in f.message
+    assert f.offset is not None
+
+
+def test_storage_smaller_than_the_view(tmp_path, small_zip):
+    with zipfile.ZipFile(small_zip) as z:
+        pkl = z.read("small/data.pkl")
+    assert pkl.count(b"K\x0ct") == 1  # BININT1 12 then TUPLE: a's numel in its storage id
+    out = tmp_path / "short.pt"
+    zip_with_data_pkl(small_zip, pkl.replace(b"K\x0ct", b"K\x05t"), out)
+    ckpt = mx.open(out)
+    f = one(ckpt.findings, "view_out_of_bounds")
+    assert f.tensor == "a" and f.severity == "error"
+    assert "48" in f.message and "20" in f.message
+
+
+def test_storage_record_shorter_than_declared(tmp_path, small_zip):
+    out = tmp_path / "short_record.pt"
+    with zipfile.ZipFile(small_zip) as src, zipfile.ZipFile(out, "w") as dst:
+        for i in src.infolist():
+            data = src.read(i.filename)
+            dst.writestr(i.filename, data[:10] if i.filename == "small/data/0" else data)
+    found = mx.open(out).findings
+    assert one(found, "storage_too_small").tensor == "a"
+    assert one(found, "view_out_of_bounds").tensor == "a"
+
+
+def test_pickle_problems_have_offsets(tmp_path):
+    cases = {
+        b"\x80\x02\xff.": ("pickle_unknown_opcode", 2),
+        b"\x80\x02K\x01": ("pickle_truncated", 4),
+        b"\x80\x02X\x10\x00\x00\x00abc": ("pickle_truncated", 2),
+        b"\x80\x02h\x05.": ("pickle_memo_missing", 2),
+        b"\x80\x02t.": ("pickle_no_mark", 2),
+    }
+    for data, (code, offset) in cases.items():
+        p = tmp_path / "bad.pkl"
+        p.write_bytes(data)
+        ckpt = mx.open(p)
+        f = one(ckpt.findings, code)
+        assert f.offset == offset, (data, str(f))
+
+
+def test_pickle_then_zip_is_a_polyglot(tmp_path, small_zip):
+    p = tmp_path / "poly.pkl"
+    p.write_bytes(pickle.dumps({"a": 1}, protocol=2) + small_zip.read_bytes())
+    ckpt = mx.open(p)
+    assert ckpt.format == "pickle"
+    assert one(ckpt.findings, "polyglot").severity == "warning"
+    assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "suspicious"
+
+
+def test_zip_with_a_pickle_prepended(tmp_path, small_zip):
+    """Zip readers find the directory at the end; pickle readers read the start."""
+    from model_explorer.formats.zipread import read_zip
+
+    prefix = hostile_pickles(tmp_path / "m")["os_system_p2"]
+    data = prefix + small_zip.read_bytes()
+    p = tmp_path / "poly.pt"
+    p.write_bytes(data)
+    src = LocalSource(str(p))
+    result = read_torch_zip(src)  # read as a zip, it says what precedes the entries
+    assert "polyglot" in codes(result)
+    assert "dangerous_import" in codes(read_pickle(src))  # and mx.open reads it as the pickle
+    assert "dangerous_import" in codes(mx.open(p))
+    assert read_zip is not None
+
+
+def test_trailing_bytes_after_data_pkl_stop(tmp_path, small_zip):
+    with zipfile.ZipFile(small_zip) as z:
+        pkl = z.read("small/data.pkl")
+    out = tmp_path / "trail.pt"
+    zip_with_data_pkl(small_zip, pkl + b"junk", out)
+    assert "pickle_trailing_bytes" in codes(mx.open(out))
+    zip_with_data_pkl(small_zip, pkl + hostile_pickles(tmp_path / "m")["builtins_exec"], out)
+    found = codes(mx.open(out))
+    assert "several_pickles" in found and "dangerous_import" in found
+
+
+def test_compressed_entries_are_flagged_and_still_checked(tmp_path, small_zip):
+    out = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(small_zip) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for i in src.infolist():
+            data = src.read(i.filename)
+            if i.filename.endswith("data.pkl"):
+                data = hostile_pickles(tmp_path / "m")["os_system_p2"]
+            dst.writestr(i.filename, data)
+    ckpt = mx.open(out)
+    found = codes(ckpt)
+    assert "zip_compressed_entry" in found
+    assert "dangerous_import" in found  # the inflated data.pkl was read
+
+
+def test_zip64_records(tmp_path, small_zip):
+    """Entries written with ZIP64 extras (as torch does for huge files) keep exact offsets."""
+    out = tmp_path / "z64.pt"
+    with zipfile.ZipFile(small_zip) as src, zipfile.ZipFile(out, "w") as dst:
+        for i in src.infolist():
+            with dst.open(i.filename, "w", force_zip64=True) as w:
+                w.write(src.read(i.filename))
+    ckpt = mx.open(out)
+    assert not ckpt.errors, [str(f) for f in ckpt.errors]
+    with zipfile.ZipFile(out) as z:
+        want = z.read("small/data/0")
+    assert ckpt.read_bytes(ckpt.tensors["a"].offset, 48) == want
+
+
+def test_legacy_truncated_in_the_storages(tmp_path):
+    import torch
+
+    data = dump_bytes({"w": torch.arange(100.0)}, _use_new_zipfile_serialization=False)
+    p = tmp_path / "cut.pt"
+    p.write_bytes(data[:-50])
+    result = read_torch_legacy(LocalSource(str(p)))
+    f = one(result.report.findings, "legacy_truncated")
+    assert f.severity == "error"
+    assert "w" in result.tensors
+
+
+def test_deep_and_shared_structures_are_bounded(tmp_path):
+    deep = tmp_path / "deep.pkl"
+    deep.write_bytes(b"\x80\x02" + b"]" * 50_000 + b"a" * 49_999 + b".")
+    assert "structure_too_deep" in codes(mx.open(deep))
+    laughs = b"\x80\x02]q\x00"
+    for i in range(40):
+        laughs += b"(" + (b"h" + bytes([i])) * 10 + b"lq" + bytes([i + 1])
+    p = tmp_path / "laughs.pkl"
+    p.write_bytes(laughs + b".")
+    ckpt = mx.open(p)
+    assert not ckpt.errors
+
+
+def test_huge_numbers_and_strings_render_safely(tmp_path):
+    big = 1 << 100_000
+    p = tmp_path / "big.pkl"
+    p.write_bytes(pickle.dumps({"n": big, "s": "x" * 1_000_000, "b": b"y" * 100_000}, protocol=4))
+    ckpt = mx.open(p)
+    assert not ckpt.errors
+    s = ckpt.details["files"][str(p)]["pickle"]["structure"]
+    assert s["n"].startswith("<int of") and len(s["s"]) <= 200 and "100000 bytes" in s["b"]
+
+
+def test_empty_and_tiny_files(tmp_path):
+    for data in (b"", b"\x80", b"PK\x03\x04", b"PK\x05\x06" + b"\x00" * 18, b"(", b"c"):
+        p = tmp_path / "tiny.bin"
+        p.write_bytes(data)
+        ckpt = mx.open(p)
+        assert ckpt.errors or not data, data
+
+
+def test_other_pickles_in_the_zip_are_scanned(tmp_path, small_zip):
+    out = tmp_path / "extra.pt"
+    with zipfile.ZipFile(small_zip) as src, zipfile.ZipFile(out, "w") as dst:
+        for i in src.infolist():
+            dst.writestr(i.filename, src.read(i.filename))
+        dst.writestr("small/extra/evil.pkl", hostile_pickles(tmp_path / "m")["runpy"])
+    assert "dangerous_import" in codes(mx.open(out))
+
+
+def test_bytes_read_stay_small(tmp_path):
+    """Opening reads the directory, headers and data.pkl, never the storages."""
+    import torch
+
+    p = tmp_path / "big.pt"
+    torch.save({f"w{i}": torch.zeros(64 * 1024) for i in range(16)}, p)  # 4 MiB of storages
+    src = LocalSource(str(p))
+    result = read_torch_zip(src)
+    assert len(result.tensors) == 16
+    assert src.bytes_read < 16 * 1024, src.bytes_read
+
+
+def test_io_bytes_source_roundtrip():
+    """Readers accept any object with name/size/read (an in-memory source here)."""
+    import torch
+
+    class Mem:
+        def __init__(self, data):
+            self.data, self.size, self.name, self.bytes_read = data, len(data), "mem", 0
+
+        def read(self, off, n):
+            return self.data[off:off + n]
+
+        def prefix(self, n):
+            return self.data[:n]
+
+    buf = io.BytesIO()
+    torch.save({"x": torch.ones(2)}, buf)
+    assert list(read_torch_zip(Mem(buf.getvalue())).tensors) == ["x"]
