@@ -1,0 +1,130 @@
+"""Generation with the SmolLM2 sample and tiny models: answers, determinism, sampling,
+streaming, timings, the dequantize report, on-the-fly dequantization, the CLI."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import random_state, tiny_config, write_gguf, write_hf_dir
+
+import model_explorer as mx
+from model_explorer.cli import main as cli_main
+from model_explorer.demo import DequantReport, GenerationResult, available_devices, load_model
+
+
+def test_smollm2_knows_the_capital_of_france(smollm2):
+    result = smollm2.generate("What is the capital of France?", chat=True, max_new_tokens=24)
+    assert "Paris" in result.text
+    assert result.stop_reason == "eos"  # it answers and stops
+
+
+def test_greedy_is_deterministic_and_streams_the_same_text(smollm2):
+    pieces = []
+    a = smollm2.generate("The three primary colors are", max_new_tokens=12, stream=pieces.append)
+    b = smollm2.generate("The three primary colors are", max_new_tokens=12)
+    assert a.tokens == b.tokens and len(a.tokens) == 12
+    assert "".join(pieces) == a.text == b.text
+    assert a.stop_reason == "max_new_tokens"
+
+
+def test_sampling_is_reproducible_with_a_seed(smollm2):
+    kw = dict(max_new_tokens=8, temperature=1.0, top_k=50, top_p=0.95, stop_at_eos=False)
+    a = smollm2.generate("Once upon a time", seed=7, **kw)
+    b = smollm2.generate("Once upon a time", seed=7, **kw)
+    others = [smollm2.generate("Once upon a time", seed=s, **kw).tokens for s in (1, 2, 3)]
+    assert a.tokens == b.tokens
+    assert any(t != a.tokens for t in others)
+
+
+def test_result_reports_speed_device_memory_and_dequantization(smollm2):
+    r = smollm2.generate("Hello", max_new_tokens=4, stop_at_eos=False)
+    assert isinstance(r, GenerationResult)
+    assert r.prefill_tps > 0 and r.decode_tps > 0 and r.decode_steps == 3
+    assert r.device == "cpu (numpy)"
+    assert r.peak_memory_bytes > 100 * 2**20  # the float32 weights alone are ~513 MiB
+    text = r.report()
+    for word in ("tokens/s", "prefill", "decode", "peak memory", "cpu (numpy)", "dequantize"):
+        assert word in text
+    assert r.to_dict()["dequant"]["quantized_bytes"] == smollm2.dequant.quantized_bytes
+
+
+def test_dequant_report_of_smollm2(smollm2):
+    report = smollm2.dequant
+    assert isinstance(report, DequantReport) and report.mode == "load"
+    assert len(report) == 272  # every tensor, each once (the output projection is tied)
+    kinds = report.by_dtype()
+    assert set(kinds) == {"Q4_1", "Q8_0", "F32"}
+    assert report.dequantized_bytes == 4 * 134_515_008
+    assert report.quantized_bytes < report.dequantized_bytes / 4  # ~4.6 bits per weight
+    df = report.to_dataframe()
+    assert list(df.columns) == ["name", "dtype", "shape", "quantized_bytes", "dequantized_bytes",
+                                "seconds", "calls"]
+    assert (df.seconds >= 0).all() and df.loc[df.name == "token_embd.weight", "dtype"].item() == "Q8_0"
+
+
+@pytest.fixture(scope="module")
+def tiny_q8(tmp_path_factory):
+    cfg = tiny_config("llama")
+    return write_gguf(cfg, random_state(cfg, seed=3), str(tmp_path_factory.mktemp("q8") / "tiny.gguf"), "Q8_0")
+
+
+def test_on_the_fly_dequantization_gives_the_same_logits_with_less_held(tiny_q8):
+    ids = [5, 6, 7, 8, 9, 200]
+    eager = load_model(tiny_q8, device="cpu")
+    lazy = load_model(tiny_q8, device="cpu", keep_quantized=True)
+    np.testing.assert_array_equal(lazy.forward(ids), eager.forward(ids))
+    assert lazy.weights.resident_bytes() < eager.weights.resident_bytes()
+    assert lazy.dequant.mode == "on_the_fly"
+    lazy.forward(ids)
+    calls = {r.name: r.calls for r in lazy.dequant.rows}
+    assert calls["blk.0.attn_q.weight"] == 2 and calls["token_embd.weight"] == 1
+    a = lazy.generate("the cat", max_new_tokens=5, stop_at_eos=False)
+    b = eager.generate("the cat", max_new_tokens=5, stop_at_eos=False)
+    assert a.tokens == b.tokens
+
+
+def test_forward_checks_token_ids(tiny_q8):
+    model = load_model(tiny_q8, device="cpu")
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.forward([1, 100000])
+    with pytest.raises(ValueError, match="at least one"):
+        model.forward([])
+    assert model.forward(np.array([[1, 2, 3]])).shape == (3, 288)
+
+
+def test_public_api_names():
+    assert mx.load_model is load_model
+    assert "cpu" in available_devices()
+    from model_explorer.demo import generate
+
+    assert mx.generate is generate
+
+
+def test_convenience_generate_reuses_the_loaded_model(tiny_q8):
+    from model_explorer import demo
+
+    a = mx.generate(tiny_q8, "the cat", max_new_tokens=3, stop_at_eos=False, device="cpu")
+    first = demo._last[1]
+    b = mx.generate(tiny_q8, "the cat", max_new_tokens=3, stop_at_eos=False, device="cpu")
+    assert demo._last[1] is first and a.tokens == b.tokens
+    demo._last = None
+
+
+def test_cli_generate_streams_text_and_prints_the_report(tmp_path, capsys):
+    cfg = tiny_config("qwen2")
+    folder = write_hf_dir(str(tmp_path / "qwen"), cfg, random_state(cfg))
+    assert cli_main(["generate", folder, "--prompt", "the", "--max-new-tokens", "5", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s" in out and "peak memory" in out and "cpu (numpy)" in out
+    assert cli_main(["generate", folder, "--prompt", "hi", "--chat", "--max-new-tokens", "2",
+                     "--temperature", "0.8", "--seed", "3"]) == 0
+
+
+def test_cli_generate_with_the_sample_answers(capsys, sample_gguf):
+    assert cli_main(["generate", "--chat", "--max-new-tokens", "16", "--device", "cpu"]) == 0
+    assert "Paris" in capsys.readouterr().out
+
+
+def test_cli_generate_reports_unloadable_sources(tmp_path, capsys):
+    assert cli_main(["generate", str(tmp_path / "missing.gguf")]) == 2
+    assert "cannot load" in capsys.readouterr().err

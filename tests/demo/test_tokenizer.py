@@ -1,0 +1,115 @@
+"""The tokenizer rebuilt from GGUF metadata against transformers' GGUF tokenizer (SmolLM2,
+gpt2 type), plus chat templates, streaming decode and the tokenizer.json path."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import CHATML, random_state, tiny_config, write_gguf, write_hf_dir
+
+import model_explorer as mx
+from model_explorer.demo.tokenizer import StreamDecoder, from_directory, from_gguf, merges_from_scores
+
+STRINGS = [
+    "Hello world", " leading space", "trailing space ", "  two  spaces\n\nnew lines\t tab\r\n",
+    "日本語のテキスト", "😀 emoji, émojis, café, naïve, Ελληνικά, русский", "\u200b zero width", "ǅ",
+    "12345 3.14159 1,000,000 2026-11-21 0x1F", "don't I'll we've THEY'RE", "",
+    "<|im_start|>user\nhi<|im_end|>", "a<|im_end|>b", "def f(x):\n    return x ** 2  # comment",
+    "   \n\n   ",
+]
+CONVERSATIONS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
+     {"role": "assistant", "content": "4"}, {"role": "user", "content": "Und 3+3 auf Deutsch? ü"}],
+]
+
+
+@pytest.fixture(scope="module")
+def ours(sample_gguf):
+    return from_gguf(mx.open(sample_gguf).metadata)
+
+
+@pytest.fixture(scope="module")
+def theirs(sample_gguf):
+    transformers = pytest.importorskip("transformers")
+    return transformers.AutoTokenizer.from_pretrained(os.path.dirname(sample_gguf),
+                                                      gguf_file=os.path.basename(sample_gguf))
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("text", STRINGS)
+def test_encode_and_decode_match_transformers_gguf_tokenizer(ours, theirs, text):
+    ids = ours.encode(text)
+    assert ids == theirs.encode(text)
+    assert ours.decode(ids) == theirs.decode(ids)
+    assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("messages", CONVERSATIONS)
+def test_chat_template_matches_transformers(ours, theirs, messages):
+    text = ours.apply_chat_template(messages)
+    assert text == theirs.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    expected = theirs.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    expected = expected["input_ids"] if hasattr(expected, "keys") else expected
+    assert ours.encode_chat(messages) == list(expected)
+
+
+def test_smollm2_special_tokens(ours):
+    assert ours.eos_ids[0] == ours.encode("<|im_end|>")[0] == 2
+    assert ours.bos_id == 1 and not ours.add_bos
+    assert ours.vocab_size == 49152
+    prompt = ours.apply_chat_template([{"role": "user", "content": "hi"}])
+    assert prompt.endswith("<|im_start|>assistant\n")
+
+
+def test_stream_decoder_holds_back_split_characters(ours):
+    text = "naïve 日本 😀 done"
+    ids = ours.encode(text)
+    stream = StreamDecoder(ours)
+    pieces = [stream.push(i) for i in ids] + [stream.flush()]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
+
+
+def test_gguf_and_tokenizer_json_of_the_same_vocabulary_agree(tmp_path):
+    """The tiny test vocabulary written both ways encodes and decodes the same."""
+    cfg = tiny_config()
+    state = random_state(cfg)
+    folder = write_hf_dir(str(tmp_path / "hf"), cfg, state)
+    gguf_tok = from_gguf(mx.open(write_gguf(cfg, state, str(tmp_path / "m.gguf"))).metadata)
+    json_tok = from_directory(folder, cfg)
+    for text in STRINGS:
+        assert gguf_tok.encode(text) == json_tok.encode(text)
+        assert gguf_tok.decode(gguf_tok.encode(text)) == text
+    assert json_tok.chat_template == gguf_tok.chat_template == CHATML
+    assert 2 in json_tok.eos_ids and 2 in gguf_tok.eos_ids
+
+
+def test_merges_from_scores_prefers_high_scores():
+    vocab = {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "abc": 5}
+    scores = {"a": 0.0, "b": 0.0, "c": 0.0, "ab": -1.0, "bc": -2.0, "abc": -3.0}
+    merges = merges_from_scores(vocab, scores)
+    assert merges[:2] == [("a", "b"), ("b", "c")]
+    assert set(merges[2:]) == {("a", "bc"), ("ab", "c")}
+
+
+def test_chat_template_runs_sandboxed():
+    from jinja2.exceptions import SecurityError
+
+    from model_explorer.demo.tokenizer import render_chat_template
+
+    evil = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
+    with pytest.raises(SecurityError):
+        render_chat_template(evil, [{"role": "user", "content": "x"}])
+
+
+def test_unknown_tokenizer_model_is_refused():
+    from model_explorer.demo import UnsupportedModel
+
+    with pytest.raises(UnsupportedModel, match="'bert'"):
+        from_gguf({"tokenizer.ggml.model": "bert", "tokenizer.ggml.tokens": ["a"]})
+    with pytest.raises(UnsupportedModel, match="no tokenizer"):
+        from_gguf({})
+
