@@ -106,6 +106,15 @@ SUBBYTE: dict[str, tuple[str, int]] = {
 def unpack_bits(raw: np.ndarray, bits: int) -> np.ndarray:
     """(n, bits) uint8 rows -> (n, 8) codes of `bits` each, LSB-first (8 codes per `bits` bytes)."""
     n = raw.shape[0]
+    if bits == 8:
+        return raw
+    if bits in (2, 4):  # whole codes per byte: shift the bytes, no 64-bit words needed
+        per = 8 // bits
+        out = np.empty((n, bits, per), dtype=np.uint8)
+        for k in range(per):
+            np.right_shift(raw, bits * k, out=out[:, :, k])
+        out &= (1 << bits) - 1
+        return out.reshape(n, 8)
     wide = np.zeros((n, 8), dtype=np.uint8)
     wide[:, :bits] = raw
     words = wide.view("<u8")  # (n, 1)

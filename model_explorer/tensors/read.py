@@ -183,7 +183,8 @@ def _mlx_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
         s = side_rows(s_plan, idx)[:, :, None]
         b = side_rows(b_plan, idx)[:, :, None]
         out = o.reshape(len(raw), n_groups, group)
-        np.multiply(s, codes, out=out)
+        out[...] = codes  # then s * q + b in float32, as the definition says
+        out *= s
         out += b
 
     def scales(raw, idx):

@@ -135,6 +135,14 @@ class Histogram:
         np.clip(idx, 0, self.bins - 1, out=idx)
         self.counts += np.bincount(idx, minlength=self.bins)[:self.bins]
 
+    def add_weighted(self, x: np.ndarray, weights: np.ndarray) -> None:
+        """Values `x` seen `weights` times each (the exact path over raw codes)."""
+        keep = np.isfinite(x) & (weights > 0)
+        x, weights = x[keep].astype(np.float64), weights[keep]
+        # few distinct values: place each exactly as np.histogram does (last bin closed)
+        idx = np.clip(np.searchsorted(self.edges, x, side="right") - 1, 0, self.bins - 1)
+        self.counts += np.bincount(idx, weights=weights, minlength=self.bins)[:self.bins].astype(np.int64)
+
     def to_dict(self) -> dict:
         return {"edges": [float(e) for e in self.edges], "counts": [int(c) for c in self.counts]}
 
@@ -222,6 +230,8 @@ def stats(ckpt: Checkpoint, name: str | TensorInfo, bins: int = 64, exact: bool 
     plan = plan_for(ckpt, info)
     bins = max(1, int(bins))
     if exact and plan.strided is None and plan.numel > max_elements:
+        if plan.unit_elems == 1 and plan.unit_bytes <= 2:
+            return _exact_by_codes(ckpt, plan, bins)
         return _exact(ckpt, plan, bins)
     values, scales, desc, complete = _sample(ckpt, plan, max_elements)
     values = _as_real(values)
@@ -258,6 +268,46 @@ def _exact(ckpt: Checkpoint, plan: Plan, bins: int) -> TensorStats:
     if quant and smom.count:
         scales = {**shist.to_dict(), "count": smom.count}
     return _result(plan, mom, hist, f"all {plan.numel:,} elements", True, scales)
+
+
+def _exact_by_codes(ckpt: Checkpoint, plan: Plan, bins: int) -> TensorStats:
+    """1- and 2-byte dtypes: count each of the 256 / 65,536 bit patterns in one pass, then
+    derive every statistic from the table of pattern -> value. Exact, and no float work per
+    element beyond the counting."""
+    width = plan.unit_bytes
+    # A pattern's number is its bytes read little-endian, whatever the file's byte order: the
+    # table below lists the same byte pairs, and the plan decodes them with the right order.
+    code_dt = np.dtype(np.uint8) if width == 1 else np.dtype("<u2")
+    n_codes = 1 << (8 * width)
+    counts = np.zeros(n_codes, dtype=np.int64)
+    step = CHUNK_ELEMENTS * 4
+    for u in range(0, plan.n_units, step):
+        raw = raw_units(ckpt, plan, u, min(plan.n_units, u + step))
+        counts += np.bincount(raw.reshape(-1).view(code_dt), minlength=n_codes)
+    table = np.frombuffer(np.arange(n_codes, dtype=code_dt).tobytes(), np.uint8).reshape(n_codes, width)
+    values = np.empty((n_codes, 1), dtype=plan.out_dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        plan.decode(table, range(n_codes), values)
+    values = _as_real(values.reshape(-1))
+    mom = Moments()
+    mom.count = plan.numel
+    with np.errstate(invalid="ignore"):  # signalling NaN patterns are data too
+        v64 = values.astype(np.float64)
+    nan, finite = np.isnan(v64), np.isfinite(v64)
+    mom.nan = int(counts[nan].sum())
+    mom.inf = int(counts[~finite & ~nan].sum())
+    mom.zeros = int(counts[v64 == 0].sum())
+    seen = finite & (counts > 0)
+    mom.finite = int(counts[seen].sum())
+    if mom.finite:
+        v, c = v64[seen], counts[seen].astype(np.float64)
+        mom.lo, mom.hi = float(v.min()), float(v.max())
+        mom.shift = float((v * c).sum() / mom.finite)
+        mom.s1 = 0.0
+        mom.s2 = float((c * (v - mom.shift) ** 2).sum())
+    hist = Histogram(mom.edges(bins))
+    hist.add_weighted(values, counts.astype(np.float64))
+    return _result(plan, mom, hist, f"all {plan.numel:,} elements", True, None)
 
 
 def _scale_hist(scales: np.ndarray | None, bins: int) -> dict | None:

@@ -118,3 +118,42 @@ def test_undecodable_tensor_raises_value_error(mixed):
     row = table.set_index("name").loc["ints"]
     assert "NOPE" in row["error"]
     assert table.set_index("name").loc["big", "mean"] == pytest.approx(2.0, abs=0.05)
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F16", "I8", "U16", "F8_E4M3"])
+def test_exact_by_bit_patterns_matches_numpy(tmp_path, opened, dtype):
+    import ml_dtypes
+
+    npdt = {"BF16": ml_dtypes.bfloat16, "F16": np.float16, "I8": np.int8, "U16": np.uint16,
+            "F8_E4M3": ml_dtypes.float8_e4m3fn}[dtype]
+    rng = np.random.default_rng(4)
+    x = (rng.normal(size=5000) * 50).astype(npdt) if np.dtype(npdt).kind != "u" else \
+        rng.integers(0, 60000, size=5000).astype(npdt)
+    if dtype in ("BF16", "F16"):
+        x[3], x[4], x[5] = np.nan, np.inf, 0
+    from safetensors.numpy import save_file
+
+    if dtype in ("BF16", "F8_E4M3"):  # safetensors.numpy cannot write ml_dtypes arrays
+        import json
+        import struct
+        h = json.dumps({"t": {"dtype": dtype, "shape": [5000], "data_offsets": [0, x.nbytes]}}).encode()
+        (tmp_path / "m.safetensors").write_bytes(struct.pack("<Q", len(h)) + h + x.tobytes())
+    else:
+        save_file({"t": x}, str(tmp_path / "m.safetensors"))
+    s = opened(str(tmp_path / "m.safetensors")).stats("t", bins=12, exact=True, max_elements=100)
+    f = x.astype(np.float64)
+    fin = f[np.isfinite(f)]
+    assert s.exact and s.count == 5000 and s.nan == int(np.isnan(f).sum()) and s.inf == int(np.isinf(f).sum())
+    assert (s.min, s.max) == (fin.min(), fin.max())
+    assert s.mean == pytest.approx(fin.mean(), rel=1e-9, abs=1e-12)
+    assert s.std == pytest.approx(fin.std(), rel=1e-9)
+    assert s.zeros == pytest.approx((f == 0).mean())
+    ref, _ = np.histogram(fin, bins=np.array(s.hist["edges"]))
+    assert np.abs(ref - np.array(s.hist["counts"])).sum() <= 2 and sum(s.hist["counts"]) == fin.size
+
+
+def test_exact_big_endian_f16_gguf(tmp_path, opened):
+    x = np.linspace(-3, 5, 4096).astype(np.float16)
+    ckpt = opened(write_gguf(tmp_path / "be.gguf", {"h": x}, endianess="big"))
+    s = ckpt.stats("h", exact=True, max_elements=10)
+    assert (s.min, s.max) == (-3.0, 5.0) and s.mean == pytest.approx(float(x.astype(np.float64).mean()))
