@@ -302,8 +302,10 @@ def _tensor_trie(ckpt: Checkpoint) -> Node:
     totals: dict[int, list[int]] = {}
     for info in ckpt.tensors.values():
         parts = info.name.split(".")
-        # The last two components stay together ("q_proj.weight") so leaves read naturally.
-        prefix = parts[:-2] if len(parts) > 2 else []
+        # The last two components stay together ("q_proj.weight") so leaves read naturally,
+        # unless the second-to-last is a layer number ("layers.0.w" -> layer 0 > "w").
+        keep = 2 if len(parts) > 2 and not _INT.match(parts[-2]) else 1
+        prefix = parts[:-keep] if len(parts) > keep else []
         parent = root
         chain = [root]
         for depth in range(len(prefix)):
