@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checkpoint import Checkpoint, TensorInfo
+from ..spans import Finding
 from . import dtypes
 from .dequant import CODECS, GGML_PLAIN, UNSUPPORTED
 
@@ -304,9 +305,19 @@ def _read_strided(ckpt: Checkpoint, plan: Plan) -> np.ndarray:
                          f"but the file ends at byte {src.size}: it is truncated.")
     raw = np.frombuffer(src.read(info.offset, span), dtype=np.uint8)
     dt = dtypes.numpy_dtype(dtypes.canonical(info.dtype), info.byteorder)
-    base = np.lib.stride_tricks.as_strided(raw[:span - span % dt.itemsize].view(dt) if span % dt.itemsize
-                                           else raw.view(dt), shape=shape, strides=strides)
-    return base.astype(plan.out_dtype)
+    view = np.lib.stride_tricks.as_strided(raw.view(dt), shape=shape, strides=strides)
+    return view.astype(plan.out_dtype)
+
+
+def checked_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
+    """`plan_for`, and when the tensor cannot be decoded, also a Finding saying why (once)."""
+    try:
+        return plan_for(ckpt, info)
+    except ValueError as e:
+        if not any(f.code == "undecodable" and f.tensor == info.name for f in ckpt.findings):
+            ckpt.findings.append(Finding("warning", "undecodable", str(e), info.offset, info.length,
+                                         info.name, info.file))
+        raise
 
 
 def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
@@ -316,7 +327,7 @@ def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = No
     those rows are read and decoded.
     """
     info = tensor_info(ckpt, name)
-    plan = plan_for(ckpt, info)
+    plan = checked_plan(ckpt, info)
     if plan.strided is not None:
         arr = _read_strided(ckpt, plan)
         return arr if rows is None else arr[rows]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import Checkpoint, TensorInfo
-from .read import CHUNK_ELEMENTS, Plan, decode_units, plan_for, raw_picked, raw_units, tensor_info
+from .read import CHUNK_ELEMENTS, Plan, checked_plan, decode_units, raw_picked, raw_units, tensor_info
 
 # A sampled "block" of a plain tensor: this many consecutive elements (GGUF and MLX tensors
 # sample their own blocks and rows).
@@ -227,7 +227,7 @@ def stats(ckpt: Checkpoint, name: str | TensorInfo, bins: int = 64, exact: bool 
     a histogram of their block scales. Raises ValueError when the data cannot be decoded.
     """
     info = tensor_info(ckpt, name)
-    plan = plan_for(ckpt, info)
+    plan = checked_plan(ckpt, info)
     bins = max(1, int(bins))
     if exact and plan.strided is None and plan.numel > max_elements:
         if plan.unit_elems == 1 and plan.unit_bytes <= 2:

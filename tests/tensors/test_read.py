@@ -104,6 +104,10 @@ def test_unknown_dtype_is_a_clear_error(tmp_path, opened):
     ckpt.tensors["t"].dtype = "Q9_WEIRD"
     with pytest.raises(ValueError, match="Q9_WEIRD"):
         ckpt.read("t")
+    with pytest.raises(ValueError, match="Q9_WEIRD"):
+        ckpt.stats("t")
+    found = [f for f in ckpt.findings if f.code == "undecodable"]
+    assert len(found) == 1 and found[0].tensor == "t" and "Q9_WEIRD" in found[0].message
 
 
 # -- GGUF ------------------------------------------------------------------------------------
@@ -240,3 +244,31 @@ def test_mlx_bf16_scales_3d(tmp_path, opened):
     expected = (np.repeat(scales.astype(np.float32), 64, 1) * codes
                 + np.repeat(biases.astype(np.float32), 64, 1)).reshape(2, 3, 128)
     assert np.array_equal(ckpt.read("m.weight"), expected)
+
+
+def test_remote_source_reads_by_range(tmp_path):
+    """A RemoteSource (no mmap buffer): reads, slices and samples go through range reads."""
+    import fsspec
+
+    import model_explorer as mx
+
+    from .test_dequant import random_blocks
+
+    data = RNG.normal(size=(128, 256)).astype(np.float32)  # 128 KiB: past the cached prefix
+    raw = random_blocks("Q4_K", 64, RNG).reshape(8, -1)  # gguf-py cannot quantize Q4_K
+    path = write_gguf(tmp_path / "r.gguf", {"w": (raw, Q.Q4_K), "f": data})
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/bench/r.gguf", open(path, "rb").read())
+    ckpt = mx.open("memory://bench/r.gguf")
+    try:
+        src = ckpt.byte_source()
+        assert getattr(src, "buffer", None) is None
+        assert np.array_equal(ckpt.read("w"), quants.dequantize(raw, Q.Q4_K))
+        before = src.bytes_read
+        assert np.array_equal(ckpt.read("f", rows=slice(100, 102)), data[100:102])
+        assert src.bytes_read - before == 2 * 256 * 4
+        s = ckpt.stats("w", max_elements=2048)
+        assert not s.exact and s.count == 2048 and "blocks of 256" in s.sample
+    finally:
+        ckpt.close()
+        fs.rm("/bench", recursive=True)
