@@ -45,13 +45,13 @@ class Global:
     opcode: str
     severity: str = "ok"
     why: str = ""
-    calls: list = field(default_factory=list)  # (args, offset, opcode), first few
+    calls: list = field(default_factory=list)  # (callee, args, offset, opcode), first few
     computed: str | None = None  # STACK_GLOBAL whose names were not constants
+    dotted: str = ""  # "module.name" after Python 2 name mapping
 
-    @property
-    def dotted(self) -> str:
+    def __post_init__(self) -> None:
         m, n = normalize(self.module, self.name)
-        return f"{m}.{n}"
+        self.dotted = f"{m}.{n}"
 
 
 @dataclass(eq=False, slots=True)
@@ -219,6 +219,9 @@ def open_region(source, start: int, length: int):
 
 class _Stop(Exception):
     pass
+
+
+_MISSING = object()
 
 
 class PickleMachine:
@@ -505,8 +508,9 @@ def _pop_mark(m, arg, pos, op):
 
 
 def _get(m, arg, pos, op):
-    if arg in m.memo:
-        m.stack.append(m.memo[arg])
+    value = m.memo.get(arg, _MISSING)
+    if value is not _MISSING:
+        m.stack.append(value)
     else:
         m.report.error("pickle_memo_missing", f"{op.name} at byte {m.base + pos} reads memo slot "
                        f"{arg}, which was never set; the unpickler fails here.", m.base + pos, 1)
@@ -514,11 +518,11 @@ def _get(m, arg, pos, op):
 
 
 def _put(m, arg, pos, op):
-    m.memo[arg] = m.top(pos)
+    m.memo[arg] = m.stack[-1] if m.stack else m.top(pos)
 
 
 def _memoize(m, arg, pos, op):
-    m.memo[len(m.memo)] = m.top(pos)
+    m.memo[len(m.memo)] = m.stack[-1] if m.stack else m.top(pos)
 
 
 def _global(m, arg, pos, op):

@@ -17,6 +17,7 @@ The import policy (what is allowed, what is dangerous) is in `pickle_policy`.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 import struct
 import zlib
 from typing import Any
@@ -40,6 +41,12 @@ MAX_INFLATED = 256 * 1024 * 1024
 MAX_PICKLES = 16
 MAX_SHARED_LISTED = 50
 PICKLE_STARTS = b"\x80(}]c)NISVFLdlKJMXUTGq"
+
+
+def sort_spans(rep: Report) -> None:
+    """File order, the enclosing span first; two C-keyed stable sorts beat one tuple key."""
+    rep.spans.sort(key=attrgetter("length"), reverse=True)
+    rep.spans.sort(key=attrgetter("offset"))
 
 
 # -- zip -------------------------------------------------------------------------------------
@@ -99,7 +106,7 @@ def read_torch_zip(source) -> FileResult:
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
     result.details["zip"] = {"archive": prefix.rstrip("/"), "recovered": listing.recovered,
                              "entries": len(entries)}
-    rep.spans.sort(key=lambda s: (s.offset, -s.length))
+    sort_spans(rep)
     return result
 
 
@@ -288,7 +295,7 @@ def read_torch_legacy(source) -> FileResult:
     result.tensors = _tensor_infos(walked.tensors, lambda key: locations.get(key), source, rep,
                                    byteorder, "storage ")
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
-    rep.spans.sort(key=lambda s: (s.offset, -s.length))
+    sort_spans(rep)
     return result
 
 
@@ -367,7 +374,7 @@ def read_pickle(source) -> FileResult:
     result.tensors = _tensor_infos(walked.tensors, lambda key: locations.get(key), source, rep,
                                    "<", "storage ", quiet_missing=True)
     result.details["pickle"] = pickle_details(runs, runs[0] if runs else None, walked.structure, rep)
-    rep.spans.sort(key=lambda s: (s.offset, -s.length))
+    sort_spans(rep)
     return result
 
 
