@@ -59,6 +59,23 @@ def many_tensors(directory, count, legacy=False):
     return path
 
 
+def bench_listing(directory, count, legacy):
+    import torch
+
+    path = many_tensors(directory, count, legacy)
+    reader = read_torch_legacy if legacy else read_torch_zip
+    t_ours, c_ours, result = best_of(3, lambda: reader(LocalSource(path)))
+    t_open, _, ckpt = best_of(3, lambda: mx.open(path))
+    assert len(ckpt.tensors) == count
+    t_torch, c_torch, _ = best_of(3, lambda: torch.load(path, weights_only=True, mmap=not legacy))
+    kind = "legacy" if legacy else "zip"
+    print(f"list {count:,} tensors ({kind}, {result.details['pickle']['opcode_count']:,} opcodes, "
+          f"{len(result.report.spans):,} spans):")
+    print(f"  ours {t_ours:.3f} s wall / {c_ours:.3f} s CPU (mx.open {t_open:.3f} s), "
+          f"torch.load {t_torch:.3f} s wall / {c_torch:.3f} s CPU, "
+          f"ratio {t_ours / t_torch:.2f}  [target: under 1 s]")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gigabytes", type=float, default=1.0)
@@ -79,24 +96,9 @@ def main():
         os.remove(path)
 
         for legacy in (False, True):
-            path = many_tensors(d, args.tensors, legacy)
-            reader = read_torch_legacy if legacy else read_torch_zip
-            t_ours, c_ours, result = best_of(3, lambda: reader(LocalSource(path)))
-            t_open, _, ckpt = best_of(3, lambda: mx.open(path))
-            assert len(ckpt.tensors) == args.tensors
-            t_torch, c_torch, _ = best_of(
-                3, lambda: torch.load(path, weights_only=True, mmap=not legacy))
-            kind = "legacy" if legacy else "zip"
-            print(f"list {args.tensors:,} tensors ({kind}, "
-                  f"{result.details['pickle']['opcode_count']:,} opcodes, "
-                  f"{len(result.report.spans):,} spans):")
-            print(f"  ours {t_ours:.3f} s wall / {c_ours:.3f} s CPU (mx.open {t_open:.3f} s), "
-                  f"torch.load {t_torch:.3f} s wall / {c_torch:.3f} s CPU, "
-                  f"ratio {t_ours / t_torch:.2f}  [target: under 1 s]")
+            bench_listing(d, args.tensors, legacy)
     print(f"(load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":
-    import torch
-
     main()

@@ -17,9 +17,9 @@ The import policy (what is allowed, what is dangerous) is in `pickle_policy`.
 from __future__ import annotations
 
 import math
-from operator import attrgetter
 import struct
 import zlib
+from operator import attrgetter
 from typing import Any
 
 from ..checkpoint import TensorInfo
