@@ -107,6 +107,8 @@ class PickleRun:
     opcode_count: int = 0
     imports: list[Global] = field(default_factory=list)
     failed: bool = False
+    # id(bytes argument) -> (the bytes, absolute offset of its payload), for numpy arrays
+    byte_offsets: dict[int, tuple[Any, int]] = field(default_factory=dict)
 
 
 Reducer = Callable[["PickleMachine", tuple, int], Any]
@@ -383,10 +385,14 @@ class PickleMachine:
 # -- opcode handlers ------------------------------------------------------------------------
 
 def _push_arg(m: PickleMachine, arg, pos, op):
-    if isinstance(arg, (bytes, bytearray)) and len(arg) >= BLOB_MIN:
+    if isinstance(arg, (bytes, bytearray)):
         # The payload ends where the opcode ends; its start is the end minus its length.
-        m.stack.append(Blob(m.base + m.end - len(arg), len(arg)))
-        return
+        at = m.base + m.end - len(arg)
+        if len(arg) >= BLOB_MIN:
+            m.stack.append(Blob(at, len(arg)))
+            return
+        if len(arg) >= 2:  # shorter ones may be shared singletons
+            m.run_info.byte_offsets[id(arg)] = (arg, at)
     m.stack.append(arg)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..spans import Report
+from .pickle_numpy import NumpyArray, array_layout
 from .pickle_torch import StorageRef, TensorRef
 from .pickle_vm import Blob, Call, EmuSet, Global, render
 
@@ -98,7 +99,8 @@ def walk(root: Any, rep: Report) -> Walked:
             rep.warning("structure_too_large", f"The pickled structure has more than {MAX_VISITS} "
                         "nodes (shared many times over); tensors past that point are not listed.")
             break
-        if isinstance(v, (TensorRef, StorageRef)):
+        if isinstance(v, (TensorRef, StorageRef)) or (isinstance(v, NumpyArray)
+                                                       and array_layout(v) is not None):
             name = ".".join(parts) or ROOT_NAME
             if name in seen_names:
                 seen_names[name] += 1
@@ -160,6 +162,9 @@ def _hidden_key(v: Call, i: int) -> str:
 
 
 def _tensor_leaf(name: str, v: Any) -> dict:
+    if isinstance(v, NumpyArray):
+        dtype, _, shape, _ = array_layout(v)
+        return {"tensor": name, "dtype": dtype, "shape": list(shape), "numpy": True}
     if isinstance(v, StorageRef):
         return {"tensor": name, "dtype": v.dtype, "shape": [v.numel] if isinstance(v.numel, int)
                 else [], "storage": True}

@@ -24,6 +24,8 @@ from typing import Any
 
 from ..checkpoint import TensorInfo
 from ..spans import Report, short_repr
+from .pickle_numpy import NUMPY_REDUCERS, NumpyArray, array_layout
+from .pickle_numpy import locate as locate_array
 from .pickle_report import pickle_details
 from .pickle_torch import TORCH_REDUCERS, StorageRef, StorageTable, itemsize
 from .pickle_vm import PickleMachine, PickleRun, render
@@ -40,6 +42,7 @@ MAX_RECORD = 256
 MAX_INFLATED = 256 * 1024 * 1024
 MAX_PICKLES = 16
 MAX_SHARED_LISTED = 50
+REDUCERS = {**TORCH_REDUCERS, **NUMPY_REDUCERS}
 PICKLE_STARTS = b"\x80(}]c)NISVFLdlKJMXUTGq"
 
 
@@ -75,7 +78,7 @@ def read_torch_zip(source) -> FileResult:
     byteorder = _byteorder(meta.get("byteorder"), rep, entries.get(prefix + "byteorder"))
 
     table = StorageTable(legacy=False)
-    machine = PickleMachine(rep, "data.pkl", TORCH_REDUCERS, table.load)
+    machine = PickleMachine(rep, "data.pkl", REDUCERS, table.load)
     entry = entries[pkl_name]
     runs: list[PickleRun] = []
     if entry.method == 0:
@@ -99,7 +102,8 @@ def read_torch_zip(source) -> FileResult:
         return e.data_offset, max(0, min(e.size, source.size - e.data_offset))
 
     walked = walk(main.value, rep)
-    result.tensors = _tensor_infos(walked.tensors, locate, source, rep, byteorder, "data/")
+    result.tensors = _tensor_infos(walked.tensors, locate, source, rep, byteorder, "data/",
+                                   byte_offsets=main.byte_offsets)
     _storage_spans(table, locate, rep, prefix)
     _orphan_storages(entries, prefix, table, rep)
     _scan_other_pickles(source, rep, entries, pkl_name, runs)
@@ -220,7 +224,7 @@ def _scan_other_pickles(source, rep: Report, entries, data_pkl: str | None,
         if name == data_pkl or not name.endswith(".pkl") or e.method != 0:
             continue
         label = name.rsplit("/", 1)[-1]
-        m = PickleMachine(rep, label, TORCH_REDUCERS, StorageTable(legacy=False).load)
+        m = PickleMachine(rep, label, REDUCERS, StorageTable(legacy=False).load)
         runs.append(m.run(source, e.data_offset, max(0, min(e.compressed_size,
                                                             source.size - e.data_offset))))
 
@@ -240,7 +244,7 @@ def _trailing_pickles(source, rep: Report, run: PickleRun, end: int, label: str)
         rep.warning("several_pickles", f"A second pickle starts at byte {pos}, right after the "
                     f"STOP of {label}; the unpickler reads only the first, but a loader that "
                     "calls it again runs this one too (a polyglot).", pos, end - pos)
-        m = PickleMachine(rep, f"{label} (pickle {len(out) + 2})", TORCH_REDUCERS,
+        m = PickleMachine(rep, f"{label} (pickle {len(out) + 2})", REDUCERS,
                           StorageTable(legacy=False).load)
         run = m.run(source, pos, end - pos)
         out.append(run)
@@ -258,7 +262,7 @@ def read_torch_legacy(source) -> FileResult:
     pos = 0
     for label in LEGACY_PICKLES:
         torch_data = label == "data"
-        m = PickleMachine(rep, f"legacy {label}", TORCH_REDUCERS if torch_data else None,
+        m = PickleMachine(rep, f"legacy {label}", REDUCERS if torch_data else None,
                           table.load if torch_data else None)
         run = m.run(source, pos, source.size - pos)
         runs.append(run)
@@ -293,7 +297,8 @@ def read_torch_legacy(source) -> FileResult:
                   "bytes cannot be located.", runs[-1].end, 0)
     walked = walk(main.value if main else None, rep)
     result.tensors = _tensor_infos(walked.tensors, lambda key: locations.get(key), source, rep,
-                                   byteorder, "storage ")
+                                   byteorder, "storage ",
+                                   byte_offsets=main.byte_offsets if main else {})
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
     sort_spans(rep)
     return result
@@ -353,7 +358,7 @@ def read_pickle(source) -> FileResult:
     pos = 0
     while pos < source.size and len(runs) < MAX_PICKLES:
         label = "pickle" if not runs else f"pickle {len(runs) + 1}"
-        m = PickleMachine(rep, label, TORCH_REDUCERS)
+        m = PickleMachine(rep, label, REDUCERS)
         run = m.run(source, pos, source.size - pos)
         runs.append(run)
         if not run.stopped:
@@ -372,7 +377,8 @@ def read_pickle(source) -> FileResult:
     walked = walk(runs[0].value if runs else None, rep)
     locations: dict[str, tuple[int, int]] = {}
     result.tensors = _tensor_infos(walked.tensors, lambda key: locations.get(key), source, rep,
-                                   "<", "storage ", quiet_missing=True)
+                                   "<", "storage ", quiet_missing=True,
+                                   byte_offsets=runs[0].byte_offsets if runs else {})
     result.details["pickle"] = pickle_details(runs, runs[0] if runs else None, walked.structure, rep)
     sort_spans(rep)
     return result
@@ -393,16 +399,27 @@ def _trailing_bytes(source, rep: Report, pos: int) -> None:
 # -- tensors ---------------------------------------------------------------------------------
 
 def _tensor_infos(named: list[tuple[str, Any]], locate, source, rep: Report, byteorder: str,
-                  storage_label: str, quiet_missing: bool = False) -> dict[str, TensorInfo]:
+                  storage_label: str, quiet_missing: bool = False,
+                  byte_offsets: dict | None = None) -> dict[str, TensorInfo]:
     infos: dict[str, TensorInfo] = {}
     by_storage: dict[str, list[str]] = {}
     missing_reported: set[str] = set()
+    not_raw: list[NumpyArray] = []
     for name, ref in named:
+        if isinstance(ref, NumpyArray):
+            infos[name] = _array_info(name, ref, source, rep, byte_offsets or {})
+            if not infos[name].length and infos[name].numel:
+                not_raw.append(ref)
+            continue
         info = _tensor_info(name, ref, locate, source, rep, byteorder, missing_reported,
                             quiet_missing, storage_label)
         infos[name] = info
         if info.storage is not None:
             by_storage.setdefault(info.storage, []).append(name)
+    if not_raw:
+        rep.info("array_not_raw", f"{len(not_raw)} numpy arrays are pickled as latin-1 text "
+                 "(pickle protocol 2), not as raw bytes, so their values have no byte range in the "
+                 "file.", not_raw[0].offset_in_pickle, 1)
     for names in by_storage.values():
         if len(names) > 1:
             for n in names:
@@ -412,6 +429,25 @@ def _tensor_infos(named: list[tuple[str, Any]], locate, source, rep: Report, byt
             rep.span(info.offset, max(0, min(info.end, source.size) - info.offset), "tensor_data",
                      f"data > {info.name}", f"{info.dtype} {list(info.shape)}", tensor=info.name)
     return infos
+
+
+def _array_info(name: str, arr: NumpyArray, source, rep: Report,
+                byte_offsets: dict) -> TensorInfo:
+    dtype, order, shape, stride = array_layout(arr)
+    info = TensorInfo(name, dtype, shape, source.name, 0, 0, order, stride,
+                      extra={"numpy": True, "fortran_order": bool(arr.fortran)})
+    where = locate_array(arr, byte_offsets)
+    need = math.prod(shape) * itemsize(dtype) if shape else itemsize(dtype)
+    if where is None:
+        return info
+    offset, length = where
+    info.offset, info.length = offset, length
+    info.extra.update(storage_start=offset, storage_nbytes=length)
+    if length != need:
+        rep.error("array_size_mismatch", f"Array {name!r} is {dtype} {list(shape)}, which needs "
+                  f"{need} bytes, but its data holds {length}.", offset, length, name)
+        info.length = min(length, need)
+    return info
 
 
 def _int_tuple(v: Any) -> tuple[int, ...] | None:

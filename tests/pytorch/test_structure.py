@@ -282,3 +282,30 @@ def test_io_bytes_source_roundtrip():
     buf = io.BytesIO()
     torch.save({"x": torch.ones(2)}, buf)
     assert list(read_torch_zip(Mem(buf.getvalue())).tensors) == ["x"]
+
+
+def test_numpy_arrays_in_plain_pickles(tmp_path):
+    import numpy as np
+
+    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3),
+              "f": np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3)),
+              "be": np.arange(4, dtype=">i2"), "big": np.linspace(0, 1, 5000),
+              "mask": np.array([True, False])}
+    for proto in (3, 4, 5):
+        p = tmp_path / f"np{proto}.pkl"
+        p.write_bytes(pickle.dumps({**arrays, "names": np.array(["x"]), "n": 1}, protocol=proto))
+        ckpt = mx.open(p)
+        assert not ckpt.errors and not ckpt.warnings, [str(f) for f in ckpt.findings]
+        assert set(ckpt.tensors) == set(arrays)
+        for name, want in arrays.items():
+            info = ckpt.tensors[name]
+            assert info.shape == want.shape
+            raw = ckpt.read_bytes(info.offset, info.length)
+            assert raw == want.tobytes(order="F" if want.flags.f_contiguous and want.ndim > 1
+                                       else "C"), (proto, name)
+            np.testing.assert_allclose(ckpt.read(name), want, err_msg=f"{proto} {name}")
+    p = tmp_path / "np2.pkl"
+    p.write_bytes(pickle.dumps(arrays, protocol=2))
+    ckpt = mx.open(p)
+    assert set(ckpt.tensors) == set(arrays)
+    assert one(ckpt.findings, "array_not_raw").severity == "info"
