@@ -54,6 +54,15 @@ def hf_to_gguf(name: str) -> str | None:
     return None
 
 
+def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
+    """HF row order -> GGUF row order (what llama.cpp's converter does to Q and K)."""
+    rows = w.shape[0]
+    if n_head <= 0 or rows % (2 * n_head):
+        return w
+    return (w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
 def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
     """GGUF row order -> HF row order for a Q or K projection with `n_head` heads."""
     rows = w.shape[0]

@@ -13,6 +13,8 @@ from gguf import quants
 
 import model_explorer as mx
 
+from model_explorer.tensors.names import permute_qk, unpermute_qk
+
 from .conftest import write_gguf, write_safetensors
 
 RNG = np.random.default_rng(11)
@@ -100,3 +102,9 @@ def test_cli_diff_prints_json(tmp_path, hf_model):
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert {r["status"] for r in rows} == {"same"}
+
+
+def test_permutation_round_trip():
+    w = RNG.normal(size=(N_HEAD * HEAD_DIM, 5))
+    assert np.array_equal(permute_qk(w, N_HEAD), llama_permute(w, N_HEAD))
+    assert np.array_equal(unpermute_qk(permute_qk(w, N_HEAD), N_HEAD), w)
