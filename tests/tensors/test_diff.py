@@ -12,7 +12,6 @@ from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
 import model_explorer as mx
-
 from model_explorer.tensors.names import permute_qk, unpermute_qk
 
 from .conftest import write_gguf, write_safetensors
