@@ -46,7 +46,10 @@ def _local_path(path: str) -> str:
 
 
 class LocalSource:
-    """A local file mapped read-only; `prefix` is the whole map and costs nothing."""
+    """A local file mapped read-only; `prefix` is the whole map and costs nothing.
+
+    `bytes_read` counts what parsers asked for: `read` lengths plus the furthest `prefix(n)`.
+    """
 
     def __init__(self, path: str) -> None:
         self.name = _local_path(path)
@@ -54,6 +57,7 @@ class LocalSource:
         self.size = os.fstat(self._file.fileno()).st_size
         self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if self.size else None
         self.bytes_read = 0
+        self._prefix_asked = 0
 
     @property
     def buffer(self) -> memoryview | bytes:
@@ -68,6 +72,10 @@ class LocalSource:
         return self._map[offset:end]
 
     def prefix(self, n: int) -> memoryview | bytes:
+        n = min(n, self.size)
+        if n > self._prefix_asked:
+            self.bytes_read += n - self._prefix_asked
+            self._prefix_asked = n
         return self.buffer
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from json.decoder import scanstring
 from typing import Any
 
 _WS = re.compile(r"[ \t\n\r]*")
+_WS_CHARS = " \t\n\r"
 
 
 class DuplicateKeys(list):
@@ -23,10 +24,8 @@ class DuplicateKeys(list):
 
 
 def _pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        return DuplicateKeys(pairs)
-    return dict(pairs)
+    d = dict(pairs)
+    return d if len(d) == len(pairs) else DuplicateKeys(pairs)
 
 
 _decoder = json.JSONDecoder(object_pairs_hook=_pairs_hook)
@@ -66,15 +65,18 @@ def members(text: str, start: int = 0) -> tuple[list[Member], int]:
 
     Raises JSONPositionError with the position of the first problem.
     """
+    n = len(text)
+    ascii_only = text.isascii()  # the usual case: no string needs a second look
     pos = _WS.match(text, start).end()
-    if pos >= len(text) or text[pos] != "{":
+    if pos >= n or text[pos] != "{":
         raise JSONPositionError("expected '{' to open a JSON object", pos)
     pos = _WS.match(text, pos + 1).end()
     out: list[Member] = []
-    if pos < len(text) and text[pos] == "}":
+    if pos < n and text[pos] == "}":
         return out, pos + 1
+    ws, scan = _WS_CHARS, _scan_once
     while True:
-        if pos >= len(text) or text[pos] != '"':
+        if pos >= n or text[pos] != '"':
             raise JSONPositionError("expected a string key", pos)
         key_start = pos
         try:
@@ -82,27 +84,34 @@ def members(text: str, start: int = 0) -> tuple[list[Member], int]:
         except json.JSONDecodeError as e:
             raise JSONPositionError(e.msg, e.pos) from None
         key_end = pos
-        pos = _WS.match(text, pos).end()
-        if pos >= len(text) or text[pos] != ":":
+        if pos < n and text[pos] in ws:  # whitespace is rare in machine-written headers
+            pos = _WS.match(text, pos).end()
+        if pos >= n or text[pos] != ":":
             raise JSONPositionError("expected ':' after a key", pos)
-        pos = _WS.match(text, pos + 1).end()
+        pos += 1
+        if pos < n and text[pos] in ws:
+            pos = _WS.match(text, pos).end()
         value_start = pos
         try:
-            value, pos = _scan_once(text, pos)
+            value, pos = scan(text, pos)
         except StopIteration as e:
             raise JSONPositionError("expected a JSON value", e.value) from None
         except json.JSONDecodeError as e:
             raise JSONPositionError(e.msg, e.pos) from None
         except RecursionError:
             raise JSONPositionError("JSON nested too deeply", value_start) from None
-        if not key.isascii():
-            key = _redecode(text, key_start, key_end, key)
-        value = _redecode(text, value_start, pos, value)
+        if not ascii_only:
+            if not key.isascii():
+                key = _redecode(text, key_start, key_end, key)
+            value = _redecode(text, value_start, pos, value)
         out.append(Member(key, key_start, key_end, value, value_start, pos))
-        pos = _WS.match(text, pos).end()
-        if pos < len(text) and text[pos] == ",":
-            pos = _WS.match(text, pos + 1).end()
+        if pos < n and text[pos] in ws:
+            pos = _WS.match(text, pos).end()
+        if pos < n and text[pos] == ",":
+            pos += 1
+            if pos < n and text[pos] in ws:
+                pos = _WS.match(text, pos).end()
             continue
-        if pos < len(text) and text[pos] == "}":
+        if pos < n and text[pos] == "}":
             return out, pos + 1
         raise JSONPositionError("expected ',' or '}' after a value", pos)

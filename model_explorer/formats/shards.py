@@ -87,7 +87,7 @@ def read_index(index_path: str, ckpt: Checkpoint,
     base = sources.dirname(index_path)
     expected: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
-        if not _plain_relative(shard):
+        if shard not in expected and not _plain_relative(shard):
             ckpt.findings.append(_finding("error", "bad_shard_name", f"The index maps {name!r} to "
                                           f"{shard!r}, which is not a file name under the index's "
                                           "folder; it is ignored.", index_path, name,

@@ -1,0 +1,288 @@
+"""Opening speed and memory: model_explorer against gguf-py and safetensors, same files, same run.
+
+    .venv/bin/python benchmarks/bench_open.py [--quick]
+
+1. A GGUF with a Llama-3-size tokenizer (128,256 tokens, 280,147 merges) and 291 tensor
+   infos over a sparse data region: open and list tensors + metadata keys, vs gguf.GGUFReader.
+2. A 163-shard safetensors index with 90,000 tensors: open as one model, vs safetensors
+   safe_open on every shard (keys, dtypes, shapes).
+3. Opening never reads tensor data: a 100 MB and a 2 GB sparse file (safetensors and GGUF);
+   tracemalloc peak, RSS growth and LocalSource.bytes_read stay flat.
+
+--quick shrinks the tokenizer and the shard count (for a smoke run); targets apply to the full run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import struct
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import model_explorer as mx  # noqa: E402
+
+GGUF_TARGET_RATIO = 50
+SHARD_TARGET_S = 2.0
+
+
+def best_of(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+# -- 1. Llama-3 tokenizer GGUF -------------------------------------------------------------
+
+def make_llama3_gguf(path: str, n_tokens: int, n_merges: int) -> int:
+    """gguf-py writes the header (291 Q4_K tensor infos, Llama-3-8B shapes); the data is sparse."""
+    import gguf
+
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(32)
+    w.add_context_length(8192)
+    w.add_embedding_length(4096)
+    w.add_feed_forward_length(14336)
+    w.add_head_count(32)
+    w.add_head_count_kv(8)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("llama-bpe")
+    w.add_token_list([f"\u0120tok{i}" if i % 3 else f"t{i:x}" for i in range(n_tokens)])
+    w.add_token_types([1] * n_tokens)
+    w.add_token_merges([f"\u0120a{i % 977} b{i}" for i in range(n_merges)])
+    q4k = gguf.GGMLQuantizationType.Q4_K
+
+    def info(name, shape, qtype=q4k):
+        numel = int(np.prod(shape))
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        w.add_tensor_info(name, shape, np.dtype(np.float32), numel // block * size, raw_dtype=qtype)
+
+    f32 = gguf.GGMLQuantizationType.F32
+    info("token_embd.weight", (n_tokens_rows := 128256, 4096))
+    for i in range(32):
+        info(f"blk.{i}.attn_norm.weight", (4096,), f32)
+        info(f"blk.{i}.attn_q.weight", (4096, 4096))
+        info(f"blk.{i}.attn_k.weight", (1024, 4096))
+        info(f"blk.{i}.attn_v.weight", (1024, 4096))
+        info(f"blk.{i}.attn_output.weight", (4096, 4096))
+        info(f"blk.{i}.ffn_norm.weight", (4096,), f32)
+        info(f"blk.{i}.ffn_gate.weight", (14336, 4096))
+        info(f"blk.{i}.ffn_up.weight", (14336, 4096))
+        info(f"blk.{i}.ffn_down.weight", (4096, 14336))
+    info("output_norm.weight", (4096,), f32)
+    info("output.weight", (n_tokens_rows, 4096))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    data = sum(w.ggml_pad(t.nbytes, w.data_alignment) for t in w.tensors[0].values())
+    w.close()
+    header = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(w.ggml_pad(header, w.data_alignment) + data)
+    return header
+
+
+def bench_gguf(tmp: str, quick: bool) -> bool:
+    import gguf
+
+    n_tokens, n_merges = (12_825, 28_014) if quick else (128_256, 280_147)
+    path = os.path.join(tmp, "llama3.gguf")
+    header = make_llama3_gguf(path, n_tokens, n_merges)
+
+    def ours():
+        ckpt = mx.open(path)
+        return list(ckpt.tensors), list(ckpt.metadata)
+
+    def reference():
+        r = gguf.GGUFReader(path)
+        return [t.name for t in r.tensors], [k for k in r.fields if not k.startswith("GGUF.")]
+
+    mine = ours()
+    t_ours = best_of(ours, 5)
+    t0 = time.perf_counter()
+    theirs = reference()
+    t_ref = time.perf_counter() - t0
+    assert mine == theirs, "tensor names or metadata keys differ from gguf-py"
+    ratio = t_ref / t_ours
+    ok = ratio >= GGUF_TARGET_RATIO
+    print(f"GGUF, {n_tokens:,} tokens + {n_merges:,} merges, {len(mine[0])} tensors "
+          f"(header {header / 2**20:.1f} MiB, file {os.path.getsize(path) / 2**30:.1f} GiB sparse)")
+    print(f"  open + list tensors and keys: model_explorer {t_ours * 1000:8.1f} ms   "
+          f"gguf.GGUFReader {t_ref * 1000:9.1f} ms   ratio {ratio:6.1f}x   "
+          f"(target >= {GGUF_TARGET_RATIO}x: {'met' if ok else 'MISSED'})")
+    return ok
+
+
+# -- 2. 163 shards, 90,000 tensors ---------------------------------------------------------
+
+def make_shards(d: str, n_shards: int, n_tensors: int) -> str:
+    weight_map = {}
+    per = -(-n_tensors // n_shards)
+    total = 0
+    for s in range(n_shards):
+        names = [f"model.layers.{s}.mlp.experts.{j}.down_proj.weight" for j in range(per)]
+        names = names[: max(0, min(per, n_tensors - s * per))]
+        header, off = {}, 0
+        for j, name in enumerate(names):
+            shape = [16, 8 + j % 8]
+            n = shape[0] * shape[1] * 2
+            header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [off, off + n]}
+            off += n
+        raw = json.dumps(header, separators=(",", ":")).encode()
+        raw += b" " * (-len(raw) % 8)
+        fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
+        with open(os.path.join(d, fname), "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw)
+            f.truncate(8 + len(raw) + off)
+        total += off
+        weight_map.update(dict.fromkeys(names, fname))
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+    return d
+
+
+def bench_shards(tmp: str, quick: bool) -> bool:
+    from safetensors import safe_open
+
+    n_shards, n_tensors = (17, 9_000) if quick else (163, 90_000)
+    d = os.path.join(tmp, "shards")
+    os.makedirs(d)
+    make_shards(d, n_shards, n_tensors)
+
+    def ours():
+        ckpt = mx.open(d)
+        assert not ckpt.findings, ckpt.findings[:3]
+        ckpt.close()
+        return len(ckpt.tensors), len(ckpt.spans)
+
+    def reference():
+        with open(os.path.join(d, "model.safetensors.index.json")) as f:
+            index = json.load(f)
+        out = {}
+        for shard in dict.fromkeys(index["weight_map"].values()):
+            with safe_open(os.path.join(d, shard), framework="numpy") as sf:
+                for k in sf.keys():
+                    sl = sf.get_slice(k)
+                    out[k] = (sl.get_dtype(), sl.get_shape())
+        return len(out)
+
+    count, n_spans = ours()
+    assert count == reference() == n_tensors
+    t_ours = best_of(ours, 3)
+    t_ref = best_of(reference, 3)
+    ok = t_ours < SHARD_TARGET_S
+    print(f"Sharded safetensors, {n_shards} shards, {n_tensors:,} tensors ({n_spans:,} spans)")
+    print(f"  open as one model:            model_explorer {t_ours * 1000:8.1f} ms   "
+          f"safetensors safe_open {t_ref * 1000:6.1f} ms   ratio {t_ref / t_ours:6.2f}x   "
+          f"(target < {SHARD_TARGET_S:.0f} s: {'met' if ok else 'MISSED'})")
+    return ok
+
+
+# -- 3. memory does not grow with file size ------------------------------------------------
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure(fn) -> tuple[int, int, object]:
+    """tracemalloc peak and RSS growth while `fn()` runs; RSS is taken before `fn`'s result is
+    released, so pages of the file it touched through mmap count."""
+    gc.collect()
+    rss = _rss()
+    tracemalloc.start()
+    value, release = fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    grown = _rss() - rss
+    release()
+    return peak, grown, value
+
+
+def make_sparse(path: str, size: int, fmt: str) -> None:
+    n_tensors = 64
+    each = (size // n_tensors) // 4096 * 4096
+    if fmt == "safetensors":
+        header = {f"w{i}": {"dtype": "F32", "shape": [each // 4], "data_offsets": [i * each, (i + 1) * each]}
+                  for i in range(n_tensors)}
+        raw = json.dumps(header).encode()
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw)
+            f.truncate(8 + len(raw) + n_tensors * each)
+    else:
+        import gguf
+
+        w = gguf.GGUFWriter(path, "llama")
+        for i in range(n_tensors):
+            w.add_tensor_info(f"w{i}", (each // 4,), np.dtype(np.float32), each)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        w.close()
+        header = os.path.getsize(path)
+        with open(path, "r+b") as f:
+            f.truncate(w.ggml_pad(header, w.data_alignment) + n_tensors * each)
+
+
+def bench_memory(tmp: str) -> bool:
+    import gguf
+    from safetensors import safe_open
+
+    ok = True
+    print("Memory while opening (tracemalloc peak / RSS growth / bytes read by the source)")
+    for fmt in ("safetensors", "gguf"):
+        rows = []
+        for size in (100 * 2**20, 2 * 2**30):
+            path = os.path.join(tmp, f"sparse_{size}.{fmt}")
+            make_sparse(path, size, fmt)
+
+            def ours(path=path):
+                ckpt = mx.open(path)
+                return ckpt.byte_source().bytes_read, ckpt.close
+
+            def reference(path=path, fmt=fmt):
+                if fmt == "gguf":
+                    reader = gguf.GGUFReader(path)
+                    return len(reader.tensors), lambda: None
+                sf = safe_open(path, framework="numpy")
+                return len(list(sf.keys())), lambda: None
+
+            peak, rss, read = measure(ours)
+            rpeak, rrss, _ = measure(reference)
+            rows.append((peak, rss, read))
+            ref_name = "gguf.GGUFReader" if fmt == "gguf" else "safetensors safe_open"
+            print(f"  {fmt:<11} {size / 2**20:6.0f} MiB file: model_explorer peak {peak / 1024:7.1f} KiB, "
+                  f"RSS +{rss / 1024:7.1f} KiB, read {read / 1024:6.1f} KiB   |   {ref_name} peak "
+                  f"{rpeak / 1024:7.1f} KiB, RSS +{rrss / 1024:7.1f} KiB")
+            os.unlink(path)
+        (p1, r1, b1), (p2, r2, b2) = rows
+        flat = p2 <= 1.5 * p1 + 64 * 1024 and b2 <= 1.5 * b1 + 4096 and r2 <= r1 + 4 * 2**20
+        print(f"  {fmt:<11} 2 GiB / 100 MiB: peak x{p2 / p1:.2f}, bytes read x{b2 / max(b1, 1):.2f} "
+              f"({'flat' if flat else 'GROWS'})")
+        ok &= flat
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller inputs, for a smoke run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = [bench_gguf(tmp, args.quick), bench_shards(tmp, args.quick), bench_memory(tmp)]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
