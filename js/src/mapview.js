@@ -59,7 +59,7 @@ export function createMapView(ctx) {
 
   async function pick(f, seg, el, ev) {
     let offset = seg[0];
-    if (seg[4].includes(" tensors: ")) {
+    if (/^\d+ tensors from /.test(seg[4])) {
       const r = el.getBoundingClientRect();
       offset = Math.floor(seg[0] + (seg[1] * (ev.clientX - r.left)) / Math.max(1, r.width));
     }

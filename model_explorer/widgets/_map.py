@@ -17,6 +17,8 @@ from ..checkpoint import Checkpoint
 from ..formats.shards import MAX_INDEX_BYTES
 
 BINS = 128
+# Segments for all files together: many shards get fewer bins each (163 shards: 49).
+SEGMENT_BUDGET = 8000
 _LAYER = re.compile(r"\.(\d+)\.")
 MARK_CODES = {"orphan_tensor": "orphan", "duplicate_tensor": "duplicate", "missing_tensor": "missing"}
 
@@ -63,6 +65,7 @@ class FileMap:
             for f in ckpt.files]
         dtypes: list[str] = []
         files = []
+        bins = max(16, min(BINS, SEGMENT_BUDGET // max(1, len(rows))))
         for row in rows:
             file = row["file"]
             size = ckpt.sizes.get(file, row.get("size", 0)) or 0
@@ -76,7 +79,7 @@ class FileMap:
                 "data_start": data_start, "missing": bool(row.get("missing")),
                 "tensors": len(ts), "missing_tensors": missing.get(file, [])[:20],
                 "missing_count": len(missing.get(file, [])),
-                "segments": self._segments(ts, size, marks.get(file, {}), dtypes),
+                "segments": self._segments(ts, marks.get(file, {}), dtypes, bins),
             })
         return {"files": files, "dtypes": dtypes, "total": ckpt.total_size}
 
@@ -93,25 +96,28 @@ class FileMap:
         return {k: v for k, v in wm.items() if isinstance(v, str)} if isinstance(wm, dict) else {}
 
     @staticmethod
-    def _segments(ts, size: int, marks: dict[str, str], dtypes: list[str]) -> list[list]:
-        """[offset, length, dtype index, layer, label, mark] per tensor or per bin."""
-        def di(kind: str) -> int:
-            if kind not in dtypes:
-                dtypes.append(kind)
-            return dtypes.index(kind)
+    def _segments(ts, marks: dict[str, str], dtypes: list[str], bins: int) -> list[list]:
+        """[offset, length, dtype index, layer, label, mark] per tensor, or per bin of tensors
+        (label "N tensors from NAME", dominant dtype and layer) when a file holds more than `bins`."""
+        index = {d: i for i, d in enumerate(dtypes)}
 
-        if len(ts) <= BINS:
+        def di(kind: str) -> int:
+            if kind not in index:
+                index[kind] = len(dtypes)
+                dtypes.append(kind)
+            return index[kind]
+
+        if len(ts) <= bins:
             return [[t.offset, t.length, di(t.kind), layer_of(t.name), t.name, marks.get(t.name)]
                     for t in ts]
         out = []
-        per = -(-len(ts) // BINS)
+        per = -(-len(ts) // bins)
         for lo in range(0, len(ts), per):
             chunk = ts[lo:lo + per]
             kind = Counter(t.kind for t in chunk).most_common(1)[0][0]
-            layer = Counter(layer_of(t.name) for t in chunk).most_common(1)[0][0]
             start = chunk[0].offset
             end = max(t.offset + t.length for t in chunk)
-            mark = next((marks[t.name] for t in chunk if t.name in marks), None)
-            out.append([start, end - start, di(kind), layer,
-                        f"{len(chunk)} tensors: {chunk[0].name} … {chunk[-1].name}", mark])
+            mark = next((marks[t.name] for t in chunk if t.name in marks), None) if marks else None
+            out.append([start, end - start, di(kind), layer_of(chunk[len(chunk) // 2].name),
+                        f"{len(chunk)} tensors from {chunk[0].name}", mark])
         return out

@@ -78,9 +78,7 @@ def report_data(view) -> dict[str, Any]:
         meta["hex"] = bufs[0].hex()
         pages.append(meta)
     tree = view.tree
-    for n in list(tree.nodes):  # open everything built so far except lazy arrays
-        if n.lazy is None:
-            tree.children(n)
+    tree.open_groups(REPORT_TREE_NODES)  # tensor groups, not array items or opcodes
     steps = []
     for file in ckpt.files[:1]:
         fs = view.file_spans(file)

@@ -7,18 +7,34 @@ Array values and pickle opcodes get their children only when opened.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..spans import short_repr
 
 ARRAY_PAGE = 100
+MAX_MATCHES = 2000
 MAX_JSON_CHILDREN = 1000
 _INT = re.compile(r"^\d+$")
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic GC while building many small objects: with a 90,000-tensor checkpoint
+    in memory, each full collection rescans millions of spans and costs more than the build."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Node:
@@ -60,8 +76,11 @@ class HeaderTree:
         self.ckpt = ckpt
         self.nodes: list[Node] = []
         self.tensor_node: dict[str, int] = {}
+        self._in_search = False  # search results copy tensor nodes; locate uses the originals
         self.parent: dict[int, int] = {}
-        self.roots = [self._register(n, None) for n in _roots(ckpt)]
+        with no_gc():
+            self.roots = [self._register(n, None) for n in _roots(ckpt)]
+        self._tensor_roots = {n.id for n in self.roots if n.kind == "group" and n.label == "tensors"}
         self._cache: dict[tuple, list[tuple[Node, int]]] = {}
 
     def _register(self, node: Node, parent: int | None) -> Node:
@@ -69,7 +88,7 @@ class HeaderTree:
         self.nodes.append(node)
         if parent is not None:
             self.parent[node.id] = parent
-        if node.tensor and node.kind == "tensor":
+        if node.tensor and node.kind == "tensor" and not self._in_search:
             self.tensor_node[node.tensor] = node.id
         for c in node.children:
             self._register(c, node.id)
@@ -77,8 +96,9 @@ class HeaderTree:
 
     def children(self, node: Node) -> list[Node]:
         if node.lazy is not None:
-            made, node.lazy = node.lazy(), None
-            node.children = [self._register(c, node.id) for c in made]
+            with no_gc():
+                made, node.lazy = node.lazy(), None
+                node.children = [self._register(c, node.id) for c in made]
         return node.children
 
     def flatten(self, expanded: frozenset[int], query: str = "") -> list[tuple[Node, int]]:
@@ -103,9 +123,12 @@ class HeaderTree:
     def _flatten_matching(self, query: str, out) -> None:
         """Nodes whose name contains the query, with their ancestors, all open.
 
-        Lazy children (array items, opcodes) are not searched: they are not built yet.
+        Built nodes are searched as they are; tensors are searched by full name and shown in
+        a group of their own (at most MAX_MATCHES). Array items and opcodes are not searched.
         """
         def walk(node: Node, depth: int) -> list[tuple[Node, int]]:
+            if node.kind == "group" and node.label == "tensors" and node.id in self._tensor_roots:
+                return []
             rows: list[tuple[Node, int]] = []
             for c in node.children:
                 rows.extend(walk(c, depth + 1))
@@ -115,11 +138,30 @@ class HeaderTree:
 
         for r in self.roots:
             out.extend(walk(r, 0))
+        matches = [t for t in self.ckpt.tensors.values() if query in t.name.lower()]
+        if not matches:
+            return
+        shown = matches[:MAX_MATCHES]
+        label = f"tensors matching {query!r}" + (f" (first {MAX_MATCHES} of {len(matches)})"
+                                                 if len(matches) > MAX_MATCHES else "")
+        self._in_search = True
+        try:
+            group = self._register(_tensor_trie(self.ckpt, shown, label), None)
+            self._open_all(group, 0, out)
+        finally:
+            self._in_search = False
+
+    def _open_all(self, node: Node, depth: int, out) -> None:
+        out.append((node, depth))
+        for c in self.children(node):
+            self._open_all(c, depth + 1, out)
 
     def window(self, expanded: list[int], query: str, start: int, count: int,
                locate: str | None = None) -> dict:
         exp = set(int(i) for i in expanded)
         index = None
+        if locate and not query:
+            self._build_path_to(locate)
         if locate and locate in self.tensor_node and not query:
             nid = self.tensor_node[locate]
             p = self.parent.get(nid)
@@ -136,6 +178,30 @@ class HeaderTree:
         shown = query or None
         out = [n.row(d, (n.id in exp) or bool(shown)) for n, d in rows[start:start + count]]
         return {"total": len(rows), "start": start, "rows": out, "expanded": sorted(exp), "index": index}
+
+    def _build_path_to(self, tensor: str) -> None:
+        """Open the groups on the way to a tensor so that its node exists."""
+        if tensor in self.tensor_node or tensor not in self.ckpt.tensors:
+            return
+        prefix, _ = _split(tensor)
+        for root in self.roots:
+            if root.id not in self._tensor_roots:
+                continue
+            node = root
+            for part in prefix:
+                node = next((c for c in self.children(node) if c.kind == "group" and c.label == part), None)
+                if node is None:
+                    return
+            self.children(node)
+
+    def open_groups(self, limit: int) -> None:
+        """Build every group (not array pages or opcodes) until `limit` nodes exist."""
+        i = 0
+        while i < len(self.nodes) and len(self.nodes) < limit:
+            n = self.nodes[i]
+            if n.kind == "group" and n.lazy is not None:
+                self.children(n)
+            i += 1
 
     def all_rows(self, limit: int) -> list[dict]:
         """Every built node with its parent id, for the offline report (capped)."""
@@ -263,7 +329,7 @@ def _pickle_nodes(ckpt: Checkpoint, pickle: dict) -> list[Node]:
         out.append(_structure_node("pickle structure", pickle["structure"], 0))
     opcodes = [s for s in ckpt.spans if s.kind == "opcode"]
     if opcodes:
-        op = Node("pickle opcodes", "group", f"{len(opcodes)} opcodes", count=len(opcodes))
+        op = Node("pickle opcodes", "opcodes", f"{len(opcodes)} opcodes", count=len(opcodes))
         op.lazy = lambda spans=opcodes: _opcode_pages(spans)
         out.append(op)
     return out
@@ -294,42 +360,63 @@ def _opcode_pages(spans) -> list[Node]:
             for lo in range(0, len(spans), ARRAY_PAGE)]
 
 
-def _tensor_trie(ckpt: Checkpoint) -> Node:
-    """Tensors grouped by dotted name prefix: model > layers > 0 > self_attn > q_proj.weight."""
-    header = _tensor_header_spans(ckpt)
-    root = Node("tensors", "group")
-    branch: dict[tuple, Node] = {}
-    totals: dict[int, list[int]] = {}
-    for info in ckpt.tensors.values():
-        parts = info.name.split(".")
-        # The last two components stay together ("q_proj.weight") so leaves read naturally,
-        # unless the second-to-last is a layer number ("layers.0.w" -> layer 0 > "w").
-        keep = 2 if len(parts) > 2 and not _INT.match(parts[-2]) else 1
-        prefix = parts[:-keep] if len(parts) > keep else []
-        parent = root
-        chain = [root]
-        for depth in range(len(prefix)):
-            key = tuple(prefix[:depth + 1])
-            node = branch.get(key)
-            if node is None:
-                node = Node(prefix[depth], "group", search=".".join(key))
-                branch[key] = node
-                parent.children.append(node)
-            parent = node
-            chain.append(node)
-        parent.children.append(_tensor_node(info, ".".join(parts[len(prefix):]), header))
-        size = _nbytes(info)
-        for n in chain:
-            t = totals.setdefault(id(n), [0, 0])
-            t[0] += 1
-            t[1] += size
-    for node in [root, *branch.values()]:
-        count, size = totals.get(id(node), [0, 0])
-        node.count, node.nbytes = count, size
-        node.value = f"{count} tensors"
-        if node.children and all(_INT.match(c.label) for c in node.children):
-            node.children.sort(key=lambda c: int(c.label))
+def _split(name: str) -> tuple[list[str], str]:
+    """Group path and leaf label of a tensor name.
+
+    The last two components stay together ("q_proj.weight") so leaves read naturally,
+    unless the second-to-last is a layer number ("layers.0.w" -> layer 0 > "w").
+    """
+    parts = name.split(".")
+    keep = 2 if len(parts) > 2 and not _INT.match(parts[-2]) else 1
+    if len(parts) <= keep:
+        return [], name
+    return parts[:-keep], ".".join(parts[-keep:])
+
+
+def _tensor_trie(ckpt: Checkpoint, infos: list[TensorInfo] | None = None,
+                 label: str = "tensors") -> Node:
+    """Tensors grouped by dotted name prefix: model > layers > 0 > self_attn > q_proj.weight.
+
+    Groups are built when opened, so 90,000 tensors cost nothing until someone looks.
+    """
+    infos = list(ckpt.tensors.values()) if infos is None else infos
+    root = Node(label, "group", f"{len(infos)} tensors", count=len(infos),
+                nbytes=sum(_nbytes(t) for t in infos))
+
+    def first_level() -> list[Node]:  # names are split only when someone opens the group
+        members = [(*_split(t.name), _nbytes(t), t) for t in infos]
+        return _group_children("", members, 0, _tensor_header_spans(ckpt))
+
+    root.lazy = first_level
     return root
+
+
+def _group(label: str, path: str, members: list, depth: int, header: dict) -> Node:
+    node = Node(label, "group", f"{len(members)} tensors", count=len(members),
+                nbytes=sum(m[2] for m in members), search=path or label)
+    node.lazy = lambda: _group_children(path, members, depth, header)
+    return node
+
+
+def _group_children(path: str, members: list, depth: int, header: dict) -> list[Node]:
+    groups: dict[str, list] = {}
+    out: list[Node | str] = []
+    for m in members:
+        prefix = m[0]
+        if len(prefix) <= depth:
+            out.append(_tensor_node(m[3], m[1], header, m[2]))
+            continue
+        key = prefix[depth]
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = []
+            out.append(key)
+        group.append(m)
+    nodes = [_group(x, f"{path}.{x}" if path else x, groups[x], depth + 1, header)
+             if isinstance(x, str) else x for x in out]
+    if nodes and all(_INT.match(n.label) for n in nodes):
+        nodes.sort(key=lambda n: int(n.label))
+    return nodes
 
 
 def _nbytes(info: TensorInfo) -> int:
@@ -339,10 +426,10 @@ def _nbytes(info: TensorInfo) -> int:
     return size
 
 
-def _tensor_node(info: TensorInfo, label: str, header: dict) -> Node:
+def _tensor_node(info: TensorInfo, label: str, header: dict, nbytes: int) -> Node:
     off, length = header.get(info.name, (info.offset, info.length))
     return Node(label, "tensor", None, tensor=info.name, dtype=info.kind, shape=list(info.shape),
-                nbytes=_nbytes(info), file=info.file, offset=off, length=length, search=info.name)
+                nbytes=nbytes, file=info.file, offset=off, length=length, search=info.name)
 
 
 def _tensor_header_spans(ckpt: Checkpoint) -> dict[str, tuple[int, int]]:
