@@ -181,6 +181,8 @@ def _read_side_files(directory: str, ckpt: Checkpoint, quiet: bool = False) -> N
                 value = json.loads(text)
             except json.JSONDecodeError as e:
                 problem = f"is not valid JSON ({e.msg} at character {e.pos})"
+            except RecursionError:
+                problem = "nests JSON too deeply to read"
         if problem:
             if not quiet:
                 ckpt.findings.append(Finding("warning", "bad_config", f"{name} {problem}.", file=p))

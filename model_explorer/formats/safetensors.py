@@ -80,7 +80,7 @@ def read_safetensors(source) -> FileResult:
                       f"found {found!r}.", 8 + e.pos, max(1, len(found)))
         return result
     trailing = text[end:]
-    if trailing.strip(" "):
+    if trailing.strip(" \t\n\r"):  # JSON whitespace is padding, as for the reference reader
         rep.error("header_trailing_garbage", "After the JSON object the header must hold only "
                   f"space padding; found {trailing[:16].encode('latin-1')!r}.", 8 + end, n - end)
     elif trailing:

@@ -77,6 +77,10 @@ def read_index(index_path: str, ckpt: Checkpoint,
         ckpt.findings.append(_finding("error", "bad_index", f"The index is not valid JSON: {e.msg} "
                                       f"at byte {at}.", index_path, where=(at, 1)))
         return
+    except RecursionError:
+        ckpt.findings.append(_finding("error", "bad_index", "The index nests JSON too deeply to "
+                                      "read.", index_path))
+        return
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
         ckpt.findings.append(_finding("error", "bad_index", "The index has no \"weight_map\" object "

@@ -305,3 +305,9 @@ def test_matches_reference_reader(tmp_path):
             assert (t.dtype, list(t.shape)) == (r.get_dtype(), r.get_shape()), name
             expected = ref.get_tensor(name)
             assert blob[t.offset:t.end] == np.ascontiguousarray(expected).tobytes(), name
+
+
+def test_any_json_whitespace_pads_the_header(tmp_path):
+    # the reference reader accepts trailing JSON whitespace, not only spaces
+    ckpt = open_bytes(tmp_path, st_bytes(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}\n\t ', b"x"))
+    assert ckpt.findings == [] and [s.kind for s in ckpt.spans].count("padding") == 1

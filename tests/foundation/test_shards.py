@@ -174,3 +174,12 @@ def test_missing_path_raises(tmp_path):
 
     with pytest.raises(FileNotFoundError):
         mx.open(str(tmp_path / "nope.safetensors"))
+
+
+def test_deeply_nested_json_side_files_do_not_raise(tmp_path):
+    d, _, _ = shard_dir(tmp_path)
+    (d / "config.json").write_text("[" * 200_000)
+    assert finding(mx.open(str(d)), "bad_config").severity == "warning"
+    idx = d / "model.safetensors.index.json"
+    idx.write_text('{"weight_map": ' + "[" * 200_000)
+    assert finding(mx.open(str(idx)), "bad_index").severity == "error"
