@@ -214,6 +214,11 @@ def _grouped(plan: Plan, k: int) -> Plan:
 
 def _check_length(plan: Plan) -> None:
     info = plan.info
+    if info.extra.get("compressed"):
+        raise ValueError(f"Tensor {info.name!r} is stored compressed inside the zip; its bytes "
+                         "cannot be read in place.")
+    if info.extra.get("meta"):
+        raise ValueError(f"Tensor {info.name!r} is on the meta device: the file holds no values.")
     if info.length < plan.data_bytes:
         raise ValueError(f"Tensor {info.name!r} needs {plan.data_bytes} bytes for {info.kind} "
                          f"{list(info.shape)}, but its byte range holds only {info.length}.")
