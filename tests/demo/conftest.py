@@ -178,8 +178,23 @@ def gguf_name(hf_name: str) -> str:
     return f"blk.{layer}.{GGUF_BLOCK[rest]}"
 
 
+def spm_vocab(size: int = VOCAB_SIZE) -> dict:
+    """A sentencepiece-style ("llama") GGUF vocabulary: specials, 256 byte tokens, scored pieces."""
+    pieces = ["▁", "▁t", "h", "e", "he", "▁the", "▁a", "i", "n", "in", "r", "er", "▁c", "a", "t", "at",
+              "▁cat", "o", "l", "lo", "▁w", "▁h", "d", "w", "s", "▁s", "x", "▁x"]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces
+    types = [2, 3, 3] + [6] * 256 + [1] * len(pieces)
+    scores = [0.0, 0.0, 0.0] + [0.0] * 256 + [-float(i) for i in range(len(pieces))]
+    while len(tokens) < size:
+        tokens.append(f"<unused{len(tokens)}>")
+        types.append(5)
+        scores.append(-1000.0)
+    return {"model": "llama", "tokens": tokens, "types": types, "scores": scores}
+
+
 def write_gguf(cfg: dict, state: dict[str, np.ndarray], path: str, dtype: str = "F32",
-               architecture: str | None = None) -> str:
+               architecture: str | None = None, spm: bool = False) -> str:
+    """spm: write a sentencepiece ("llama") vocabulary with scores and no merges."""
     import gguf
 
     arch = architecture or ("qwen2" if cfg["model_type"] == "qwen2" else "llama")  # Mistral is llama
@@ -197,14 +212,22 @@ def write_gguf(cfg: dict, state: dict[str, np.ndarray], path: str, dtype: str = 
     if cfg.get("sliding_window") and cfg["model_type"] == "mistral":
         w.add_sliding_window(cfg["sliding_window"])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if dtype == "Q8_0" else gguf.LlamaFileType.ALL_F32)
-    vocab = tiny_vocab(cfg["vocab_size"])
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list(vocab.tokens)
-    w.add_token_types(vocab.types)
-    w.add_token_merges(vocab.merges)
+    if spm:
+        sp = spm_vocab(cfg["vocab_size"])
+        w.add_tokenizer_model("llama")
+        w.add_token_list(sp["tokens"])
+        w.add_token_types(sp["types"])
+        w.add_token_scores(sp["scores"])
+        w.add_unk_token_id(0)
+    else:
+        vocab = tiny_vocab(cfg["vocab_size"])
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list(vocab.tokens)
+        w.add_token_types(vocab.types)
+        w.add_token_merges(vocab.merges)
+        w.add_add_bos_token(False)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
-    w.add_add_bos_token(False)
     w.add_chat_template(CHATML)
     for name, data in state.items():
         if arch == "llama" and name.endswith(("q_proj.weight", "q_proj.bias")):

@@ -113,3 +113,23 @@ def test_unknown_tokenizer_model_is_refused():
     with pytest.raises(UnsupportedModel, match="no tokenizer"):
         from_gguf({})
 
+
+
+SPM_STRINGS = ["the cat", "hello world", "  the  cat sat\n", "ÿ unicode 😀 x", "", "<s>the</s>", " leading",
+               "thecat", "\t\ttabs and ünïcödé"]
+
+
+@pytest.mark.reference
+def test_sentencepiece_gguf_tokenizer_matches_transformers(tmp_path):
+    """tokenizer.ggml.model == "llama": scores, byte tokens, no merges, BOS added."""
+    transformers = pytest.importorskip("transformers")
+    cfg = tiny_config(vocab_size=320)
+    path = write_gguf(cfg, random_state(cfg), str(tmp_path / "spm.gguf"), spm=True)
+    ours = from_gguf(mx.open(path).metadata)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="spm.gguf")
+    assert ours.add_bos
+    for text in SPM_STRINGS:
+        ids = ours.encode(text)
+        assert ids == theirs.encode(text)
+        assert ours.decode(ids) == theirs.decode(ids)
+        assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
