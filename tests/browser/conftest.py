@@ -1,7 +1,7 @@
 """One JupyterLab server and one Chromium for the whole browser test module.
 
-Recipe from CONVENTIONS.md: Debian's /usr/bin/chromium driven by Playwright, JupyterLab on
-127.0.0.1 with its config, runtime and data folders in a temp dir. Without Chromium the tests
+Recipe from CONVENTIONS.md (see labserver.py): Debian's /usr/bin/chromium driven by
+Playwright, JupyterLab on 127.0.0.1 with its folders in a temp dir. Without Chromium the tests
 skip with the reason, except in CI (CI=true), where a missing browser is a failure.
 """
 
@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "widgets"))
+
+from labserver import CHROMIUM_ARGS, ROOT, jupyter_lab  # noqa: E402
+
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-sys.path.insert(0, str(ROOT / "tests" / "widgets"))
 
 
 def _need(condition: bool, reason: str) -> None:
@@ -32,12 +29,6 @@ def _need(condition: bool, reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: browser tests must run)")
     pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -55,48 +46,11 @@ def chromium():
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server; yields (base_url, notebook_dir)."""
-    tmp = tmp_path_factory.mktemp("lab")
-    home = tmp / "notebooks"
-    home.mkdir()
-    env = dict(os.environ)
-    for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                     ("JUPYTER_DATA_DIR", "data")):
-        env[var] = str(tmp / sub)
-    # The kernel must import this checkout even when it is not pip-installed.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    # No "news" pop-up over the widgets in screenshots.
-    settings = tmp / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
-    env["JUPYTERLAB_SETTINGS_DIR"] = str(tmp / "settings")
-    port = _free_port()
-    log = open(tmp / "lab.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
-         "--ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
-         "--LabApp.expose_app_in_browser=True", f"--ServerApp.root_dir={home}",
-         "--ServerApp.disable_check_xsrf=True"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=home)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/status", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                log.close()
-                pytest.fail("JupyterLab did not start:\n" + (tmp / "lab.log").read_text()[-3000:])
-            time.sleep(0.3)
     try:
-        yield url, home
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        with jupyter_lab(tmp_path_factory.mktemp("lab")) as server:
+            yield server
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 def screenshot(page, name: str, locator=None) -> Path:

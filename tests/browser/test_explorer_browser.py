@@ -10,17 +10,11 @@ import nbformat
 import pytest
 import widget_test_files as files
 from conftest import ARTIFACTS, screenshot
+from labserver import open_notebook
 
 import model_explorer as mx
 
 pytestmark = pytest.mark.browser
-
-KERNEL_IDLE = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return Boolean(k && k.status === 'idle');
-}"""
-
 
 @pytest.fixture(scope="module")
 def test_files(lab):
@@ -53,11 +47,9 @@ def notebook(lab, test_files, chromium):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, home / "explore.ipynb")
-    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    page = open_notebook(chromium, url, "explore.ipynb")
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{url}/lab/tree/explore.ipynb")
-    page.wait_for_function(KERNEL_IDLE, timeout=60_000)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function("() => document.querySelectorAll('.me-root').length >= 9", timeout=60_000)
     page.wait_for_timeout(500)

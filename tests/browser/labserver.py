@@ -1,0 +1,80 @@
+"""Start JupyterLab on 127.0.0.1 for browser tests and benchmarks (recipe in CONVENTIONS.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+KERNEL_IDLE = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return Boolean(k && k.status === 'idle');
+}"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def jupyter_lab(tmp: Path) -> Iterator[tuple[str, Path]]:
+    """Yield (base_url, notebook_dir) of a fresh JupyterLab whose folders all live in `tmp`."""
+    home = tmp / "notebooks"
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
+                     ("JUPYTER_DATA_DIR", "data")):
+        env[var] = str(tmp / sub)
+    # The kernel must import this checkout even when it is not pip-installed.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    # No "news" pop-up over the widgets in screenshots.
+    settings = tmp / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(tmp / "settings")
+    port = _free_port()
+    log_path = tmp / "lab.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
+             "--ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
+             "--LabApp.expose_app_in_browser=True", f"--ServerApp.root_dir={home}"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=home)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.time() + 60
+            while True:
+                try:
+                    urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.time() > deadline:
+                        raise RuntimeError("JupyterLab did not start:\n" + log_path.read_text()[-3000:]) from None
+                    time.sleep(0.3)
+            yield url, home
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def open_notebook(browser, url: str, name: str, viewport=(1400, 1000)):
+    """Open a notebook in a new page and wait until its kernel is idle."""
+    page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+    page.goto(f"{url}/lab/tree/{name}")
+    page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+    return page
