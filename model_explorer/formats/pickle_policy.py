@@ -33,6 +33,10 @@ torch.package; the builtins exec, eval, compile, open, __import__, getattr, seta
 delattr, globals, locals, vars, breakpoint, input, exit, quit, help, execfile, file,
 reload; and torch.load / torch.serialization.load (they unpickle nested bytes).
 
+Warning with a reason: torch.storage._load_from_bytes, which plain `pickle.dump` of a tensor
+uses; it runs torch.load(weights_only=False) on a torch file embedded in the pickle, and
+this reader reads that embedded file too (its imports are judged like any other).
+
 Everything else: warning. Unknown code runs when the pickle loads; it may be a harmless
 class of the author's project, or not.
 """
@@ -120,7 +124,13 @@ DANGEROUS_BUILTINS = {
 DANGEROUS_EXACT = {
     "torch.load": "unpickles nested, unchecked bytes",
     "torch.serialization.load": "unpickles nested, unchecked bytes",
-    "torch.storage._load_from_bytes": "unpickles nested, unchecked bytes",
+}
+WARNING_EXACT = {
+    # pickle.dump(tensor) stores each storage as a legacy torch file inside the pickle; loading
+    # runs torch.load(weights_only=False) on it. This reader checks those embedded files too.
+    "torch.storage._load_from_bytes": "unpickles an embedded torch file with "
+                                      "torch.load(weights_only=False); the embedded file is "
+                                      "checked as well",
 }
 
 
@@ -139,6 +149,8 @@ def classify(module: str, name: str) -> tuple[str, str]:
         return "ok", "a data reconstructor"
     if dotted in DANGEROUS_EXACT:
         return "error", DANGEROUS_EXACT[dotted]
+    if dotted in WARNING_EXACT:
+        return "warning", WARNING_EXACT[dotted]
     if module == "builtins":
         if name in DANGEROUS_BUILTINS:
             return "error", DANGEROUS_BUILTINS[name]

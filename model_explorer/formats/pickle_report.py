@@ -9,7 +9,7 @@ from .pickle_vm import Global, PickleRun, render
 
 MAX_IMPORTS_LISTED = 10_000
 SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_emulation",
-                    "zip_prefix_bytes", "pickle_trailing_bytes"}
+                    "zip_prefix_bytes", "pickle_trailing_bytes", "unknown_import"}
 
 
 def call_text(func: Any, args: Any) -> str:
@@ -51,10 +51,11 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
 
 
 def verdict(imports: list[Global], rep: Report) -> str:
-    if any(g.severity == "error" for g in imports):
+    """From the imports, and from findings merged in from embedded torch files."""
+    codes = {f.code for f in rep.findings}
+    if any(g.severity == "error" for g in imports) or "dangerous_import" in codes:
         return "dangerous"
-    if any(g.severity == "warning" for g in imports) or any(
-            f.code in SUSPICIOUS_CODES for f in rep.findings):
+    if any(g.severity == "warning" for g in imports) or codes & SUSPICIOUS_CODES:
         return "suspicious"
     return "safe"
 

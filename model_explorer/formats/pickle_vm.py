@@ -109,6 +109,7 @@ class PickleRun:
     failed: bool = False
     # id(bytes argument) -> (the bytes, absolute offset of its payload), for numpy arrays
     byte_offsets: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    watched: list[Call] = field(default_factory=list)  # calls of PickleMachine.watch names
 
 
 Reducer = Callable[["PickleMachine", tuple, int], Any]
@@ -231,8 +232,9 @@ class PickleMachine:
 
     def __init__(self, report: Report, label: str, reducers: dict[str, Reducer] | None = None,
                  persistent_load: Callable[[PickleMachine, Any, int], Any] | None = None,
-                 spans: bool = True) -> None:
+                 spans: bool = True, watch: frozenset[str] = frozenset()) -> None:
         self.report = report
+        self.watch = watch  # dotted names whose calls the caller wants to inspect
         self.spans = spans
         self.label = label
         self.reducers = dict(BASE_REDUCERS)
@@ -379,7 +381,10 @@ class PickleMachine:
                     out = NotImplemented
                 if out is not NotImplemented:
                     return out
-        return Call(func, args, self.base + pos, opcode, kwargs)
+        call = Call(func, args, self.base + pos, opcode, kwargs)
+        if isinstance(func, Global) and func.dotted in self.watch:
+            self.run_info.watched.append(call)
+        return call
 
 
 # -- opcode handlers ------------------------------------------------------------------------

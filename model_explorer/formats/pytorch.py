@@ -27,8 +27,8 @@ from ..spans import Report, short_repr
 from .pickle_numpy import NUMPY_REDUCERS, NumpyArray, array_layout
 from .pickle_numpy import locate as locate_array
 from .pickle_report import pickle_details
-from .pickle_torch import TORCH_REDUCERS, StorageRef, StorageTable, itemsize
-from .pickle_vm import PickleMachine, PickleRun, render
+from .pickle_torch import TORCH_REDUCERS, StorageRef, StorageTable, TensorRef, itemsize
+from .pickle_vm import Blob, Call, Global, PickleMachine, PickleRun, Unknown, render
 from .pickle_walk import walk
 from .safetensors import FileResult
 from .zipread import read_zip
@@ -43,6 +43,8 @@ MAX_INFLATED = 256 * 1024 * 1024
 MAX_PICKLES = 16
 MAX_SHARED_LISTED = 50
 REDUCERS = {**TORCH_REDUCERS, **NUMPY_REDUCERS}
+EMBEDDED_FUNC = "torch.storage._load_from_bytes"
+WATCH = frozenset({EMBEDDED_FUNC})
 PICKLE_STARTS = b"\x80(}]c)NISVFLdlKJMXUTGq"
 
 
@@ -78,7 +80,7 @@ def read_torch_zip(source) -> FileResult:
     byteorder = _byteorder(meta.get("byteorder"), rep, entries.get(prefix + "byteorder"))
 
     table = StorageTable(legacy=False)
-    machine = PickleMachine(rep, "data.pkl", REDUCERS, table.load)
+    machine = PickleMachine(rep, "data.pkl", REDUCERS, table.load, watch=WATCH)
     entry = entries[pkl_name]
     runs: list[PickleRun] = []
     if entry.method == 0:
@@ -101,12 +103,12 @@ def read_torch_zip(source) -> FileResult:
             return ("compressed", e)
         return e.data_offset, max(0, min(e.size, source.size - e.data_offset))
 
+    _scan_other_pickles(source, rep, entries, pkl_name, runs)
     walked = walk(main.value, rep)
     result.tensors = _tensor_infos(walked.tensors, locate, source, rep, byteorder, "data/",
-                                   byte_offsets=main.byte_offsets)
+                                   byte_offsets=main.byte_offsets, runs=runs)
     _storage_spans(table, locate, rep, prefix)
     _orphan_storages(entries, prefix, table, rep)
-    _scan_other_pickles(source, rep, entries, pkl_name, runs)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
     result.details["zip"] = {"archive": prefix.rstrip("/"), "recovered": listing.recovered,
                              "entries": len(entries)}
@@ -224,7 +226,7 @@ def _scan_other_pickles(source, rep: Report, entries, data_pkl: str | None,
         if name == data_pkl or not name.endswith(".pkl") or e.method != 0:
             continue
         label = name.rsplit("/", 1)[-1]
-        m = PickleMachine(rep, label, REDUCERS, StorageTable(legacy=False).load)
+        m = PickleMachine(rep, label, REDUCERS, StorageTable(legacy=False).load, watch=WATCH)
         runs.append(m.run(source, e.data_offset, max(0, min(e.compressed_size,
                                                             source.size - e.data_offset))))
 
@@ -245,7 +247,7 @@ def _trailing_pickles(source, rep: Report, run: PickleRun, end: int, label: str)
                     f"STOP of {label}; the unpickler reads only the first, but a loader that "
                     "calls it again runs this one too (a polyglot).", pos, end - pos)
         m = PickleMachine(rep, f"{label} (pickle {len(out) + 2})", REDUCERS,
-                          StorageTable(legacy=False).load)
+                          StorageTable(legacy=False).load, watch=WATCH)
         run = m.run(source, pos, end - pos)
         out.append(run)
         pos = run.end
@@ -263,7 +265,7 @@ def read_torch_legacy(source) -> FileResult:
     for label in LEGACY_PICKLES:
         torch_data = label == "data"
         m = PickleMachine(rep, f"legacy {label}", REDUCERS if torch_data else None,
-                          table.load if torch_data else None)
+                          table.load if torch_data else None, watch=WATCH)
         run = m.run(source, pos, source.size - pos)
         runs.append(run)
         if not run.stopped:
@@ -298,7 +300,7 @@ def read_torch_legacy(source) -> FileResult:
     walked = walk(main.value if main else None, rep)
     result.tensors = _tensor_infos(walked.tensors, lambda key: locations.get(key), source, rep,
                                    byteorder, "storage ",
-                                   byte_offsets=main.byte_offsets if main else {})
+                                   byte_offsets=main.byte_offsets if main else {}, runs=runs)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
     sort_spans(rep)
     return result
@@ -358,7 +360,7 @@ def read_pickle(source) -> FileResult:
     pos = 0
     while pos < source.size and len(runs) < MAX_PICKLES:
         label = "pickle" if not runs else f"pickle {len(runs) + 1}"
-        m = PickleMachine(rep, label, REDUCERS)
+        m = PickleMachine(rep, label, REDUCERS, watch=WATCH)
         run = m.run(source, pos, source.size - pos)
         runs.append(run)
         if not run.stopped:
@@ -378,7 +380,7 @@ def read_pickle(source) -> FileResult:
     locations: dict[str, tuple[int, int]] = {}
     result.tensors = _tensor_infos(walked.tensors, lambda key: locations.get(key), source, rep,
                                    "<", "storage ", quiet_missing=True,
-                                   byte_offsets=runs[0].byte_offsets if runs else {})
+                                   byte_offsets=runs[0].byte_offsets if runs else {}, runs=runs)
     result.details["pickle"] = pickle_details(runs, runs[0] if runs else None, walked.structure, rep)
     sort_spans(rep)
     return result
@@ -400,12 +402,24 @@ def _trailing_bytes(source, rep: Report, pos: int) -> None:
 
 def _tensor_infos(named: list[tuple[str, Any]], locate, source, rep: Report, byteorder: str,
                   storage_label: str, quiet_missing: bool = False,
-                  byte_offsets: dict | None = None) -> dict[str, TensorInfo]:
+                  byte_offsets: dict | None = None,
+                  runs: list[PickleRun] = ()) -> dict[str, TensorInfo]:
     infos: dict[str, TensorInfo] = {}
     by_storage: dict[str, list[str]] = {}
     missing_reported: set[str] = set()
     not_raw: list[NumpyArray] = []
+    embedded = _EmbeddedStorages(source, rep, byte_offsets or {})
+    for run in runs:  # every embedded torch file is read, used as a storage or not
+        for call in run.watched:
+            embedded.resolve(call)
+    plain_locate = locate
+
+    def locate(key: str):  # noqa: F811 - storages of embedded torch files first
+        return embedded.locations.get(key) or plain_locate(key)
+
     for name, ref in named:
+        if isinstance(ref, TensorRef) and embedded.is_embedded(ref.storage):
+            ref.storage = embedded.resolve(ref.storage)
         if isinstance(ref, NumpyArray):
             infos[name] = _array_info(name, ref, source, rep, byte_offsets or {})
             if not infos[name].length and infos[name].numel:
@@ -416,6 +430,13 @@ def _tensor_infos(named: list[tuple[str, Any]], locate, source, rep: Report, byt
         infos[name] = info
         if info.storage is not None:
             by_storage.setdefault(info.storage, []).append(name)
+    unplaced = [n for n, i in infos.items() if (i.storage or "").startswith("embedded@")
+                and "storage_start" not in i.extra]
+    if unplaced:
+        rep.info("tensor_not_raw", f"{len(unplaced)} tensors keep their storage in an embedded "
+                 "torch file pickled as latin-1 text (pickle protocol 2), not as raw bytes, so their "
+                 f"values have no byte range in the file (first: {unplaced[0]!r}).",
+                 None, None, unplaced[0])
     if not_raw:
         rep.info("array_not_raw", f"{len(not_raw)} numpy arrays are pickled as latin-1 text "
                  "(pickle protocol 2), not as raw bytes, so their values have no byte range in the "
@@ -448,6 +469,96 @@ def _array_info(name: str, arr: NumpyArray, source, rep: Report,
                   f"{need} bytes, but its data holds {length}.", offset, length, name)
         info.length = min(length, need)
     return info
+
+
+class _SubSource:
+    """Bytes [base, base + size) of another source, seen as a file of their own."""
+
+    def __init__(self, source, base: int, size: int) -> None:
+        self.source, self.base, self.size, self.name = source, base, size, source.name
+        self.bytes_read = 0
+
+    def read(self, offset: int, n: int) -> bytes:
+        if offset >= self.size or n <= 0:
+            return b""
+        return self.source.read(self.base + offset, min(n, self.size - offset))
+
+
+class _EmbeddedStorages:
+    """`torch.storage._load_from_bytes(b)`: each storage is a legacy torch file inside the pickle.
+
+    The embedded file is read like any other (so its imports are judged too); its findings
+    and spans are shifted to absolute offsets when its bytes lie raw in this file.
+    """
+
+    MAX_FILES = 100_000
+
+    def __init__(self, source, rep: Report, byte_offsets: dict) -> None:
+        self.source, self.rep, self.byte_offsets = source, rep, byte_offsets
+        self.locations: dict[str, tuple[int, int]] = {}
+        self.done: dict[int, Any] = {}
+
+    def is_embedded(self, storage: Any) -> bool:
+        return (isinstance(storage, Call) and isinstance(storage.func, Global)
+                and storage.func.dotted == EMBEDDED_FUNC and isinstance(storage.args, tuple)
+                and len(storage.args) == 1)
+
+    def resolve(self, call: Call) -> Any:
+        if id(call) in self.done:
+            return self.done[id(call)]
+        out = self.done[id(call)] = self._resolve(call)
+        return out
+
+    def _resolve(self, call: Call) -> Any:
+        data = call.args[0]
+        base = None
+        if isinstance(data, Blob):
+            base, sub = data.offset, _SubSource(self.source, data.offset, data.length)
+        elif isinstance(data, (bytes, bytearray)):
+            hit = self.byte_offsets.get(id(data))
+            if hit is not None and hit[0] is data:
+                base, sub = hit[1], _SubSource(self.source, hit[1], len(data))
+            else:  # protocol 2: latin-1 text decoded in memory; no file offsets
+                sub = _BytesSource(bytes(data))
+                sub.name = self.source.name
+        else:
+            return Unknown("embedded storage")
+        if len(self.done) > self.MAX_FILES:
+            return Unknown("embedded storage")
+        head = bytes(sub.read(0, 64))
+        from .detect import detect
+
+        kind = detect(head, sub.size)
+        reader = {"torch_legacy": read_torch_legacy, "zip": read_torch_zip}.get(kind)
+        where = f"byte {base}" if base is not None else f"the argument at byte {call.offset}"
+        if reader is None:
+            self.rep.error("bad_embedded_storage", f"The torch file embedded at {where} is not a "
+                           f"torch file (it starts with {head[:8]!r}).", call.offset, 1)
+            return Unknown("embedded storage")
+        nested = reader(sub)
+        self._merge(nested, base, where)
+        root = nested.tensors.get("(root)")
+        if root is None or not root.extra.get("bare_storage") or "storage_start" not in root.extra:
+            return Unknown("embedded storage")
+        key = f"embedded@{base if base is not None else call.offset}"
+        ref = StorageRef(key, root.dtype, root.shape[0], "cpu", call.offset, "embedded")
+        if base is not None:
+            self.locations[key] = (base + root.extra["storage_start"], root.extra["storage_nbytes"])
+        return ref
+
+    def _merge(self, nested: FileResult, base: int | None, where: str) -> None:
+        for f in nested.report.findings:
+            if f.code == "trailing_bytes":
+                continue
+            shifted = (f.offset + base) if (base is not None and f.offset is not None) else None
+            g = getattr(self.rep, f.severity)(f.code, f"In the torch file embedded at {where}: "
+                                              f"{f.message}", shifted, f.length if shifted else None,
+                                              f.tensor)
+            g.extra.update(f.extra)
+        if base is not None:
+            for sp in nested.report.spans:
+                self.rep.span(sp.offset + base, sp.length, sp.kind, f"embedded@{base} > {sp.path}",
+                              sp.value)
 
 
 def _int_tuple(v: Any) -> tuple[int, ...] | None:

@@ -309,3 +309,49 @@ def test_numpy_arrays_in_plain_pickles(tmp_path):
     ckpt = mx.open(p)
     assert set(ckpt.tensors) == set(arrays)
     assert one(ckpt.findings, "array_not_raw").severity == "info"
+
+
+def test_tensors_pickled_with_plain_pickle(tmp_path):
+    """pickle.dump(state_dict): each storage is a legacy torch file inside the pickle."""
+    import numpy as np
+    import torch
+
+    state = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(3, dtype=torch.bfloat16),
+             "i": torch.arange(4)[1:]}
+    p = tmp_path / "state.pkl"
+    p.write_bytes(pickle.dumps(state, protocol=4))
+    ckpt = mx.open(p)
+    assert ckpt.format == "pickle" and not ckpt.errors
+    assert [f.extra.get("callable") for f in ckpt.warnings] == ["torch.storage._load_from_bytes"]
+    for name, t in state.items():
+        info = ckpt.tensors[name]
+        assert (info.shape, info.stride, info.storage_offset) == (
+            tuple(t.shape), t.stride(), t.storage_offset())
+        got = torch.from_numpy(np.asarray(ckpt.read(name))).to(t.dtype)
+        assert torch.equal(got, t), name
+    assert any(s.path.startswith("embedded@") and s.kind == "magic" for s in ckpt.spans)
+    p.write_bytes(pickle.dumps(state, protocol=2))
+    ckpt = mx.open(p)
+    assert set(ckpt.tensors) == set(state)
+    assert one(ckpt.findings, "tensor_not_raw").severity == "info"
+
+
+def test_hostile_embedded_torch_file(tmp_path):
+    """The file inside _load_from_bytes is read too: its imports are judged."""
+    import os
+
+    import torch
+
+    from .helpers import Reducer, touch_command
+
+    marker = tmp_path / "marker"
+    inner = dump_bytes({"x": Reducer(os.system, (touch_command(marker),))},
+                       _use_new_zipfile_serialization=False)
+    p = tmp_path / "outer.pkl"
+    p.write_bytes(pickle.dumps({"w": Reducer(torch.storage._load_from_bytes, (inner,))}, protocol=4))
+    ckpt = mx.open(p)
+    bad = [f for f in ckpt.errors if f.code == "dangerous_import"]
+    assert bad and "posix.system" in bad[0].message and "embedded" in bad[0].message
+    assert p.read_bytes()[bad[0].offset:bad[0].offset + 1] == b"c"  # the GLOBAL, in place
+    assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "dangerous"
+    assert not marker.exists()
