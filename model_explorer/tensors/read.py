@@ -21,7 +21,9 @@ from .dequant import CODECS, GGML_PLAIN, UNSUPPORTED
 
 # Elements decoded per step when streaming: big enough for numpy, small enough for the cache.
 CHUNK_ELEMENTS = 1 << 18
-FLOAT_KINDS = "fc"
+# A PyTorch view with zero strides may claim far more elements than it stores; expanding more
+# than this many from a file that small is refused (the shape is not to be trusted).
+MAX_EXPANDED = 1 << 28
 
 
 @dataclass
@@ -304,6 +306,10 @@ def _read_strided(ckpt: Checkpoint, plan: Plan) -> np.ndarray:
         raise ValueError(f"Tensor {info.name!r} has negative strides {info.stride}.")
     if 0 in shape:
         return np.empty(shape, plan.out_dtype)
+    if info.numel > 4 * (span // itemsize) and info.numel > MAX_EXPANDED:
+        raise ValueError(f"Tensor {info.name!r} is a view of {info.numel:,} elements over only "
+                         f"{span:,} stored bytes (strides {list(info.stride)}); it is not expanded "
+                         "here.")
     src = ckpt.byte_source(info.file)
     if info.offset + span > src.size:
         raise ValueError(f"Tensor {info.name!r} needs bytes {info.offset} to {info.offset + span}, "
@@ -325,6 +331,20 @@ def checked_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
         raise
 
 
+def _check_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int) -> None:
+    """Refuse before allocating: the units holding elements [e0, e1) must be in the file."""
+    _check_length(plan)
+    if e1 <= e0:
+        return
+    info = plan.info
+    u0, u1 = e0 // plan.unit_elems, -(-e1 // plan.unit_elems)
+    end = info.offset + min(u1 * plan.unit_bytes, plan.data_bytes)
+    size = ckpt.byte_source(info.file).size
+    if end > size:
+        raise ValueError(f"Tensor {info.name!r} needs bytes {info.offset + u0 * plan.unit_bytes} to "
+                         f"{end} of {info.file}, but the file ends at byte {size}: it is truncated.")
+
+
 def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
     """Decode one tensor: float32 for float and quantized dtypes, integers and bools as stored.
 
@@ -338,6 +358,7 @@ def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = No
         return arr if rows is None else arr[rows]
     shape = tuple(info.shape)
     if rows is None:
+        _check_range(ckpt, plan, 0, plan.numel)
         out = np.empty(plan.numel, dtype=plan.out_dtype)
         _decode_range(ckpt, plan, 0, plan.numel, out)
         return out.reshape(shape)
@@ -348,11 +369,14 @@ def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = No
         r = int(rows) + (shape[0] if rows < 0 else 0)
         if not 0 <= r < shape[0]:
             raise IndexError(f"Row {rows} is out of range for {info.name!r} with {shape[0]} rows.")
+        _check_range(ckpt, plan, r * inner, (r + 1) * inner)
         out = np.empty(inner, dtype=plan.out_dtype)
         _decode_range(ckpt, plan, r * inner, (r + 1) * inner, out)
         return out.reshape(shape[1:])
     start, stop, step = rows.indices(shape[0])
     picked = range(start, stop, step)
+    if len(picked):
+        _check_range(ckpt, plan, min(picked) * inner, (max(picked) + 1) * inner)
     out = np.empty((len(picked), inner), dtype=plan.out_dtype)
     if step == 1 and len(picked):
         _decode_range(ckpt, plan, start * inner, stop * inner, out.reshape(-1))
