@@ -123,7 +123,8 @@ def _read_entries(entries, text: str, rep: Report, result: FileResult) -> None:
             continue
         path = "tensors > " + key
         add_span(Span(key_off, entry_len, "tensor_info", path, file, None, key))
-        add_span(Span(key_off, m.key_end - m.key_start, "key", path + " > name", file, short_repr(key), key))
+        shown = key if len(key) <= 80 and "\n" not in key else short_repr(key)
+        add_span(Span(key_off, m.key_end - m.key_start, "key", path + " > name", file, shown, key))
         shown = text[m.value_start:min(m.value_end, m.value_start + 80)]  # the entry as written
         if not shown.isascii() or m.value_end - m.value_start > 80:
             shown = short_repr(value)
@@ -165,7 +166,7 @@ def _tensor_from_entry(name, value, rep, off, length, result) -> TensorInfo | No
         if bits and type(shape) is list and type(offsets) is list and len(offsets) == 2:
             begin, end = offsets
             if type(begin) is int and type(end) is int and 0 <= begin <= end and \
-                    all(type(d) is int and d >= 0 for d in shape):
+                    not [d for d in shape if type(d) is not int or d < 0]:
                 numel = math.prod(shape)
                 if numel <= MAX_ELEMENTS and (bits * numel + 7) // 8 == end - begin:
                     return TensorInfo(name, dtype, tuple(shape), result.file, result.data_start + begin,
