@@ -111,7 +111,7 @@ def read_torch_zip(source) -> FileResult:
     _orphan_storages(entries, prefix, table, rep)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
     result.details["zip"] = {"archive": prefix.rstrip("/"), "recovered": listing.recovered,
-                             "entries": len(entries)}
+                             "entries": len(entries), "predicted": listing.predicted}
     sort_spans(rep)
     return result
 

@@ -35,6 +35,10 @@ COMPRESSION = {0: "stored", 8: "deflate", 9: "deflate64", 12: "bzip2", 14: "lzma
 # A central directory cannot hold more entries than its bytes allow; this bounds the loop.
 MAX_ENTRIES = 1_000_000
 RECOVERY_CHUNK = 16 * 1024 * 1024
+TORCH_ALIGNMENT = 64
+# With more entries than this on a source where each read costs a request, data offsets are
+# predicted from torch's alignment rule after a sample of local headers confirms it.
+PREDICT_MIN_ENTRIES = 12
 
 
 @dataclass
@@ -58,6 +62,7 @@ class ZipListing:
     entries: dict[str, ZipEntry] = field(default_factory=dict)
     recovered: bool = False  # entries found by walking local headers, not the directory
     ok: bool = False  # some entries could be located
+    predicted: int = 0  # entries placed by torch's alignment rule, their headers not read
 
 
 def read_zip(source, rep: Report) -> ZipListing:
@@ -166,13 +171,15 @@ def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size:
     rep.span(cd_offset, len(data), "zip_directory", "zip > central directory", f"{count} entries")
     pos = 0
     limit = min(count, MAX_ENTRIES, len(data) // CENTRAL.size + 1)
+    records: list[tuple] = []
+    seen: set[str] = set()
     for i in range(limit):
         off = cd_offset + pos
         if pos + CENTRAL.size > len(data) or data[pos:pos + 4] != CENTRAL_SIG:
             rep.error("zip_bad_directory", f"Central directory entry {i} of {count} should start "
                       f"with PK\\x01\\x02 at byte {off}; found {bytes(data[pos:pos + 4])!r}. The "
                       "remaining entries are not read.", off, 4)
-            return
+            break
         f = CENTRAL.unpack_from(data, pos)
         flags, method, csize, usize = f[3], f[4], f[8], f[9]
         name_len, extra_len, comment_len, local_off = f[10], f[11], f[12], f[16]
@@ -180,7 +187,7 @@ def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size:
         if end > len(data):
             rep.error("zip_bad_directory", f"Central directory entry {i} runs past the end of the "
                       "directory.", off, len(data) - pos)
-            return
+            break
         raw_name = bytes(data[pos + CENTRAL.size:pos + CENTRAL.size + name_len])
         name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
         extra = data[pos + CENTRAL.size + name_len:pos + CENTRAL.size + name_len + extra_len]
@@ -189,17 +196,58 @@ def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size:
         rep.span(off, end - pos, "zip_directory", f"zip > directory > {name}",
                  f"{COMPRESSION.get(method, method)}, {usize} bytes at {local_off}")
         pos = end
-        if name in listing.entries:
+        if name in seen:
             rep.error("zip_duplicate_entry", f"The zip holds two entries named {name!r}; readers "
                       "disagree on which one wins.", off, CENTRAL.size + name_len)
             continue
-        entry = _read_local(source, rep, name, local_off, csize, usize, method, flags)
-        if entry is not None:
-            entry.central_offset = off
-            listing.entries[name] = entry
+        seen.add(name)
+        records.append((name, off, local_off, csize, usize, method, flags, len(raw_name)))
     if count > limit:
         rep.error("zip_bad_directory", f"The end record says {count} entries; the directory has "
                   f"room for at most {limit}.", cd_offset, cd_size)
+    _locate_entries(source, rep, listing, records)
+
+
+def _locate_entries(source, rep: Report, listing: ZipListing, records: list[tuple]) -> None:
+    """Find where each entry's data starts: from its local header, or, when reads are costly
+    (a remote file), from torch's 64-byte alignment rule once a sample of headers agrees."""
+    predicted: set[int] = set()
+    if not hasattr(source, "buffer") and len(records) > PREDICT_MIN_ENTRIES:
+        sample = sorted({0, 1, 2, len(records) - 1, len(records) - 2,
+                         *range(0, len(records), max(1, len(records) // 6))})
+        entries = {i: _read_local(source, rep, *records[i]) for i in sample}
+        if all(e is not None and e.data_offset == _torch_data_offset(records[i])
+               for i, e in entries.items()):
+            predicted = set(range(len(records))) - set(sample)
+        for i, e in entries.items():
+            if e is not None:
+                listing.entries[records[i][0]] = e
+    for i, rec in enumerate(records):
+        name, cd_off, local_off, csize, usize, method, flags, name_len = rec
+        if name in listing.entries:
+            continue
+        if i in predicted and not name.endswith(".pkl"):
+            data_offset = _torch_data_offset(rec)
+            rep.span(local_off, data_offset - local_off, "zip_header",
+                     f"zip > local header > {name}", "not read: placed by torch's alignment rule")
+            _check_entry(source, rep, name, local_off, data_offset, csize, method, flags)
+            entry = ZipEntry(name, local_off, data_offset, csize, usize, method, flags)
+        else:
+            entry = _read_local(source, rep, *rec)
+        if entry is not None:
+            entry.central_offset = cd_off
+            listing.entries[name] = entry
+    listing.predicted = len(predicted)
+
+
+def _torch_data_offset(rec: tuple) -> int:
+    """Where torch's writer puts an entry's data: after the local header, its name and a
+    padding extra field (4 bytes + ZIP64 fields when needed), rounded up to 64 bytes."""
+    _, _, local_off, _, usize, _, _, name_len = rec
+    start = local_off + LOCAL.size + name_len + 4
+    if usize >= 0xFFFFFFFF or local_off >= 0xFFFFFFFF:
+        start += 4 + (16 if usize >= 0xFFFFFFFF else 0) + (8 if local_off >= 0xFFFFFFFF else 0)
+    return -(-start // TORCH_ALIGNMENT) * TORCH_ALIGNMENT
 
 
 def _apply_zip64_extra(extra, usize: int, csize: int, local_off: int) -> tuple[int, int, int]:
@@ -221,17 +269,18 @@ def _apply_zip64_extra(extra, usize: int, csize: int, local_off: int) -> tuple[i
     return usize, csize, local_off
 
 
-def _read_local(source, rep: Report, name: str, off: int, csize: int, usize: int, method: int,
-                flags: int) -> ZipEntry | None:
-    raw = source.read(off, LOCAL.size)
+def _read_local(source, rep: Report, name: str, cd_off: int, off: int, csize: int, usize: int,
+                method: int, flags: int, name_len_cd: int) -> ZipEntry | None:
+    raw = bytes(source.read(off, LOCAL.size + name_len_cd))  # one read: header and name
     if len(raw) < LOCAL.size or raw[:4] != LOCAL_SIG:
         rep.error("zip_bad_local_header", f"The directory says {name!r} starts at byte {off}, but "
-                  f"there is no local header (PK\\x03\\x04) there; found {bytes(raw[:4])!r}.",
+                  f"there is no local header (PK\\x03\\x04) there; found {raw[:4]!r}.",
                   min(off, source.size), min(4, max(0, source.size - off)))
         return None
-    f = LOCAL.unpack(raw)
+    f = LOCAL.unpack_from(raw)
     name_len, extra_len = f[9], f[10]
-    local_name = bytes(source.read(off + LOCAL.size, name_len))
+    local_name = raw[LOCAL.size:LOCAL.size + name_len] if name_len <= name_len_cd else \
+        bytes(source.read(off + LOCAL.size, name_len))
     data_offset = off + LOCAL.size + name_len + extra_len
     rep.span(off, LOCAL.size + name_len + extra_len, "zip_header", f"zip > local header > {name}",
              f"{name_len}-byte name, {extra_len}-byte extra")
@@ -239,6 +288,12 @@ def _read_local(source, rep: Report, name: str, off: int, csize: int, usize: int
         rep.error("zip_name_mismatch", f"The directory names an entry {name!r}, but its local "
                   f"header names it {short_repr(local_name.decode('utf-8', 'replace'))}; readers "
                   "disagree on which to believe.", off + LOCAL.size, name_len)
+    _check_entry(source, rep, name, off, data_offset, csize, method, flags)
+    return ZipEntry(name, off, data_offset, csize, usize, method, flags, cd_off)
+
+
+def _check_entry(source, rep: Report, name: str, off: int, data_offset: int, csize: int,
+                 method: int, flags: int) -> None:
     if method != STORED:
         rep.error("zip_compressed_entry", f"{name!r} is stored {COMPRESSION.get(method, method)}-"
                   "compressed; torch.save writes entries uncompressed, and compressed tensor bytes "
@@ -249,7 +304,6 @@ def _read_local(source, rep: Report, name: str, off: int, csize: int, usize: int
         rep.error("zip_entry_past_end", f"{name!r} needs bytes {data_offset}..{data_offset + csize}, "
                   f"past the end of the file ({source.size} bytes): the file is truncated.",
                   data_offset, max(0, source.size - data_offset))
-    return ZipEntry(name, off, data_offset, csize, usize, method, flags)
 
 
 def _recover(source, rep: Report, listing: ZipListing) -> None:
