@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 import model_explorer as mx
-from tests.foundation.test_remote import http_server, served  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.reference
 
