@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from notebooks import COURSE, NOTEBOOK_DIR, execute  # noqa: E402
+from lessons import COURSE, NOTEBOOK_DIR, execute  # noqa: E402
 
 NODE_MODULES = HERE / "node_modules"
 HTML_MANAGER_DIST = NODE_MODULES / "@jupyter-widgets" / "html-manager" / "dist"

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("course_notebooks", ROOT / "course" / "notebooks.py")
+_spec = importlib.util.spec_from_file_location("course_lessons", ROOT / "course" / "lessons.py")
 course = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = course  # dataclasses look their module up there
 _spec.loader.exec_module(course)
