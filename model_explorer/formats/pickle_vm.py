@@ -244,7 +244,7 @@ class PickleMachine:
         self.marks: list[list] = []
         self.memo: dict[int, Any] = {}
         self.base = 0
-        self.end = 0  # end of the current opcode, relative to base
+        self.tell: Callable[[], int] = lambda: 0  # end of the current opcode, relative to base
         self.run_info: PickleRun | None = None
         self._warned: set[str] = set()
 
@@ -260,45 +260,51 @@ class PickleMachine:
         self.base = start
         run = self.run_info = PickleRun(start, start)
         f = open_region(source, start, length)
-        tell = f.tell
-        ops = pickletools.genops(f)
-        rep, label, base, handlers = self.report, self.label, start, self._handlers
-        add_span, file = rep.spans.append, rep.file
+        self.tell = tell = f.tell
+        rep, label, base = self.report, self.label, start
+        add_span, file, dispatch = rep.spans.append, rep.file, _DISPATCH
+        span_limit = MAX_OPCODE_SPANS if self.spans else 0
+        check_at = min(span_limit, MAX_OPCODES)  # the one comparison the hot loop makes
         count = end = 0
-        while True:
-            try:
-                op, arg, pos = next(ops)
-            except StopIteration:
-                break
-            except Exception as e:  # genops raises ValueError, struct.error, UnicodeDecodeError...
-                self._decode_error(e, base, end, length, count)
-                run.failed = True
-                break
-            end = self.end = tell()
-            if count >= MAX_OPCODES:
-                rep.warning("pickle_too_long", f"The pickle has more than {MAX_OPCODES} opcodes; "
-                            "the rest is not checked, so it may hide imports.", base + pos, 1)
-                run.failed = True
-                break
-            if count < MAX_OPCODE_SPANS and self.spans:
-                name = op.name
-                value = (arg.replace(" ", ".", 1) if isinstance(arg, str) else None) \
-                    if name == "GLOBAL" or name == "INST" else op_value(arg)
-                add_span(Span(base + pos, end - pos, "opcode", f"{label} > op {count} > {name}", file,
-                              value))
-            elif count == MAX_OPCODE_SPANS and self.spans:
-                rep.info("opcode_spans_capped", f"Only the first {MAX_OPCODE_SPANS} opcodes are "
-                         "labelled in the hexdump.", base + pos, 1)
-            count += 1
-            try:
-                handlers[op.name](self, arg, pos, op)
-            except _Stop:
-                run.stopped = True
-                break
-            except Exception as e:  # an emulation gap must never become a traceback
-                self.once("pickle_emulation", f"Could not follow {op.name} at byte {base + pos} "
-                          f"({type(e).__name__}: {short_repr(str(e), 80)}); the structure after it "
-                          "may be incomplete.", base + pos, 1, "warning")
+        try:
+            for op, arg, pos in pickletools.genops(f):
+                end = tell()
+                if count >= check_at:
+                    if count >= MAX_OPCODES:
+                        rep.warning("pickle_too_long", f"The pickle has more than {MAX_OPCODES} "
+                                    "opcodes; the rest is not checked, so it may hide imports.",
+                                    base + pos, 1)
+                        run.failed = True
+                        break
+                    if count == span_limit and self.spans:
+                        rep.info("opcode_spans_capped", f"Only the first {MAX_OPCODE_SPANS} opcodes "
+                                 "are labelled in the hexdump.", base + pos, 1)
+                    check_at = MAX_OPCODES
+                handler, name, names_import = dispatch[op]
+                if count < span_limit:
+                    if arg is None:
+                        value = None
+                    elif names_import:
+                        value = arg.replace(" ", ".", 1) if isinstance(arg, str) else None
+                    elif type(arg) is int and -(1 << 64) < arg < (1 << 64):
+                        value = str(arg)
+                    else:
+                        value = op_value(arg)
+                    add_span(Span(base + pos, end - pos, "opcode", f"{label} > op {count} > {name}",
+                                  file, value))
+                count += 1
+                try:
+                    handler(self, arg, pos, op)
+                except _Stop:
+                    run.stopped = True
+                    break
+                except Exception as e:  # an emulation gap must never become a traceback
+                    self.once("pickle_emulation", f"Could not follow {name} at byte {base + pos} "
+                              f"({type(e).__name__}: {short_repr(str(e), 80)}); the structure "
+                              "after it may be incomplete.", base + pos, 1, "warning")
+        except Exception as e:  # genops raises ValueError, struct.error, UnicodeDecodeError...
+            self._decode_error(e, base, end, length, count)
+            run.failed = True
         run.opcode_count = count
         run.end = base + end
         return run
@@ -392,7 +398,7 @@ class PickleMachine:
 def _push_arg(m: PickleMachine, arg, pos, op):
     if isinstance(arg, (bytes, bytearray)):
         # The payload ends where the opcode ends; its start is the end minus its length.
-        at = m.base + m.end - len(arg)
+        at = m.base + m.tell() - len(arg)
         if len(arg) >= BLOB_MIN:
             m.stack.append(Blob(at, len(arg)))
             return
@@ -657,6 +663,9 @@ def _handlers_table() -> dict[str, Callable]:
 
 
 PickleMachine._handlers = _handlers_table()
+# OpcodeInfo -> (handler, name, whether its argument names an import): one lookup per opcode.
+_DISPATCH = {op: (PickleMachine._handlers[op.name], op.name, op.name in ("GLOBAL", "INST"))
+             for op in pickletools.opcodes}
 
 
 # -- reconstructors of plain data -----------------------------------------------------------
