@@ -52,7 +52,7 @@ class GenerationResult:
     peak_memory_bytes: int | None
     host_peak_memory_bytes: int | None
     dequant: DequantReport
-    stop_reason: str  # "eos" | "max_new_tokens"
+    stop_reason: str  # "eos" | "max_new_tokens" | "stopped" (the stream callback returned False)
     prompt: str = ""
     load_seconds: float = 0.0
 
@@ -155,7 +155,8 @@ class Model:
 
         temperature 0 (default) is greedy and deterministic; otherwise tokens are sampled with
         `top_k` / `top_p` from a generator seeded with `seed`. `stream(piece)` is called with
-        each new piece of text as soon as it decodes. Generation stops at an end-of-sequence id.
+        each new piece of text as soon as it decodes; if it returns False, generation stops
+        there (stop_reason "stopped"). Generation also stops at an end-of-sequence id.
         """
         ids = self.encode_prompt(prompt, chat)
         if not ids:
@@ -186,14 +187,15 @@ class Model:
             generated.append(token)
             if stream is not None:
                 piece = streamer.push(token)
-                if piece:
-                    stream(piece)
+                if piece and stream(piece) is False:
+                    stop = "stopped"
+                    break
             if len(generated) == max_new_tokens:
                 break
             logits = b.to_numpy(self.decoder.forward([token], cache, last_only=True))
             steps += 1
         decode = time.perf_counter() - t1
-        if stream is not None:
+        if stream is not None and stop != "stopped":
             tail = streamer.flush()
             if tail:
                 stream(tail)
@@ -210,7 +212,8 @@ class Model:
 
 
 def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
-               keep_quantized: bool = False, backend: str | None = None) -> Model:
+               keep_quantized: bool = False, backend: str | None = None,
+               progress: Callable[[int, int, str], Any] | None = None) -> Model:
     """Load a llama-family checkpoint (Llama, Mistral, Qwen2, SmolLM, TinyLlama) to generate with.
 
     source: a GGUF file (hyperparameters, tokenizer and chat template from its metadata), a
@@ -220,6 +223,7 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
         one, else numpy. backend="torch" runs torch even on the CPU.
     keep_quantized: keep layer weights in their stored (quantized) form and dequantize each layer
         during every forward pass: lower peak memory, slower generation.
+    progress: called as progress(done, total, tensor_name) after each tensor is dequantized.
 
     Raises UnsupportedModel (a ValueError) naming what is missing when the checkpoint is not a
     model this demo can run, FileNotFoundError when the source does not exist.
@@ -245,7 +249,7 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
         directory = path if sources.isdir(path) else sources.dirname(path)
         tokenizer = tokenizer_from_directory(directory, ckpt.metadata.get("config.json"),
                                              ckpt.metadata.get("generation_config.json"))
-    weights = Weights(ckpt, cfg, be, keep_quantized=keep_quantized)
+    weights = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
     be.synchronize()
     seconds = time.perf_counter() - t0
     return Model(cfg, tokenizer, weights, be, path, seconds, be.memory_peak() or memory.peak_rss())

@@ -13,7 +13,9 @@ it takes in the file, the bytes it takes as float32, and the seconds it took.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -147,17 +149,29 @@ class Weights:
     "down"}: q, k, v fused into one matrix and gate, up into another, so one matmul does each.
     """
 
-    def __init__(self, ckpt, cfg: ModelConfig, backend, keep_quantized: bool = False) -> None:
+    def __init__(self, ckpt, cfg: ModelConfig, backend, keep_quantized: bool = False,
+                 progress: Callable[[int, int, str], Any] | None = None) -> None:
         self.ckpt, self.cfg, self.backend = ckpt, cfg, backend
         self.keep_quantized = keep_quantized
+        self._progress = progress
         self.names = GGUF_NAMES if ckpt.format == "gguf" else HF_NAMES
         self.report = DequantReport("on_the_fly" if keep_quantized else "load")
         self._rows: dict[str, DequantRow] = {}
         self._check_tensors()
+        self._total = self._count_at_load()
         self.embed = self._array("embed")
         self.norm = self._array("norm")
         self.lm_head = self.embed if self.tied else self._array("lm_head")
         self._layers = None if keep_quantized else [self._build_layer(i) for i in range(cfg.num_layers)]
+        self._progress = None  # load is over; on-the-fly passes do not report progress
+
+    def _count_at_load(self) -> int:
+        """How many tensors the load dequantizes (for progress callbacks)."""
+        top = 2 + (0 if self.tied else 1)
+        if self.keep_quantized:
+            return top
+        per_layer = len(LAYER_PARTS) + (len(BIAS_PARTS) if self.cfg.attention_bias else 0)
+        return top + per_layer * self.cfg.num_layers
 
     # -- names and shapes ----------------------------------------------------------------------
 
@@ -221,6 +235,8 @@ class Weights:
             row = self._rows[name] = DequantRow(name, info.kind, tuple(info.shape), stored_bytes(info),
                                                 4 * info.numel, seconds)
             self.report.add(row)
+            if self._progress is not None:
+                self._progress(len(self.report), self._total, name)
         else:
             row.seconds += seconds
             row.calls += 1

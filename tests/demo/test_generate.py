@@ -128,3 +128,18 @@ def test_cli_generate_with_the_sample_answers(capsys, sample_gguf):
 def test_cli_generate_reports_unloadable_sources(tmp_path, capsys):
     assert cli_main(["generate", str(tmp_path / "missing.gguf")]) == 2
     assert "cannot load" in capsys.readouterr().err
+
+
+def test_load_progress_and_stopping_from_the_stream(tiny_q8):
+    seen = []
+    model = load_model(tiny_q8, device="cpu", progress=lambda done, total, name: seen.append((done, total, name)))
+    assert [d for d, _, _ in seen] == list(range(1, len(model.dequant) + 1))
+    assert {t for _, t, _ in seen} == {len(model.dequant)} and seen[-1][2] in model.weights.ckpt.tensors
+    pieces = []
+
+    def stream(piece):
+        pieces.append(piece)
+        return len(pieces) < 3
+
+    r = model.generate("the cat", max_new_tokens=20, stop_at_eos=False, stream=stream)
+    assert r.stop_reason == "stopped" and len(pieces) == 3
