@@ -31,7 +31,7 @@ from .pickle_torch import TORCH_REDUCERS, StorageRef, StorageTable, TensorRef, i
 from .pickle_vm import Blob, Call, Global, PickleMachine, PickleRun, Unknown, render
 from .pickle_walk import walk
 from .safetensors import FileResult
-from .zipread import read_zip
+from .zipread import COMPRESSION, read_zip
 
 TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 LEGACY_PROTOCOL_VERSION = 1001
@@ -142,6 +142,20 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
         rep.warning("zip_foreign_entry", f"{len(foreign)} entries are outside the archive folder "
                     f"{prefix!r} (first: {foreign[0]!r}); torch ignores them.",
                     entries[foreign[0]].header_offset, 4)
+    for name, e in entries.items():
+        if e.method == 0:
+            continue
+        how = COMPRESSION.get(e.method, str(e.method))
+        if name.startswith(prefix + "data/"):
+            rep.error("zip_compressed_entry", f"The storage {name!r} is {how}-compressed; torch.save "
+                      "writes storages uncompressed, and compressed tensor bytes cannot be "
+                      "memory-mapped or shown at their offsets.", e.header_offset, 4)
+        elif name == prefix + "data.pkl":
+            rep.warning("zip_compressed_entry", f"data.pkl is {how}-compressed; torch.save writes "
+                        "it uncompressed. It is inflated and checked, but its opcodes have no "
+                        "offsets in the file.", e.header_offset, 4)
+        else:
+            rep.info("zip_compressed_entry", f"{name!r} is {how}-compressed.", e.header_offset, 4)
     code = [n for n in entries if n.startswith(prefix + "code/") or n == prefix + "constants.pkl"]
     if code:
         rep.warning("torchscript_archive", f"This is a TorchScript archive ({code[0]!r}): "

@@ -294,10 +294,7 @@ def _read_local(source, rep: Report, name: str, cd_off: int, off: int, csize: in
 
 def _check_entry(source, rep: Report, name: str, off: int, data_offset: int, csize: int,
                  method: int, flags: int) -> None:
-    if method != STORED:
-        rep.error("zip_compressed_entry", f"{name!r} is stored {COMPRESSION.get(method, method)}-"
-                  "compressed; torch.save writes entries uncompressed, and compressed tensor bytes "
-                  "cannot be memory-mapped or shown at their offsets.", off, LOCAL.size)
+    # Compression is judged by the caller: it matters for tensor bytes, not for code files.
     if flags & 0x1:
         rep.error("zip_encrypted_entry", f"{name!r} is encrypted; it cannot be read.", off, LOCAL.size)
     if data_offset + csize > source.size:

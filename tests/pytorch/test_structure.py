@@ -355,3 +355,26 @@ def test_hostile_embedded_torch_file(tmp_path):
     assert p.read_bytes()[bad[0].offset:bad[0].offset + 1] == b"c"  # the GLOBAL, in place
     assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "dangerous"
     assert not marker.exists()
+
+
+def test_torchscript_archive(tmp_path):
+    import torch
+
+    p = tmp_path / "ts.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 3)), p)
+    ckpt = mx.open(p)
+    assert not ckpt.errors
+    assert set(ckpt.tensors) == {"weight", "bias"}
+    assert "torchscript_archive" in codes(ckpt)
+
+
+def test_big_endian_byteorder_record(tmp_path, small_zip):
+    out = tmp_path / "be.pt"
+    with zipfile.ZipFile(small_zip) as src, zipfile.ZipFile(out, "w") as dst:
+        for i in src.infolist():
+            data = b"big" if i.filename.endswith("/byteorder") else src.read(i.filename)
+            dst.writestr(i.filename, data)
+    ckpt = mx.open(out)
+    assert ckpt.metadata["byteorder"] == "big"
+    assert {t.byteorder for t in ckpt.tensors.values()} == {">"}
+    zip_with_data_pkl(small_zip, zipfile.ZipFile(small_zip).read("small/data.pkl"), out)
