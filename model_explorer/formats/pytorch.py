@@ -2,7 +2,8 @@
 
 Nothing from the file is ever imported or called: `pickle_vm` walks the opcodes and builds
 inert stand-ins, `pickle_torch` turns torch's reconstructor calls into storage and tensor
-references, and this module places each tensor's bytes in the file.
+references, `pickle_walk` names them by path, `pickle_tensors` places each tensor's bytes in
+the file and `pickle_report` judges the imports. This module reads the containers.
 
 - Zip (torch.save since 1.6): `<archive>/data.pkl` holds the structure; storages are the
   entries `<archive>/data/<key>`; `byteorder` says how to read them.
@@ -75,7 +76,10 @@ def read_torch_zip(source) -> FileResult:
         rep.error("no_data_pkl", "The zip holds no data.pkl record, so it is not a torch.save "
                   f"checkpoint (entries: {', '.join(short_repr(n, 40) for n in names[:5])}).",
                   0, min(4, source.size))
-        _scan_other_pickles(source, rep, entries, None, [])
+        runs: list[PickleRun] = []
+        _scan_other_pickles(source, rep, entries, None, runs)
+        if runs:  # no torch checkpoint, but whatever pickles it holds are still judged
+            result.details["pickle"] = pickle_details(runs, None, None, rep)
         return result
     prefix = pkl_name[: -len("data.pkl")]
     _check_zip_layout(source, rep, entries, prefix)

@@ -378,3 +378,13 @@ def test_big_endian_byteorder_record(tmp_path, small_zip):
     ckpt = mx.open(out)
     assert ckpt.metadata["byteorder"] == "big"
     assert {t.byteorder for t in ckpt.tensors.values()} == {">"}
+
+
+def test_zip_without_data_pkl_still_judges_its_pickles(tmp_path):
+    out = tmp_path / "notorch.zip"
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("archive/payload.pkl", hostile_pickles(tmp_path / "m")["os_system_p0"])
+    ckpt = mx.open(out)
+    found = codes(ckpt)
+    assert "no_data_pkl" in found and "dangerous_import" in found
+    assert ckpt.details["files"][str(out)]["pickle"]["verdict"] == "dangerous"
