@@ -511,6 +511,9 @@ def _to_safetensors(src: _Source, dest: str, dtype: str, progress) -> str:
     return directory
 
 
+MLX_CHUNK_ROWS = 4096  # rows quantized per step: the uint32 codes of a big matrix stay small
+
+
 def mlx_quantize(w: np.ndarray, bits: int, group_size: int, dtype: str = "F16"):
     """MLX affine quantization of the last axis: (packed uint32, scales, biases).
 
@@ -519,21 +522,27 @@ def mlx_quantize(w: np.ndarray, bits: int, group_size: int, dtype: str = "F16"):
     first value in the lowest bits. Codes are computed against the stored (rounded) scale and
     bias, so that dequantizing the file gives the closest grid point.
     """
-    rows = w.reshape(-1, w.shape[-1]).astype(np.float32)
-    groups = rows.reshape(rows.shape[0], -1, group_size)
-    lo, hi = groups.min(axis=-1), groups.max(axis=-1)
-    levels = (1 << bits) - 1
+    rows = w.reshape(-1, w.shape[-1])
+    n, cols = rows.shape
     np_dtype = _numpy_dtype(dtype)
-    scales = np.maximum((hi - lo) / levels, 1e-7).astype(np_dtype)
-    biases = lo.astype(np_dtype)
-    s32, b32 = scales.astype(np.float32)[..., None], biases.astype(np.float32)[..., None]
-    q = np.clip(np.rint((groups - b32) / s32), 0, levels).astype(np.uint32)
+    packed = np.empty((n, cols * bits // 32), np.uint32)
+    scales = np.empty((n, cols // group_size), np_dtype)
+    biases = np.empty((n, cols // group_size), np_dtype)
+    levels = (1 << bits) - 1
     per_word = 32 // bits
-    q = q.reshape(rows.shape[0], -1, per_word)
-    shifts = (np.arange(per_word, dtype=np.uint32) * bits)
-    packed = np.bitwise_or.reduce(q << shifts, axis=-1).astype(np.uint32)
+    shifts = np.arange(per_word, dtype=np.uint32) * bits
+    for start in range(0, n, MLX_CHUNK_ROWS):
+        part = slice(start, min(n, start + MLX_CHUNK_ROWS))
+        groups = rows[part].astype(np.float32).reshape(-1, cols // group_size, group_size)
+        lo, hi = groups.min(axis=-1), groups.max(axis=-1)
+        scales[part] = np.maximum((hi - lo) / levels, 1e-7)
+        biases[part] = lo
+        s32, b32 = scales[part].astype(np.float32)[..., None], biases[part].astype(np.float32)[..., None]
+        q = np.clip(np.rint((groups - b32) / s32), 0, levels).astype(np.uint32)
+        q = q.reshape(q.shape[0], -1, per_word) << shifts
+        packed[part] = np.bitwise_or.reduce(q, axis=-1)
     lead = w.shape[:-1]
-    return (packed.reshape(*lead, -1), scales.reshape(*lead, -1), biases.reshape(*lead, -1))
+    return packed.reshape(*lead, -1), scales.reshape(*lead, -1), biases.reshape(*lead, -1)
 
 
 def _mlx_quantizable(t: _Tensor, bits: int, group_size: int) -> bool:

@@ -441,3 +441,14 @@ def test_smollm2_tokenizer_json_matches_transformers_gguf_tokenizer(tmp_path):
     for text in ["The capital of France is", "digits 1234567 and  spaces\n\ttabs",
                  "<|im_start|>user\nhi<|im_end|>", "naïve café 日本語 🙂"]:
         assert ours.encode(text).ids == reference(text)["input_ids"], text
+
+
+def test_mlx_quantize_in_row_chunks_equals_one_pass(monkeypatch):
+    from model_explorer.demo import convert as convert_module
+
+    w = np.random.default_rng(5).standard_normal((10, 128)).astype(np.float32)
+    whole = convert_module.mlx_quantize(w, 4, 64)
+    monkeypatch.setattr(convert_module, "MLX_CHUNK_ROWS", 3)
+    chunked = convert_module.mlx_quantize(w, 4, 64)
+    for a, b in zip(whole, chunked):
+        np.testing.assert_array_equal(a, b)
