@@ -452,3 +452,30 @@ def test_mlx_quantize_in_row_chunks_equals_one_pass(monkeypatch):
     chunked = convert_module.mlx_quantize(w, 4, 64)
     for a, b in zip(whole, chunked):
         np.testing.assert_array_equal(a, b)
+
+
+def test_mlx_source_converts_back_dequantized(tiny_f32_dir, tmp_path):
+    mlx = convert(tiny_f32_dir, tmp_path / "mlx", format="mlx", bits=8, group_size=32)
+    back = convert(mlx, tmp_path / "back", format="safetensors", dtype="F32")
+    with open(os.path.join(back, "config.json")) as f:
+        config = json.load(f)
+    assert "quantization" not in config and "quantization_config" not in config
+    a, b = mx.open(mlx), load_safetensors(back)
+    assert set(a.tensors) == set(b)  # no .scales / .biases left
+    for name in b:
+        np.testing.assert_array_equal(b[name], a.read(name), err_msg=name)
+
+
+@pytest.mark.reference
+def test_pytorch_bin_source_converts(tiny, tiny_f32_dir, tmp_path):
+    torch = pytest.importorskip("torch")
+    weights, _ = tiny
+    folder = tmp_path / "pt"
+    folder.mkdir()
+    torch.save({k: torch.from_numpy(v) for k, v in weights.items()}, folder / "pytorch_model.bin")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_text(open(os.path.join(tiny_f32_dir, name)).read())
+    out = convert(str(folder), tmp_path / "pt.gguf", format="gguf", dtype="F32")
+    back = load_safetensors(convert(out, tmp_path / "st", format="safetensors"))
+    for name, arr in weights.items():
+        np.testing.assert_array_equal(back[name], arr, err_msg=name)
