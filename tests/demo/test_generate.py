@@ -20,20 +20,11 @@ def test_smollm2_knows_the_capital_of_france(smollm2):
 
 def test_greedy_is_deterministic_and_streams_the_same_text(smollm2):
     pieces = []
-    a = smollm2.generate("The three primary colors are", max_new_tokens=12, stream=pieces.append)
-    b = smollm2.generate("The three primary colors are", max_new_tokens=12)
-    assert a.tokens == b.tokens and len(a.tokens) == 12
+    a = smollm2.generate("The three primary colors are", max_new_tokens=8, stream=pieces.append)
+    b = smollm2.generate("The three primary colors are", max_new_tokens=8)
+    assert a.tokens == b.tokens and len(a.tokens) == 8
     assert "".join(pieces) == a.text == b.text
     assert a.stop_reason == "max_new_tokens"
-
-
-def test_sampling_is_reproducible_with_a_seed(smollm2):
-    kw = dict(max_new_tokens=8, temperature=1.0, top_k=50, top_p=0.95, stop_at_eos=False)
-    a = smollm2.generate("Once upon a time", seed=7, **kw)
-    b = smollm2.generate("Once upon a time", seed=7, **kw)
-    others = [smollm2.generate("Once upon a time", seed=s, **kw).tokens for s in (1, 2, 3)]
-    assert a.tokens == b.tokens
-    assert any(t != a.tokens for t in others)
 
 
 def test_result_reports_speed_device_memory_and_dequantization(smollm2):
@@ -66,6 +57,29 @@ def test_dequant_report_of_smollm2(smollm2):
 def tiny_q8(tmp_path_factory):
     cfg = tiny_config("llama")
     return write_gguf(cfg, random_state(cfg, seed=3), str(tmp_path_factory.mktemp("q8") / "tiny.gguf"), "Q8_0")
+
+
+def test_sampling_is_reproducible_with_a_seed(tiny_q8):
+    model = load_model(tiny_q8, device="cpu")
+    kw = dict(max_new_tokens=12, temperature=1.0, top_k=50, top_p=0.95, stop_at_eos=False)
+    a = model.generate("the cat", seed=7, **kw)
+    b = model.generate("the cat", seed=7, **kw)
+    others = [model.generate("the cat", seed=s, **kw).tokens for s in (1, 2, 3)]
+    assert a.tokens == b.tokens
+    assert any(t != a.tokens for t in others)
+    greedy = model.generate("the cat", max_new_tokens=12, stop_at_eos=False).tokens
+    assert greedy == model.generate("the cat", max_new_tokens=12, stop_at_eos=False, seed=5).tokens
+
+
+def test_sampling_respects_top_k_and_top_p():
+    from model_explorer.demo.sampling import choose
+
+    logits = np.array([0.0, 5.0, 4.9, -3.0, 4.8])
+    rng = np.random.default_rng(0)
+    assert choose(logits) == 1
+    assert {choose(logits, 1.0, top_k=2, rng=rng) for _ in range(200)} == {1, 2}
+    assert {choose(logits, 1.0, top_p=0.3, rng=rng) for _ in range(200)} == {1}
+    assert 3 in {choose(logits, 100.0, rng=rng) for _ in range(400)}
 
 
 def test_on_the_fly_dequantization_gives_the_same_logits_with_less_held(tiny_q8):
