@@ -129,6 +129,9 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
         ckpt.metadata.setdefault(key, value)
     if result.details:
         ckpt.details.setdefault("files", {})[result.file] = result.details
+        # A pickle summary is shown for the model; with several .bin shards, the first one's.
+        if "pickle" in result.details:
+            ckpt.details.setdefault("pickle", result.details["pickle"])
 
 
 def _open_index(path: str, ckpt: Checkpoint) -> None:
