@@ -11,7 +11,6 @@ Notebook code can do the same with `w.generate()`, `w.dequantize()`, `w.compare(
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import threading
@@ -165,18 +164,20 @@ class RunDemo(anywidget.AnyWidget):
         self.status = "loading"
         self.dequant, self.dequant_summary = [], ""
         self.progress = {"label": "dequantizing", "done": 0, "total": 0}
-        kwargs = {}
-        if "progress" in inspect.signature(load_model).parameters:
-            def progress(done, total, *_rest):
+        last = [0.0]
+
+        def progress(done: int, total: int, _name: str) -> None:
+            now = time.perf_counter()
+            if done == total or now - last[0] > 0.05:  # a few updates a second are plenty
+                last[0] = now
                 self.progress = {"label": "dequantizing", "done": int(done), "total": int(total)}
-            kwargs["progress"] = progress
-        model = load_model(self.source, self.device, **kwargs)
+
+        model = load_model(self.source, self.device, progress=progress)
         self._model, self._model_key = model, (self.source, self.device)
         report = model.dequant
         self.dequant = layer_table(report.to_records())
         self.dequant_summary = report.summary()
         self.stats = {"device": model.device, "load_seconds": model.load_seconds}
-        self.progress = {"label": "dequantizing", "done": len(report), "total": len(report)}
 
     def _job_dequantize(self) -> None:
         self._model = None
@@ -190,25 +191,23 @@ class RunDemo(anywidget.AnyWidget):
         pieces: list[str] = []
         started = time.perf_counter()
 
-        def stream(piece: str) -> None:
-            if self._stop.is_set():
-                raise _Stopped()
+        def stream(piece: str) -> bool:
             pieces.append(piece)
             elapsed = time.perf_counter() - started
             self.send({"type": "token", "text": piece, "count": len(pieces),
                        "tps": len(pieces) / elapsed if elapsed > 0 else 0.0})
+            return not self._stop.is_set()  # False ends generation after this token
 
-        try:
-            r = model.generate(self.prompt, max_new_tokens=max(1, int(self.max_new_tokens)),
-                               temperature=max(0.0, float(self.temperature)), chat=self.chat, stream=stream)
-        finally:
-            self.output = "".join(pieces)
+        r = model.generate(self.prompt, max_new_tokens=max(1, int(self.max_new_tokens)),
+                           temperature=max(0.0, float(self.temperature)), chat=self.chat, stream=stream)
         self.output = r.text
         self.stats = {"device": r.device, "tokens": len(r.tokens), "prompt_tokens": len(r.prompt_tokens),
                       "decode_tps": r.decode_tps, "prefill_tps": r.prefill_tps,
                       "peak_memory_bytes": r.peak_memory_bytes, "load_seconds": model.load_seconds,
                       "stop_reason": r.stop_reason}
         self.send({"type": "generate_done", "stats": self.stats, "text": r.text})
+        if r.stop_reason == "stopped":
+            self.send({"type": "notice", "message": "Stopped."})
 
     def _job_compare(self) -> None:
         from .compare import compare_quantizations

@@ -57,7 +57,11 @@ def test_generate_streams_tokens_then_fills_output_and_stats(tiny_gguf, tmp_path
 
 def test_dequantize_button_reloads_and_reports_per_layer(tiny_gguf, tmp_path):
     w, _ = make(tiny_gguf, tmp_path)
+    seen = []
+    w.observe(lambda change: seen.append(change["new"]), "progress")
     click(w, "dequantize")
+    totals = [p for p in seen if p.get("total")]
+    assert totals and totals[-1]["done"] == totals[-1]["total"] == 20  # every tensor of the tiny model
     first = w._model
     assert first is not None and w.progress == {}
     rows = {r["layer"]: r for r in w.dequant}
@@ -90,6 +94,7 @@ def test_stop_ends_generation_early(tiny_gguf, tmp_path):
     w.send = send_and_stop
     click(w, "generate")
     assert w.status == "idle" and sent[-1] == {"type": "notice", "message": "Stopped."}
+    assert w.stats["stop_reason"] == "stopped"
     assert 0 < len(w.output) and sum(m["type"] == "token" for m in sent) == 2
 
 
