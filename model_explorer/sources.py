@@ -99,7 +99,12 @@ class RemoteSource:
 
         self.name = url
         self._fs, self._path = fsspec.core.url_to_fs(url)
-        size = self._fs.size(self._path)
+        try:
+            size = self._fs.size(self._path)
+        except OSError:
+            raise
+        except Exception as e:  # backends raise their own errors (aiohttp, botocore...)
+            raise OSError(f"cannot reach {url!r}: {e}") from e
         if size is None:
             raise OSError(f"the server does not say how large {url!r} is, so it cannot be read in ranges")
         self.size = int(size)
@@ -119,7 +124,12 @@ class RemoteSource:
         return self._fetch(offset, end)
 
     def _fetch(self, start: int, end: int) -> bytes:
-        data = self._fs.cat_file(self._path, start=start, end=end)
+        try:
+            data = self._fs.cat_file(self._path, start=start, end=end)
+        except OSError:
+            raise
+        except Exception as e:
+            raise OSError(f"reading bytes {start} to {end} of {self.name!r} failed: {e}") from e
         self.requests += 1
         self.bytes_read += len(data)
         return data[:end - start]  # a server that ignores Range sends more

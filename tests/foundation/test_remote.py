@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import threading
@@ -59,6 +60,10 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
         if head:
             return
         self.server.requests.append((self.path, start, end))
+        if "broken" in self.path:  # a server that announces a file, then fails to send it
+            self.wfile.write(b"")
+            self.close_connection = True
+            return
         with open(path, "rb") as f:
             f.seek(start)
             left = end - start + 1
@@ -230,3 +235,17 @@ def test_remote_prefix_grows_by_doubling(served):
     assert src.requests <= 5 and src.bytes_read < 1_100_000
     assert src.read(1000, 4) == bytes([232, 233, 234, 235])
     assert src.read(src.size - 2, 10) == bytes([254, 255])
+
+
+def test_a_server_that_fails_mid_read(served):
+    root, base, _ = served
+    d, _, _ = shard_dir(root, folder="repo")
+    (d / "model-00002-of-00003.safetensors").rename(d / "broken.safetensors")
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {k: ("broken.safetensors" if "00002" in v else v) for k, v in index["weight_map"].items()}
+    (d / "model.safetensors.index.json").write_text(json.dumps(index))
+    ckpt = mx.open(f"{base}/repo/model.safetensors.index.json")
+    f = next(f for f in ckpt.errors if f.code == "unreadable_shard")
+    assert f.file == f"{base}/repo/broken.safetensors" and len(ckpt.tensors) == 4
+    with pytest.raises(OSError):
+        mx.open(f"{base}/repo/broken.safetensors")
