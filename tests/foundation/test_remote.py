@@ -249,3 +249,13 @@ def test_a_server_that_fails_mid_read(served):
     assert f.file == f"{base}/repo/broken.safetensors" and len(ckpt.tensors) == 4
     with pytest.raises(OSError):
         mx.open(f"{base}/repo/broken.safetensors")
+
+
+def test_mlx_model_over_http(served):
+    from .conftest import mlx_dir
+
+    root, base, _ = served
+    mlx_dir(root, folder="mlx")
+    ckpt = mx.open(f"{base}/mlx/model.safetensors")  # config.json beside it is found by URL
+    w = ckpt.tensors["model.layers.0.mlp.up_proj.weight"]
+    assert ckpt.findings == [] and (w.kind, w.shape) == ("MLX_Q4", (8, 128))
