@@ -29,6 +29,7 @@ MAX_OPCODE_SPANS = 2_000_000
 BLOB_MIN = 4096
 # Pickles larger than this are decoded through a buffered window over the source.
 WHOLE_READ_MAX = 64 * 1024 * 1024
+MAX_LINE = 1 << 20  # a text opcode's line (protocol 0) without a newline stops here
 MAX_CALLS_KEPT = 5  # calls remembered per import, for messages
 SCALARS = (str, int, float, bool, type(None), bytes)
 
@@ -181,30 +182,40 @@ def op_value(arg: Any) -> str | None:
 
 # -- reading through a source ---------------------------------------------------------------
 
-class _Window(io.RawIOBase):
-    """A read-only file over `source.read`, for pickles too large to read whole."""
+class _Window:
+    """A read-only file over `source.read` for pickles too large to read whole: a 1 MiB read
+    buffer for opcodes, and large arguments as zero-copy views of a local file's map."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, source, start: int, end: int) -> None:
         self._source, self._start, self._end, self._pos = source, start, end, start
-
-    def readable(self) -> bool:
-        return True
+        self._buf, self._buf_at = b"", start
+        self._map = getattr(source, "buffer", None)
 
     def tell(self) -> int:
         return self._pos - self._start
 
-    def read(self, n: int = -1) -> bytes:
+    def read(self, n: int = -1):
         if n is None or n < 0:
             n = self._end - self._pos
         n = max(0, min(n, self._end - self._pos))
-        data = bytes(self._source.read(self._pos, n))
+        off = self._pos - self._buf_at
+        if 0 <= off and off + n <= len(self._buf):
+            data = self._buf[off:off + n]
+        elif n > self.CHUNK:
+            data = self._map[self._pos:self._pos + n] if self._map is not None else \
+                bytes(self._source.read(self._pos, n))
+        else:
+            self._buf_at = self._pos
+            self._buf = bytes(self._source.read(self._pos, min(self.CHUNK, self._end - self._pos)))
+            data = self._buf[:n]
         self._pos += len(data)
         return data
 
     def readline(self, limit: int = -1) -> bytes:
         # Text opcodes end at a newline; a missing newline reads at most 1 MiB.
-        cap = 1 << 20
-        chunk = bytes(self._source.read(self._pos, min(cap, self._end - self._pos)))
+        chunk = bytes(self._source.read(self._pos, min(MAX_LINE, self._end - self._pos)))
         i = chunk.find(b"\n")
         line = chunk if i < 0 else chunk[:i + 1]
         self._pos += len(line)
@@ -215,7 +226,7 @@ def open_region(source, start: int, length: int):
     """A file-like object over bytes [start, start + length) of a source."""
     if length <= WHOLE_READ_MAX:
         return io.BytesIO(bytes(source.read(start, length)))
-    return io.BufferedReader(_Window(source, start, start + length), buffer_size=1 << 20)
+    return _Window(source, start, start + length)
 
 
 # -- the machine ----------------------------------------------------------------------------
@@ -396,7 +407,7 @@ class PickleMachine:
 # -- opcode handlers ------------------------------------------------------------------------
 
 def _push_arg(m: PickleMachine, arg, pos, op):
-    if isinstance(arg, (bytes, bytearray)):
+    if isinstance(arg, (bytes, bytearray, memoryview)):
         # The payload ends where the opcode ends; its start is the end minus its length.
         at = m.base + m.tell() - len(arg)
         if len(arg) >= BLOB_MIN:

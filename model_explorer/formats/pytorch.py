@@ -139,9 +139,9 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
     first = min(e.header_offset for e in entries.values())
     if first > 0:
         head = bytes(source.read(0, min(first, 16)))
-        looks = head[:1] == b"\x80" or head[:1] in PICKLE_STARTS
+        looks = head[:1] in PICKLE_STARTS
         (rep.error if looks else rep.warning)(
-            "zip_prefix_bytes" if not looks else "polyglot",
+            "polyglot" if looks else "zip_prefix_bytes",
             f"{first} bytes come before the first zip entry ({head!r}…)"
             + ("; they look like a pickle: the file is a pickle/zip polyglot, and a loader "
                "that reads it as a pickle runs that one instead." if looks

@@ -388,3 +388,32 @@ def test_zip_without_data_pkl_still_judges_its_pickles(tmp_path):
     found = codes(ckpt)
     assert "no_data_pkl" in found and "dangerous_import" in found
     assert ckpt.details["files"][str(out)]["pickle"]["verdict"] == "dangerous"
+
+
+def test_large_pickles_read_through_a_window_give_the_same_result(tmp_path, monkeypatch):
+    """Pickles over 64 MiB are decoded through a buffered window over the source instead of
+    one read; with a tiny threshold and chunk, every file must read identically both ways."""
+    import numpy as np
+    import torch
+
+    from model_explorer.formats import pickle_vm
+
+    files = {name: data for name, data in hostile_pickles(tmp_path / "m").items()}
+    files["numpy"] = pickle.dumps({"a": np.arange(3000.0), "b": np.ones(3)}, protocol=5)
+    files["legacy"] = dump_bytes({"w": torch.arange(6.0)}, _use_new_zipfile_serialization=False)
+    files["zip"] = dump_bytes({"w": torch.arange(6.0)})
+    files["text"] = pickle.dumps({"a": [1, "x" * 300]}, protocol=0)
+
+    def summary(ckpt):
+        return ([(t.name, t.offset, t.length) for t in ckpt.tensors.values()],
+                [(f.code, f.offset) for f in ckpt.findings],
+                [(s.offset, s.length, s.path, s.value) for s in ckpt.spans])
+
+    for name, data in files.items():
+        p = tmp_path / f"{name}.bin"
+        p.write_bytes(data)
+        want = summary(mx.open(p))
+        with monkeypatch.context() as mp:
+            mp.setattr(pickle_vm, "WHOLE_READ_MAX", 0)
+            mp.setattr(pickle_vm._Window, "CHUNK", 64)
+            assert summary(mx.open(p)) == want, name
