@@ -130,7 +130,7 @@ def _render(v: Any, depth: int) -> str:
     if isinstance(v, int):
         return repr(v) if v.bit_length() <= 128 else f"<int of {v.bit_length()} bits>"
     if isinstance(v, str):
-        return short_repr(repr(v), 200)
+        return short_repr(repr(v[:200]), 200)  # slice first: the string may be huge
     if isinstance(v, (bytes, bytearray)):
         return short_repr(repr(bytes(v)), 60) if len(v) <= 64 else f"<{len(v)} bytes>"
     if isinstance(v, Blob):
@@ -374,7 +374,7 @@ class PickleMachine:
             g = Global(module, name, self.base + pos, opcode, sev, why)
         else:
             text = f"{render(module, 2)}.{render(name, 2)}"
-            g = Global(str(module)[:80], str(name)[:80], self.base + pos, opcode, "error",
+            g = Global(render(module, 1, 80), render(name, 1, 80), self.base + pos, opcode, "error",
                        "imports a name computed while loading, to hide what it imports",
                        computed=text)
         self.run_info.imports.append(g)
