@@ -111,10 +111,10 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     elif scaling_type not in (None, "none"):
         rope_scaling = {"rope_type": scaling_type}
     names = tensor_names or set()
+    extra = {}
     if "rope_freqs.weight" in names:
-        # Llama 3.1 stores its frequency corrections as a tensor; the forward pass does not read it.
-        raise UnsupportedModel("The GGUF has a 'rope_freqs.weight' tensor (Llama 3.1 style RoPE "
-                               "scaling), which this demo does not apply.")
+        # Llama 3.x stores its per-frequency RoPE divisors as a tensor; weights.py reads it.
+        extra["rope_freqs_tensor"] = "rope_freqs.weight"
     vocab = get(f"{arch}.vocab_size", None)
     if vocab is None:
         tokens = metadata.get("tokenizer.ggml.tokens")
@@ -136,6 +136,7 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         tie_word_embeddings=bool(names) and "output.weight" not in names,
         sliding_window=get(f"{arch}.attention.sliding_window", None) or None,
         gguf_qk_permuted=arch in ("llama", "mistral"),
+        extra=extra,
     ).validate()
 
 
@@ -214,4 +215,7 @@ def rope_inverse_frequencies(cfg: ModelConfig):
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
         inv = np.where(medium, smoothed, scaled)
+    factors = cfg.extra.get("rope_freq_factors")
+    if factors is not None:  # GGUF rope_freqs: llama.cpp divides each frequency by its factor
+        inv = inv / np.asarray(factors, dtype=np.float32)
     return inv.astype(np.float32)

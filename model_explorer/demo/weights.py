@@ -159,15 +159,31 @@ class Weights:
         self._rows: dict[str, DequantRow] = {}
         self._check_tensors()
         self._total = self._count_at_load()
+        self._read_rope_factors()
         self.embed = self._array("embed")
         self.norm = self._array("norm")
         self.lm_head = self.embed if self.tied else self._array("lm_head")
         self._layers = None if keep_quantized else [self._build_layer(i) for i in range(cfg.num_layers)]
         self._progress = None  # load is over; on-the-fly passes do not report progress
 
+    def _read_rope_factors(self) -> None:
+        """GGUF Llama 3.x: `rope_freqs.weight` holds one divisor per rotary frequency."""
+        name = self.cfg.extra.get("rope_freqs_tensor")
+        if name is None:
+            return
+        info = self.ckpt.tensors[name]
+        if tuple(info.shape) != (self.cfg.head_dim // 2,):
+            raise UnsupportedModel(f"Tensor {name!r} has shape {list(info.shape)}; RoPE needs one factor per "
+                                   f"frequency, [{self.cfg.head_dim // 2}].")
+        t0 = time.perf_counter()
+        factors = np.asarray(self.ckpt.read(name), dtype=np.float32)
+        self.report.add(DequantRow(name, info.kind, tuple(info.shape), stored_bytes(info), 4 * info.numel,
+                                   time.perf_counter() - t0))
+        self.cfg.extra["rope_freq_factors"] = factors
+
     def _count_at_load(self) -> int:
         """How many tensors the load dequantizes (for progress callbacks)."""
-        top = 2 + (0 if self.tied else 1)
+        top = 2 + (0 if self.tied else 1) + (1 if "rope_freqs_tensor" in self.cfg.extra else 0)
         if self.keep_quantized:
             return top
         per_layer = len(LAYER_PARTS) + (len(BIAS_PARTS) if self.cfg.attention_bias else 0)

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 
@@ -192,6 +193,24 @@ def spm_vocab(size: int = VOCAB_SIZE) -> dict:
     return {"model": "llama", "tokens": tokens, "types": types, "scores": scores}
 
 
+def llama3_rope_factors(cfg: dict) -> np.ndarray:
+    """llama.cpp's converter: Llama 3 RoPE scaling as one divisor per frequency."""
+    s, dim = cfg["rope_scaling"], cfg["head_dim"]
+    factor, low, high, old = s["factor"], s["low_freq_factor"], s["high_freq_factor"], \
+        s["original_max_position_embeddings"]
+    out = []
+    for freq in 1.0 / (cfg["rope_theta"] ** (np.arange(0, dim, 2) / dim)):
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
 def write_gguf(cfg: dict, state: dict[str, np.ndarray], path: str, dtype: str = "F32",
                architecture: str | None = None, spm: bool = False) -> str:
     """spm: write a sentencepiece ("llama") vocabulary with scores and no merges."""
@@ -229,6 +248,9 @@ def write_gguf(cfg: dict, state: dict[str, np.ndarray], path: str, dtype: str = 
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_chat_template(CHATML)
+    scaling = cfg.get("rope_scaling")
+    if scaling and scaling["rope_type"] == "llama3":
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(cfg))
     for name, data in state.items():
         if arch == "llama" and name.endswith(("q_proj.weight", "q_proj.bias")):
             data = llama_cpp_permute(data, cfg["num_attention_heads"])

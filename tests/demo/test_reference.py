@@ -29,6 +29,10 @@ CASES = {
     "qwen2": tiny_config("qwen2"),
     # A window shorter than the sequence, so the sliding mask matters.
     "mistral": tiny_config("mistral", sliding_window=8),
+    # Llama 3.x frequency scaling (GGUF stores it as a rope_freqs tensor).
+    "llama3_rope": tiny_config("llama", tie=True, rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64}),
 }
 
 
@@ -91,6 +95,7 @@ def test_gguf_q8_0_logits_match_transformers(reference, tmp_path):
     assert rel_error(ours, ref) < 0.1
     assert np.mean(ours.argmax(-1) == ref.argmax(-1)) >= 0.8
     assert {r.dtype for r in model.dequant.rows} == {"Q8_0", "F32"}
+    assert ("rope_freqs.weight" in {r.name for r in model.dequant.rows}) == (name == "llama3_rope")
 
 
 def test_greedy_generation_matches_transformers_generate(reference):
