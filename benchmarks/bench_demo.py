@@ -48,7 +48,8 @@ def child_ours(args) -> dict:
     from model_explorer.demo import load_model
 
     t0 = time.perf_counter()
-    model = load_model(None, device="cpu", keep_quantized=args.kind == "ours-on-the-fly")
+    model = load_model(None, device="cpu", keep_quantized=args.kind == "ours-on-the-fly",
+                       backend="torch" if args.kind == "ours-torch" else None)
     load = time.perf_counter() - t0
     runs = []
     for _ in range(args.repeats):
@@ -144,6 +145,7 @@ def main() -> int:
     ours = run_child("ours", args)
     lazy = run_child("ours-on-the-fly", argparse.Namespace(**{**vars(args), "new_tokens": 8, "repeats": 1}))
     ref = None if args.skip_reference else run_child("transformers", args)
+    ours_torch = None if args.skip_reference else run_child("ours-torch", args)
     f32 = ours["dequantized_bytes"]
 
     rows = [("load + dequantize (s)", f"{ours['load_s']:.2f}", ref and f"{ref['load_s']:.2f}", None),
@@ -166,6 +168,9 @@ def main() -> int:
           f"weights (target <= 2x)")
     print(f"peak RSS, dequantize on the fly:  {mib(lazy['peak_rss'])} = {lazy['peak_rss'] / f32:.2f}x "
           f"(weights held between passes: {mib(lazy['resident_bytes'])}); decode {lazy['decode_tps']:.2f} tokens/s")
+    if ours_torch:
+        print(f"our decoder on the torch CPU backend: prefill {ours_torch['prefill_tps']:.1f}, decode "
+              f"{ours_torch['decode_tps']:.1f} tokens/s, peak RSS {mib(ours_torch['peak_rss'])}")
     ok = True
     if ref:
         ratio = ours["decode_tps"] / ref["decode_tps"]

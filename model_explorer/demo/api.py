@@ -26,6 +26,8 @@ from .tokenizer import from_directory as tokenizer_from_directory
 from .tokenizer import from_gguf as tokenizer_from_gguf
 from .weights import DequantReport, Weights
 
+PREFILL_CHUNK = 512
+
 
 @dataclass
 class GenerationResult:
@@ -34,7 +36,8 @@ class GenerationResult:
     text: the generated text (prompt excluded, special tokens dropped).
     tokens: generated token ids; prompt_tokens: the ids fed in.
     prefill_tps: prompt tokens per second of the first forward pass.
-    decode_tps: tokens per second of the one-token forward passes that followed (sampling included).
+    decode_tps: tokens per second of the one-token forward passes that followed (sampling and
+        detokenizing included, time inside the `stream` callback excluded).
     peak_memory_bytes: the accelerator's peak on a GPU, else the process's peak resident memory
         during this call (Linux resets the peak per call; elsewhere it is the process lifetime peak).
     dequant: the model's DequantReport (per-tensor dequantize time and sizes).
@@ -173,11 +176,16 @@ class Model:
         cache = self.new_cache(len(ids) + max(0, max_new_tokens))
 
         t0 = time.perf_counter()
-        logits = b.to_numpy(self.decoder.forward(self._check_ids(ids), cache, last_only=True))
+        checked = self._check_ids(ids)
+        # Long prompts go in chunks, so the attention scores stay (chunk x context), not (n x n).
+        for start in range(0, len(checked), PREFILL_CHUNK):
+            logits = self.decoder.forward(checked[start:start + PREFILL_CHUNK], cache, last_only=True)
+        logits = b.to_numpy(logits)
         prefill = time.perf_counter() - t0
 
         generated: list[int] = []
         stop, steps = "max_new_tokens", 0
+        in_callback = 0.0  # time spent in `stream` is the caller's, not the model's
         t1 = time.perf_counter()
         while len(generated) < max_new_tokens:
             token = choose(logits[-1], temperature, top_k, top_p, rng)
@@ -187,14 +195,18 @@ class Model:
             generated.append(token)
             if stream is not None:
                 piece = streamer.push(token)
-                if piece and stream(piece) is False:
-                    stop = "stopped"
-                    break
+                if piece:
+                    tc = time.perf_counter()
+                    verdict = stream(piece)
+                    in_callback += time.perf_counter() - tc
+                    if verdict is False:
+                        stop = "stopped"
+                        break
             if len(generated) == max_new_tokens:
                 break
             logits = b.to_numpy(self.decoder.forward([token], cache, last_only=True))
             steps += 1
-        decode = time.perf_counter() - t1
+        decode = time.perf_counter() - t1 - in_callback
         if stream is not None and stop != "stopped":
             tail = streamer.flush()
             if tail:

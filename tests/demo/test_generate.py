@@ -157,3 +157,15 @@ def test_load_progress_and_stopping_from_the_stream(tiny_q8):
 
     r = model.generate("the cat", max_new_tokens=20, stop_at_eos=False, stream=stream)
     assert r.stop_reason == "stopped" and len(pieces) == 3
+
+
+def test_long_prompts_are_prefilled_in_chunks_with_the_same_result(tiny_q8, monkeypatch):
+    from model_explorer.demo import api
+
+    model = load_model(tiny_q8, device="cpu")
+    prompt = "the cat sat on the mat and then " * 6
+    whole = model.generate(prompt, max_new_tokens=6, stop_at_eos=False)
+    monkeypatch.setattr(api, "PREFILL_CHUNK", 7)
+    chunked = model.generate(prompt, max_new_tokens=6, stop_at_eos=False)
+    assert len(whole.prompt_tokens) > 7 * 3
+    assert chunked.tokens == whole.tokens
