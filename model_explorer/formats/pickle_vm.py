@@ -24,7 +24,7 @@ from .pickle_policy import classify, normalize
 
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000
-MAX_OPCODE_SPANS = 2_000_000
+MAX_OPCODE_SPANS = 1_000_000  # about 270 bytes each with their paths
 # Bytes arguments at least this long are kept as a Blob (offset, length), not copied.
 BLOB_MIN = 4096
 # Pickles larger than this are decoded through a buffered window over the source.
