@@ -417,3 +417,20 @@ def test_large_pickles_read_through_a_window_give_the_same_result(tmp_path, monk
             mp.setattr(pickle_vm, "WHOLE_READ_MAX", 0)
             mp.setattr(pickle_vm._Window, "CHUNK", 64)
             assert summary(mx.open(p)) == want, name
+
+
+def test_opcode_limits_are_findings(tmp_path, monkeypatch):
+    from model_explorer.formats import pickle_vm
+
+    p = tmp_path / "long.pkl"
+    p.write_bytes(pickle.dumps(list(range(200)), protocol=2) + hostile_pickles(tmp_path / "m")[
+        "os_system_p2"])
+    monkeypatch.setattr(pickle_vm, "MAX_OPCODE_SPANS", 10)
+    ckpt = mx.open(p)
+    assert one(ckpt.findings, "opcode_spans_capped").severity == "info"
+    assert len([s for s in ckpt.spans if s.kind == "opcode" and s.path.startswith("pickle >")]) == 10
+    assert "dangerous_import" in codes(ckpt)  # emulation goes on past the labelling cap
+    monkeypatch.setattr(pickle_vm, "MAX_OPCODES", 50)
+    ckpt = mx.open(p)
+    assert one(ckpt.findings, "pickle_too_long").severity == "warning"
+    assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "suspicious"
