@@ -34,14 +34,20 @@ GGUF_TARGET_RATIO = 50
 SHARD_TARGET_S = 2.0
 
 
-def best_of(fn, repeat: int) -> float:
-    times = []
+def best_of(fn, repeat: int) -> tuple[float, float]:
+    """Best wall time and best CPU time (the CPU figure stays honest on a shared, busy machine)."""
+    walls, cpus = [], []
     for _ in range(repeat):
         gc.collect()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return min(walls), min(cpus)
+
+
+def _ms(wall_cpu: tuple[float, float]) -> str:
+    return f"{wall_cpu[0] * 1000:8.1f} ms (CPU {wall_cpu[1] * 1000:7.1f})"
 
 
 # -- 1. Llama-3 tokenizer GGUF -------------------------------------------------------------
@@ -111,16 +117,17 @@ def bench_gguf(tmp: str, quick: bool) -> bool:
 
     mine = ours()
     t_ours = best_of(ours, 5)
-    t0 = time.perf_counter()
-    theirs = reference()
-    t_ref = time.perf_counter() - t0
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    theirs = reference()  # ~15 s: once is enough
+    t_ref = (time.perf_counter() - wall, time.process_time() - cpu)
     assert mine == theirs, "tensor names or metadata keys differ from gguf-py"
-    ratio = t_ref / t_ours
+    ratio = t_ref[0] / t_ours[0]
     ok = ratio >= GGUF_TARGET_RATIO
     print(f"GGUF, {n_tokens:,} tokens + {n_merges:,} merges, {len(mine[0])} tensors "
           f"(header {header / 2**20:.1f} MiB, file {os.path.getsize(path) / 2**30:.1f} GiB sparse)")
-    print(f"  open + list tensors and keys: model_explorer {t_ours * 1000:8.1f} ms   "
-          f"gguf.GGUFReader {t_ref * 1000:9.1f} ms   ratio {ratio:6.1f}x   "
+    print(f"  open + list tensors and keys: model_explorer {_ms(t_ours)}   "
+          f"gguf.GGUFReader {_ms(t_ref)}   ratio {ratio:6.1f}x (CPU {t_ref[1] / t_ours[1]:6.1f}x)   "
           f"(target >= {GGUF_TARGET_RATIO}x: {'met' if ok else 'MISSED'})")
     return ok
 
@@ -182,11 +189,11 @@ def bench_shards(tmp: str, quick: bool) -> bool:
     assert count == reference() == n_tensors
     t_ours = best_of(ours, 3)
     t_ref = best_of(reference, 3)
-    ok = t_ours < SHARD_TARGET_S
+    ok = t_ours[0] < SHARD_TARGET_S
     print(f"Sharded safetensors, {n_shards} shards, {n_tensors:,} tensors ({n_spans:,} spans)")
-    print(f"  open as one model:            model_explorer {t_ours * 1000:8.1f} ms   "
-          f"safetensors safe_open {t_ref * 1000:6.1f} ms   ratio {t_ref / t_ours:6.2f}x   "
-          f"(target < {SHARD_TARGET_S:.0f} s: {'met' if ok else 'MISSED'})")
+    print(f"  open as one model:            model_explorer {_ms(t_ours)}   "
+          f"safetensors safe_open {_ms(t_ref)}   ratio {t_ref[0] / t_ours[0]:5.2f}x   "
+          f"(target < {SHARD_TARGET_S:.0f} s wall: {'met' if ok else 'MISSED'})")
     return ok
 
 
