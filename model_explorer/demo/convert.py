@@ -464,15 +464,26 @@ def write_safetensors(path: str, items: list[tuple[str, str, tuple[int, ...]]], 
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # tensor data starts 8-byte aligned
     partial = path + ".partial"
-    with open(partial, "wb") as f:
-        f.write(len(raw).to_bytes(8, "little"))
-        f.write(raw)
-        for i, (name, _dtype, _shape) in enumerate(items):
-            arr = np.ascontiguousarray(produce(i))
-            assert arr.nbytes == sizes[i], (name, arr.nbytes, sizes[i])
-            f.write(memoryview(arr.reshape(-1).view(np.uint8)))
-            _report(progress, i + 1, len(items), name)
-    os.replace(partial, path)
+    try:
+        with open(partial, "wb") as f:
+            f.write(len(raw).to_bytes(8, "little"))
+            f.write(raw)
+            for i, (name, _dtype, _shape) in enumerate(items):
+                arr = np.ascontiguousarray(produce(i))
+                if arr.nbytes != sizes[i]:
+                    raise ConvertError(f"{name!r} came out as {arr.nbytes} bytes; the header "
+                                       f"promised {sizes[i]}.")
+                f.write(memoryview(arr.reshape(-1).view(np.uint8)))
+                _report(progress, i + 1, len(items), name)
+        os.replace(partial, path)
+    finally:
+        _remove(partial)
+
+
+def _remove(path: str) -> None:
+    """A half-written output is deleted, so no truncated file is ever left to be loaded."""
+    if os.path.exists(path):
+        os.remove(path)
 
 
 def _write_side_files(directory: str, config: dict | None, files: dict[str, str]) -> None:
@@ -666,9 +677,11 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
             arr = np.ascontiguousarray(src.read(t))
             writer.write_tensor_data(gguf.quantize(arr, qtype))
             _report(progress, i + 1, len(plan), t.name)
+        writer.close()
+        os.replace(partial, path)
     finally:
         writer.close()
-    os.replace(partial, path)
+        _remove(partial)
     return path
 
 

@@ -479,3 +479,22 @@ def test_pytorch_bin_source_converts(tiny, tiny_f32_dir, tmp_path):
     back = load_safetensors(convert(out, tmp_path / "st", format="safetensors"))
     for name, arr in weights.items():
         np.testing.assert_array_equal(back[name], arr, err_msg=name)
+
+
+def test_a_failure_midway_leaves_no_partial_file(tiny, tmp_path, monkeypatch):
+    _, path = tiny
+    ckpt = mx.open(path)
+    calls = []
+
+    def failing_read(name, *args, **kwargs):
+        calls.append(name)
+        if len(calls) == 3:
+            raise OSError("disk went away")
+        return type(ckpt).read(ckpt, name, *args, **kwargs)
+
+    monkeypatch.setattr(ckpt, "read", failing_read)
+    for fmt, dest in (("safetensors", tmp_path / "st"), ("gguf", tmp_path / "x.gguf")):
+        calls.clear()
+        with pytest.raises(OSError, match="disk went away"):
+            convert(ckpt, dest, format=fmt)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
