@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ import numpy as np
 
 from .. import sources
 from ..checkpoint import Checkpoint
+from ..tensors.names import gguf_to_hf, hf_to_gguf, permute_qk, unpermute_qk
 
 FORMATS = ("safetensors", "gguf", "mlx")
 SAFETENSORS_DTYPES = ("F32", "BF16", "F16")
@@ -44,63 +44,15 @@ class ConvertError(ValueError):
 
 # -- names and layouts ---------------------------------------------------------------------------
 
-_GGUF_TOP = {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}
-_GGUF_BLOCK = {
-    "attn_norm.weight": "input_layernorm.weight",
-    "attn_q.weight": "self_attn.q_proj.weight",
-    "attn_k.weight": "self_attn.k_proj.weight",
-    "attn_v.weight": "self_attn.v_proj.weight",
-    "attn_output.weight": "self_attn.o_proj.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight",
-    "ffn_gate.weight": "mlp.gate_proj.weight",
-    "ffn_up.weight": "mlp.up_proj.weight",
-    "ffn_down.weight": "mlp.down_proj.weight",
-}
-_HF_TOP = {v: k for k, v in _GGUF_TOP.items()}
-_HF_BLOCK = {v: k for k, v in _GGUF_BLOCK.items()}
-_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
-_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 # Derived by llama.cpp from the rope scaling settings; transformers recomputes it from config.json.
 _GGUF_ONLY = ("rope_freqs.weight",)
 
 
-def gguf_to_hf_name(name: str) -> str | None:
-    if name in _GGUF_TOP:
-        return _GGUF_TOP[name]
-    m = _BLK.match(name)
-    if m and m[2] in _GGUF_BLOCK:
-        return f"model.layers.{m[1]}.{_GGUF_BLOCK[m[2]]}"
-    return None
-
-
-def hf_to_gguf_name(name: str) -> str | None:
-    if name in _HF_TOP:
-        return _HF_TOP[name]
-    m = _LAYER.match(name)
-    if m and m[2] in _HF_BLOCK:
-        return f"blk.{m[1]}.{_HF_BLOCK[m[2]]}"
-    return None
-
-
-def permute_for_gguf(w: np.ndarray, n_head: int) -> np.ndarray:
-    """HF rows [first halves of all pairs, second halves] per head -> llama.cpp's interleaved pairs."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def unpermute_from_gguf(w: np.ndarray, n_head: int) -> np.ndarray:
-    """The inverse of `permute_for_gguf`."""
-    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
 def _rope_heads(hf_name: str, config: dict) -> int | None:
-    """Heads to (un)permute over for a Q or K projection, else None."""
-    if hf_name.endswith("self_attn.q_proj.weight"):
+    """Heads llama.cpp permutes a Q or K projection over (weight and bias), else None."""
+    if hf_name.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
         return int(config["num_attention_heads"])
-    if hf_name.endswith("self_attn.k_proj.weight"):
+    if hf_name.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
         return int(config.get("num_key_value_heads") or config["num_attention_heads"])
     return None
 
@@ -181,13 +133,13 @@ def _from_gguf(ckpt: Checkpoint) -> _Source:
     config = config_from_gguf(ckpt)
     tensors = []
     for name, info in ckpt.tensors.items():
-        hf = gguf_to_hf_name(name)
+        hf = gguf_to_hf(name)
         if hf is None:
             if name not in _GGUF_ONLY:
                 warnings.warn(f"convert: {name!r} has no Hugging Face llama name; left out.", stacklevel=3)
             continue
         heads = _rope_heads(hf, config)
-        transform = (lambda w, h=heads: unpermute_from_gguf(w, h)) if heads else None
+        transform = (lambda w, h=heads: unpermute_qk(w, h)) if heads else None
         tensors.append(_Tensor(hf, name, tuple(info.shape), transform))
     files = {}
     tok = tokenizer_json_from_gguf(ckpt)
@@ -642,7 +594,7 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
         arch = "llama"
         plan = []
         for t in src.tensors:
-            name = hf_to_gguf_name(t.name)
+            name = hf_to_gguf(t.name)
             if name is None:
                 warnings.warn(f"convert: {t.name!r} has no GGUF llama name; left out.", stacklevel=3)
                 continue
@@ -650,7 +602,7 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
             inner = t.transform
             if heads:
                 def transform(w, h=heads, inner=inner):
-                    return permute_for_gguf(inner(w) if inner else w, h)
+                    return permute_qk(inner(w) if inner else w, h)
             else:
                 transform = inner
             plan.append(_Tensor(name, t.source, t.shape, transform))
