@@ -71,6 +71,9 @@ def _byteorder(ckpt: Checkpoint, info: TensorInfo) -> str:
 
 def plan_for(ckpt: Checkpoint, info: TensorInfo) -> Plan:
     """The decoding plan of one tensor; ValueError when its dtype cannot be decoded."""
+    if info.numel >= 1 << 62:
+        raise ValueError(f"Tensor {info.name!r} claims shape {list(info.shape)}: "
+                         f"{info.numel:,} elements, more than any file holds.")
     if info.quant and info.quant.get("kind") == "mlx_affine":
         return _mlx_plan(ckpt, info)
     if ckpt.format == "gguf" and info.dtype in CODECS:
@@ -331,7 +334,7 @@ def checked_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
         raise
 
 
-def _check_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int) -> None:
+def check_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int) -> None:
     """Refuse before allocating: the units holding elements [e0, e1) must be in the file."""
     _check_length(plan)
     if e1 <= e0:
@@ -358,7 +361,7 @@ def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = No
         return arr if rows is None else arr[rows]
     shape = tuple(info.shape)
     if rows is None:
-        _check_range(ckpt, plan, 0, plan.numel)
+        check_range(ckpt, plan, 0, plan.numel)
         out = np.empty(plan.numel, dtype=plan.out_dtype)
         _decode_range(ckpt, plan, 0, plan.numel, out)
         return out.reshape(shape)
@@ -369,14 +372,14 @@ def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = No
         r = int(rows) + (shape[0] if rows < 0 else 0)
         if not 0 <= r < shape[0]:
             raise IndexError(f"Row {rows} is out of range for {info.name!r} with {shape[0]} rows.")
-        _check_range(ckpt, plan, r * inner, (r + 1) * inner)
+        check_range(ckpt, plan, r * inner, (r + 1) * inner)
         out = np.empty(inner, dtype=plan.out_dtype)
         _decode_range(ckpt, plan, r * inner, (r + 1) * inner, out)
         return out.reshape(shape[1:])
     start, stop, step = rows.indices(shape[0])
     picked = range(start, stop, step)
     if len(picked):
-        _check_range(ckpt, plan, min(picked) * inner, (max(picked) + 1) * inner)
+        check_range(ckpt, plan, min(picked) * inner, (max(picked) + 1) * inner)
     out = np.empty((len(picked), inner), dtype=plan.out_dtype)
     if step == 1 and len(picked):
         _decode_range(ckpt, plan, start * inner, stop * inner, out.reshape(-1))

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import Checkpoint, TensorInfo
-from .read import CHUNK_ELEMENTS, Plan, checked_plan, decode_units, raw_picked, raw_units, tensor_info
+from .read import (CHUNK_ELEMENTS, Plan, check_range, checked_plan, decode_units, raw_picked, raw_units,
+                   tensor_info)
 
 # A sampled "block" of a plain tensor: this many consecutive elements (GGUF and MLX tensors
 # sample their own blocks and rows).
@@ -228,6 +229,8 @@ def stats(ckpt: Checkpoint, name: str | TensorInfo, bins: int = 64, exact: bool 
     """
     info = tensor_info(ckpt, name)
     plan = checked_plan(ckpt, info)
+    if plan.strided is None:
+        check_range(ckpt, plan, 0, plan.numel)  # before any allocation sized by the header
     bins = max(1, int(bins))
     if exact and plan.strided is None and plan.numel > max_elements:
         if plan.unit_elems == 1 and plan.unit_bytes <= 2:

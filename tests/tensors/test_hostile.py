@@ -15,7 +15,7 @@ DTYPES = ["F32", "F16", "BF16", "Q4_0", "Q8_0", "Q4_K", "Q6_K", "IQ4_NL", "IQ2_X
           "F6_E2M3", "BOOL", "C64", "Q8_1", "Q1_0", "NOPE"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(dtype=st.sampled_from(DTYPES),
        shape=st.lists(st.integers(0, 1 << 40), min_size=0, max_size=3),
        offset=st.integers(0, 1 << 14), length=st.integers(0, 1 << 40),
