@@ -14,8 +14,16 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import Checkpoint, TensorInfo
-from .read import (CHUNK_ELEMENTS, Plan, check_range, checked_plan, decode_units, raw_picked, raw_units,
-                   tensor_info)
+from .read import (
+    CHUNK_ELEMENTS,
+    Plan,
+    check_range,
+    checked_plan,
+    decode_units,
+    raw_picked,
+    raw_units,
+    tensor_info,
+)
 
 # A sampled "block" of a plain tensor: this many consecutive elements (GGUF and MLX tensors
 # sample their own blocks and rows).
