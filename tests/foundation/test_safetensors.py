@@ -311,3 +311,17 @@ def test_any_json_whitespace_pads_the_header(tmp_path):
     # the reference reader accepts trailing JSON whitespace, not only spaces
     ckpt = open_bytes(tmp_path, st_bytes(b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}\n\t ', b"x"))
     assert ckpt.findings == [] and [s.kind for s in ckpt.spans].count("padding") == 1
+
+
+def test_metadata_not_an_object(tmp_path):
+    raw = b'{"__metadata__":["x"]}'
+    f = finding(open_bytes(tmp_path, st_bytes(raw)), "metadata_not_object")
+    assert f.offset == 8 + raw.index(b"[")
+
+
+def test_zero_length_tensor_inside_another_is_an_overlap(tmp_path):
+    # the reference reader sorts by data_offsets and rejects [8, 8] after [0, 16]
+    blob = st_bytes({"a": st_entry("F32", [4], 0, 16), "z": st_entry("F32", [0], 8, 8)}, b"\0" * 16)
+    ckpt = open_bytes(tmp_path, blob)
+    f = finding(ckpt, "data_overlap")
+    assert (f.tensor, f.offset) == ("z", ckpt.tensors["z"].offset)

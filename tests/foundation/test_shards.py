@@ -183,3 +183,12 @@ def test_deeply_nested_json_side_files_do_not_raise(tmp_path):
     idx = d / "model.safetensors.index.json"
     idx.write_text('{"weight_map": ' + "[" * 200_000)
     assert finding(mx.open(str(idx)), "bad_index").severity == "error"
+
+
+def test_several_indexes_reads_the_safetensors_one(tmp_path):
+    d, index, _ = shard_dir(tmp_path)
+    write_index(d, {"weight_map": {"x": "pytorch_model.bin"}}, "pytorch_model.bin.index.json")
+    write_index(d, index, "other.safetensors.index.json")
+    ckpt = mx.open(str(d))
+    assert finding(ckpt, "several_indexes").severity == "info"
+    assert ckpt.details["index_file"].endswith(".safetensors.index.json") and len(ckpt.tensors) == 6
