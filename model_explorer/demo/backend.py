@@ -125,9 +125,6 @@ class NumpyBackend:
     def transpose(self, x, axes: tuple[int, ...]):
         return x.transpose(axes)
 
-    def swap_last(self, x):
-        return x.swapaxes(-1, -2)
-
     def concat(self, xs, axis: int):
         return np.concatenate(xs, axis=axis)
 
@@ -197,9 +194,6 @@ class TorchBackend:
 
     def transpose(self, x, axes: tuple[int, ...]):
         return x.permute(axes)
-
-    def swap_last(self, x):
-        return x.transpose(-1, -2)
 
     def concat(self, xs, axis: int):
         return self.torch.cat(xs, dim=axis)

@@ -14,27 +14,36 @@ from .config import ModelConfig, rope_inverse_frequencies
 
 
 class KVCache:
-    """Keys and values of every layer, preallocated for `capacity` positions (grown if needed)."""
+    """Keys and values of every layer, preallocated for `capacity` positions (grown if needed).
+
+    Keys are stored transposed, (kv_heads, head_dim, positions), so q @ K^T reads each head's
+    keys as a plain row-major matrix: numpy hands that to BLAS, but not a strided transpose.
+    Values are (kv_heads, positions, head_dim).
+    """
 
     def __init__(self, backend, cfg: ModelConfig, capacity: int) -> None:
         self.backend, self.cfg = backend, cfg
         self.capacity = max(1, int(capacity))
-        shape = (cfg.num_kv_heads, self.capacity, cfg.head_dim)
-        self.keys = [backend.zeros(shape) for _ in range(cfg.num_layers)]
-        self.values = [backend.zeros(shape) for _ in range(cfg.num_layers)]
+        self.keys = [backend.zeros(self._key_shape(self.capacity)) for _ in range(cfg.num_layers)]
+        self.values = [backend.zeros(self._value_shape(self.capacity)) for _ in range(cfg.num_layers)]
         self.length = 0
+
+    def _key_shape(self, n: int) -> tuple[int, int, int]:
+        return (self.cfg.num_kv_heads, self.cfg.head_dim, n)
+
+    def _value_shape(self, n: int) -> tuple[int, int, int]:
+        return (self.cfg.num_kv_heads, n, self.cfg.head_dim)
 
     def reserve(self, total: int) -> None:
         """Make room for `total` positions, doubling so appends stay cheap."""
         if total <= self.capacity:
             return
-        new = max(total, 2 * self.capacity)
-        b, shape = self.backend, (self.cfg.num_kv_heads, new, self.cfg.head_dim)
-        for store in (self.keys, self.values):
-            for i, old in enumerate(store):
-                grown = b.zeros(shape)
-                grown[:, :self.length] = old[:, :self.length]
-                store[i] = grown
+        new, n = max(total, 2 * self.capacity), self.length
+        for i in range(self.cfg.num_layers):
+            keys, values = self.backend.zeros(self._key_shape(new)), self.backend.zeros(self._value_shape(new))
+            keys[:, :, :n] = self.keys[i][:, :, :n]
+            values[:, :n] = self.values[i][:, :n]
+            self.keys[i], self.values[i] = keys, values
         self.capacity = new
 
     @property
@@ -99,11 +108,11 @@ class Decoder:
             k = self._rotate(qkv[:, qs:qs + kvs].reshape(T, nkv, hd), cos, sin)
             v = qkv[:, qs + kvs:].reshape(T, nkv, hd)
             keys, values = cache.keys[i], cache.values[i]
-            keys[:, start:end] = b.transpose(k, (1, 0, 2))
+            keys[:, :, start:end] = b.transpose(k, (1, 2, 0))
             values[:, start:end] = b.transpose(v, (1, 0, 2))
             # (T, nkv, group, hd) -> (nkv, group * T, hd): one batched matmul per kv head.
             qg = b.transpose(q.reshape(T, nkv, group, hd), (1, 2, 0, 3)).reshape(nkv, group * T, hd)
-            scores = b.matmul(qg, b.swap_last(keys[:, :end])) * scale
+            scores = b.matmul(qg, keys[:, :, :end]) * scale
             if mask is not None:
                 scores = scores + mask
             attn = b.matmul(b.softmax(scores), values[:, :end])            # (nkv, group*T, hd)
