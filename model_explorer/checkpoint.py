@@ -43,8 +43,11 @@ class TensorInfo:
     @property
     def kind(self) -> str:
         """The dtype a person would quote: "Q4_K", "BF16", or "MLX_Q4" for MLX groups."""
-        if self.quant and self.quant.get("kind") == "mlx_affine":
+        kind = (self.quant or {}).get("kind", "")
+        if kind == "mlx_affine":
             return f"MLX_Q{self.quant['bits']}"
+        if kind.startswith("mlx_"):
+            return f"MLX_{kind[4:].upper()}"
         return self.dtype
 
     def to_dict(self) -> dict[str, Any]:

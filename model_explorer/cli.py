@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except SystemExit as e:  # an unreadable source exits 2 from deep inside a command
+        return int(e.code or 0)
     except BrokenPipeError:
         return EXIT_OK
 
