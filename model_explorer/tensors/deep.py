@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ _NORM = re.compile(r"(^|\.)(\w*norm\w*)\.weight$")
 # Tied pairs: (HF names) and (GGUF names)
 TIED = [("model.embed_tokens.weight", "lm_head.weight"), ("token_embd.weight", "output.weight")]
 TIE_ROWS = 256  # rows compared at a time
+BAR_BYTES = 256 * 2**20  # show a progress bar on a terminal for checkpoints bigger than this
 
 
 @dataclass
@@ -106,10 +108,17 @@ def deep_check(ckpt: Checkpoint, progress: Callable[[int, int, str], None] | Non
 
     gemma = "gemma" in str(_arch(ckpt)).lower()
     names = list(ckpt.tensors)
+    bar = None
+    if progress is None and sys.stderr.isatty() and ckpt.total_size > BAR_BYTES:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(names), desc="deep check", unit="tensor", file=sys.stderr)
     for i, name in enumerate(names):
         info = ckpt.tensors[name]
         if progress:
             progress(i, len(names), name)
+        if bar is not None:
+            bar.update(1)
         try:
             plan = plan_for(ckpt, info)
             s = scan(ckpt, info)
@@ -120,6 +129,8 @@ def deep_check(ckpt: Checkpoint, progress: Callable[[int, int, str], None] | Non
         _value_findings(plan, s, add, gemma)
         if info.quant and info.quant.get("kind") == "mlx_affine":
             _mlx_scales(ckpt, info, add)
+    if bar is not None:
+        bar.close()
     _tied(ckpt, add)
     _config_shapes(ckpt, add)
     order = ("error", "warning", "info")
