@@ -172,6 +172,14 @@ def test_big_endian_gguf_plain_and_quantized(tmp_path, opened):
     assert np.array_equal(ckpt.read("q"), quants.dequantize(q8, Q.Q8_0))
 
 
+def test_big_endian_bf16(tmp_path, opened):
+    x = np.linspace(-2, 2, 16, dtype=np.float32)
+    swapped = quants.quantize(x, Q.BF16).view("<u2").byteswap().view(np.uint8)  # as a BE writer stores it
+    ckpt = opened(write_gguf(tmp_path / "be.gguf", {"b": (swapped, Q.BF16)}, endianess="big"))
+    assert np.array_equal(ckpt.read("b"), x.astype(ml_dtypes.bfloat16).astype(np.float32))
+    assert ckpt.stats("b", exact=True, max_elements=2).min == -2.0
+
+
 def test_row_slices_decode_only_needed_blocks(tmp_path, opened):
     data = RNG.normal(size=(64, 512)).astype(np.float32)
     raw = quants.quantize(data, Q.Q4_0)
