@@ -43,7 +43,8 @@ def test_random_blocks_match_gguf_py(name):
     rng = np.random.default_rng(sum(map(ord, name)))
     blocks = random_blocks(name, 200, rng)
     ours = dequantize_blocks(name, blocks)
-    ref = quants.dequantize(blocks, Q[name]).reshape(len(blocks), -1)
+    with np.errstate(over="ignore", invalid="ignore"):  # random scales overflow, in both
+        ref = quants.dequantize(blocks, Q[name]).reshape(len(blocks), -1)
     assert same_bits(ours, ref)
 
 
