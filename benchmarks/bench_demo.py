@@ -102,7 +102,8 @@ def _prompt_ids(path: str) -> list[int]:
     import model_explorer as mx
     from model_explorer.demo.tokenizer import from_gguf
 
-    return from_gguf(mx.open(path).metadata).encode(PROMPT)
+    with mx.open(path) as ckpt:
+        return from_gguf(ckpt.metadata).encode(PROMPT)
 
 
 def run_child(kind: str, args) -> dict:

@@ -101,6 +101,22 @@ class Model:
     def __post_init__(self) -> None:
         self.decoder = Decoder(self.config, self.weights, self.backend)
 
+    def close(self) -> None:
+        """Close the checkpoint's files (a keep_quantized model cannot generate after this)."""
+        self.weights.ckpt.close()
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to do
+            pass
+
     @property
     def device(self) -> str:
         """Human-readable device and backend, e.g. "cpu (numpy)" or "cuda (NVIDIA H100, torch)"."""
@@ -240,7 +256,6 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     Raises UnsupportedModel (a ValueError) naming what is missing when the checkpoint is not a
     model this demo can run, FileNotFoundError when the source does not exist.
     """
-    from .. import sources
     from ..opener import open as open_checkpoint
     from ..samples import sample_path
 
@@ -249,19 +264,29 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     memory.reset_peak()
     t0 = time.perf_counter()
     ckpt = open_checkpoint(path)
+    try:
+        cfg, tokenizer = _describe(ckpt, path)
+        weights = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
+    except BaseException:
+        ckpt.close()
+        raise
+    if not keep_quantized:
+        ckpt.close()  # every weight is in memory now
+    be.synchronize()
+    seconds = time.perf_counter() - t0
+    return Model(cfg, tokenizer, weights, be, path, seconds, be.memory_peak() or memory.peak_rss())
+
+
+def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer]:
+    """Hyperparameters and tokenizer, from GGUF metadata or the files beside the weights."""
+    from .. import sources
+
     if ckpt.errors:
         shown = "; ".join(f.message for f in ckpt.errors[:3])
         raise UnsupportedModel(f"{path!r} has {len(ckpt.errors)} error(s) and cannot be loaded: {shown} "
                                "(model-explorer doctor lists them all).")
     if ckpt.format == "gguf":
-        cfg = from_gguf(ckpt.metadata, set(ckpt.tensors))
-        tokenizer = tokenizer_from_gguf(ckpt.metadata)
-    else:
-        cfg = from_hf(ckpt.metadata.get("config.json"))
-        directory = path if sources.isdir(path) else sources.dirname(path)
-        tokenizer = tokenizer_from_directory(directory, ckpt.metadata.get("config.json"),
-                                             ckpt.metadata.get("generation_config.json"))
-    weights = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
-    be.synchronize()
-    seconds = time.perf_counter() - t0
-    return Model(cfg, tokenizer, weights, be, path, seconds, be.memory_peak() or memory.peak_rss())
+        return from_gguf(ckpt.metadata, set(ckpt.tensors)), tokenizer_from_gguf(ckpt.metadata)
+    directory = path if sources.isdir(path) else sources.dirname(path)
+    config = ckpt.metadata.get("config.json")
+    return from_hf(config), tokenizer_from_directory(directory, config, ckpt.metadata.get("generation_config.json"))

@@ -241,7 +241,9 @@ class Weights:
         info = self.ckpt.tensors[name]
         t0 = time.perf_counter()
         a = self.ckpt.read(name)
-        if a.dtype != np.float32:
+        if a.dtype != np.float32 or not a.flags.writeable:
+            # Read-only arrays are views of the file's memory map: copy them, so the file can
+            # close after loading and torch can adopt the array without a warning.
             a = a.astype(np.float32)
         if self.cfg.gguf_qk_permuted and self.ckpt.format == "gguf" and part in ("q", "k", "q_bias", "k_bias"):
             a = unpermute_qk(a, self.cfg.num_heads if part.startswith("q") else self.cfg.num_kv_heads)

@@ -27,7 +27,12 @@ CONVERSATIONS = [
 
 @pytest.fixture(scope="module")
 def ours(sample_gguf):
-    return from_gguf(mx.open(sample_gguf).metadata)
+    return gguf_tokenizer(sample_gguf)
+
+
+def gguf_tokenizer(path: str):
+    with mx.open(path) as ckpt:
+        return from_gguf(ckpt.metadata)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +83,7 @@ def test_gguf_and_tokenizer_json_of_the_same_vocabulary_agree(tmp_path):
     cfg = tiny_config()
     state = random_state(cfg)
     folder = write_hf_dir(str(tmp_path / "hf"), cfg, state)
-    gguf_tok = from_gguf(mx.open(write_gguf(cfg, state, str(tmp_path / "m.gguf"))).metadata)
+    gguf_tok = gguf_tokenizer(write_gguf(cfg, state, str(tmp_path / "m.gguf")))
     json_tok = from_directory(folder, cfg)
     for text in STRINGS:
         assert gguf_tok.encode(text) == json_tok.encode(text)
@@ -125,7 +130,7 @@ def test_sentencepiece_gguf_tokenizer_matches_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     cfg = tiny_config(vocab_size=320)
     path = write_gguf(cfg, random_state(cfg), str(tmp_path / "spm.gguf"), spm=True)
-    ours = from_gguf(mx.open(path).metadata)
+    ours = gguf_tokenizer(path)
     theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="spm.gguf")
     assert ours.add_bos
     for text in SPM_STRINGS:
