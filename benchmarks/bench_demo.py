@@ -1,15 +1,18 @@
 """Demo benchmark: SmolLM2-135M-Instruct Q4_1 on the CPU, ours (numpy) beside transformers (torch).
 
-Prints, for each side: load + dequantize seconds, prefill and decode tokens/s (greedy, best of
-`--repeats` runs so a busy machine hurts both sides alike), and the process's peak resident
-memory; then the ratios and the targets:
+Prints, for each side: load + dequantize seconds, prefill and decode tokens/s (greedy), and the
+process's peak resident memory; then the ratios and the targets:
 - decode tokens/s, ours / transformers >= 0.5 (same weights: both dequantize the same GGUF;
-  same threads: BLAS and torch defaults on this machine);
+  same threads: the BLAS and torch defaults of this machine);
 - peak memory <= 2x the float32 weight size, and lower with on-the-fly dequantization.
 
-Each measurement runs in a fresh child process, so its peak memory is its own.
+Each side runs in its own worker process (so its peak memory is its own and the two thread pools
+never compete), and the workers take turns: ours, transformers, ours, transformers... A busy
+shared machine then slows both sides alike; each side's best round is reported, every round is
+listed. Multithreaded BLAS/OpenMP stalls badly when other processes want the same cores, so
+`--threads N` runs both sides with N threads (OPENBLAS/OMP/MKL_NUM_THREADS) for a steadier figure.
 
-    .venv/bin/python benchmarks/bench_demo.py [--new-tokens 64] [--repeats 3]
+    .venv/bin/python benchmarks/bench_demo.py [--new-tokens 64] [--rounds 3] [--threads N]
 """
 
 from __future__ import annotations
@@ -42,77 +45,118 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-# -- children ----------------------------------------------------------------------------------------
+# -- workers: load, say "ready", then one generation per "run" line on stdin ---------------------
 
-def child_ours(args) -> dict:
-    from model_explorer.demo import load_model
+class Ours:
+    def __init__(self, kind: str) -> None:
+        from model_explorer.demo import load_model
 
-    t0 = time.perf_counter()
-    model = load_model(None, device="cpu", keep_quantized=args.kind == "ours-on-the-fly",
-                       backend="torch" if args.kind == "ours-torch" else None)
-    load = time.perf_counter() - t0
-    runs = []
-    for _ in range(args.repeats):
-        r = model.generate(PROMPT, max_new_tokens=args.new_tokens, stop_at_eos=False)
-        runs.append(r)
-    best_prefill = max(r.prefill_tps for r in runs)
-    best_decode = max(r.decode_tps for r in runs)
-    d = model.dequant
-    return {"load_s": load, "dequant_s": d.seconds if d.mode == "load" else None,
-            "prefill_tps": best_prefill, "decode_tps": best_decode, "prompt_tokens": len(runs[0].prompt_tokens),
-            "tokens": runs[0].tokens, "peak_rss": peak_rss(), "device": model.device,
-            "quantized_bytes": d.quantized_bytes, "dequantized_bytes": d.dequantized_bytes,
-            "resident_bytes": model.weights.resident_bytes()}
+        t0 = time.perf_counter()
+        self.model = load_model(None, device="cpu", keep_quantized=kind == "ours-on-the-fly",
+                                backend="torch" if kind == "ours-torch" else None)
+        self.load_s = time.perf_counter() - t0
+        d = self.model.dequant
+        self.info = {"device": self.model.device, "dequant_s": d.seconds, "quantized_bytes": d.quantized_bytes,
+                     "dequantized_bytes": d.dequantized_bytes, "resident_bytes": self.model.weights.resident_bytes()}
+
+    def run(self, new_tokens: int) -> dict:
+        r = self.model.generate(PROMPT, max_new_tokens=new_tokens, stop_at_eos=False)
+        return {"prefill_tps": r.prefill_tps, "decode_tps": r.decode_tps, "prompt_tokens": len(r.prompt_tokens),
+                "tokens": r.tokens}
 
 
-def child_transformers(args) -> dict:
-    import torch
-    from transformers import AutoModelForCausalLM, DynamicCache
+class Transformers:
+    def __init__(self, kind: str) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
 
-    from model_explorer.samples import sample_path
+        import model_explorer as mx
+        from model_explorer.demo.tokenizer import from_gguf
+        from model_explorer.samples import sample_path
 
-    path = sample_path()
-    # Same prompt ids as ours: the tokenizers agree (tests/demo/test_tokenizer.py).
-    ids = _prompt_ids(path)
-    t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
-                                                 dtype=torch.float32).eval()
-    load = time.perf_counter() - t0
-    prefills, decodes, tokens = [], [], []
-    with torch.inference_mode():
-        for _ in range(args.repeats):
-            cache = DynamicCache(config=model.config)
+        path = sample_path()
+        with mx.open(path) as ckpt:  # same ids: the tokenizers agree (tests/demo/test_tokenizer.py)
+            self.ids = from_gguf(ckpt.metadata).encode(PROMPT)
+        self.torch = torch
+        t0 = time.perf_counter()
+        self.model = AutoModelForCausalLM.from_pretrained(
+            os.path.dirname(path), gguf_file=os.path.basename(path), dtype=torch.float32).eval()
+        self.load_s = time.perf_counter() - t0
+        self.info = {"device": f"cpu (torch {torch.__version__}, {torch.get_num_threads()} threads)"}
+
+    def run(self, new_tokens: int) -> dict:
+        from transformers import DynamicCache
+
+        torch, model = self.torch, self.model
+        with torch.inference_mode():
             t0 = time.perf_counter()
-            out = model(torch.tensor([ids]), past_key_values=cache, use_cache=True, logits_to_keep=1)
-            prefills.append(len(ids) / (time.perf_counter() - t0))
+            out = model(torch.tensor([self.ids]), past_key_values=DynamicCache(config=model.config),
+                        use_cache=True, logits_to_keep=1)
+            prefill = time.perf_counter() - t0
             token = int(out.logits[0, -1].argmax())
             tokens = [token]
             t1 = time.perf_counter()
-            for _ in range(args.new_tokens - 1):
+            for _ in range(new_tokens - 1):
                 out = model(torch.tensor([[token]]), past_key_values=out.past_key_values, use_cache=True)
                 token = int(out.logits[0, -1].argmax())
                 tokens.append(token)
-            decodes.append((args.new_tokens - 1) / (time.perf_counter() - t1))
-    return {"load_s": load, "dequant_s": None, "prefill_tps": max(prefills), "decode_tps": max(decodes),
-            "prompt_tokens": len(ids), "tokens": tokens, "peak_rss": peak_rss(),
-            "device": f"cpu (torch {torch.__version__}, {torch.get_num_threads()} threads)"}
+            decode = time.perf_counter() - t1
+        return {"prefill_tps": len(self.ids) / prefill, "decode_tps": (new_tokens - 1) / decode,
+                "prompt_tokens": len(self.ids), "tokens": tokens}
 
 
-def _prompt_ids(path: str) -> list[int]:
-    import model_explorer as mx
-    from model_explorer.demo.tokenizer import from_gguf
+def worker(kind: str) -> None:
+    side = Transformers(kind) if kind == "transformers" else Ours(kind)
+    print(json.dumps({"load_s": side.load_s, **side.info}), flush=True)
+    for line in sys.stdin:
+        if line.startswith("run"):
+            print(json.dumps(side.run(int(line.split()[1]))), flush=True)
+    print(json.dumps({"peak_rss": peak_rss()}), flush=True)
 
-    with mx.open(path) as ckpt:
-        return from_gguf(ckpt.metadata).encode(PROMPT)
+
+class Worker:
+    """A worker process driven line by line."""
+
+    def __init__(self, kind: str, threads: int | None = None) -> None:
+        self.kind = kind
+        env = dict(os.environ)
+        if threads:
+            env.update({v: str(threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", kind],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.info = self._reply()
+        self.rounds: list[dict] = []
+
+    def _reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {self.kind} worker failed (its error is above)")
+        return json.loads(line)
+
+    def run(self, new_tokens: int) -> None:
+        self.proc.stdin.write(f"run {new_tokens}\n")
+        self.proc.stdin.flush()
+        self.rounds.append(self._reply())
+
+    def finish(self) -> dict:
+        self.proc.stdin.close()
+        self.info.update(self._reply())
+        self.proc.wait()
+        best = lambda key: max(r[key] for r in self.rounds)  # noqa: E731
+        return {**self.info, "prefill_tps": best("prefill_tps"), "decode_tps": best("decode_tps"),
+                "prompt_tokens": self.rounds[0]["prompt_tokens"], "tokens": self.rounds[0]["tokens"],
+                "decode_rounds": [r["decode_tps"] for r in self.rounds]}
 
 
-def run_child(kind: str, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--new-tokens", str(args.new_tokens),
-           "--repeats", str(args.repeats)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def measure(kinds: list[str], rounds: int, new_tokens: int, threads: int | None = None) -> dict[str, dict]:
+    """Load every side (one at a time), then run them in turns, `rounds` times."""
+    workers = []
+    for kind in kinds:
+        workers.append(Worker(kind, threads))
+    for _ in range(rounds):
+        for w in workers:
+            w.run(new_tokens)
+    return {w.kind: w.finish() for w in workers}
 
 
 # -- report ------------------------------------------------------------------------------------------
@@ -124,16 +168,15 @@ def mib(n) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--new-tokens", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None,
+                   help="BLAS/OpenMP threads for both sides (default: the libraries' own default)")
     p.add_argument("--skip-reference", action="store_true", help="do not run transformers")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.child:
-        args.kind = args.child
-        result = child_transformers(args) if args.child == "transformers" else child_ours(args)
-        print(json.dumps(result))
+    if args.worker:
+        worker(args.worker)
         return 0
-
     try:
         from model_explorer.samples import sample_path
 
@@ -141,45 +184,49 @@ def main() -> int:
     except FileNotFoundError as e:
         print(f"skipped: {e}")
         return 0
-    print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} CPU cores, greedy, {args.new_tokens} new tokens, "
-          f"best of {args.repeats}", flush=True)
-    ours = run_child("ours", args)
-    lazy = run_child("ours-on-the-fly", argparse.Namespace(**{**vars(args), "new_tokens": 8, "repeats": 1}))
-    ref = None if args.skip_reference else run_child("transformers", args)
-    ours_torch = None if args.skip_reference else run_child("ours-torch", args)
+    threads = f"{args.threads} threads per side" if args.threads else "default threads"
+    print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} CPU cores, {threads}, greedy, {args.new_tokens} "
+          f"new tokens, best of {args.rounds} interleaved rounds", flush=True)
+    kinds = ["ours"] + ([] if args.skip_reference else ["transformers", "ours-torch"])
+    res = measure(kinds, args.rounds, args.new_tokens, args.threads)
+    lazy = measure(["ours-on-the-fly"], 1, 4, args.threads)["ours-on-the-fly"]
+    ours, ref, ours_torch = res["ours"], res.get("transformers"), res.get("ours-torch")
     f32 = ours["dequantized_bytes"]
 
-    rows = [("load + dequantize (s)", f"{ours['load_s']:.2f}", ref and f"{ref['load_s']:.2f}", None),
+    def ratio(key):
+        return ref and ours[key] / ref[key]
+
+    rows = [("load + dequantize (s)", f"{ours['load_s']:.2f}", ref and f"{ref['load_s']:.2f}", ratio("load_s")),
             ("  of which dequantize (s)", f"{ours['dequant_s']:.2f}", None, None),
             (f"prefill ({ours['prompt_tokens']} tokens), tokens/s", f"{ours['prefill_tps']:.1f}",
-             ref and f"{ref['prefill_tps']:.1f}", ref and ours["prefill_tps"] / ref["prefill_tps"]),
-            ("decode, tokens/s", f"{ours['decode_tps']:.1f}", ref and f"{ref['decode_tps']:.1f}",
-             ref and ours["decode_tps"] / ref["decode_tps"]),
-            ("peak RSS (load + generate)", mib(ours["peak_rss"]), ref and mib(ref["peak_rss"]),
-             ref and ours["peak_rss"] / ref["peak_rss"])]
+             ref and f"{ref['prefill_tps']:.1f}", ratio("prefill_tps")),
+            ("decode, tokens/s", f"{ours['decode_tps']:.1f}", ref and f"{ref['decode_tps']:.1f}", ratio("decode_tps")),
+            ("peak RSS (load + generate)", mib(ours["peak_rss"]), ref and mib(ref["peak_rss"]), ratio("peak_rss"))]
     print(f"\n{'':36} {'ours (numpy)':>14} {'transformers':>14} {'ours/ref':>9}")
-    for label, a, b, ratio in rows:
-        print(f"{label:36} {a:>14} {b or '-':>14} {'' if ratio is None else f'{ratio:.2f}x':>9}")
+    for label, a, b, r in rows:
+        print(f"{label:36} {a:>14} {b or '-':>14} {'' if r is None else f'{r:.2f}x':>9}")
     print(f"\nours: {ours['device']}; reference: {ref['device'] if ref else 'not run'}")
+    for kind, r in res.items():
+        print(f"decode tokens/s per round, {kind}: " + ", ".join(f"{x:.1f}" for x in r["decode_rounds"]))
     if ref:
         same = next((i for i, (a, b) in enumerate(zip(ours["tokens"], ref["tokens"])) if a != b), len(ref["tokens"]))
         print(f"greedy tokens identical for the first {same} of {len(ref['tokens'])}")
+    if ours_torch:
+        print(f"our decoder on the torch CPU backend: prefill {ours_torch['prefill_tps']:.1f}, decode "
+              f"{ours_torch['decode_tps']:.1f} tokens/s, peak RSS {mib(ours_torch['peak_rss'])}")
     print(f"\nweights: {mib(ours['quantized_bytes'])} stored (Q4_1/Q8_0/F32) -> {mib(f32)} as float32")
     print(f"peak RSS, dequantize at load:     {mib(ours['peak_rss'])} = {ours['peak_rss'] / f32:.2f}x the float32 "
           f"weights (target <= 2x)")
     print(f"peak RSS, dequantize on the fly:  {mib(lazy['peak_rss'])} = {lazy['peak_rss'] / f32:.2f}x "
           f"(weights held between passes: {mib(lazy['resident_bytes'])}); decode {lazy['decode_tps']:.2f} tokens/s")
-    if ours_torch:
-        print(f"our decoder on the torch CPU backend: prefill {ours_torch['prefill_tps']:.1f}, decode "
-              f"{ours_torch['decode_tps']:.1f} tokens/s, peak RSS {mib(ours_torch['peak_rss'])}")
     ok = True
     if ref:
-        ratio = ours["decode_tps"] / ref["decode_tps"]
-        print(f"decode speed vs transformers: {ratio:.2f}x (target >= 0.5): {'ok' if ratio >= 0.5 else 'MISSED'}")
-        ok &= ratio >= 0.5
-    ok &= ours["peak_rss"] <= 2 * f32 and lazy["peak_rss"] < ours["peak_rss"]
-    print(f"memory targets: {'ok' if ours['peak_rss'] <= 2 * f32 and lazy['peak_rss'] < ours['peak_rss'] else 'MISSED'}")
-    return 0 if ok else 1
+        r = ours["decode_tps"] / ref["decode_tps"]
+        print(f"decode speed vs transformers: {r:.2f}x (target >= 0.5): {'ok' if r >= 0.5 else 'MISSED'}")
+        ok &= r >= 0.5
+    mem_ok = ours["peak_rss"] <= 2 * f32 and lazy["peak_rss"] < ours["peak_rss"]
+    print(f"memory targets: {'ok' if mem_ok else 'MISSED'}")
+    return 0 if ok and mem_ok else 1
 
 
 if __name__ == "__main__":
