@@ -70,20 +70,30 @@ export function createHexView(ctx, opts = {}) {
     return `${file}\u0000${p}`;
   }
 
+  /** Ask for the missing pages of bytes [start, end), contiguous ones in one request. */
   function ensurePages(start, end) {
-    for (const p of pagesFor(start, Math.min(end, size))) {
-      const key = pageKey(p);
-      if (cache.has(key) || inflight.has(key)) continue;
+    const missing = pagesFor(start, Math.min(end, size)).filter((p) => !cache.has(pageKey(p)) && !inflight.has(pageKey(p)));
+    const runs = [];
+    for (const p of missing) {
+      const last = runs[runs.length - 1];
+      if (last && last[1] === p - 1 && last[1] - last[0] < 15) last[1] = p;
+      else runs.push([p, p]);
+    }
+    for (const [first, lastPage] of runs) {
       const wanted = file;
-      const req = rpc.request("bytes", { file, offset: p * PAGE, length: PAGE }).then(({ data, buffers }) => {
-        cache.set(`${wanted}\u0000${p}`, { ...data, bytes: buffers[0] || new Uint8Array(0) });
-        inflight.delete(key);
+      const keys = [];
+      for (let p = first; p <= lastPage; p += 1) keys.push(pageKey(p));
+      const req = rpc.request("bytes", { file, offset: first * PAGE, length: (lastPage - first + 1) * PAGE }).then(({ data, buffers }) => {
+        // One answer can cover several pages: each page's cache entry points at the whole chunk.
+        const chunk = { ...data, bytes: buffers[0] || new Uint8Array(0) };
+        for (let p = first; p <= lastPage; p += 1) cache.set(`${wanted}\u0000${p}`, chunk);
+        keys.forEach((k) => inflight.delete(k));
         if (wanted === file) draw();
       }, (err) => {
-        inflight.delete(key);
-        status.textContent = `Cannot read bytes at ${p * PAGE}: ${err.message}`;
+        keys.forEach((k) => inflight.delete(k));
+        status.textContent = `Cannot read bytes at ${first * PAGE}: ${err.message}`;
       });
-      inflight.set(key, req);
+      keys.forEach((k) => inflight.set(k, req));
     }
   }
 

@@ -90,7 +90,8 @@ export function createHistogramView(ctx, opts = {}) {
       stats = data;
       const shape = data.shape ? ` ${formatShape(data.shape)}` : "";
       title.textContent = `${name}${data.dtype ? ` · ${data.dtype}` : ""}${shape}`;
-      note.textContent = data.error ? "" : data.exact ? "exact: every value read" : `sampled: ${data.sample || "a sample of the values"}`;
+      const took = typeof data.seconds === "number" ? ` (${data.seconds.toFixed(3)} s)` : "";
+      note.textContent = data.error ? "" : data.exact ? `exact: every value read${took}` : `sampled: ${data.sample || "a sample of the values"}${took}`;
       exactBtn.hidden = Boolean(data.error || data.exact);
     } catch (err) {
       if (my !== token) return;

@@ -69,17 +69,32 @@ export function createTableView(ctx, opts = {}) {
     timer = setTimeout(() => { query = search.value.trim(); list.reset(); }, 150);
   });
 
-  ctx.onSelect(async (sel) => {
-    if (sel.from === "table" || !sel.tensor) return;
-    selected = sel.tensor;
+  // Like the tree: a hidden table scrolls to the selected tensor when it is shown.
+  let pending = null;
+  const visible = () => root.offsetParent !== null;
+  async function locate(tensor) {
     try {
-      const { data } = await rpc.request("table", { sort, desc, query, start: 0, count: 100, locate: sel.tensor });
+      const { data } = await rpc.request("table", { sort, desc, query, start: 0, count: 100, locate: tensor });
       if (data.index === null || data.index === undefined) { list.redraw(); return; }
       await list.reset(data);
       list.showIndex(data.index);
     } catch (e) { /* the table keeps its rows */ }
+  }
+  ctx.onSelect((sel) => {
+    if (sel.from === "table" || !sel.tensor) return;
+    selected = sel.tensor;
+    pending = sel.tensor;
+    if (visible()) refresh();
   });
 
+  function refresh() {
+    if (pending) {
+      const tensor = pending;
+      pending = null;
+      locate(tensor);
+    } else list.redraw();
+  }
+
   list.reset();
-  return { el: root, refresh: () => list.redraw() };
+  return { el: root, refresh };
 }

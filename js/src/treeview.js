@@ -76,11 +76,24 @@ export function createTreeView(ctx, opts = {}) {
     }
   }
 
+  // A hidden tree (another tab is open) locates the tensor when it is shown, so the kernel
+  // answers the visible views (histogram, bytes) first.
+  let pending = null;
+  const visible = () => root.offsetParent !== null;
   ctx.onSelect((sel) => {
     if (sel.from === "tree" || !sel.tensor) return;
-    locate(sel.tensor).catch(() => {});
+    pending = sel.tensor;
+    if (visible()) refresh();
   });
 
+  function refresh() {
+    if (pending) {
+      const tensor = pending;
+      pending = null;
+      locate(tensor).catch(() => {});
+    } else list.redraw();
+  }
+
   list.reset();
-  return { el: root, refresh: () => list.redraw() };
+  return { el: root, refresh };
 }

@@ -77,6 +77,7 @@ class HeaderTree:
         self.nodes: list[Node] = []
         self.tensor_node: dict[str, int] = {}
         self._in_search = False  # search results copy tensor nodes; locate uses the originals
+        self._lower_names: list | None = None
         self.parent: dict[int, int] = {}
         with no_gc():
             self.roots = [self._register(n, None) for n in _roots(ckpt)]
@@ -138,7 +139,9 @@ class HeaderTree:
 
         for r in self.roots:
             out.extend(walk(r, 0))
-        matches = [t for t in self.ckpt.tensors.values() if query in t.name.lower()]
+        if self._lower_names is None:
+            self._lower_names = [(t.name.lower(), t) for t in self.ckpt.tensors.values()]
+        matches = [t for low, t in self._lower_names if query in low]
         if not matches:
             return
         shown = matches[:MAX_MATCHES]

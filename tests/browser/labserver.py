@@ -72,9 +72,14 @@ def jupyter_lab(tmp: Path) -> Iterator[tuple[str, Path]]:
                 proc.kill()
 
 
-def open_notebook(browser, url: str, name: str, viewport=(1400, 1000)):
-    """Open a notebook in a new page and wait until its kernel is idle."""
+def open_notebook(browser, url: str, name: str, viewport=(1400, 1000), setup=None):
+    """Open a notebook in a new page and wait until its kernel is idle.
+
+    `setup(page)` runs before the page loads (to listen to its websockets, for instance).
+    """
     page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+    if setup is not None:
+        setup(page)
     page.goto(f"{url}/lab/tree/{name}")
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
     return page
