@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
 
-import model_explorer as mx  # noqa: E402
 from labserver import CHROMIUM_ARGS, jupyter_lab, open_notebook  # noqa: E402
+
+import model_explorer as mx  # noqa: E402
 
 SHARDS = 163
 TENSORS = 90_000
