@@ -97,6 +97,37 @@ def page(fs: FileSpans, data: bytes, file: str, offset: int) -> dict:
     return {"file": file, "offset": offset, "length": len(data), "segs": out, "spans": spans}
 
 
+_OPCODES = {
+    "PROTO": "the protocol version this pickle uses",
+    "FRAME": "the length of the next frame of opcodes (protocol 4+), for buffered reading",
+    "GLOBAL": "import a Python object by module and name; loading this pickle would import it",
+    "STACK_GLOBAL": "import a Python object named by the two strings on the stack; loading would import it",
+    "REDUCE": "call the callable on the stack with the argument tuple: this is how a pickle runs code",
+    "BUILD": "set the state of the object on the stack (calls __setstate__ when loading)",
+    "NEWOBJ": "create an object by calling cls.__new__ with arguments",
+    "INST": "create an instance of a class named in the opcode (protocol 0)",
+    "OBJ": "create an instance of the class on the stack",
+    "BINPERSID": "a persistent id: PyTorch's reference to a tensor storage kept outside the pickle",
+    "PERSID": "a persistent id (protocol 0): a reference to data kept outside the pickle",
+    "MARK": "push a mark, the start of a tuple, list or dict being built",
+    "STOP": "the end of the pickle: the object on the stack is the result",
+    "EMPTY_DICT": "push an empty dict", "EMPTY_LIST": "push an empty list",
+    "EMPTY_TUPLE": "push an empty tuple", "SETITEMS": "add the key/value pairs since the mark to the dict",
+    "SETITEM": "add one key/value pair to the dict", "APPENDS": "add the items since the mark to the list",
+    "APPEND": "add one item to the list", "MEMOIZE": "remember the top of the stack in the memo",
+    "NEWTRUE": "push True", "NEWFALSE": "push False", "NONE": "push None",
+}
+_OPCODE_PREFIXES = (
+    ("BINPUT", "remember the top of the stack in the memo"), ("LONG_BINPUT", "remember the top of the stack in the memo"),
+    ("BINGET", "push a value remembered in the memo"), ("LONG_BINGET", "push a value remembered in the memo"),
+    ("TUPLE", "build a tuple from the items on the stack"), ("BININT", "push an integer"),
+    ("BINFLOAT", "push a float"), ("LONG", "push a long integer"),
+    ("SHORT_BINUNICODE", "push a string"), ("BINUNICODE", "push a string"), ("UNICODE", "push a string"),
+    ("SHORT_BINBYTES", "push bytes"), ("BINBYTES", "push bytes"), ("BINSTRING", "push a byte string"),
+    ("SHORT_BINSTRING", "push a byte string"),
+)
+
+
 def _owner(path: str) -> str:
     """The field a path names: `KV 3 > general.name > value` -> `general.name`."""
     parts = path.split(" > ")
@@ -147,6 +178,18 @@ def explain(s: Span, fmt: str) -> str:
     if k == "gap":
         return f"{s.path.capitalize()}{v}: {n} that no tensor claims; strict readers reject them."
     if k == "opcode":
-        return (f"A pickle opcode{v}. A pickle is a small program; this tool reads its opcodes "
-                "one by one and never runs them.")
+        name = s.path.rsplit(" > ", 1)[-1]
+        what = _OPCODES.get(name) or next((t for p, t in _OPCODE_PREFIXES if name.startswith(p)), None)
+        return (f"Pickle opcode {name}{v}: {what or 'one instruction of the pickle program'}. "
+                "This tool reads the opcodes and never runs them.")
+    if k == "zip_header":
+        return (f"A zip local file header{v}: the signature PK\\x03\\x04, then the name and sizes "
+                "of one archive member; PyTorch stores its pickle and each tensor storage as members.")
+    if k == "zip_directory":
+        return f"The zip central directory{v}: the list of members and where each one starts."
+    if k == "zip_end":
+        return f"The end-of-directory record{v}: readers start here to find the central directory."
+    if k == "storage":
+        return (f"A tensor storage{v}: raw bytes that one or more tensors view, referenced from the "
+                "pickle by a persistent id.")
     return f"{s.path}{v}: {n} of kind {k!r}{' in ' + os.path.basename(s.file) if s.file else ''}."

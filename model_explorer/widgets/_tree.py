@@ -329,7 +329,7 @@ def _pickle_nodes(ckpt: Checkpoint, pickle: dict) -> list[Node]:
                                   file=ckpt.files[0] if ckpt.files else None))
     out.append(node)
     if "structure" in pickle:
-        out.append(_structure_node("pickle structure", pickle["structure"], 0))
+        out.append(_structure_node("pickle structure", pickle["structure"], 0, ckpt.tensors))
     opcodes = [s for s in ckpt.spans if s.kind == "opcode"]
     if opcodes:
         op = Node("pickle opcodes", "opcodes", f"{len(opcodes)} opcodes", count=len(opcodes))
@@ -338,15 +338,20 @@ def _pickle_nodes(ckpt: Checkpoint, pickle: dict) -> list[Node]:
     return out
 
 
-def _structure_node(label: str, value: Any, depth: int) -> Node:
+def _structure_node(label: str, value: Any, depth: int, tensors: dict) -> Node:
+    """The object the pickle rebuilds; tensors appear as references that select their data."""
     if isinstance(value, dict) and "tensor" in value and isinstance(value["tensor"], str):
-        return Node(label, "ref", f"tensor {short_repr(value['tensor'], 120)}", tensor=value["tensor"])
+        t = tensors.get(value["tensor"])
+        where = {"file": t.file, "offset": t.offset, "length": t.length, "nbytes": t.length,
+                 "dtype": t.kind, "shape": list(t.shape)} if t else {}
+        return Node(label, "ref", f"tensor {short_repr(value['tensor'], 120)}", tensor=value["tensor"],
+                    **where)
     if isinstance(value, (dict, list)) and depth < 12:
         items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
         node = Node(label, "group", f"{len(items)} {'keys' if isinstance(value, dict) else 'items'}",
                     count=len(items))
-        node.children = [_structure_node(str(k) if isinstance(value, dict) else f"[{k}]", v, depth + 1)
-                         for k, v in items[:MAX_JSON_CHILDREN]]
+        node.children = [_structure_node(str(k) if isinstance(value, dict) else f"[{k}]", v, depth + 1,
+                                         tensors) for k, v in items[:MAX_JSON_CHILDREN]]
         return node
     return Node(label, "meta", short_repr(value, 200))
 

@@ -24,6 +24,7 @@ def test_files(lab):
         "gguf": files.small_gguf(home / "small.gguf"),
         "xss": files.xss_safetensors(home / "xss.safetensors"),
         "index": files.sharded(home / "shards"),
+        "pickle": files.evil_pickle(home / "evil.pkl"),
     }
 
 
@@ -38,6 +39,7 @@ def notebook(lab, test_files, chromium):
         f"mx.explore({p['gguf']!r})",
         f"mx.explore({p['xss']!r})",
         f"mx.explore({p['index']!r})",
+        f"mx.explore({p['pickle']!r})",
         f"mx.HexDump({p['gguf']!r})",
         f"mx.HeaderTree({p['xss']!r})",
         f"mx.ShardMap({p['index']!r})",
@@ -51,7 +53,7 @@ def notebook(lab, test_files, chromium):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_function("() => document.querySelectorAll('.me-root').length >= 9", timeout=60_000)
+    page.wait_for_function("() => document.querySelectorAll('.me-root').length >= 10", timeout=60_000)
     page.wait_for_timeout(500)
     page.errors = errors
     yield page
@@ -64,7 +66,7 @@ def explorer(page, i: int):
 
 def test_every_view_renders(notebook):
     page = notebook
-    assert page.locator(".me-explorer").count() == 4
+    assert page.locator(".me-explorer").count() == 5
     for cls in ("me-summary", "me-hexdump", "me-tree", "me-table", "me-shardmap", "me-findings",
                 "me-histogram"):
         assert page.locator(f".{cls}").count() >= 1, cls
@@ -79,7 +81,6 @@ def test_every_view_renders(notebook):
     assert page.locator(".me-root.me-shardmap .me-map-bar.me-missing").count() == 1
     assert page.locator(".me-root.me-shardmap .me-mark-orphan").count() == 1
     screenshot(page, "explorer-gguf", gguf)
-    shutil.copy(ARTIFACTS / "explorer-gguf.png", ARTIFACTS / "explorer.png")
     assert not page.errors, page.errors
 
 
@@ -152,6 +153,11 @@ def test_tensor_click_draws_histogram(notebook):
     assert "sampled" in gguf.locator(".me-sample-note").inner_text() or "exact" in gguf.locator(".me-sample-note").inner_text()
     assert gguf.locator(".me-stats").inner_text().count("\n") >= 6
     screenshot(notebook, "explorer-histogram", gguf)
+    # The README's picture (docs/explorer.png is a committed copy of this file).
+    shutil.copy(ARTIFACTS / "explorer-histogram.png", ARTIFACTS / "explorer.png")
+    # A quantized tensor also gets the histogram of its block scales.
+    gguf.locator(".me-table-row", has_text="output.weight").click()
+    gguf.locator(".me-histogram .me-scales .me-bar").first.wait_for(timeout=10_000)
     # The standalone TensorHistogram drew its tensor too.
     assert notebook.locator(".me-root.me-histogram .me-bar").count() > 0
 
@@ -186,6 +192,40 @@ def test_file_strings_are_text(notebook):
     xss.locator(".me-table-row", has_text="<script>").first.wait_for()
     assert notebook.evaluate("() => window.__mx_xss") is None
     screenshot(notebook, "explorer-xss", xss)
+
+
+def test_pickle_explorer_shows_the_danger_as_text(notebook):
+    pkl = explorer(notebook, 4)
+    assert "1 error" in pkl.locator(".me-summary").inner_text()
+    pkl.locator(".me-finding.me-sev-error").first.click()
+    pkl.locator(".me-hexdump .me-b.me-hl").first.wait_for()
+    pkl.locator(".me-tab", has_text="Header").click()
+    tree = pkl.locator(".me-tree")
+    tree.locator(".me-tree-row", has_text="pickle imports").locator(".me-caret").click()
+    tree.locator(".me-tree-row.me-node-import").first.wait_for()
+    assert "system" in tree.locator(".me-tree-row.me-node-import").first.inner_text()
+    tree.locator(".me-tree-row", has_text="pickle structure").locator(".me-caret").click()
+    tree.locator(".me-tree-row .me-value", has_text="<script>").first.wait_for()
+    assert notebook.evaluate("() => window.__mx_xss") is None
+    screenshot(notebook, "explorer-pickle", pkl)
+
+
+def test_dark_theme_and_narrow_width(notebook):
+    gguf = explorer(notebook, 1)
+    light = gguf.evaluate("el => getComputedStyle(el).backgroundColor")
+    notebook.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    notebook.wait_for_function("([el, before]) => getComputedStyle(el).backgroundColor !== before",
+                               arg=[gguf.element_handle(), light], timeout=20_000)
+    screenshot(notebook, "explorer-dark", gguf)
+    notebook.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    notebook.set_viewport_size({"width": 620, "height": 1000})
+    notebook.wait_for_timeout(300)
+    left = gguf.locator(".me-left").bounding_box()
+    right = gguf.locator(".me-right").bounding_box()
+    assert right["y"] >= left["y"] + left["height"] - 1  # stacked, not squeezed side by side
+    assert gguf.locator(".me-hexdump").bounding_box()["width"] <= 620
+    screenshot(notebook, "explorer-narrow", gguf)
+    notebook.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def test_shard_findings_and_map_link(notebook):

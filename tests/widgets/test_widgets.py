@@ -32,7 +32,7 @@ def test_public_names_are_the_widgets(made):
                       (Findings, "findings"), (TensorHistogram, "histogram")):
         for source in (made["gguf"], ckpt):
             w = cls(source)
-            assert w.view == view and w.summary["tensor_count"] == 5
+            assert w.view == view and w.summary["tensor_count"] == 6
 
 
 def test_bytes_page_matches_the_file_and_names_each_byte(made):
@@ -282,3 +282,34 @@ def test_histogram_needs_a_real_tensor(made):
     assert h.selection["tensor"] == "blk.0.attn_q.weight"
     with pytest.raises(KeyError, match="no_such"):
         TensorHistogram(made["gguf"], tensor="no_such")
+
+
+def test_pickle_tree_shows_imports_structure_and_opcodes(tmp_path):
+    e = Explorer(files.evil_pickle(tmp_path / "evil.pkl"))
+    roots = e.answer("tree", {"expanded": []})[0]["rows"]
+    assert [r["label"] for r in roots] == ["pickle imports", "pickle structure", "pickle opcodes"]
+    assert "dangerous" in roots[0]["value"]
+    rows = e.answer("tree", {"expanded": [r["id"] for r in roots]})[0]["rows"]
+    imports = [r for r in rows if r["kind"] == "import"]
+    assert imports[0]["label"] in ("posix.system", "os.system") and imports[0]["offset"] is not None
+    assert any(r["label"] == files.XSS_NAME and r["value"] == files.XSS_META for r in rows)
+    opcodes = [r for r in rows if r["kind"] == "opcode"]
+    assert opcodes[-1]["label"].endswith("STOP")
+    step = e.answer("step", {"offset": imports[0]["offset"]})[0]
+    assert "import" in step["text"] and "never runs" in step["text"]
+
+
+@pytest.mark.reference
+def test_torch_zip_structure_selects_tensor_data(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "m.pt"
+    torch.save({"w": torch.ones(3, 4)}, path)
+    e = Explorer(path)
+    roots = e.answer("tree", {"expanded": []})[0]["rows"]
+    structure = next(r for r in roots if r["label"] == "pickle structure")
+    ref = next(r for r in e.answer("tree", {"expanded": [structure["id"]]})[0]["rows"] if r["kind"] == "ref")
+    t = e.checkpoint.tensors["w"]
+    assert (ref["tensor"], ref["offset"], ref["length"]) == ("w", t.offset, 48)
+    texts = [e.answer("step", {"index": i})[0]["text"] for i in range(e.answer("step", {})[0]["count"])]
+    assert any(x.startswith("A zip local file header") for x in texts)
+    assert any(x.startswith("Pickle opcode BINPERSID") for x in texts)

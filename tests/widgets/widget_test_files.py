@@ -53,6 +53,22 @@ def xss_safetensors(path: Path) -> Path:
     return write_safetensors(path, tensors, {"note": XSS_META})
 
 
+class _Evil:
+    """Pickles as a call to os.system: the reader must flag it and never run it."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("echo this must never run",))
+
+
+def evil_pickle(path: Path) -> Path:
+    import pickle
+
+    path.write_bytes(pickle.dumps({"payload": _Evil(), XSS_NAME: XSS_META}))
+    return path
+
+
 def small_gguf(path: Path) -> Path:
     import gguf
 
@@ -65,6 +81,9 @@ def small_gguf(path: Path) -> Path:
     for i in range(2):
         w.add_tensor(f"blk.{i}.attn_q.weight", rng.standard_normal((64, 64)).astype(np.float16))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(64, np.float32))
+    # A quantized tensor, so the histogram view draws its block scales.
+    q8 = gguf.quants.quantize(rng.standard_normal((64, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    w.add_tensor("output.weight", q8, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
