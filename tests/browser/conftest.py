@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "widgets"))
 
 from labserver import CHROMIUM_ARGS, ROOT, jupyter_lab  # noqa: E402
 
-ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -51,10 +50,3 @@ def lab(tmp_path_factory):
             yield server
     except RuntimeError as e:
         pytest.fail(str(e))
-
-
-def screenshot(page, name: str, locator=None) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    (locator or page).screenshot(path=str(path))
-    return path

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 KERNEL_IDLE = """() => {
@@ -83,3 +84,11 @@ def open_notebook(browser, url: str, name: str, viewport=(1400, 1000), setup=Non
     page.goto(f"{url}/lab/tree/{name}")
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
     return page
+
+
+def screenshot(page, name: str, locator=None) -> Path:
+    """Save a screenshot as a test artefact (test-artifacts/NAME.png, git-ignored)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    (locator or page).screenshot(path=str(path))
+    return path

@@ -9,8 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import widget_test_files as files
-from conftest import ARTIFACTS, screenshot
-from labserver import open_notebook
+from labserver import ARTIFACTS, open_notebook, screenshot
 
 import model_explorer as mx
 
