@@ -19,20 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from ..tensors.names import hf_to_gguf, unpermute_qk
 from .config import ModelConfig, UnsupportedModel
 
 LAYER_PARTS = ("attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down")
 BIAS_PARTS = ("q_bias", "k_bias", "v_bias")
 
-GGUF_NAMES = {
-    "embed": "token_embd.weight", "norm": "output_norm.weight", "lm_head": "output.weight",
-    "attn_norm": "blk.{i}.attn_norm.weight", "q": "blk.{i}.attn_q.weight",
-    "k": "blk.{i}.attn_k.weight", "v": "blk.{i}.attn_v.weight", "o": "blk.{i}.attn_output.weight",
-    "q_bias": "blk.{i}.attn_q.bias", "k_bias": "blk.{i}.attn_k.bias", "v_bias": "blk.{i}.attn_v.bias",
-    "ffn_norm": "blk.{i}.ffn_norm.weight", "gate": "blk.{i}.ffn_gate.weight",
-    "up": "blk.{i}.ffn_up.weight", "down": "blk.{i}.ffn_down.weight",
-}
-# Hugging Face names; MLX conversions (mlx-lm) keep them.
+# Hugging Face names; MLX conversions (mlx-lm) keep them, GGUF names follow by tensors/names.py.
 HF_NAMES = {
     "embed": "model.embed_tokens.weight", "norm": "model.norm.weight", "lm_head": "lm_head.weight",
     "attn_norm": "model.layers.{i}.input_layernorm.weight",
@@ -136,12 +129,6 @@ def stored_bytes(info) -> int:
     return n
 
 
-def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """Undo llama.cpp's q/k row permutation (rotate-half RoPE -> interleaved pairs)."""
-    rows = w.shape[0]
-    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
 class Weights:
     """Resolves, checks and dequantizes a model's tensors; hands the forward pass backend arrays.
 
@@ -154,7 +141,7 @@ class Weights:
         self.ckpt, self.cfg, self.backend = ckpt, cfg, backend
         self.keep_quantized = keep_quantized
         self._progress = progress
-        self.names = GGUF_NAMES if ckpt.format == "gguf" else HF_NAMES
+        self.gguf = ckpt.format == "gguf"
         self.report = DequantReport("on_the_fly" if keep_quantized else "load")
         self._rows: dict[str, DequantRow] = {}
         self._check_tensors()
@@ -192,7 +179,9 @@ class Weights:
     # -- names and shapes ----------------------------------------------------------------------
 
     def name(self, part: str, layer: int | None = None) -> str:
-        return self.names[part].format(i=layer)
+        """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
+        hf = HF_NAMES[part].format(i=layer)
+        return hf_to_gguf(hf) if self.gguf else hf
 
     @property
     def tied(self) -> bool:
@@ -245,7 +234,7 @@ class Weights:
             # Read-only arrays are views of the file's memory map: copy them, so the file can
             # close after loading and torch can adopt the array without a warning.
             a = a.astype(np.float32)
-        if self.cfg.gguf_qk_permuted and self.ckpt.format == "gguf" and part in ("q", "k", "q_bias", "k_bias"):
+        if self.cfg.gguf_qk_permuted and self.gguf and part in ("q", "k", "q_bias", "k_bias"):
             a = unpermute_qk(a, self.cfg.num_heads if part.startswith("q") else self.cfg.num_kv_heads)
         seconds = time.perf_counter() - t0
         row = self._rows.get(name)
