@@ -212,8 +212,9 @@ def llama3_rope_factors(cfg: dict) -> np.ndarray:
 
 
 def write_gguf(cfg: dict, state: dict[str, np.ndarray], path: str, dtype: str = "F32",
-               architecture: str | None = None, spm: bool = False) -> str:
-    """spm: write a sentencepiece ("llama") vocabulary with scores and no merges."""
+               architecture: str | None = None, spm: bool = False, pre: str | None = None) -> str:
+    """spm: write a sentencepiece ("llama") vocabulary with scores and no merges; pre: the
+    tokenizer.ggml.pre value (which split regex a byte-level vocabulary was trained with)."""
     import gguf
 
     arch = architecture or ("qwen2" if cfg["model_type"] == "qwen2" else "llama")  # Mistral is llama
@@ -245,6 +246,8 @@ def write_gguf(cfg: dict, state: dict[str, np.ndarray], path: str, dtype: str = 
         w.add_token_types(vocab.types)
         w.add_token_merges(vocab.merges)
         w.add_add_bos_token(False)
+        if pre:
+            w.add_tokenizer_pre(pre)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_chat_template(CHATML)

@@ -138,3 +138,18 @@ def test_sentencepiece_gguf_tokenizer_matches_transformers(tmp_path):
         assert ids == theirs.encode(text)
         assert ours.decode(ids) == theirs.decode(ids)
         assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("pre", ["qwen2", "llama-bpe", "smollm"])
+def test_byte_level_split_rules_match_transformers(tmp_path, pre):
+    """tokenizer.ggml.pre picks the split regex (digits one by one for qwen2, up to three for
+    llama 3, GPT-2's rule otherwise)."""
+    transformers = pytest.importorskip("transformers")
+    cfg = tiny_config()
+    path = write_gguf(cfg, random_state(cfg), str(tmp_path / "bpe.gguf"), pre=pre)
+    ours = gguf_tokenizer(path)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="bpe.gguf")
+    for text in STRINGS + ["1234567 don'T we'LL\r\n\r\n  x", "a\u00a0b\u3000c 🙂🙂"]:
+        assert ours.encode(text) == theirs.encode(text), text
+        assert ours.decode(ours.encode(text)) == theirs.decode(theirs.encode(text))
