@@ -185,7 +185,7 @@ export function createHexView(ctx, opts = {}) {
     const { span } = lookup(off);
     const text = describe(span, off);
     status.textContent = text;
-    tip.textContent = span ? `${span.path}${span.value ? ` > ${span.value}` : ""}` : "no labelled field";
+    tip.textContent = span ? `${span.path}${span.value ? `: ${span.value}` : ""}` : "no labelled field";
     tip.hidden = false;
     const r = root.getBoundingClientRect();
     const c = t.getBoundingClientRect();
@@ -200,6 +200,8 @@ export function createHexView(ctx, opts = {}) {
     const { span } = lookup(off);
     if (!span) return;
     highlight = [span.offset, span.offset + span.length];
+    // Step-through continues from the field the user clicked.
+    if (typeof span.index === "number") stepIndex = span.index;
     draw();
     ctx.select({ file, offset: span.offset, length: span.length, tensor: span.tensor, from: "hexdump" });
   }

@@ -275,6 +275,11 @@ def test_explore_run_tab_builds_the_demo_only_when_opened(made):
     tabs = mx.explore(made["gguf"], run=True)
     assert isinstance(tabs, ipywidgets.Tab) and isinstance(tabs.explorer, Explorer)
     assert tabs.explorer._run_demo is None
+    tabs.selected_index = 1
+    from model_explorer.demo.widget import RunDemo
+
+    assert isinstance(tabs.children[1].children[0], RunDemo)
+    assert tabs.children[1].children[0] is tabs.explorer.run_demo()
 
 
 def test_histogram_needs_a_real_tensor(made):
