@@ -1,7 +1,7 @@
 // The tensor table: sortable by any column, filtered by name, virtualised.
 import { h } from "./dom.js";
 import { formatShape, humanBytes, humanCount } from "./format.js";
-import { createVirtualList } from "./vlist.js";
+import { createVirtualList, followSelection } from "./vlist.js";
 
 const COLUMNS = [
   ["name", "name"], ["dtype", "dtype"], ["shape", "shape"], ["params", "params"],
@@ -69,9 +69,6 @@ export function createTableView(ctx, opts = {}) {
     timer = setTimeout(() => { query = search.value.trim(); list.reset(); }, 150);
   });
 
-  // Like the tree: a hidden table scrolls to the selected tensor when it is shown.
-  let pending = null;
-  const visible = () => root.offsetParent !== null;
   async function locate(tensor) {
     try {
       const { data } = await rpc.request("table", { sort, desc, query, start: 0, count: 100, locate: tensor });
@@ -80,20 +77,13 @@ export function createTableView(ctx, opts = {}) {
       list.showIndex(data.index);
     } catch (e) { /* the table keeps its rows */ }
   }
+  const follow = followSelection(root, locate, () => list.redraw());
+  const refresh = follow.refresh;
   ctx.onSelect((sel) => {
     if (sel.from === "table" || !sel.tensor) return;
     selected = sel.tensor;
-    pending = sel.tensor;
-    if (visible()) refresh();
+    follow.select(sel.tensor);
   });
-
-  function refresh() {
-    if (pending) {
-      const tensor = pending;
-      pending = null;
-      locate(tensor);
-    } else list.redraw();
-  }
 
   list.reset();
   return { el: root, refresh };

@@ -1,7 +1,7 @@
 // The header tree: collapsible, searchable, virtualised; rows are flattened by the kernel.
 import { h } from "./dom.js";
 import { formatShape, humanBytes } from "./format.js";
-import { createVirtualList } from "./vlist.js";
+import { createVirtualList, followSelection } from "./vlist.js";
 
 /** @param {import("./context.js").Ctx} ctx */
 export function createTreeView(ctx, opts = {}) {
@@ -76,23 +76,11 @@ export function createTreeView(ctx, opts = {}) {
     }
   }
 
-  // A hidden tree (another tab is open) locates the tensor when it is shown, so the kernel
-  // answers the visible views (histogram, bytes) first.
-  let pending = null;
-  const visible = () => root.offsetParent !== null;
+  const follow = followSelection(root, (tensor) => locate(tensor).catch(() => {}), () => list.redraw());
+  const refresh = follow.refresh;
   ctx.onSelect((sel) => {
-    if (sel.from === "tree" || !sel.tensor) return;
-    pending = sel.tensor;
-    if (visible()) refresh();
+    if (sel.from !== "tree" && sel.tensor) follow.select(sel.tensor);
   });
-
-  function refresh() {
-    if (pending) {
-      const tensor = pending;
-      pending = null;
-      locate(tensor).catch(() => {});
-    } else list.redraw();
-  }
 
   list.reset();
   return { el: root, refresh };

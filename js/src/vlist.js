@@ -87,3 +87,26 @@ export function createVirtualList(o) {
     rowAt(i) { return rows.get(i); },
   };
 }
+
+/**
+ * Follow the linked selection only while visible: a hidden list (another tab is open) finds the
+ * selected tensor when it is shown, so the kernel answers the visible views first.
+ * @param {HTMLElement} root @param {(tensor: string) => void} locate @param {() => void} redraw
+ */
+export function followSelection(root, locate, redraw) {
+  let pending = null;
+  const refresh = () => {
+    if (pending === null) return redraw();
+    const tensor = pending;
+    pending = null;
+    return locate(tensor);
+  };
+  return {
+    refresh,
+    /** @param {string} tensor */
+    select(tensor) {
+      pending = tensor;
+      if (root.offsetParent !== null) refresh();
+    },
+  };
+}
