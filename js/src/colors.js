@@ -6,12 +6,16 @@ const KIND_HUES = {
   tensor_data: 200, gap: 0, opcode: 90,
 };
 
-/** Background for a span kind; padding and gaps are grey and red-striped by CSS. */
-export function kindColor(kind) {
-  if (kind === "padding") return "hsla(0, 0%, 55%, 0.30)";
-  if (kind === "gap") return "hsla(0, 85%, 55%, 0.35)";
+/**
+ * Background for a span kind; padding is grey and gaps red. `alt` gives every other span a
+ * lighter shade, so neighbouring fields of one kind (opcodes, array items) stay apart.
+ */
+export function kindColor(kind, alt = false) {
+  const a = alt ? 0.18 : 0.34;
+  if (kind === "padding") return `hsla(0, 0%, 55%, ${a})`;
+  if (kind === "gap") return `hsla(0, 85%, 55%, ${a + 0.05})`;
   const hue = KIND_HUES[kind] ?? hashHue(kind);
-  return `hsla(${hue}, 70%, 55%, 0.32)`;
+  return `hsla(${hue}, 70%, 55%, ${a})`;
 }
 
 /** A stable colour for the i-th dtype or layer. */

@@ -135,7 +135,7 @@ export function createHexView(ctx, opts = {}) {
         const { pg, byte, span } = lookup(off);
         cell.textContent = byte === null ? (pg ? "  " : "··") : hexByte(byte);
         a.textContent = byte === null ? " " : asciiChar(byte);
-        const bg = span ? kindColor(span.kind) : "";
+        const bg = span ? kindColor(span.kind, span.index % 2 === 1) : "";
         cell.style.background = bg;
         a.style.background = bg;
         const hl = highlight && off >= highlight[0] && off < highlight[1];

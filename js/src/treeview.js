@@ -29,7 +29,8 @@ export function createTreeView(ctx, opts = {}) {
 
   function renderRow(row) {
     const caret = row.has_children ? (row.expanded ? "▾" : "▸") : "";
-    const el = h("div", { className: `me-row me-tree-row me-node-${row.kind}${row.id === selectedId ? " me-selected" : ""}`, style: { paddingLeft: `${4 + row.depth * 14}px` } },
+    const sev = row.kind === "import" && row.dtype ? ` me-sev-${row.dtype}` : "";
+    const el = h("div", { className: `me-row me-tree-row me-node-${row.kind}${sev}${row.id === selectedId ? " me-selected" : ""}`, style: { paddingLeft: `${4 + row.depth * 14}px` } },
       h("span", { className: "me-caret", text: caret }),
       h("span", { className: "me-label", text: row.label }),
       row.value ? h("span", { className: "me-value", text: row.value }) : null,

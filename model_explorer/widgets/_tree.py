@@ -325,7 +325,9 @@ def _pickle_nodes(ckpt: Checkpoint, pickle: dict) -> list[Node]:
         name = f"{imp.get('module', '?')}.{imp.get('name', '?')}"
         args = imp.get("args")
         val = f"{imp.get('severity', '')} {imp.get('opcode', '')}" + (f" args {short_repr(args, 80)}" if args else "")
-        node.children.append(Node(name, "import", val.strip(), offset=imp.get("offset"), length=1,
+        # The severity rides in `dtype` so the row can be coloured (error: code would run).
+        node.children.append(Node(name, "import", val.strip(), dtype=str(imp.get("severity") or ""),
+                                  offset=imp.get("offset"), length=1,
                                   file=ckpt.files[0] if ckpt.files else None))
     out.append(node)
     if "structure" in pickle:
