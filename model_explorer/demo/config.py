@@ -17,6 +17,8 @@ GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2")
 HF_CLASSES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
 ROPE_TYPES = ("default", "linear", "llama3")
+ROPE_PARAMETERS = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                                                     "original_max_position_embeddings")}
 
 
 class UnsupportedModel(ValueError):
@@ -67,12 +69,29 @@ class ModelConfig:
                             f"({self.num_kv_heads})")
         if not problems and self.head_dim % 2:
             problems.append(f"head_dim ({self.head_dim}) must be even for rotary embeddings")
-        if self.rope_scaling and self.rope_scaling.get("rope_type") not in ROPE_TYPES:
-            problems.append(f"rope scaling {self.rope_scaling.get('rope_type')!r} is not supported "
-                            f"(supported: {', '.join(ROPE_TYPES)})")
+        if not self.rope_theta > 0:
+            problems.append(f"the RoPE base (rope_theta) must be positive, found {self.rope_theta!r}")
+        if not self.rms_norm_eps >= 0:
+            problems.append(f"rms_norm_eps must not be negative, found {self.rms_norm_eps!r}")
+        if self.sliding_window is not None and (not isinstance(self.sliding_window, int)
+                                                or self.sliding_window <= 0):
+            problems.append(f"sliding_window must be a positive integer, found {self.sliding_window!r}")
+        kind = (self.rope_scaling or {}).get("rope_type")
+        if self.rope_scaling and kind not in ROPE_TYPES:
+            problems.append(f"rope scaling {kind!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
+        for key in ROPE_PARAMETERS.get(kind, ()):
+            value = self.rope_scaling.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                problems.append(f"{kind} rope scaling needs a positive {key}, found {value!r}")
         if problems:
             raise UnsupportedModel("The model's hyperparameters cannot be used: " + "; ".join(problems) + ".")
         return self
+
+
+def _float(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UnsupportedModel(f"{name} should be a finite number, found {value!r}.")
+    return float(value)
 
 
 # -- GGUF ----------------------------------------------------------------------------------------
@@ -107,7 +126,8 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     rope_scaling = None
     scaling_type = get(f"{arch}.rope.scaling.type", None)
     if scaling_type == "linear":
-        rope_scaling = {"rope_type": "linear", "factor": float(get(f"{arch}.rope.scaling.factor"))}
+        rope_scaling = {"rope_type": "linear", "factor": _float(get(f"{arch}.rope.scaling.factor"),
+                                                                 "rope.scaling.factor")}
     elif scaling_type not in (None, "none"):
         rope_scaling = {"rope_type": scaling_type}
     names = tensor_names or set()
@@ -128,8 +148,8 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        rms_norm_eps=float(get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5)),
-        rope_theta=float(get(f"{arch}.rope.freq_base", 10000.0)),
+        rms_norm_eps=_float(get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5), "layer_norm_rms_epsilon"),
+        rope_theta=_float(get(f"{arch}.rope.freq_base", 10000.0), "rope.freq_base"),
         rope_scaling=rope_scaling,
         max_position_embeddings=get(f"{arch}.context_length", 2048),
         attention_bias=bool(names) and "blk.0.attn_q.bias" in names,
@@ -170,6 +190,8 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
     rope = dict(config.get("rope_parameters") or {})
     theta = rope.pop("rope_theta", None) or config.get("rope_theta", 10000.0)
     scaling = config.get("rope_scaling") or rope
+    if scaling and not isinstance(scaling, dict):
+        raise UnsupportedModel(f"config.json rope_scaling should be an object, found {scaling!r}.")
     scaling = dict(scaling) if scaling else None
     if scaling is not None:
         scaling["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
@@ -185,8 +207,8 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         num_heads=heads,
         num_kv_heads=config.get("num_key_value_heads") or heads,
         head_dim=head_dim,
-        rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(theta),
+        rms_norm_eps=_float(config.get("rms_norm_eps", 1e-6), "rms_norm_eps"),
+        rope_theta=_float(theta, "rope_theta"),
         rope_scaling=scaling,
         max_position_embeddings=config.get("max_position_embeddings", 2048),
         attention_bias=bool(config.get("attention_bias", model_type == "qwen2")),

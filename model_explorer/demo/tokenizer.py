@@ -182,22 +182,30 @@ def from_gguf(metadata: dict) -> Tokenizer:
     types = _as_list(_value(metadata, "tokenizer.ggml.token_type", []))
     merges = _value(metadata, "tokenizer.ggml.merges")
     merges = _as_list(merges) if merges is not None else None
-    if kind == "gpt2":
-        backend, alphabet = _byte_level(tokens, merges, _value(metadata, "tokenizer.ggml.pre")), \
-            set(byte_alphabet().values())
-        add_bos_default = False
-    elif kind == "llama":
-        scores = _value(metadata, "tokenizer.ggml.scores")
-        scores = _as_list(scores) if scores is not None else None
-        backend = _sentencepiece(tokens, merges, scores, bool(_value(metadata, "tokenizer.ggml.add_space_prefix",
-                                                                    True)))
-        alphabet, add_bos_default = None, True
-    else:
+    if kind not in ("gpt2", "llama"):
         raise UnsupportedModel(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 or llama).")
+    try:
+        if kind == "gpt2":
+            backend = _byte_level(tokens, merges, _value(metadata, "tokenizer.ggml.pre"))
+            alphabet, add_bos_default = set(byte_alphabet().values()), False
+        else:
+            scores = _value(metadata, "tokenizer.ggml.scores")
+            scores = _as_list(scores) if scores is not None else None
+            backend = _sentencepiece(tokens, merges, scores,
+                                     bool(_value(metadata, "tokenizer.ggml.add_space_prefix", True)))
+            alphabet, add_bos_default = None, True
+    except UnsupportedModel:
+        raise
+    except Exception as e:  # the tokenizers library reports bad vocabularies as plain Exceptions
+        raise UnsupportedModel(f"The GGUF {kind} vocabulary cannot be turned into a tokenizer: {e}") from None
+
+    def token_id(key: str) -> int | None:
+        i = _value(metadata, f"tokenizer.ggml.{key}")
+        return i if isinstance(i, int) and 0 <= i < len(tokens) else None
 
     def token(key: str) -> str | None:
-        i = _value(metadata, f"tokenizer.ggml.{key}")
-        return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else None
+        i = token_id(key)
+        return None if i is None else tokens[i]
 
     # Control tokens stay whole in text; in a byte-level vocabulary, only those spelled in the
     # byte alphabet are real (others are llama.cpp mislabels and would grow the vocabulary).
@@ -216,11 +224,12 @@ def from_gguf(metadata: dict) -> Tokenizer:
             if ty == USER_DEFINED and backend.token_to_id(t) is not None]
     if user:
         backend.add_tokens(user)
-    eos_ids = [_value(metadata, f"tokenizer.ggml.{k}") for k in ("eos_token_id", "eot_token_id", "eom_token_id")]
-    return Tokenizer(backend, bos_id=_value(metadata, "tokenizer.ggml.bos_token_id"),
-                     eos_ids=tuple(i for i in eos_ids if isinstance(i, int)),
+    template = _value(metadata, "tokenizer.chat_template")
+    return Tokenizer(backend, bos_id=token_id("bos_token_id"),
+                     eos_ids=tuple(i for i in map(token_id, ("eos_token_id", "eot_token_id", "eom_token_id"))
+                                   if i is not None),
                      add_bos=bool(_value(metadata, "tokenizer.ggml.add_bos_token", add_bos_default)),
-                     chat_template=_value(metadata, "tokenizer.chat_template"), special_tokens=named)
+                     chat_template=template if isinstance(template, str) else None, special_tokens=named)
 
 
 def _byte_level(tokens: list[str], merges: list[str] | None, pre: str | None):
@@ -251,6 +260,8 @@ def _byte_level(tokens: list[str], merges: list[str] | None, pre: str | None):
 
 
 def _merge_pair(merge: str) -> tuple[str, str]:
+    if not isinstance(merge, str):
+        raise UnsupportedModel(f"tokenizer.ggml.merges holds {merge!r}, which is not a string.")
     left, sep, right = merge.partition(" ")
     if not sep:
         raise UnsupportedModel(f"tokenizer.ggml.merges holds {merge!r}, which is not 'left right'.")

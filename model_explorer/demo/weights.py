@@ -200,6 +200,9 @@ class Weights:
     def _check_tensors(self) -> None:
         """Every tensor the decoder needs exists with the shape the hyperparameters imply."""
         tensors, shapes = self.ckpt.tensors, self._expected_shapes()
+        if self.cfg.num_layers * len(LAYER_PARTS) > len(tensors):  # before listing names per layer
+            raise UnsupportedModel(f"The model says it has {self.cfg.num_layers} layers, but the checkpoint "
+                                   f"holds only {len(tensors)} tensors ({len(LAYER_PARTS)} per layer needed).")
         wanted = [("embed", None), ("norm", None)]
         if not self.tied:
             wanted.append(("lm_head", None))

@@ -55,6 +55,10 @@ def _folder(tmp_path, **config_changes) -> str:
     ({"num_key_value_heads": 3}, r"not a multiple of num_kv_heads"),
     ({"intermediate_size": 100}, r"'model\.layers\.0\.mlp\.gate_proj\.weight' has shape \[96, 64\]"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, r"rope scaling 'yarn'"),
+    ({"num_hidden_layers": 10**12}, r"says it has 1000000000000 layers, but the checkpoint holds only 21"),
+    ({"rms_norm_eps": "tiny"}, r"rms_norm_eps should be a finite number, found 'tiny'"),
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, r"llama3 rope scaling needs a positive low_freq"),
+    ({"model_type": "mistral", "sliding_window": "wide"}, r"sliding_window must be a positive integer"),
 ])
 def test_bad_config_is_explained(tmp_path, change, message):
     with pytest.raises(UnsupportedModel, match=message):
@@ -149,3 +153,37 @@ def test_mlx_folder_matches_transformers_on_the_dequantized_weights(tmp_path, bi
     ids = [1, 40, 41, 42, 100, 7, 250]
     ref = reference_logits(hf_model_from(cfg, rounded), ids)
     assert rel_error(model.forward(ids), ref) < 1e-4
+
+
+# -- hostile files -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_gguf(tmp_path_factory) -> bytes:
+    cfg = tiny_config(num_hidden_layers=1, vocab_size=272)
+    path = write_gguf(cfg, random_state(cfg), str(tmp_path_factory.mktemp("fuzz") / "f.gguf"))
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_mutated_gguf_headers_load_or_raise_a_clear_error(small_gguf, tmp_path):
+    """Random byte changes in the header: load_model either works or raises UnsupportedModel."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    header_end = small_gguf.index(b"output.weight") + 100
+    path = tmp_path / "m.gguf"
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.lists(st.tuples(st.integers(0, header_end), st.integers(0, 255)), min_size=1, max_size=4))
+    def check(edits):
+        data = bytearray(small_gguf)
+        for pos, value in edits:
+            data[pos] = value
+        path.write_bytes(bytes(data))
+        try:
+            model = load_model(str(path), device="cpu")
+        except UnsupportedModel:
+            return
+        model.forward([1, 2, 3])
+
+    check()
