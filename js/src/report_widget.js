@@ -1,6 +1,6 @@
 // The offline report's script (inlined into the saved HTML): reads the embedded JSON with
-// JSON.parse and draws the explorer with the same views, from that data alone.
-import "./explorer.css";
+// JSON.parse and draws the explorer with the same views, from that data alone. Its CSS is
+// static/explorer_widget.css, inlined by save_html beside this script.
 import { renderView } from "./explorer.js";
 import { createStaticModel } from "./report.js";
 
