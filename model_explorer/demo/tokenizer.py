@@ -92,8 +92,13 @@ class Tokenizer:
         if not self.chat_template:
             raise ValueError("This model has no chat template (tokenizer.chat_template / "
                              "tokenizer_config.json); use chat=False.")
-        return render_chat_template(self.chat_template, messages, add_generation_prompt,
-                                    **{k: v for k, v in self.special_tokens.items() if v is not None})
+        from jinja2.exceptions import TemplateError
+
+        try:
+            return render_chat_template(self.chat_template, messages, add_generation_prompt,
+                                        **{k: v for k, v in self.special_tokens.items() if v is not None})
+        except TemplateError as e:  # includes the sandbox's SecurityError
+            raise ValueError(f"The model's chat template failed: {type(e).__name__}: {e}") from None
 
     def encode_chat(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
         # The template writes any BOS itself, as transformers' apply_chat_template assumes.

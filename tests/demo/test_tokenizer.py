@@ -108,6 +108,12 @@ def test_chat_template_runs_sandboxed():
     evil = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
     with pytest.raises(SecurityError):
         render_chat_template(evil, [{"role": "user", "content": "x"}])
+    from model_explorer.demo.tokenizer import Tokenizer
+
+    with pytest.raises(ValueError, match="chat template failed: SecurityError"):
+        Tokenizer(None, chat_template=evil).apply_chat_template([{"role": "user", "content": "x"}])
+    with pytest.raises(ValueError, match="chat template failed: TemplateSyntaxError"):
+        Tokenizer(None, chat_template="{% for %}").apply_chat_template([])
 
 
 def test_unknown_tokenizer_model_is_refused():
