@@ -106,26 +106,39 @@ class Tokenizer:
 
 
 class StreamDecoder:
-    """Turns generated ids into text pieces as they arrive, holding back split UTF-8 characters."""
+    """Turns generated ids into text pieces as they arrive.
+
+    Each step decodes only the tokens since the last piece (plus the piece before, so decoders
+    that treat the first token specially, like sentencepiece's leading-space strip, see the
+    same context twice and cancel out), and holds back text ending in a split UTF-8 character.
+    """
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = True) -> None:
         self.tokenizer, self.skip = tokenizer, skip_special_tokens
         self.ids: list[int] = []
-        self.emitted = ""
+        self.prefix = self.read = 0  # ids[prefix:read] were emitted last; ids[read:] not yet
+        self.emitted: list[str] = []
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=self.skip)
 
     def push(self, token_id: int) -> str:
         self.ids.append(int(token_id))
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=self.skip)
-        if text.endswith("\ufffd") or not text.startswith(self.emitted):
+        before = self._decode(self.ids[self.prefix:self.read])
+        text = self._decode(self.ids[self.prefix:])
+        if len(text) <= len(before) or text.endswith("\ufffd") or not text.startswith(before):
             return ""
-        piece, self.emitted = text[len(self.emitted):], text
-        return piece
+        self.prefix, self.read = self.read, len(self.ids)
+        self.emitted.append(text[len(before):])
+        return self.emitted[-1]
 
     def flush(self) -> str:
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=self.skip)
-        piece = text[len(self.emitted):] if text.startswith(self.emitted) else ""
-        self.emitted = text
-        return piece
+        """What is left once generation ends: the whole text minus what was already streamed."""
+        full, done = self._decode(self.ids), "".join(self.emitted)
+        rest = full[len(done):] if full.startswith(done) else ""
+        self.emitted.append(rest)
+        self.prefix = self.read = len(self.ids)
+        return rest
 
 
 # -- chat templates ------------------------------------------------------------------------------

@@ -69,12 +69,12 @@ def test_smollm2_special_tokens(ours):
     assert prompt.endswith("<|im_start|>assistant\n")
 
 
-def test_stream_decoder_holds_back_split_characters(ours):
-    text = "naïve 日本 😀 done"
+@pytest.mark.parametrize("text", STRINGS + ["naïve 日本 😀 done " * 20])
+def test_stream_decoder_pieces_add_up_to_the_text(ours, text):
     ids = ours.encode(text)
     stream = StreamDecoder(ours)
     pieces = [stream.push(i) for i in ids] + [stream.flush()]
-    assert "".join(pieces) == text
+    assert "".join(pieces) == ours.decode(ids, skip_special_tokens=True)
     assert all("\ufffd" not in p for p in pieces)
 
 
@@ -144,6 +144,9 @@ def test_sentencepiece_gguf_tokenizer_matches_transformers(tmp_path):
         assert ids == theirs.encode(text)
         assert ours.decode(ids) == theirs.decode(ids)
         assert ours.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True)
+        stream = StreamDecoder(ours)
+        streamed = "".join([stream.push(i) for i in ids] + [stream.flush()])
+        assert streamed == ours.decode(ids, skip_special_tokens=True)
 
 
 @pytest.mark.reference
