@@ -169,3 +169,12 @@ def test_long_prompts_are_prefilled_in_chunks_with_the_same_result(tiny_q8, monk
     chunked = model.generate(prompt, max_new_tokens=6, stop_at_eos=False)
     assert len(whole.prompt_tokens) > 7 * 3
     assert chunked.tokens == whole.tokens
+
+
+def test_chat_accepts_a_message_list(tiny_q8):
+    model = load_model(tiny_q8, device="cpu")
+    as_text = model.generate("the cat", chat=True, max_new_tokens=4, stop_at_eos=False)
+    as_list = model.generate([{"role": "user", "content": "the cat"}], max_new_tokens=4, stop_at_eos=False)
+    assert as_text.prompt_tokens == as_list.prompt_tokens
+    assert as_text.prompt.startswith("<|im_start|>user\nthe cat<|im_end|>")
+    assert as_text.tokens == as_list.tokens
