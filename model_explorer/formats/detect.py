@@ -32,7 +32,8 @@ def detect(head: bytes, size: int) -> str:
         return "zip"
     if _is_torch_legacy(head):
         return "torch_legacy"
-    if len(head) >= 9 and head[8:9] in (b"{", b" ", b"\t", b"\n", b"\r"):
+    if len(head) >= 9 and head[8:].lstrip(b" \t\n\r")[:1] == b"{":
+        # A u64 length, then a JSON object (JSON allows whitespace before it).
         (n,) = struct.unpack_from("<Q", head, 0)
         if n >= 2 or size <= 10:
             return "safetensors"

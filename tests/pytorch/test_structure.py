@@ -49,6 +49,9 @@ def test_detection_from_bytes_not_names(tmp_path, small_zip):
     for proto in range(0, 6):
         data = pickle.dumps({"a": 1}, protocol=proto)
         assert detect(data[:64], len(data)) == "pickle", proto
+    # Byte 8 of "\x80\x02cposix\nsystem" is a newline: still a pickle, not a safetensors header.
+    hostile = b"\x80\x02cposix\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03."
+    assert detect(hostile[:64], len(hostile)) == "pickle"
     # A zip checkpoint named .pkl is still read as a zip; the name mismatch is only an info.
     renamed = tmp_path / "weights.safetensors"
     renamed.write_bytes(small_zip.read_bytes())
