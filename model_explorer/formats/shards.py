@@ -103,7 +103,8 @@ def read_index(index_path: str, ckpt: Checkpoint,
     owner: dict[str, str] = {}
     for shard, names in expected.items():
         path = sources.join(base, shard)
-        row = {"file": path, "name": shard, "expected": len(names), "missing": False, "size": 0}
+        row = {"file": path, "name": shard, "expected": len(names), "missing": False, "size": 0,
+               "missing_tensors": []}
         shard_rows.append(row)
         if not sources.exists(path):
             row["missing"] = True
@@ -126,6 +127,7 @@ def read_index(index_path: str, ckpt: Checkpoint,
             if name in found:
                 ckpt.tensors[name] = result.tensors[name]  # the copy the index names wins
             else:
+                row["missing_tensors"].append(name)
                 ckpt.findings.append(_finding(
                     "error", "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
                     "shard has no such tensor.", index_path, name, where("weight_map", name)))

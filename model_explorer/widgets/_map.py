@@ -7,14 +7,11 @@ binned by byte position, each bin carrying its dominant dtype and layer.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 import re
 from collections import Counter
 
-from .. import sources
 from ..checkpoint import Checkpoint
-from ..formats.shards import MAX_INDEX_BYTES
 
 BINS = 128
 # Segments for all files together: many shards get fewer bins each (163 shards: 49).
@@ -48,18 +45,12 @@ class FileMap:
     def payload(self) -> dict:
         ckpt = self.ckpt
         marks: dict[str, dict[str, str]] = {}
-        missing: dict[str, list[str]] = {}
-        shard_of = self._weight_map()
-        by_name = {row.get("name"): row.get("file") for row in ckpt.details.get("shards") or []}
+        # Missing tensors point into the index; the shard rows say which bar they belong to.
+        missing = {row["file"]: row.get("missing_tensors", []) for row in ckpt.details.get("shards") or []}
         for f in ckpt.findings:
             code = MARK_CODES.get(f.code)
-            if code and f.tensor:
-                if code == "missing":
-                    # The finding points into the index; the bar it belongs to is its shard's.
-                    file = by_name.get(shard_of.get(f.tensor), f.file or "")
-                    missing.setdefault(file, []).append(f.tensor)
-                else:
-                    marks.setdefault(f.file or "", {})[f.tensor] = code
+            if code and code != "missing" and f.tensor:
+                marks.setdefault(f.file or "", {})[f.tensor] = code
         rows = ckpt.details.get("shards") or [
             {"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0), "missing": False}
             for f in ckpt.files]
@@ -82,18 +73,6 @@ class FileMap:
                 "segments": self._segments(ts, marks.get(file, {}), dtypes, bins),
             })
         return {"files": files, "dtypes": dtypes, "total": ckpt.total_size}
-
-    def _weight_map(self) -> dict[str, str]:
-        """tensor -> shard name from the index (already validated by the reader; re-read here)."""
-        index = self.ckpt.details.get("index_file")
-        if not index:
-            return {}
-        text, problem = sources.read_text(index, MAX_INDEX_BYTES)
-        try:
-            wm = json.loads(text).get("weight_map") if text and not problem else None
-        except (ValueError, AttributeError):
-            return {}
-        return {k: v for k, v in wm.items() if isinstance(v, str)} if isinstance(wm, dict) else {}
 
     @staticmethod
     def _segments(ts, marks: dict[str, str], dtypes: list[str], bins: int) -> list[list]:
