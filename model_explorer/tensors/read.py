@@ -378,15 +378,31 @@ def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = No
         return out.reshape(shape[1:])
     start, stop, step = rows.indices(shape[0])
     picked = range(start, stop, step)
-    if len(picked):
-        check_range(ckpt, plan, min(picked) * inner, (max(picked) + 1) * inner)
+    if len(picked):  # (min/max of a range would walk it: use its ends)
+        first, last = sorted((picked[0], picked[-1]))
+        check_range(ckpt, plan, first * inner, (last + 1) * inner)
     out = np.empty((len(picked), inner), dtype=plan.out_dtype)
-    if step == 1 and len(picked):
+    if not out.size:  # no rows, or rows of nothing (a [n, 0] tensor): nothing to decode
+        return out.reshape((len(picked),) + shape[1:])
+    if step == 1:
         _decode_range(ckpt, plan, start * inner, stop * inner, out.reshape(-1))
     else:
-        for i, r in enumerate(picked):
-            _decode_range(ckpt, plan, r * inner, (r + 1) * inner, out[i])
+        _decode_stepped(ckpt, plan, picked, inner, out)
     return out.reshape((len(picked),) + shape[1:])
+
+
+def _decode_stepped(ckpt: Checkpoint, plan: Plan, picked: range, inner: int, out: np.ndarray) -> None:
+    """Every |step|-th row: decode runs of rows a bounded chunk at a time and keep the picked ones."""
+    asc = picked if picked.step > 0 else picked[::-1]
+    dest = out if picked.step > 0 else out[::-1]
+    s = abs(picked.step)
+    group = max(1, CHUNK_ELEMENTS // (inner * s))
+    for j in range(0, len(asc), group):
+        r0, r1 = asc[j], asc[min(j + group, len(asc)) - 1] + 1
+        tmp = np.empty((r1 - r0) * inner, dtype=plan.out_dtype)
+        _decode_range(ckpt, plan, r0 * inner, r1 * inner, tmp)
+        rows = tmp.reshape(r1 - r0, inner)[::s]
+        dest[j:j + len(rows)] = rows
 
 
 def iter_chunks(ckpt: Checkpoint, name: str | TensorInfo,

@@ -102,6 +102,8 @@ class Moments:
         self.lo, self.hi = min(self.lo, float(lo)), max(self.hi, float(hi))
         if self.shift is None:
             self.shift = float(x[:4096].mean(dtype=np.float64))
+        if x.dtype == np.float32 and max(-float(lo), float(hi)) > 1e18:
+            x = x.astype(np.float64)  # squares of such values overflow float32
         y = x - x.dtype.type(self.shift)
         self.s1 += float(y.sum())
         self.s2 += float(np.dot(y, y))
@@ -119,8 +121,9 @@ class Moments:
 
     def edges(self, bins: int) -> np.ndarray:
         lo, hi = (self.lo, self.hi) if self.finite else (0.0, 1.0)
-        if lo == hi:
-            lo, hi = lo - 0.5, hi + 0.5
+        if lo == hi:  # one value: a unit-wide bin around it (relative when it is huge)
+            half = max(0.5, abs(lo) * 1e-6)
+            lo, hi = lo - half, hi + half
         return np.linspace(lo, hi, bins + 1)
 
 
@@ -137,8 +140,10 @@ class Histogram:
     def add(self, x: np.ndarray) -> None:
         if not x.size:
             return
-        if not np.isfinite(x.min() + x.max()):
+        if not (np.isfinite(x.min()) and np.isfinite(x.max())):
             x = x[np.isfinite(x)]
+        if x.dtype == np.float32 and self.edges[-1] - self.edges[0] > 1e38:
+            x = x.astype(np.float64)  # x - lo would overflow float32
         t = (x - x.dtype.type(self.lo)) * x.dtype.type(self.scale)
         idx = t.astype(np.int32) if x.dtype == np.float32 else t.astype(np.int64)
         np.clip(idx, 0, self.bins - 1, out=idx)

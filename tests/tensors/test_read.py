@@ -188,6 +188,8 @@ def test_row_slices_decode_only_needed_blocks(tmp_path, opened):
     full = ckpt.read("w")
     assert np.array_equal(ckpt.read("w", rows=slice(10, 13)), full[10:13])
     assert np.array_equal(ckpt.read("w", rows=slice(None, None, 7)), full[::7])
+    assert np.array_equal(ckpt.read("w", rows=slice(50, 3, -5)), full[50:3:-5])
+    assert np.array_equal(ckpt.read("v", rows=slice(None, None, 3)), np.arange(0, 100, 3, dtype=np.float32))
     assert np.array_equal(ckpt.read("w", rows=-1), full[-1])
     assert np.array_equal(ckpt.read("v", rows=slice(33, 37)), np.arange(33, 37, dtype=np.float32))
     # the slice touched only its own rows' bytes: 3 rows of 16 blocks of 18 bytes

@@ -157,3 +157,10 @@ def test_exact_big_endian_f16_gguf(tmp_path, opened):
     ckpt = opened(write_gguf(tmp_path / "be.gguf", {"h": x}, endianess="big"))
     s = ckpt.stats("h", exact=True, max_elements=10)
     assert (s.min, s.max) == (-3.0, 5.0) and s.mean == pytest.approx(float(x.astype(np.float64).mean()))
+
+
+def test_huge_values_do_not_overflow_the_moments(tmp_path, opened):
+    x = np.array([3e38, -3e38, 1e30, 0.0], np.float32)
+    s = opened(write_safetensors(tmp_path / "h.safetensors", {"x": x})).stats("x", bins=4)
+    assert s.std == pytest.approx(float(x.astype(np.float64).std()), rel=1e-6)
+    assert sum(s.hist["counts"]) == 4 and s.hist["counts"][0] == 1 and s.hist["counts"][-1] == 1
