@@ -8,7 +8,6 @@ skip with the reason, except in CI (CI=true), where a missing browser is a failu
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -17,17 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "widgets"))
 
-from labserver import CHROMIUM_ARGS, ROOT, jupyter_lab  # noqa: E402
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
-def _need(condition: bool, reason: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: browser tests must run)")
-    pytest.skip(reason)
+from labserver import CHROMIUM, CHROMIUM_ARGS, ROOT, jupyter_lab  # noqa: E402
+from labserver import require as _need  # noqa: E402
 
 
 @pytest.fixture(scope="module")

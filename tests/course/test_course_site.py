@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,19 +20,13 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAGES = ("00_tour", "01_safetensors")
 LOCAL = ("file://", "data:", "blob:")
 
 
-def _need(condition: bool, reason: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{reason} (CI=true: browser tests must run)")
-    pytest.skip(reason)
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+from labserver import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from labserver import require as _need  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,9 @@ and nothing from a model or file is ever parsed as HTML."""
 from __future__ import annotations
 
 import os
-import shutil
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -15,9 +16,10 @@ from model_explorer.widgets._base import STATIC
 pytestmark = pytest.mark.browser
 
 BUNDLE = STATIC / "run_demo_widget.js"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
+from labserver import CHROMIUM, require  # noqa: E402
+from labserver import CHROMIUM_ARGS as ARGS  # noqa: E402
+
 EVIL = '<img src=x onerror="window.pwned=1">'
 
 # A stand-in for anywidget's model: traits in a dict, change events, and a log of sent messages.
@@ -44,8 +46,7 @@ window.makeModel = (state) => {
 def page():
     if not BUNDLE.is_file():
         pytest.skip("the widget bundle is not built (make js)")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    require(os.path.exists(CHROMIUM), "Chromium is not installed (apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with tempfile.TemporaryDirectory() as profile, sync_api.sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.foundation.test_remote import http_server, served  # noqa: F401 - reused HTTP fixtures
-
 from .helpers import rich_state
 
 
