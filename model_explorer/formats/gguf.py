@@ -271,7 +271,8 @@ def _list_unplaced(infos: list[_RawInfo], rep: Report, result: FileResult) -> No
                 "off; they are listed, but their data cannot be located.", infos[0].start,
                 infos[-1].start + infos[-1].length - infos[0].start)
     for raw in infos:
-        info = _tensor_info(raw, result.file, result.size, _tensor_length(raw)[0])
+        info = _tensor_info(raw, result.file, result.size, _tensor_length(raw)[0],
+                            result.details["byteorder"])
         info.extra["data_offset"] = raw.rel_offset
         info.extra["unplaced"] = True
         result.tensors.setdefault(raw.name, info)
@@ -456,8 +457,9 @@ def _tensor_length(raw: _RawInfo) -> tuple[int, int | None]:
     return numel // block * block_bytes, block
 
 
-def _tensor_info(raw: _RawInfo, file: str, offset: int, length: int) -> TensorInfo:
-    info = TensorInfo(raw.name, type_name(raw.ggml_type), tuple(reversed(raw.dims)), file, offset, length)
+def _tensor_info(raw: _RawInfo, file: str, offset: int, length: int, byteorder: str) -> TensorInfo:
+    info = TensorInfo(raw.name, type_name(raw.ggml_type), tuple(reversed(raw.dims)), file, offset, length,
+                      byteorder)
     info.extra["ggml_dims"] = raw.dims
     info.extra["info_span"] = (raw.start, raw.length)
     return info
@@ -484,7 +486,7 @@ def _place_tensors(infos, data_start, alignment, rep: Report, result: FileResult
         if name in result.tensors:
             rep.error("duplicate_tensor", f"Two tensor infos are named {name!r}; the second one "
                       "hides the first.", raw.start, raw.length, name)
-        result.tensors[name] = _tensor_info(raw, result.file, offset, length)
+        result.tensors[name] = _tensor_info(raw, result.file, offset, length, result.details["byteorder"])
     ordered = sorted(result.tensors.values(), key=lambda t: t.offset)
     prev = None
     for t in ordered:

@@ -62,13 +62,6 @@ def tensor_info(ckpt: Checkpoint, name: str | TensorInfo) -> TensorInfo:
     return info
 
 
-def _byteorder(ckpt: Checkpoint, info: TensorInfo) -> str:
-    # GGUF readers may keep the file's byte order in details rather than on each tensor.
-    if info.byteorder == "<" and ckpt.format == "gguf":
-        return ckpt.details.get("files", {}).get(info.file, {}).get("byteorder", "<")
-    return info.byteorder
-
-
 def plan_for(ckpt: Checkpoint, info: TensorInfo) -> Plan:
     """The decoding plan of one tensor; ValueError when its dtype cannot be decoded."""
     if info.numel >= 1 << 62:
@@ -85,7 +78,7 @@ def plan_for(ckpt: Checkpoint, info: TensorInfo) -> Plan:
     name = dtypes.canonical(name)
     if name in dtypes.SUBBYTE:
         return _subbyte_plan(info, name)
-    dt = dtypes.numpy_dtype(name, _byteorder(ckpt, info))
+    dt = dtypes.numpy_dtype(name, info.byteorder)
     if dt is None:
         raise ValueError(f"Tensor {info.name!r} has dtype {info.dtype!r}, which this tool cannot "
                          "decode.")

@@ -368,7 +368,9 @@ def test_matches_gguf_py(tmp_path, endian):
     assert not ckpt.errors and not ckpt.warnings, [str(f) for f in ckpt.findings]
     ref = gguf.GGUFReader(str(path))
     _compare_with_reader(ckpt, ref)
-    assert ckpt.details["files"][str(path)]["byteorder"] == (">" if endian == gguf.GGUFEndian.BIG else "<")
+    order = ">" if endian == gguf.GGUFEndian.BIG else "<"
+    assert ckpt.details["files"][str(path)]["byteorder"] == order
+    assert {t.byteorder for t in ckpt.tensors.values()} == {order}
     # the bytes at our offsets are the tensors gguf-py decodes
     for rt in ref.tensors:
         t = ckpt.tensors[rt.name]
