@@ -57,6 +57,10 @@ NUMPY_DTYPES: dict[str, object] = {
     "F8_E4M3": lambda: _ml("float8_e4m3fn"),
     "F8_E5M2": lambda: _ml("float8_e5m2"),
     "F8_E8M0": lambda: _ml("float8_e8m0fnu"),
+    # PyTorch-only dtypes that pickled checkpoints can hold (no safetensors name of their own).
+    "C128": lambda: np.dtype(np.complex128),
+    "F8_E4M3FNUZ": lambda: _ml("float8_e4m3fnuz"),
+    "F8_E5M2FNUZ": lambda: _ml("float8_e5m2fnuz"),
 }
 
 

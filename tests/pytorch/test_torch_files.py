@@ -161,9 +161,10 @@ def test_more_dtypes(tmp_path):
 
     dts = {torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2", torch.uint16: "U16",
            torch.uint32: "U32", torch.uint64: "U64", torch.complex64: "C64",
-           torch.complex128: "C128"}
+           torch.complex128: "C128", torch.float8_e4m3fnuz: "F8_E4M3FNUZ",
+           torch.float8_e5m2fnuz: "F8_E5M2FNUZ"}
     p = tmp_path / "d.pt"
-    state = {str(d): torch.ones(3).to(d) for d in dts}
+    state = {str(d): torch.tensor([1.0, -0.5, 2.0]).to(d) for d in dts}
     torch.save(state, p)
     ckpt = mx.open(p)
     assert not ckpt.errors
@@ -171,6 +172,9 @@ def test_more_dtypes(tmp_path):
         info = ckpt.tensors[str(d)]
         assert info.dtype == name
         assert ckpt.read_bytes(info.offset, info.length) == torch_bytes(state[str(d)])
+        value = state[str(d)]
+        expected = value.numpy() if value.is_complex() else value.to(torch.float64).numpy()
+        assert np.array_equal(ckpt.read(str(d)), expected), name
 
 
 def test_bare_storage_is_listed(tmp_path):
