@@ -71,9 +71,11 @@ def bench_listing(directory, count, legacy):
     kind = "legacy" if legacy else "zip"
     print(f"list {count:,} tensors ({kind}, {result.details['pickle']['opcode_count']:,} opcodes, "
           f"{len(result.report.spans):,} spans):")
-    print(f"  ours {t_ours:.3f} s wall / {c_ours:.3f} s CPU (mx.open {t_open:.3f} s), "
-          f"torch.load {t_torch:.3f} s wall / {c_torch:.3f} s CPU, "
-          f"ratio {t_ours / t_torch:.2f}  [target: under 1 s]")
+    # mx.open is what users call; it pauses the cyclic GC while it reads headers, which the bare
+    # reader call below does not, so the reader alone is shown only for context.
+    print(f"  ours (mx.open) {t_open:.3f} s wall, torch.load {t_torch:.3f} s wall / {c_torch:.3f} s CPU, "
+          f"ratio {t_open / t_torch:.2f}  [target: under 1 s: {'met' if t_open < 1 else 'MISSED'}]")
+    print(f"  (the bare reader with the GC running: {t_ours:.3f} s wall / {c_ours:.3f} s CPU)")
 
 
 def main():
