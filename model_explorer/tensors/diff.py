@@ -31,14 +31,19 @@ def _open(x) -> tuple[Checkpoint, bool]:
 
 
 def _heads(ckpt: Checkpoint) -> tuple[int | None, int | None]:
-    arch = getattr(ckpt.metadata.get("general.architecture"), "value", None)
-    h = getattr(ckpt.metadata.get(f"{arch}.attention.head_count"), "value", None)
-    kv = getattr(ckpt.metadata.get(f"{arch}.attention.head_count_kv"), "value", None)
+    arch = _arch(ckpt)
+    h = _count(getattr(ckpt.metadata.get(f"{arch}.attention.head_count"), "value", None))
+    kv = _count(getattr(ckpt.metadata.get(f"{arch}.attention.head_count_kv"), "value", None))
     cfg = ckpt.metadata.get("config.json")
     if isinstance(cfg, dict):
-        h = h or cfg.get("num_attention_heads")
-        kv = kv or cfg.get("num_key_value_heads")
+        h = h or _count(cfg.get("num_attention_heads"))
+        kv = kv or _count(cfg.get("num_key_value_heads"))
     return h, kv
+
+
+def _count(v) -> int | None:
+    """A head count as the file states it, if it is one (not a per-layer array, not 0)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def _pairs(a: Checkpoint, b: Checkpoint) -> tuple[list[tuple[str | None, str | None]], str | None]:
@@ -79,6 +84,8 @@ def compare(ca: Checkpoint, ta: TensorInfo, cb: Checkpoint, tb: TensorInfo,
     rows = shape[0] if shape else 1
     inner = math.prod(shape[1:]) if len(shape) > 1 else 1
     step = max(1, CHUNK_ELEMENTS // max(1, inner))
+    # a head count that does not split the rows into pairs per head cannot be a permutation
+    heads_a, heads_b = (h if h and rows % (2 * h) == 0 else None for h in (heads_a, heads_b))
     for h in (heads_a, heads_b):
         if h:  # whole heads per chunk, so the permutation stays inside one chunk
             per = rows // h

@@ -107,3 +107,12 @@ def test_permutation_round_trip():
     w = RNG.normal(size=(N_HEAD * HEAD_DIM, 5))
     assert np.array_equal(permute_qk(w, N_HEAD), llama_permute(w, N_HEAD))
     assert np.array_equal(unpermute_qk(permute_qk(w, N_HEAD), N_HEAD), w)
+
+
+@pytest.mark.parametrize("heads", [1000, 3])  # more heads than rows; rows not a whole number of head pairs
+def test_head_counts_that_cannot_be_a_permutation_are_ignored(tmp_path, heads):
+    q = RNG.normal(size=(8, 4)).astype(np.float32)
+    a = write_safetensors(tmp_path / "hf" / "model.safetensors", {"model.layers.0.self_attn.q_proj.weight": q})
+    b = write_gguf(tmp_path / "m.gguf", {"blk.0.attn_q.weight": q}, kv={"llama.attention.head_count": heads})
+    row = mx.diff(a, b).iloc[0]
+    assert row["status"] == "same" and row["max_abs_diff"] == 0
