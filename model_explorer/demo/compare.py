@@ -134,23 +134,23 @@ def prepare_variants(source: str | None = None, cache_dir: str | None = None,
 
     source = os.fspath(source) if source is not None else sample_path()
     emit = on_event or (lambda _e: None)
-    ckpt = open_checkpoint(source)
-    shipped = shipped_dtype(ckpt)
-    variants = [VariantResult(f"{shipped} (as shipped)", shipped, source, ckpt.total_size)]
-    folder = _cache_folder(source, cache_dir or default_cache_dir())
-    os.makedirs(folder, exist_ok=True)
-    for dtype in conversions:
-        path = os.path.join(folder, f"model.{dtype}.gguf")
-        if not os.path.exists(path):
-            emit({"type": "convert_start", "dtype": dtype, "path": path})
+    with open_checkpoint(source) as ckpt:
+        shipped = shipped_dtype(ckpt)
+        variants = [VariantResult(f"{shipped} (as shipped)", shipped, source, ckpt.total_size)]
+        folder = _cache_folder(source, cache_dir or default_cache_dir())
+        os.makedirs(folder, exist_ok=True)
+        for dtype in conversions:
+            path = os.path.join(folder, f"model.{dtype}.gguf")
+            if not os.path.exists(path):
+                emit({"type": "convert_start", "dtype": dtype, "path": path})
 
-            def progress(done, total, name, dtype=dtype):
-                emit({"type": "convert_progress", "dtype": dtype, "done": done, "total": total,
-                      "name": name})
+                def progress(done, total, name, dtype=dtype):
+                    emit({"type": "convert_progress", "dtype": dtype, "done": done, "total": total,
+                          "name": name})
 
-            convert(ckpt, path, format="gguf", dtype=dtype, progress=progress)
-        emit({"type": "convert_done", "dtype": dtype, "path": path})
-        variants.append(VariantResult(dtype, dtype, path, os.path.getsize(path)))
+                convert(ckpt, path, format="gguf", dtype=dtype, progress=progress)
+            emit({"type": "convert_done", "dtype": dtype, "path": path})
+            variants.append(VariantResult(dtype, dtype, path, os.path.getsize(path)))
     return variants
 
 

@@ -671,9 +671,13 @@ def convert(source, dest: str | os.PathLike, format: str = "safetensors", dtype:
     if dtype is not None and dtype not in allowed:
         raise ConvertError(f"dtype for {format} must be one of {', '.join(allowed)}; got {dtype!r}.")
     ckpt = _open(source)
-    src = _load_source(ckpt, keep_gguf=format == "gguf")
-    if format == "safetensors":
-        return _to_safetensors(src, dest, dtype, progress)
-    if format == "gguf":
-        return _to_gguf(src, dest, dtype, progress)
-    return _to_mlx(src, dest, dtype or src.float_dtype, bits, group_size, progress)
+    try:
+        src = _load_source(ckpt, keep_gguf=format == "gguf")
+        if format == "safetensors":
+            return _to_safetensors(src, dest, dtype, progress)
+        if format == "gguf":
+            return _to_gguf(src, dest, dtype, progress)
+        return _to_mlx(src, dest, dtype or src.float_dtype, bits, group_size, progress)
+    finally:
+        if ckpt is not source:  # opened here: close it; a caller's Checkpoint stays open
+            ckpt.close()
