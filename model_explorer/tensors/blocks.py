@@ -14,7 +14,7 @@ import numpy as np
 from ..checkpoint import Checkpoint, TensorInfo
 from . import dequant as dq
 from .dtypes import unpack_bits
-from .read import decode_units, plan_for, raw_units, tensor_info
+from .read import decode_raw, decode_units, plan_for, raw_units, tensor_info
 
 
 @dataclass
@@ -132,7 +132,7 @@ def blocks(ckpt: Checkpoint, name: str | TensorInfo, reference=None, start: int 
     start = max(0, min(int(start), n_total))
     stop = min(n_total, start + max(0, int(count)))
     raw = raw_units(ckpt, plan, start, stop)
-    values = decode_units(ckpt, plan, slice(start, stop))
+    values = decode_raw(plan, raw, range(start, stop))
     f = _fields(info.dtype, raw)
     offsets = info.offset + plan.unit_bytes * np.arange(start, stop, dtype=np.int64)
     out = QuantBlocks(info.name, info.kind, plan.unit_elems, n_total, start, offsets, plan.unit_bytes,
@@ -164,7 +164,7 @@ def _mlx_blocks(ckpt, info, plan, reference, start, count) -> QuantBlocks:
     else:
         r0, r1 = start // per_row, (stop - 1) // per_row + 1
     raw = raw_units(ckpt, plan, r0, r1)
-    values = decode_units(ckpt, plan, slice(r0, r1)).reshape(-1, group)
+    values = decode_raw(plan, raw, range(r0, r1)).reshape(-1, group)
     codes = unpack_bits(raw.reshape(-1, bits), bits).reshape(-1, group)
     scales = plan.scales(raw, range(r0, r1)).reshape(-1)
     from .read import _grouped

@@ -268,6 +268,11 @@ def decode_units(ckpt: Checkpoint, plan: Plan, idx: np.ndarray | slice, k: int =
     else:
         index = np.asarray(idx, dtype=np.int64)
         raw = raw_picked(ckpt, plan, index)
+    return decode_raw(plan, raw, index)
+
+
+def decode_raw(plan: Plan, raw: np.ndarray, index) -> np.ndarray:
+    """Decode units already read, (n, unit_bytes), numbered `index`, to (n, unit_elems) values."""
     out = np.empty((len(raw), plan.unit_elems), dtype=plan.out_dtype)
     if len(raw):
         with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are data, not errors

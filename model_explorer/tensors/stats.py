@@ -19,7 +19,7 @@ from .read import (
     Plan,
     check_range,
     checked_plan,
-    decode_units,
+    decode_raw,
     raw_picked,
     raw_units,
     tensor_info,
@@ -210,7 +210,7 @@ def _sample(ckpt: Checkpoint, plan: Plan, max_elements: int):
             for u in range(0, plan.n_units, step):
                 u1 = min(plan.n_units, u + step)
                 raw = raw_units(ckpt, plan, u, u1)
-                out = decode_units(ckpt, plan, slice(u, u1)).reshape(-1)
+                out = decode_raw(plan, raw, range(u, u1)).reshape(-1)
                 vals.append(out[:max(0, numel - u * plan.unit_elems)])
                 s = _collect_scales(plan, raw, range(u, u1))
                 if s is not None:
@@ -224,7 +224,7 @@ def _sample(ckpt: Checkpoint, plan: Plan, max_elements: int):
     idx = np.unique(np.linspace(0, n_groups - 1, m).round().astype(np.int64))
     raw = raw_picked(ckpt, plan, idx, k)
     index = (idx[:, None] * k + np.arange(k)).reshape(-1)
-    values = decode_units(ckpt, plan, idx, k).reshape(-1)
+    values = decode_raw(plan, raw, index).reshape(-1)
     scales = _collect_scales(plan, raw, index)
     desc = f"{len(idx):,} of {n_groups:,} {_what(plan, k)}, evenly spaced"
     return values, scales, desc, False
@@ -266,9 +266,10 @@ def _exact(ckpt: Checkpoint, plan: Plan, bins: int) -> TensorStats:
         step = max(1, CHUNK_ELEMENTS // plan.unit_elems)
         for u in range(0, plan.n_units, step):
             u1 = min(plan.n_units, u + step)
-            vals = decode_units(ckpt, plan, slice(u, u1)).reshape(-1)
+            raw = raw_units(ckpt, plan, u, u1)
+            vals = decode_raw(plan, raw, range(u, u1)).reshape(-1)
             vals = _as_real(vals[:max(0, plan.numel - u * plan.unit_elems)])
-            sc = _collect_scales(plan, raw_units(ckpt, plan, u, u1), range(u, u1)) if quant else None
+            sc = _collect_scales(plan, raw, range(u, u1)) if quant else None
             yield vals, sc
 
     for vals, sc in chunks():
@@ -301,10 +302,7 @@ def _exact_by_codes(ckpt: Checkpoint, plan: Plan, bins: int) -> TensorStats:
         raw = raw_units(ckpt, plan, u, min(plan.n_units, u + step))
         counts += np.bincount(raw.reshape(-1).view(code_dt), minlength=n_codes)
     table = np.frombuffer(np.arange(n_codes, dtype=code_dt).tobytes(), np.uint8).reshape(n_codes, width)
-    values = np.empty((n_codes, 1), dtype=plan.out_dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        plan.decode(table, range(n_codes), values)
-    values = _as_real(values.reshape(-1))
+    values = _as_real(decode_raw(plan, table, range(n_codes)).reshape(-1))
     mom = Moments()
     mom.count = plan.numel
     with np.errstate(invalid="ignore"):  # signalling NaN patterns are data too
