@@ -11,6 +11,7 @@ import gguf
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import byte_symbols, gguf_name
 
 import model_explorer as mx
 from model_explorer.demo.convert import ConvertError, convert
@@ -21,20 +22,8 @@ HEAD_DIM = HIDDEN // HEADS
 
 # -- a tiny llama GGUF, written with gguf-py (no torch needed) -----------------------------------
 
-def _byte_alphabet() -> list[str]:
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    out, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            out[b] = chr(b)
-        else:
-            out[b] = chr(256 + extra)
-            extra += 1
-    return [out[b] for b in range(256)]
-
-
 MERGES = ["h e", "l l", "Ġ t", "Ġt he", "o r", "Ġ w", "Ġw or"]
-TOKENS = _byte_alphabet() + ["he", "ll", "Ġt", "Ġthe", "or", "Ġw", "Ġwor", "<|endoftext|>"]
+TOKENS = byte_symbols() + ["he", "ll", "Ġt", "Ġthe", "or", "Ġw", "Ġwor", "<|endoftext|>"]
 EOS = len(TOKENS) - 1
 VOCAB = len(TOKENS)
 
@@ -73,23 +62,6 @@ def tiny_hf_weights(seed: int = 0, tied: bool = True) -> dict[str, np.ndarray]:
         w[p + "mlp.up_proj.weight"] = mat(FFN, HIDDEN, 0.2)
         w[p + "mlp.down_proj.weight"] = mat(HIDDEN, FFN, 0.2)
     return w
-
-
-GGUF_NAMES = {
-    "model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-    "lm_head.weight": "output.weight", "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-}
-
-
-def gguf_name(hf: str) -> str:
-    if hf in GGUF_NAMES:
-        return GGUF_NAMES[hf]
-    _, _, layer, rest = hf.split(".", 3)
-    return f"blk.{layer}.{GGUF_NAMES[rest]}"
 
 
 def write_tiny_gguf(path, weights: dict[str, np.ndarray], arch: str = "llama") -> str:
