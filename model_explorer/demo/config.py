@@ -186,8 +186,12 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         return config[key]
 
     hidden, heads = need("hidden_size"), need("num_attention_heads")
-    head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and heads else None)
-    rope = dict(config.get("rope_parameters") or {})
+    head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
+                                          and heads else None)
+    rope = config.get("rope_parameters") or {}
+    if not isinstance(rope, dict):
+        raise UnsupportedModel(f"config.json rope_parameters should be an object, found {rope!r}.")
+    rope = dict(rope)
     theta = rope.pop("rope_theta", None) or config.get("rope_theta", 10000.0)
     scaling = config.get("rope_scaling") or rope
     if scaling and not isinstance(scaling, dict):

@@ -59,6 +59,8 @@ def _folder(tmp_path, **config_changes) -> str:
     ({"rms_norm_eps": "tiny"}, r"rms_norm_eps should be a finite number, found 'tiny'"),
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, r"llama3 rope scaling needs a positive low_freq"),
     ({"model_type": "mistral", "sliding_window": "wide"}, r"sliding_window must be a positive integer"),
+    ({"num_attention_heads": "4", "head_dim": None}, r"num_heads must be a positive integer, found '4'"),
+    ({"rope_parameters": 5}, r"rope_parameters should be an object, found 5"),
 ])
 def test_bad_config_is_explained(tmp_path, change, message):
     with pytest.raises(UnsupportedModel, match=message):
