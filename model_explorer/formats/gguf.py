@@ -18,6 +18,7 @@ import numpy as np
 
 from ..checkpoint import TensorInfo
 from ..spans import Report, short_repr
+from . import MAX_RANK
 from .gguf_constants import (
     DEFAULT_ALIGNMENT,
     MAGIC,
@@ -430,9 +431,11 @@ def _read_tensor_infos(cur: _Cursor, n: int, rep: Report, infos: list[_RawInfo])
         n_dims = cur.unpack("I", f"dimension count of {name!r}")
         if n_dims > MAX_DIMS:
             rep.error("too_many_dims", f"Tensor {name!r} has {n_dims} dimensions; ggml allows at "
-                      f"most {MAX_DIMS}.", dpos, 4, name)
-        cur.need(8 * n_dims, f"dimensions of {name!r}")
-        dims = cur.unpack("Q" * n_dims, f"dimensions of {name!r}") if n_dims else ()
+                      f"most {MAX_DIMS}." + (" The rest of the header is not read." if n_dims > MAX_RANK
+                                             else ""), dpos, 4, name)
+            if n_dims > MAX_RANK:  # hostile or damaged: nothing after it can be trusted
+                raise _Stop()
+        dims = cur.unpack(f"{n_dims}Q", f"dimensions of {name!r}") if n_dims else ()
         dims = (dims,) if isinstance(dims, int) else tuple(dims)
         rep.span(dpos, cur.pos - dpos, "dims", f"tensor {i} > {name} > dims",
                  f"{n_dims} dims: {list(dims)}", tensor=name)

@@ -100,6 +100,8 @@ def members(text: str, start: int = 0) -> tuple[list[Member], int]:
             raise JSONPositionError(e.msg, e.pos) from None
         except RecursionError:
             raise JSONPositionError("JSON nested too deeply", value_start) from None
+        except ValueError as e:  # an integer of more than 4300 digits
+            raise JSONPositionError(str(e).split(":")[0], value_start) from None
         if not ascii_only:
             if not key.isascii():
                 key = _redecode(text, key_start, key_end, key)

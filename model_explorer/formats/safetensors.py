@@ -16,6 +16,7 @@ from typing import Any
 from ..checkpoint import TensorInfo
 from ..spans import Report, Span, short_repr
 from ..tensors.dtypes import SAFETENSORS_BITS, nbytes_for
+from . import MAX_RANK
 from .jsonpos import DuplicateKeys, JSONPositionError, members
 
 MAGIC_LENGTH = 8
@@ -163,7 +164,8 @@ def _tensor_from_entry(name, value, rep, off, length, result) -> TensorInfo | No
     if type(value) is dict:
         dtype, shape, offsets = value.get("dtype"), value.get("shape"), value.get("data_offsets")
         bits = SAFETENSORS_BITS.get(dtype) if type(dtype) is str else None
-        if bits and type(shape) is list and type(offsets) is list and len(offsets) == 2:
+        if bits and type(shape) is list and len(shape) <= MAX_RANK and type(offsets) is list \
+                and len(offsets) == 2:
             begin, end = offsets
             if type(begin) is int and type(end) is int and 0 <= begin <= end and \
                     not [d for d in shape if type(d) is not int or d < 0]:
@@ -193,6 +195,10 @@ def _tensor_from_entry(name, value, rep, off, length, result) -> TensorInfo | No
         rep.error("bad_shape", f"Tensor {name!r} has shape {short_repr(shape)}; expected a list "
                   "of integers.", off, length, name)
         shape, ok = [], False
+    elif len(shape) > MAX_RANK:
+        rep.error("shape_too_large", f"Tensor {name!r} has a shape of {len(shape)} dimensions; no "
+                  f"real tensor has more than {MAX_RANK}.", off, length, name)
+        shape, ok = [], False
     elif any(d < 0 for d in shape):
         rep.error("negative_shape", f"Tensor {name!r} has shape {shape} with a negative size.",
                   off, length, name)
@@ -211,8 +217,8 @@ def _tensor_from_entry(name, value, rep, off, length, result) -> TensorInfo | No
                       extra={"info_span": (off, length)})
     numel = math.prod(shape) if shape else 1
     if ok and numel > MAX_ELEMENTS:
-        rep.error("shape_too_large", f"Tensor {name!r} has shape {shape}: {numel} elements is "
-                  "more than any real tensor.", off, length, name)
+        rep.error("shape_too_large", f"Tensor {name!r} has shape {short_repr(shape)}: more than "
+                  f"2**62 elements, more than any real tensor.", off, length, name)
     elif ok and nbytes_for(SAFETENSORS_BITS[dtype], numel) != end - begin:
         expected = nbytes_for(SAFETENSORS_BITS[dtype], numel)
         rep.error("size_mismatch", f"Tensor {name!r} is {dtype} {shape}, which needs {expected} "

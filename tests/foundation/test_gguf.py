@@ -212,6 +212,15 @@ def test_more_than_four_dims(tmp_path):
     assert ckpt.tensors["t"].shape == (2, 1, 1, 1, 1)
 
 
+def test_absurd_dimension_count_stops_the_header(tmp_path):
+    # A million u64 dims fit in 8 MB; multiplying them out would take hours.
+    b = GGUFBuilder().tensor("a", [4], F32, 0).tensor("t", [3] * 1_000_000, F32, 32)
+    ckpt = open_gguf(tmp_path, b.build(b"\0" * 64))
+    f = finding(ckpt, "too_many_dims")
+    assert f.offset == b.offsets["ti:t"] + 8 + 1 and "not read" in f.message
+    assert list(ckpt.tensors) == ["a"]
+
+
 def test_misaligned_tensor(tmp_path):
     b = GGUFBuilder().tensor("a", [1], F32, 0).tensor("b", [1], F32, 4)
     ckpt = open_gguf(tmp_path, b.build(b"\0" * 8))

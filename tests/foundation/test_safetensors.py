@@ -244,6 +244,22 @@ def test_huge_shape(tmp_path):
     assert f.offset == 8 + raw.index(b'"a"')
 
 
+@pytest.mark.parametrize("shape", [[2] * 1_000_000, [10**4000, 10**4000]])
+def test_absurd_shapes_are_findings(tmp_path, shape):
+    # A million dimensions took minutes to multiply out; a 8000-digit element count made the
+    # message itself raise. Both must be a finding, at once.
+    raw = json.dumps({"a": st_entry("F32", shape, 0, 4)}).encode()
+    ckpt = open_bytes(tmp_path, st_bytes(raw, b"\0" * 4))
+    f = finding(ckpt, "shape_too_large")
+    assert f.offset == 8 + raw.index(b'"a"') and len(ckpt.tensors["a"].shape) <= 2
+
+
+def test_integer_too_long_to_parse(tmp_path):
+    raw = b'{"a": {"dtype": "F32", "shape": [' + b"1" * 5000 + b'], "data_offsets": [0, 4]}}'
+    f = finding(open_bytes(tmp_path, st_bytes(raw, b"\0" * 4)), "header_not_json")
+    assert f.offset == 8 + raw.index(b"{", 1)
+
+
 @pytest.mark.parametrize("entry, code", [
     ({"dtype": "F32", "shape": [1]}, "bad_tensor_entry"),
     ("not an object", "bad_tensor_entry"),
