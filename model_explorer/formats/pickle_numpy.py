@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import MAX_RANK
 from .pickle_vm import Blob, render
 
 # numpy kind + itemsize -> dtype name used by the tensor layer
@@ -107,8 +108,8 @@ def array_layout(arr: NumpyArray) -> tuple[str, str, tuple[int, ...], tuple[int,
     shape = arr.shape
     if not isinstance(dt, NumpyDtype) or dt.name is None:
         return None
-    if not (isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool)
-                                             and d >= 0 for d in shape)):
+    if not (isinstance(shape, tuple) and len(shape) <= MAX_RANK and all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 63 for d in shape)):
         return None
     strides, acc = [], 1
     dims = shape if arr.fortran else tuple(reversed(shape))

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..checkpoint import TensorInfo
 from ..spans import Report
+from . import MAX_RANK
 from .pickle_numpy import NumpyArray, array_layout
 from .pickle_numpy import locate as locate_array
 from .pickle_torch import StorageRef, TensorRef, itemsize
@@ -196,9 +197,13 @@ class _EmbeddedStorages:
                               sp.value)
 
 
+INT64 = 1 << 63
+
+
 def _int_tuple(v: Any) -> tuple[int, ...] | None:
-    if isinstance(v, (tuple, list)) and all(isinstance(d, int) and not isinstance(d, bool)
-                                            for d in v):
+    """Sizes and strides as torch holds them: at most MAX_RANK int64 values."""
+    if isinstance(v, (tuple, list)) and len(v) <= MAX_RANK and all(
+            isinstance(d, int) and not isinstance(d, bool) and -INT64 <= d < INT64 for d in v):
         return tuple(v)
     return None
 
@@ -227,9 +232,9 @@ def _tensor_info(name: str, ref: Any, locate, source, rep: Report, byteorder: st
                 d < 0 for d in shape) or any(s < 0 for s in stride):
             rep.error("bad_tensor_shape", f"Tensor {name!r} has size {render(ref.size, 1)} and "
                       f"stride {render(ref.stride, 1)}; expected two lists of as many non-negative "
-                      "integers.", ref.offset, 1, name)
+                      f"integers, at most {MAX_RANK}.", ref.offset, 1, name)
             shape, stride = (), ()
-        if not isinstance(soff, int) or isinstance(soff, bool) or soff < 0:
+        if not isinstance(soff, int) or isinstance(soff, bool) or not 0 <= soff < INT64:
             rep.error("bad_storage_offset", f"Tensor {name!r} has storage offset {render(soff, 1)}; "
                       "expected a non-negative integer.", ref.offset, 1, name)
             soff = 0

@@ -141,6 +141,10 @@ class StorageTable:
             rep.error("bad_persistent_id", f"The storage id at byte {offset} has key "
                       f"{render(key, 1)}; torch writes a string.", offset, 1)
             key = render(key, 1)
+        if not _is_count(numel):
+            rep.error("bad_persistent_id", f"The storage id at byte {offset} gives "
+                      f"{render(numel, 1)} elements; torch writes a non-negative int64.", offset, 1)
+            numel = None
         ref = self.refs.get((key, dtype))
         if ref is None:
             ref = StorageRef(key, dtype, numel, location, offset, type_name)
@@ -152,13 +156,17 @@ class StorageTable:
 
     def _legacy_view(self, rep, ref: StorageRef, view: Any, offset: int) -> Any:
         """Pre-1.0 files could name a slice of a storage: (view_key, offset, size)."""
-        if not (isinstance(view, tuple) and len(view) == 3 and all(isinstance(v, int)
-                                                                    for v in view[1:])):
+        if not (isinstance(view, tuple) and len(view) == 3 and all(_is_count(v) for v in view[1:])):
             rep.error("bad_persistent_id", f"The storage view {render(view, 2)} at byte {offset} "
                       "is not (key, offset, size).", offset, 1)
             return ref
         return StorageRef(ref.key, ref.dtype, ref.numel, ref.location, offset, ref.type_name,
                           elem_base=view[1], view_numel=view[2])
+
+
+def _is_count(v: Any) -> bool:
+    """A non-negative int64, as torch stores element counts and offsets."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63
 
 
 # -- reconstructors ------------------------------------------------------------------------

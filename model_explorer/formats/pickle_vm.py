@@ -14,6 +14,7 @@ walks over the result elsewhere are iterative or depth-capped.
 from __future__ import annotations
 
 import io
+import itertools
 import pickletools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -151,7 +152,7 @@ def _render(v: Any, depth: int) -> str:
         return f"({inner}{',' if len(v) == 1 and isinstance(v, tuple) else ''})" \
             if isinstance(v, tuple) else f"[{inner}]"
     if isinstance(v, dict):
-        items = list(v.items())[:4]
+        items = list(itertools.islice(v.items(), 4))  # not the whole dict: it may be huge
         inner = ", ".join(f"{_render(k, depth - 1)}: {_render(x, depth - 1)}" for k, x in items)
         return "{" + inner + (", …" if len(v) > 4 else "") + "}"
     if isinstance(v, EmuSet):
@@ -258,6 +259,7 @@ class PickleMachine:
         self.tell: Callable[[], int] = lambda: 0  # end of the current opcode, relative to base
         self.run_info: PickleRun | None = None
         self._warned: set[str] = set()
+        self.work_left = 0  # elements and bytes reconstructors may still copy (set by run)
 
     # Findings that can repeat many times are reported once per machine.
     def once(self, code: str, message: str, offset: int, length: int = 1,
@@ -269,6 +271,7 @@ class PickleMachine:
     def run(self, source, start: int, length: int) -> PickleRun:
         """Walk the pickle starting at absolute `start`; never reads past start + length."""
         self.base = start
+        self.work_left = 2 * length + (1 << 20)
         run = self.run_info = PickleRun(start, start)
         f = open_region(source, start, length)
         self.tell = tell = f.tell
@@ -391,7 +394,7 @@ class PickleMachine:
             root.calls.append((func, args, self.base + pos, opcode))
         if isinstance(func, Global) and isinstance(args, tuple) and kwargs is None:
             reducer = self.reducers.get(func.dotted)
-            if reducer is not None:
+            if reducer is not None and self._afford(args, pos):
                 try:
                     out = reducer(self, args, pos)
                 except Exception:
@@ -402,6 +405,23 @@ class PickleMachine:
         if isinstance(func, Global) and func.dotted in self.watch:
             self.run_info.watched.append(call)
         return call
+
+    def _afford(self, args: tuple, pos: int) -> bool:
+        """Reconstructors copy their arguments. Through the memo a file can pass one big value
+        a million times, so copies are charged to a budget of twice the pickle's bytes; past
+        it, calls stay inert `Call`s."""
+        self.work_left -= len(args)
+        if self.work_left >= 0:
+            self.work_left -= sum(len(a) for a in args[:8] if isinstance(a, _SIZED))
+        if self.work_left >= 0:
+            return True
+        self.once("pickle_work_capped", f"The call at byte {self.base + pos} and those after it "
+                  "are not reconstructed: the pickle passes the same large values to them over "
+                  "and over, more work than its size accounts for.", self.base + pos, 1, "warning")
+        return False
+
+
+_SIZED = (str, bytes, bytearray, list, tuple, dict)
 
 
 # -- opcode handlers ------------------------------------------------------------------------

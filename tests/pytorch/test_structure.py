@@ -437,3 +437,58 @@ def test_opcode_limits_are_findings(tmp_path, monkeypatch):
     ckpt = mx.open(p)
     assert one(ckpt.findings, "pickle_too_long").severity == "warning"
     assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "suspicious"
+
+
+def _long4(n: int) -> bytes:
+    raw = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw if len(raw) < 256 else \
+        b"\x8b" + len(raw).to_bytes(4, "little") + raw
+
+
+def test_sizes_beyond_int64_are_findings(tmp_path, small_zip):
+    # Integers of thousands of digits cannot even be written in a message: each must become a
+    # finding before any arithmetic or text uses it.
+    with zipfile.ZipFile(small_zip) as z:
+        pkl = z.read("small/data.pkl")
+    huge = _long4(10 ** 5000)
+    assert pkl.count(b"K\x0c\x85") == 1 and pkl.count(b"K\x0ct") == 1
+    out = tmp_path / "huge.pt"
+    zip_with_data_pkl(small_zip, pkl.replace(b"K\x0c\x85", huge + b"\x85").replace(b"K\x0ct", huge + b"t"),
+                      out)
+    ckpt = mx.open(out)
+    assert one(ckpt.findings, "bad_tensor_shape").tensor == "a"
+    assert "bad_persistent_id" in codes(ckpt)
+    assert ckpt.tensors["a"].shape == ()
+
+
+def test_shapes_of_absurd_rank_are_refused(tmp_path):
+    import numpy as np
+
+    func, args, state = np.zeros(2, np.float32).__reduce__()
+    for shape in [(2,) * 200_000, (1 << 70, 1 << 70)]:
+        p = tmp_path / "rank.pkl"
+        p.write_bytes(pickle.dumps({"w": _Reduce(func, args, state[:1] + (shape,) + state[2:])},
+                                   protocol=2))
+        ckpt = mx.open(p)  # the product of 200,000 dimensions alone took half a minute
+        assert "w" not in ckpt.tensors
+
+
+class _Reduce:
+    def __init__(self, *reduced):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def test_reusing_one_big_value_cannot_multiply_work(tmp_path):
+    # One 1 MB string passed 3,000 times (through the memo) to _codecs.encode: without a budget
+    # each call copies it, 3 GB of work from a 1 MB file (and millions of calls fit in a pickle).
+    s = b"a" * (1 << 20)
+    p = tmp_path / "amplify.pkl"
+    p.write_bytes(b"\x80\x02X" + len(s).to_bytes(4, "little") + s + b"q\x00c_codecs\nencode\nq\x01"
+                  b"X\x06\x00\x00\x00latin1q\x02" + b"h\x01h\x00h\x02\x86R0" * 3000 + b"N.")
+    ckpt = mx.open(p)
+    f = one(ckpt.findings, "pickle_work_capped")
+    assert f.severity == "warning" and 1 << 20 < f.offset < p.stat().st_size
+    assert "pickle_emulation" not in codes(ckpt)
