@@ -81,6 +81,10 @@ def read_index(index_path: str, ckpt: Checkpoint,
         ckpt.findings.append(_finding("error", "bad_index", "The index nests JSON too deeply to "
                                       "read.", index_path))
         return
+    except ValueError as e:  # an integer of more than 4300 digits
+        ckpt.findings.append(_finding("error", "bad_index", f"The index cannot be read: "
+                                      f"{str(e).split(':')[0]}.", index_path))
+        return
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
         ckpt.findings.append(_finding("error", "bad_index", "The index has no \"weight_map\" object "
@@ -91,7 +95,7 @@ def read_index(index_path: str, ckpt: Checkpoint,
     base = sources.dirname(index_path)
     expected: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
-        if shard not in expected and not _plain_relative(shard):
+        if not _plain_relative(shard):  # first: a list or a dict cannot be a dict key
             ckpt.findings.append(_finding("error", "bad_shard_name", f"The index maps {name!r} to "
                                           f"{shard!r}, which is not a file name under the index's "
                                           "folder; it is ignored.", index_path, name,
@@ -160,7 +164,7 @@ def _check_total_size(index: dict, ckpt: Checkpoint, index_path: str, where: _In
     for t in ckpt.tensors.values():
         if t.quant:
             actual += sum(p.length for p in t.quant.values() if hasattr(p, "length"))
-    if not isinstance(total, (int, float)) or int(total) != actual:
+    if not isinstance(total, (int, float)) or total != actual:  # JSON allows Infinity and NaN
         ckpt.findings.append(_finding(
             "warning", "total_size_mismatch", f"The index's metadata.total_size is {total!r}, "
             f"but the tensors it lists take {actual} bytes.", index_path,

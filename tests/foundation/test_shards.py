@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import safetensors.numpy
 
 import model_explorer as mx
@@ -122,6 +123,23 @@ def test_index_not_json_or_without_weight_map(tmp_path):
     assert f.offset == idx.read_bytes().index(b",}") + 1
     idx.write_text('{"metadata": {}}')
     assert finding(mx.open(str(idx)), "bad_index").file == str(idx)
+    idx.write_text('{"metadata": {"total_size": ' + "1" * 5000 + '}, "weight_map": {}}')
+    assert finding(mx.open(str(idx)), "bad_index").file == str(idx)
+
+
+@pytest.mark.parametrize("value", [["x.safetensors"], {"a": 1}, None])
+def test_shard_names_that_are_not_strings(tmp_path, value):
+    d, index, _ = shard_dir(tmp_path)
+    index["weight_map"]["layers.1.w0"] = value
+    f = finding(mx.open(write_index(d, index)), "bad_shard_name")
+    assert f.tensor == "layers.1.w0" and f.severity == "error"
+
+
+@pytest.mark.parametrize("total", [float("inf"), float("nan"), 1e300])
+def test_total_size_that_is_no_integer(tmp_path, total):
+    d, index, _ = shard_dir(tmp_path)
+    index["metadata"]["total_size"] = total
+    assert finding(mx.open(write_index(d, index)), "total_size_mismatch").severity == "warning"
 
 
 def test_shard_names_escaping_the_folder_are_refused(tmp_path):
