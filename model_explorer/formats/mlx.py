@@ -95,30 +95,32 @@ def _check_shapes(ckpt, weight, scales, biases, bits, group) -> dict | None:
         ckpt.findings.append(_err("mlx_scales_shape", f"{biases.name!r} has shape "
                                   f"{list(biases.shape)}, unlike {scales.name!r} "
                                   f"{list(scales.shape)}.", biases))
-    stated = (bits, group)
-    if bits not in VALID_BITS or not isinstance(group, int) or group <= 0 or \
-            packed_cols * 32 != n_groups * group * bits:
-        inferred = [(b, packed_cols * 32 // b // n_groups) for b in VALID_BITS
+    # type(...) is int: 4.0 == 4 would make every logical dimension a float, and True == 1.
+    bits_ok = type(bits) is int and bits in VALID_BITS
+    group_ok = type(group) is int and group > 0
+    inferred = not (bits_ok and group_ok) or packed_cols * 32 != n_groups * group * bits
+    if inferred:
+        fits = [(b, packed_cols * 32 // b // n_groups) for b in VALID_BITS
                     if packed_cols * 32 % b == 0 and (packed_cols * 32 // b) % n_groups == 0]
         # Shapes alone are ambiguous (4-bit/64 looks like 8-bit/32): prefer the stated group
         # size, then the stated bits, then MLX's defaults.
-        inferred = sorted(((b, g) for b, g in inferred if g in (32, 64, 128)),
+        fits = sorted(((b, g) for b, g in fits if g in (32, 64, 128)),
                           key=lambda bg: (bg[1] != group, bg[0] != bits, bg[1] != 64,
                                           bg[0] not in (4, 8), bg[0]))
         if bits is not None:
             ckpt.findings.append(_err(
                 "mlx_scales_shape", f"{weight.name!r} is {list(weight.shape)} packed uint32 with "
                 f"{n_groups} scale groups per row; bits={bits} and group_size={group} would need "
-                f"{packed_cols * 32 // bits if bits in VALID_BITS else '?'} columns in groups of "
-                f"{group} = {(packed_cols * 32 // bits) // group if bits in VALID_BITS and isinstance(group, int) and group > 0 else '?'} groups."
-                + (f" The shapes fit bits={inferred[0][0]}, group_size={inferred[0][1]}."
-                   if inferred else ""), scales))
-        if not inferred:
+                f"{packed_cols * 32 // bits if bits_ok else '?'} columns in groups of "
+                f"{group} = {(packed_cols * 32 // bits) // group if bits_ok and group_ok else '?'} groups."
+                + (f" The shapes fit bits={fits[0][0]}, group_size={fits[0][1]}."
+                   if fits else ""), scales))
+        if not fits:
             return None
-        bits, group = inferred[0]
+        bits, group = fits[0]
     quant = {"kind": "mlx_affine", "bits": bits, "group_size": group, "scales": scales}
     if biases is not None:
         quant["biases"] = biases
-    if stated != (bits, group):
+    if inferred:
         quant["inferred"] = True
     return quant

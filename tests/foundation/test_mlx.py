@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import safetensors.numpy
 
 import model_explorer as mx
@@ -86,6 +87,18 @@ def test_scales_contradict_bits_and_group_size(tmp_path):
     assert "bits=8, group_size=64" in f.message  # shapes alone are ambiguous: the stated group wins
     t = ckpt.tensors[W]
     assert (t.quant["bits"], t.quant["group_size"], t.quant["inferred"], t.shape) == (8, 64, True, (8, 128))
+
+
+@pytest.mark.parametrize("bits, group", [(4.0, 64), (4, 64.0), (True, 64)])
+def test_non_integer_bits_or_group_size(tmp_path, bits, group):
+    # 4.0 == 4, so a float passed the checks and made the logical shape (8, 128.0): read() then
+    # raised TypeError. Now the config is wrong and the shapes decide.
+    d, _ = mlx_dir(tmp_path, config={"quantization": {"group_size": group, "bits": bits}})
+    ckpt = mx.open(str(d))
+    assert finding(ckpt, "mlx_scales_shape").tensor == S
+    t = ckpt.tensors[W]
+    assert (type(t.quant["bits"]), t.quant["inferred"], t.shape) == (int, True, (8, 128))
+    assert ckpt.read(W).shape == (8, 128)
 
 
 def test_scales_rows_do_not_match_weight(tmp_path):
