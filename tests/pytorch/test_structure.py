@@ -12,6 +12,7 @@ import model_explorer as mx
 from model_explorer.formats.detect import detect
 from model_explorer.formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
 from model_explorer.sources import LocalSource
+from model_explorer.spans import Report
 
 from .helpers import dump_bytes, hostile_pickles, zip_with_data_pkl
 
@@ -162,7 +163,10 @@ def test_zip_with_a_pickle_prepended(tmp_path, small_zip):
     assert "polyglot" in codes(result)
     assert "dangerous_import" in codes(read_pickle(src))  # and mx.open reads it as the pickle
     assert "dangerous_import" in codes(mx.open(p))
-    assert read_zip is not None
+    listing = read_zip(src, Report(src.name))  # the entries are found, shifted past the prefix
+    entry = listing.entries["small/data.pkl"]
+    assert listing.ok and entry.header_offset >= len(prefix)
+    assert src.read(entry.data_offset, entry.size) == zipfile.ZipFile(small_zip).read("small/data.pkl")
 
 
 def test_trailing_bytes_after_data_pkl_stop(tmp_path, small_zip):
