@@ -109,11 +109,9 @@ def default_cache_dir() -> str:
 
 def shipped_dtype(ckpt) -> str:
     """The dtype most of the model's weight elements are stored in ("Q4_1" for the sample)."""
-    counts: dict[str, int] = {}
-    for t in ckpt.tensors.values():
-        if len(t.shape) >= 2:
-            counts[t.kind] = counts.get(t.kind, 0) + t.numel
-    return max(counts, key=counts.get) if counts else "?"
+    from .convert import weight_dtype
+
+    return weight_dtype(ckpt) or "?"
 
 
 def _cache_folder(source: str, cache_dir: str) -> str:

@@ -26,13 +26,13 @@ import numpy as np
 from .. import sources
 from ..checkpoint import Checkpoint
 from ..tensors.names import gguf_to_hf, hf_to_gguf, permute_qk, unpermute_qk
+from .tokenizer import side_text
 
 FORMATS = ("safetensors", "gguf", "mlx")
 SAFETENSORS_DTYPES = ("F32", "BF16", "F16")
 GGUF_DTYPES = ("F32", "F16", "Q8_0", "Q4_0")
 MLX_BITS = (4, 8)
 MLX_GROUP_SIZES = (32, 64)
-MAX_TOKENIZER_JSON = 64 * 1024 * 1024
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
 
 Progress = Callable[[int, int, str], None]  # (tensors done, tensors in all, name just written)
@@ -111,21 +111,18 @@ def _source_dir(ckpt: Checkpoint) -> str:
     return ckpt.source if sources.isdir(ckpt.source) else sources.dirname(ckpt.source)
 
 
-def _side_text(directory: str, name: str) -> str | None:
-    path = sources.join(directory, name)
-    if not sources.exists(path):
-        return None
-    text, _problem = sources.read_text(path, MAX_TOKENIZER_JSON)
-    return text
-
-
-def _float_dtype(ckpt: Checkpoint) -> str:
-    """The float dtype most weight elements are stored in; F16 for quantized files."""
+def weight_dtype(ckpt: Checkpoint) -> str | None:
+    """The dtype most weight elements (of tensors with 2 or more dimensions) are stored in."""
     counts: dict[str, int] = {}
     for t in ckpt.tensors.values():
         if len(t.shape) >= 2:
             counts[t.kind] = counts.get(t.kind, 0) + t.numel
-    top = max(counts, key=counts.get) if counts else "F16"
+    return max(counts, key=counts.get) if counts else None
+
+
+def _float_dtype(ckpt: Checkpoint) -> str:
+    """The float dtype most weight elements are stored in; F16 for quantized files."""
+    top = weight_dtype(ckpt)
     return top if top in SAFETENSORS_DTYPES else "F16"
 
 
@@ -157,7 +154,7 @@ def _from_hf(ckpt: Checkpoint) -> _Source:
         config = None
     tensors = [_Tensor(name, name, tuple(info.shape)) for name, info in ckpt.tensors.items()]
     directory = _source_dir(ckpt)
-    files = {name: text for name in TOKENIZER_FILES if (text := _side_text(directory, name)) is not None}
+    files = {name: text for name in TOKENIZER_FILES if (text := side_text(directory, name)[0]) is not None}
     return _Source(ckpt, config, tensors, files, _float_dtype(ckpt))
 
 
@@ -208,6 +205,9 @@ def config_from_gguf(ckpt: Checkpoint) -> dict:
         if needed not in config:
             raise ConvertError(f"The GGUF has no {arch}.* key for {needed}, so no config.json can be "
                                "derived.")
+        value = config[needed]
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConvertError(f"The GGUF states {needed} = {value!r}; a positive integer is needed.")
     config.setdefault("num_key_value_heads", config["num_attention_heads"])
     config.setdefault("rms_norm_eps", 1e-5)
     config.setdefault("rope_theta", 10000.0)

@@ -330,7 +330,7 @@ def from_directory(directory: str, config: dict | None = None, generation_config
     """`tokenizer.json` (+ `tokenizer_config.json`, `chat_template.jinja`) from a model folder."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    text, problem = _side_text(directory, "tokenizer.json")
+    text, problem = side_text(directory, "tokenizer.json")
     if text is None:
         raise UnsupportedModel(f"The model folder has no usable tokenizer.json ({problem}); it is needed "
                                "to turn text into token ids.")
@@ -339,7 +339,7 @@ def from_directory(directory: str, config: dict | None = None, generation_config
     except Exception as e:  # the Rust parser's errors are plain Exceptions
         raise UnsupportedModel(f"tokenizer.json cannot be read by the tokenizers library: {e}") from None
     tk_config: dict = {}
-    cfg_text, _ = _side_text(directory, "tokenizer_config.json")
+    cfg_text, _ = side_text(directory, "tokenizer_config.json")
     if cfg_text is not None:
         try:
             tk_config = json.loads(cfg_text)
@@ -351,7 +351,7 @@ def from_directory(directory: str, config: dict | None = None, generation_config
     if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default") or next(iter(named.values()), None)
-    jinja_text, _ = _side_text(directory, "chat_template.jinja")
+    jinja_text, _ = side_text(directory, "chat_template.jinja")
     template = jinja_text or template
     special = {name: _token_content(tk_config.get(name))
                for name in ("bos_token", "eos_token", "unk_token", "pad_token")}
@@ -375,7 +375,8 @@ def _token_content(value) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _side_text(directory: str, name: str) -> tuple[str | None, str | None]:
+def side_text(directory: str, name: str) -> tuple[str | None, str | None]:
+    """(text, None) of a small file beside the weights, or (None, why not): capped in size."""
     from .. import sources
 
     path = sources.join(directory, name)

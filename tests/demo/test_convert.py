@@ -295,6 +295,14 @@ def test_non_llama_gguf_is_refused_for_hf_formats_but_gguf_to_gguf_works(tmp_pat
     assert mx.open(out).dtype_mix()["Q8_0"] > 0
 
 
+def test_impossible_head_count_is_a_clear_error(tiny, tmp_path):
+    _, path = tiny
+    with mx.open(path) as ckpt:
+        ckpt.metadata["llama.attention.head_count"] = 0
+        with pytest.raises(ConvertError, match="num_attention_heads = 0"):
+            convert(ckpt, tmp_path / "st", format="safetensors")
+
+
 def test_damaged_source_is_refused(tiny, tmp_path):
     _, path = tiny
     cut = tmp_path / "cut.gguf"
