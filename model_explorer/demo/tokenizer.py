@@ -181,8 +181,13 @@ def _value(metadata: dict, key: str, default: Any = None) -> Any:
     return default if kv is None else getattr(kv, "value", kv)
 
 
-def _as_list(value) -> list:
-    return value.to_list() if hasattr(value, "to_list") else list(value)
+def _as_list(value, key: str) -> list:
+    """A GGUF array (or a plain list) as a list; anything else is not a vocabulary."""
+    if hasattr(value, "to_list"):
+        return value.to_list()
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise UnsupportedModel(f"{key} should be an array, found a {type(value).__name__}.")
 
 
 def from_gguf(metadata: dict) -> Tokenizer:
@@ -194,12 +199,12 @@ def from_gguf(metadata: dict) -> Tokenizer:
     if kind is None or tokens is None:
         raise UnsupportedModel("The GGUF metadata has no tokenizer (tokenizer.ggml.model and "
                                "tokenizer.ggml.tokens are needed).")
-    tokens = _as_list(tokens)
+    tokens = _as_list(tokens, "tokenizer.ggml.tokens")
     if not all(isinstance(t, str) for t in tokens):
         raise UnsupportedModel("tokenizer.ggml.tokens is not an array of strings.")
-    types = _as_list(_value(metadata, "tokenizer.ggml.token_type", []))
+    types = _as_list(_value(metadata, "tokenizer.ggml.token_type", []), "tokenizer.ggml.token_type")
     merges = _value(metadata, "tokenizer.ggml.merges")
-    merges = _as_list(merges) if merges is not None else None
+    merges = _as_list(merges, "tokenizer.ggml.merges") if merges is not None else None
     if kind not in ("gpt2", "llama"):
         raise UnsupportedModel(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 or llama).")
     try:
@@ -208,7 +213,7 @@ def from_gguf(metadata: dict) -> Tokenizer:
             alphabet, add_bos_default = set(byte_alphabet().values()), False
         else:
             scores = _value(metadata, "tokenizer.ggml.scores")
-            scores = _as_list(scores) if scores is not None else None
+            scores = _as_list(scores, "tokenizer.ggml.scores") if scores is not None else None
             backend = _sentencepiece(tokens, merges, scores,
                                      bool(_value(metadata, "tokenizer.ggml.add_space_prefix", True)))
             alphabet, add_bos_default = None, True

@@ -123,6 +123,10 @@ def test_unknown_tokenizer_model_is_refused():
         from_gguf({"tokenizer.ggml.model": "bert", "tokenizer.ggml.tokens": ["a"]})
     with pytest.raises(UnsupportedModel, match="no tokenizer"):
         from_gguf({})
+    vocab = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a", "b", "ab"]}
+    for key in ("tokenizer.ggml.token_type", "tokenizer.ggml.merges"):
+        with pytest.raises(UnsupportedModel, match=f"{key} should be an array, found a int"):
+            from_gguf({**vocab, key: 5})
 
 
 
