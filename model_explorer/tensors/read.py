@@ -248,9 +248,17 @@ def raw_picked(ckpt: Checkpoint, plan: Plan, idx: np.ndarray, k: int = 1) -> np.
     idx = np.asarray(idx, dtype=np.int64)
     src = ckpt.byte_source(plan.info.file)
     if getattr(src, "buffer", None) is not None and len(idx):
-        last = int(idx.max()) * k + k
-        groups = raw_units(ckpt, plan, 0, last).reshape(-1, k * plan.unit_bytes)
-        return groups[idx].reshape(len(idx) * k, plan.unit_bytes)
+        # Gather from a view of the mmap. A group the data ends inside (sub-byte tensors end
+        # mid-unit) is read on its own: padding it in the view would copy the whole tensor.
+        width = k * plan.unit_bytes
+        whole = min(int(idx.max()) + 1, plan.data_bytes // width)
+        groups = raw_units(ckpt, plan, 0, whole * k).reshape(whole, width)
+        inside = idx < whole
+        out = np.empty((len(idx), width), np.uint8)
+        out[inside] = groups[idx[inside]]
+        for j in np.flatnonzero(~inside):
+            out[j] = raw_units(ckpt, plan, int(idx[j]) * k, int(idx[j]) * k + k).reshape(-1)
+        return out.reshape(len(idx) * k, plan.unit_bytes)
     parts = [raw_units(ckpt, plan, int(i) * k, int(i) * k + k) for i in idx]
     return np.concatenate(parts) if parts else np.empty((0, plan.unit_bytes), np.uint8)
 

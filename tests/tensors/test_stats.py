@@ -164,3 +164,28 @@ def test_huge_values_do_not_overflow_the_moments(tmp_path, opened):
     s = opened(write_safetensors(tmp_path / "h.safetensors", {"x": x})).stats("x", bins=4)
     assert s.std == pytest.approx(float(x.astype(np.float64).std()), rel=1e-6)
     assert sum(s.hist["counts"]) == 4 and s.hist["counts"][0] == 1 and s.hist["counts"][-1] == 1
+
+
+def test_sampling_a_sub_byte_tensor_that_ends_mid_unit_copies_no_more_than_the_sample(tmp_path, opened):
+    """F4 with 8k - 3 values: the last sampled group ends inside the data and needs padding;
+    that must not copy the whole tensor (16 MiB here) out of the memory map."""
+    import struct
+    import tracemalloc
+
+    n = 2**25 - 3
+    nbytes = (n * 4 + 7) // 8
+    header = json.dumps({"t": {"dtype": "F4", "shape": [n], "data_offsets": [0, nbytes]}}).encode()
+    header += b" " * (-len(header) % 8)
+    path = tmp_path / "f4.safetensors"
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header)) + header)
+        f.truncate(8 + len(header) + nbytes)  # zeros, without writing them
+    ckpt = opened(str(path))
+    tracemalloc.start()
+    try:
+        s = ckpt.stats("t", max_elements=8192)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert s.count == 8192 and s.min == s.max == 0.0
+    assert peak < 2**20, f"peak {peak / 2**20:.1f} MiB"
