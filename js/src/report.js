@@ -36,10 +36,10 @@ export function createStaticModel(data) {
     if (op === "tree") {
       const expanded = new Set(args.expanded || []);
       if (args.locate) {
-        let node = (data.tree || []).find((n) => n.tensor === args.locate && n.kind === "tensor");
+        let node = tree.nodes.find((n) => n.tensor === args.locate && n.kind === "tensor");
         while (node && node.parent !== null && node.parent !== undefined) {
           expanded.add(node.parent);
-          node = data.tree[node.parent];
+          node = tree.byId.get(node.parent);
         }
       }
       const flat = flattenTree(tree, expanded, args.query || "");

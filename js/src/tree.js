@@ -8,12 +8,15 @@
 export function indexTree(nodes) {
   /** @type {Map<number|null, TreeNode[]>} */
   const children = new Map();
+  /** @type {Map<number, TreeNode>} ids need not be positions: the list may leave nodes out */
+  const byId = new Map();
   for (const n of nodes) {
     const p = n.parent ?? null;
     if (!children.has(p)) children.set(p, []);
     children.get(p).push(n);
+    byId.set(n.id, n);
   }
-  return { nodes, children };
+  return { nodes, children, byId };
 }
 
 /**

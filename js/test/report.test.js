@@ -35,3 +35,13 @@ test("selection set on the static model notifies listeners", () => {
   model.set("selection", { tensor: "a" });
   assert.deepEqual(seen, { tensor: "a" });
 });
+
+test("tree locate follows parents by id, not by position in the list", async () => {
+  // The kernel leaves search groups out of the report, so ids skip numbers.
+  const tree = [{ id: 0, parent: null, label: "tensors", kind: "group" }, { id: 5, parent: 0, label: "layers", kind: "group" },
+    { id: 9, parent: 5, label: "w", kind: "tensor", tensor: "w" }];
+  const rpc = createRpc(createStaticModel({ ...data, tree }));
+  const res = await rpc.request("tree", { expanded: [], query: "", start: 0, count: 10, locate: "w" });
+  assert.deepEqual(res.data.expanded.sort(), [0, 5]);
+  assert.equal(res.data.rows[res.data.index].id, 9);
+});

@@ -207,11 +207,23 @@ class HeaderTree:
             i += 1
 
     def all_rows(self, limit: int) -> list[dict]:
-        """Every built node with its parent id, for the offline report (capped)."""
+        """Every built node under the roots with its parent id, for the offline report (capped).
+
+        Groups made for past searches are not part of the header, so they stay out; a parent
+        always has a smaller id than its children, so one pass finds what hangs off the roots.
+        """
+        kept = {n.id for n in self.roots}
         out = []
-        for n in self.nodes[:limit]:
+        for n in self.nodes:
+            if len(out) >= limit:
+                break
+            parent = self.parent.get(n.id)
+            if parent is not None and parent in kept:
+                kept.add(n.id)
+            elif n.id not in kept:
+                continue
             row = n.row(0, False)
-            row["parent"] = self.parent.get(n.id)
+            row["parent"] = parent
             out.append(row)
         return out
 

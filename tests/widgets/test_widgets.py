@@ -318,3 +318,13 @@ def test_torch_zip_structure_selects_tensor_data(tmp_path):
     texts = [e.answer("step", {"index": i})[0]["text"] for i in range(e.answer("step", {})[0]["count"])]
     assert any(x.startswith("A zip local file header") for x in texts)
     assert any(x.startswith("Pickle opcode BINPERSID") for x in texts)
+
+
+def test_report_tree_leaves_out_groups_made_by_searches(made):
+    e = Explorer(made["broken"])
+    e.answer("tree", {"expanded": [], "query": "layers.1"})
+    rows = e.tree.all_rows(10_000)
+    assert not any(r["label"].startswith("tensors matching") for r in rows)
+    ids = {r["id"] for r in rows}
+    assert all(r["parent"] is None or r["parent"] in ids for r in rows)
+    assert [r["label"] for r in rows if r["parent"] is None] == [r.label for r in e.tree.roots]
