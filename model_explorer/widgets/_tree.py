@@ -79,8 +79,9 @@ class HeaderTree:
         self._in_search = False  # search results copy tensor nodes; locate uses the originals
         self._lower_names: list | None = None
         self.parent: dict[int, int] = {}
+        self._header: dict[str, tuple[int, int]] | None = None
         with no_gc():
-            self.roots = [self._register(n, None) for n in _roots(ckpt)]
+            self.roots = [self._register(n, None) for n in _roots(ckpt, self.header_spans)]
         self._tensor_roots = {n.id for n in self.roots if n.kind == "group" and n.label == "tensors"}
         self._cache: dict[tuple, list[tuple[Node, int]]] = {}
 
@@ -94,6 +95,13 @@ class HeaderTree:
         for c in node.children:
             self._register(c, node.id)
         return node
+
+    def header_spans(self) -> dict[str, tuple[int, int]]:
+        """Where each tensor is described in the header: one pass over all spans, made once and
+        shared by the tensor groups and every search (a 90,000-tensor file has 360,000 spans)."""
+        if self._header is None:
+            self._header = _tensor_header_spans(self.ckpt)
+        return self._header
 
     def children(self, node: Node) -> list[Node]:
         if node.lazy is not None:
@@ -149,7 +157,7 @@ class HeaderTree:
                                                  if len(matches) > MAX_MATCHES else "")
         self._in_search = True
         try:
-            group = self._register(_tensor_trie(self.ckpt, shown, label), None)
+            group = self._register(_tensor_trie(self.ckpt, self.header_spans, shown, label), None)
             self._open_all(group, 0, out)
         finally:
             self._in_search = False
@@ -230,7 +238,7 @@ class HeaderTree:
 
 # -- building ----------------------------------------------------------------------------
 
-def _roots(ckpt: Checkpoint) -> list[Node]:
+def _roots(ckpt: Checkpoint, header_spans: Callable[[], dict]) -> list[Node]:
     roots: list[Node] = []
     header = _header_fields(ckpt)
     if header:
@@ -250,7 +258,7 @@ def _roots(ckpt: Checkpoint) -> list[Node]:
     if isinstance(pickle, dict):
         roots.extend(_pickle_nodes(ckpt, pickle))
     if ckpt.tensors:
-        roots.append(_tensor_trie(ckpt))
+        roots.append(_tensor_trie(ckpt, header_spans))
     return roots
 
 
@@ -395,7 +403,7 @@ def _split(name: str) -> tuple[list[str], str]:
     return parts[:-keep], ".".join(parts[-keep:])
 
 
-def _tensor_trie(ckpt: Checkpoint, infos: list[TensorInfo] | None = None,
+def _tensor_trie(ckpt: Checkpoint, header_spans: Callable[[], dict], infos: list[TensorInfo] | None = None,
                  label: str = "tensors") -> Node:
     """Tensors grouped by dotted name prefix: model > layers > 0 > self_attn > q_proj.weight.
 
@@ -407,7 +415,7 @@ def _tensor_trie(ckpt: Checkpoint, infos: list[TensorInfo] | None = None,
 
     def first_level() -> list[Node]:  # names are split only when someone opens the group
         members = [(*_split(t.name), _nbytes(t), t) for t in infos]
-        return _group_children("", members, 0, _tensor_header_spans(ckpt))
+        return _group_children("", members, 0, header_spans())
 
     root.lazy = first_level
     return root
