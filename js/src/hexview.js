@@ -151,20 +151,23 @@ export function createHexView(ctx, opts = {}) {
     draw();
   }
 
+  /** Show file `f`; false when it is not one of this view's files. */
   function setFile(f) {
-    if (!f || f === file) return;
+    if (f === file) return true;
     const info = files.find((x) => x.file === f);
-    if (!info) return;
+    if (!info) return false;
     file = f;
     size = info.size;
     fileSelect.value = f;
     stepIndex = -1;
     top = 0;
+    return true;
   }
 
-  /** Show and highlight bytes [offset, offset + length) of `f`. */
+  /** Show and highlight bytes [offset, offset + length) of `f` (default: the file shown). */
   function reveal(f, offset, length) {
-    if (f) setFile(f);
+    // An offset in a file this view cannot show must not light up the same offset elsewhere.
+    if (f && !setFile(f)) return;
     highlight = [offset, offset + Math.max(1, length || 1)];
     top = topForOffset(offset, size, ROWS);
     draw();
@@ -207,7 +210,7 @@ export function createHexView(ctx, opts = {}) {
   }
 
   async function step(delta) {
-    const index = stepIndex < 0 ? (delta > 0 ? 0 : 0) : stepIndex + delta;
+    const index = stepIndex < 0 ? 0 : stepIndex + delta;
     try {
       const { data } = await rpc.request("step", { file, index });
       if (!data.span) {
