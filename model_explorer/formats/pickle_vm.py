@@ -208,17 +208,30 @@ class _Window:
             data = self._map[self._pos:self._pos + n] if self._map is not None else \
                 bytes(self._source.read(self._pos, n))
         else:
-            self._buf_at = self._pos
-            self._buf = bytes(self._source.read(self._pos, min(self.CHUNK, self._end - self._pos)))
+            self._refill()
             data = self._buf[:n]
         self._pos += len(data)
         return data
 
+    def _refill(self) -> None:
+        self._buf_at = self._pos
+        self._buf = bytes(self._source.read(self._pos, min(self.CHUNK, self._end - self._pos)))
+
     def readline(self, limit: int = -1) -> bytes:
-        # Text opcodes end at a newline; a missing newline reads at most 1 MiB.
-        chunk = bytes(self._source.read(self._pos, min(MAX_LINE, self._end - self._pos)))
-        i = chunk.find(b"\n")
-        line = chunk if i < 0 else chunk[:i + 1]
+        # Text opcodes end at a newline, nearly always inside the buffer (reading a fresh
+        # MAX_LINE bytes for each one copied a megabyte per opcode); a line longer than the
+        # buffer is read on its own, up to MAX_LINE bytes when it has no newline.
+        off = self._pos - self._buf_at
+        i = self._buf.find(b"\n", off) if off >= 0 else -1
+        if i < 0:
+            self._refill()
+            off, i = 0, self._buf.find(b"\n")
+        if i >= 0:
+            line = self._buf[off:i + 1]
+        else:
+            chunk = bytes(self._source.read(self._pos, min(MAX_LINE, self._end - self._pos)))
+            i = chunk.find(b"\n")
+            line = chunk if i < 0 else chunk[:i + 1]
         self._pos += len(line)
         return line
 

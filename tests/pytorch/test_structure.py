@@ -426,6 +426,19 @@ def test_large_pickles_read_through_a_window_give_the_same_result(tmp_path, monk
             assert summary(mx.open(p)) == want, name
 
 
+def test_text_pickles_through_a_window_read_each_byte_once(tmp_path, monkeypatch):
+    # Each protocol 0 opcode is a line; reading a fresh MAX_LINE bytes per line copied 40 GB
+    # for this 0.8 MB pickle (and a megabyte per opcode for the > 64 MiB ones).
+    from model_explorer.formats import pickle_vm
+
+    p = tmp_path / "text.pkl"
+    p.write_bytes(pickle.dumps(list(range(100_000)), protocol=0))
+    monkeypatch.setattr(pickle_vm, "WHOLE_READ_MAX", 0)
+    src = LocalSource(str(p))
+    assert not [f for f in read_pickle(src).report.findings if f.severity == "error"]
+    assert src.bytes_read == src.size
+
+
 def test_opcode_limits_are_findings(tmp_path, monkeypatch):
     from model_explorer.formats import pickle_vm
 
