@@ -210,13 +210,18 @@ def _grouped(plan: Plan, k: int) -> Plan:
 
 # -- bytes ---------------------------------------------------------------------------------
 
-def _check_length(plan: Plan) -> None:
-    info = plan.info
+def _check_stored(info: TensorInfo) -> None:
+    """The file holds the tensor's bytes as they are (not compressed, not a meta tensor)."""
     if info.extra.get("compressed"):
         raise ValueError(f"Tensor {info.name!r} is stored compressed inside the zip; its bytes "
                          "cannot be read in place.")
     if info.extra.get("meta"):
         raise ValueError(f"Tensor {info.name!r} is on the meta device: the file holds no values.")
+
+
+def _check_length(plan: Plan) -> None:
+    info = plan.info
+    _check_stored(info)
     if info.length < plan.data_bytes:
         raise ValueError(f"Tensor {info.name!r} needs {plan.data_bytes} bytes for {info.kind} "
                          f"{list(info.shape)}, but its byte range holds only {info.length}.")
@@ -309,6 +314,7 @@ def _decode_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int, out: np.ndarra
 def _read_strided(ckpt: Checkpoint, plan: Plan) -> np.ndarray:
     shape, strides = plan.strided
     info = plan.info
+    _check_stored(info)
     itemsize = plan.unit_bytes
     span = sum((d - 1) * s for d, s in zip(shape, strides, strict=True) if d > 0) + itemsize
     if any(s < 0 for s in strides):

@@ -32,3 +32,13 @@ def test_views_and_dtypes_match_torch_load(tmp_path):
             assert s.count == t.numel()
         assert np.array_equal(ckpt.read("transposed", rows=slice(1, 3)), base.t()[1:3].numpy())
         ckpt.close()
+
+
+def test_meta_tensors_have_no_values_whatever_their_strides(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "meta.pt"
+    torch.save({"plain": torch.empty(3, 4, device="meta"), "view": torch.empty(3, 4, device="meta").t()}, path)
+    with mx.open(str(path)) as ckpt:
+        for name in ("plain", "view"):
+            with pytest.raises(ValueError, match="meta device"):
+                ckpt.read(name)
