@@ -8,6 +8,25 @@ function hexToBytes(hex) {
   return out;
 }
 
+// The kernel's sort keys (widgets/_table.py); equal rows keep file order either way.
+const SORT_KEYS = {
+  name: (r) => [r.name],
+  dtype: (r) => [r.dtype, r.name],
+  shape: (r) => [(r.shape || []).length, ...(r.shape || [])],
+  params: (r) => [r.params],
+  bytes: (r) => [r.bytes],
+  file: (r) => [r.path, r.offset],
+  offset: (r) => [r.path, r.offset],
+};
+
+function compareLists(a, b) {
+  for (let i = 0; i < Math.min(a.length, b.length); i += 1) {
+    if (a[i] < b[i]) return -1;
+    if (a[i] > b[i]) return 1;
+  }
+  return a.length - b.length;
+}
+
 /** A model with the anywidget surface the views use: get/set/on/off/send/save_changes. */
 export function createStaticModel(data) {
   const state = { ...data.state };
@@ -55,15 +74,11 @@ export function createStaticModel(data) {
     if (op === "table") {
       const q = (args.query || "").toLowerCase();
       let rows = table.filter((r) => r.name.toLowerCase().includes(q));
-      const key = args.sort;
-      if (key && key !== "index") {
-        rows = [...rows].sort((a, b) => {
-          const x = key === "shape" ? a.params : a[key];
-          const y = key === "shape" ? b.params : b[key];
-          return x < y ? -1 : x > y ? 1 : 0;
-        });
-        if (args.desc) rows.reverse();
-      }
+      const key = SORT_KEYS[args.sort];
+      if (key) {
+        const sign = args.desc ? -1 : 1;
+        rows = [...rows].sort((a, b) => sign * compareLists(key(a), key(b)));
+      } else if (args.desc) rows = [...rows].reverse();
       let index = args.locate ? rows.findIndex((r) => r.name === args.locate) : null;
       if (index === -1) index = null;
       const start = index !== null ? Math.max(0, index - 50) : args.start;

@@ -45,3 +45,17 @@ test("tree locate follows parents by id, not by position in the list", async () 
   assert.deepEqual(res.data.expanded.sort(), [0, 5]);
   assert.equal(res.data.rows[res.data.index].id, 9);
 });
+
+test("the report's table sorts like the kernel's: shape by rank then dims, ties in file order", async () => {
+  const table = [
+    { name: "c", shape: [4], params: 4, path: "f", offset: 0, length: 16 },
+    { name: "a", shape: [2, 2], params: 4, path: "f", offset: 16, length: 16 },
+    { name: "b", shape: [3], params: 3, path: "f", offset: 32, length: 12 },
+    { name: "d", shape: [1, 9], params: 9, path: "f", offset: 44, length: 36 },
+  ];
+  const rpc = createRpc(createStaticModel({ ...data, table }));
+  const names = async (args) => (await rpc.request("table", { query: "", start: 0, count: 10, ...args })).data.rows.map((r) => r.name);
+  assert.deepEqual(await names({ sort: "shape" }), ["b", "c", "d", "a"]);
+  assert.deepEqual(await names({ sort: "params", desc: true }), ["d", "c", "a", "b"]);
+  assert.deepEqual(await names({ sort: "index", desc: true }), ["d", "b", "a", "c"]);
+});
