@@ -7,30 +7,25 @@ import os
 from ..checkpoint import Checkpoint
 from ._tree import _nbytes
 
-COLUMNS = ("name", "dtype", "shape", "params", "bytes", "file", "offset")
-
 
 class TensorTable:
     def __init__(self, ckpt: Checkpoint) -> None:
         self.infos = list(ckpt.tensors.values())
-        self.many_files = len(ckpt.files) > 1
         self._orders: dict[tuple, list[int]] = {}
 
     def _key(self, column: str):
+        """Sort key over row indices for a column; None keeps file order ("index")."""
         infos = self.infos
-        if column == "dtype":
-            return lambda i: (infos[i].kind, infos[i].name)
-        if column == "shape":
-            return lambda i: (len(infos[i].shape), tuple(infos[i].shape))
-        if column == "params":
-            return lambda i: infos[i].numel
-        if column == "bytes":
-            return lambda i: _nbytes(infos[i])
-        if column == "file":
-            return lambda i: (infos[i].file, infos[i].offset)
-        if column == "offset":
-            return lambda i: (infos[i].file, infos[i].offset)
-        return None  # name: file order is the natural order; sorted on request
+        keys = {
+            "name": lambda i: infos[i].name,
+            "dtype": lambda i: (infos[i].kind, infos[i].name),
+            "shape": lambda i: (len(infos[i].shape), tuple(infos[i].shape)),
+            "params": lambda i: infos[i].numel,
+            "bytes": lambda i: _nbytes(infos[i]),
+            "file": lambda i: (infos[i].file, infos[i].offset),
+        }
+        keys["offset"] = keys["file"]  # offsets only compare within one file
+        return keys.get(column)
 
     def order(self, column: str, desc: bool, query: str) -> list[int]:
         key = (column, desc, query.lower())
@@ -39,10 +34,9 @@ class TensorTable:
                 self._orders.clear()
             q = query.lower()
             idx = [i for i, t in enumerate(self.infos) if q in t.name.lower()] if q else list(range(len(self.infos)))
-            if column == "name":
-                idx.sort(key=lambda i: self.infos[i].name, reverse=desc)
-            elif column in COLUMNS and column != "index":
-                idx.sort(key=self._key(column), reverse=desc)
+            sort_key = self._key(column)
+            if sort_key is not None:
+                idx.sort(key=sort_key, reverse=desc)
             elif desc:
                 idx.reverse()
             self._orders[key] = idx
