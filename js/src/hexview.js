@@ -276,5 +276,5 @@ export function createHexView(ctx, opts = {}) {
   } else {
     draw();
   }
-  return { el: root, reveal, refresh: draw, get top() { return top; }, get file() { return file; } };
+  return { el: root };
 }

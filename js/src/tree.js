@@ -49,9 +49,3 @@ export function flattenTree(index, expanded, query = "") {
   for (const root of kids(null)) out.push(...walk(root, 0));
   return out;
 }
-
-/** Tensor layer for colouring: the first whole-number component of a dotted name, or -1. */
-export function layerOf(name) {
-  const m = /(?:^|\.)(\d+)(?:\.|$)/.exec(String(name));
-  return m ? parseInt(m[1], 10) : -1;
-}

@@ -83,8 +83,6 @@ export function createVirtualList(o) {
       draw();
     },
     redraw: draw,
-    get total() { return total; },
-    rowAt(i) { return rows.get(i); },
   };
 }
 

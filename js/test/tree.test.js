@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { flattenTree, indexTree, layerOf } from "../src/tree.js";
+import { flattenTree, indexTree } from "../src/tree.js";
 
 const nodes = [
   { id: 0, parent: null, label: "__metadata__" },
@@ -27,10 +27,4 @@ test("search keeps matches and their ancestors, on the full tensor name", () => 
   assert.deepEqual(rows.map((r) => r.node.id), [2, 3, 6, 7]);
   assert.deepEqual(flattenTree(idx, new Set(), "FORMAT").map((r) => r.node.id), [0, 1]);
   assert.deepEqual(flattenTree(idx, new Set(), "nothing"), []);
-});
-
-test("layer numbers for colouring", () => {
-  assert.equal(layerOf("model.layers.12.mlp.up_proj.weight"), 12);
-  assert.equal(layerOf("blk.3.attn_q.weight"), 3);
-  assert.equal(layerOf("lm_head.weight"), -1);
 });
