@@ -320,8 +320,32 @@ def _guess_pre(tj: dict) -> str:
     return "gpt-2"
 
 
-def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict) -> None:
-    """tokenizer.json (byte-level BPE) -> tokenizer.ggml.* keys."""
+def _vocab_ids(tj: dict, rows: int) -> dict[int, tuple[str, int]] | None:
+    """id -> (token, type) from tokenizer.json, or None when its shape is not what HF writes.
+
+    Ids must fall inside the embedding (`rows`), so a hostile id cannot size the token list.
+    """
+    vocab = (tj.get("model") or {}).get("vocab")
+    if not isinstance(vocab, dict):
+        return None
+    ids: dict[int, tuple[str, int]] = {}
+    for token, i in vocab.items():
+        if type(i) is not int or not 0 <= i < rows:
+            return None
+        ids[i] = (token, _TOKEN_NORMAL)
+    added_tokens = tj.get("added_tokens") or []
+    if not isinstance(added_tokens, list):
+        return None
+    for added in added_tokens:
+        i = added.get("id") if isinstance(added, dict) else None
+        if type(i) is not int or not 0 <= i < rows or not isinstance(added.get("content"), str):
+            return None
+        ids[i] = (added["content"], _TOKEN_CONTROL if added.get("special") else _TOKEN_USER)
+    return ids
+
+
+def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict, rows: int) -> None:
+    """tokenizer.json (byte-level BPE) -> tokenizer.ggml.* keys; `rows` is the embedding's row count."""
     text = files.get("tokenizer.json")
     if text is None:
         warnings.warn("convert: no tokenizer.json next to the model; the GGUF has no tokenizer.",
@@ -334,10 +358,12 @@ def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict) -> None
         warnings.warn(f"convert: tokenizer.json is {kind}; only byte-level BPE goes into GGUF "
                       "here, so the GGUF has no tokenizer.", stacklevel=4)
         return
-    ids: dict[int, tuple[str, int]] = {i: (t, _TOKEN_NORMAL) for t, i in model["vocab"].items()}
-    for added in tj.get("added_tokens") or []:
-        ids[added["id"]] = (added["content"], _TOKEN_CONTROL if added.get("special") else _TOKEN_USER)
-    n = max(int(config.get("vocab_size") or 0), max(ids) + 1)
+    ids = _vocab_ids(tj, rows)
+    if not ids:
+        warnings.warn(f"convert: tokenizer.json's vocabulary is not a map of tokens to ids below "
+                      f"the embedding's {rows} rows; the GGUF has no tokenizer.", stacklevel=4)
+        return
+    n = rows
     tokens = [ids.get(i, (f"[PAD{i}]", _TOKEN_UNUSED)) for i in range(n)]
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre(_guess_pre(tj))
@@ -614,7 +640,8 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
         else:
             name = (src.config.get("_name_or_path") or os.path.basename(os.path.normpath(ckpt.source)))
             _add_llama_metadata(writer, src.config, str(name))
-            _add_tokenizer_metadata(writer, src.tokenizer_files, src.config)
+            rows = next((t.shape[0] for t in plan if t.name == "token_embd.weight"), 0)
+            _add_tokenizer_metadata(writer, src.tokenizer_files, src.config, rows)
         writer.add_file_type(_FILE_TYPE[dtype])
         if dtype in ("Q8_0", "Q4_0"):
             writer.add_quantization_version(gguf.GGML_QUANT_VERSION)

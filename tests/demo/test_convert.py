@@ -229,6 +229,28 @@ def test_hf_to_gguf_applies_the_permutation_and_derives_metadata(tiny, tiny_f32_
     assert _value(b, "tokenizer.chat_template") == _value(a, "tokenizer.chat_template")
 
 
+@pytest.mark.parametrize("damage", ["huge_id", "vocab_not_a_map", "added_token_without_id"])
+def test_hostile_tokenizer_json_is_left_out_not_trusted(tiny_f32_dir, tmp_path, damage):
+    """A tokenizer.json id can not size the token list; a broken one gives a GGUF with no tokenizer."""
+    import json
+    import shutil
+
+    directory = tmp_path / "hf"
+    shutil.copytree(tiny_f32_dir, directory)
+    tj = json.loads((directory / "tokenizer.json").read_text())
+    if damage == "huge_id":
+        tj["model"]["vocab"]["Ġhuge"] = 10**12
+    elif damage == "vocab_not_a_map":
+        tj["model"]["vocab"] = ["a", "b"]
+    else:
+        tj["added_tokens"] = [{"content": "<x>"}]
+    (directory / "tokenizer.json").write_text(json.dumps(tj))
+    with pytest.warns(UserWarning, match="no tokenizer"):
+        out = convert(directory, tmp_path / "t.gguf", format="gguf", dtype="F32")
+    ckpt = mx.open(out)
+    assert not ckpt.errors and "tokenizer.ggml.tokens" not in ckpt.metadata
+
+
 # -- MLX -----------------------------------------------------------------------------------------
 
 def unpack_mlx(packed: np.ndarray, bits: int) -> np.ndarray:
