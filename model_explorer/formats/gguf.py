@@ -177,6 +177,7 @@ class KeyValue:
     offset: int  # start of the key's length prefix
     length: int  # key, type and value together
     index: int
+    file: str = ""  # the split that holds it: later splits add their own keys
 
     def __repr__(self) -> str:
         return f"KeyValue({self.key!r}, {self.type}, {short_repr(self.value, 60)})"
@@ -308,7 +309,8 @@ def _read_kvs(cur: _Cursor, n_kv: int, rep: Report, result: FileResult,
         if key in kvs:
             rep.warning("duplicate_key", f"Key {key!r} appears twice; the later value is used.",
                         start, cur.pos - start)
-        kvs[key] = result.metadata[key] = KeyValue(key, tname, value, start, cur.pos - start, i)
+        kvs[key] = result.metadata[key] = KeyValue(key, tname, value, start, cur.pos - start, i,
+                                                   cur.source.name)
 
 
 class _UnknownType(Exception):

@@ -296,7 +296,7 @@ def _kv_node(key: str, kv: Any) -> Node:
     value = getattr(kv, "value", kv)
     vtype = str(getattr(kv, "type", ""))
     where = {"offset": getattr(kv, "offset", None), "length": getattr(kv, "length", None),
-             "nbytes": getattr(kv, "length", None)}
+             "nbytes": getattr(kv, "length", None), "file": getattr(kv, "file", None) or None}
     if hasattr(value, "__len__") and hasattr(value, "__getitem__") and not isinstance(value, (str, bytes)):
         n = len(value)
         preview = ", ".join(short_repr(value[i], 24) for i in range(min(n, 3)))

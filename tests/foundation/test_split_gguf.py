@@ -38,6 +38,8 @@ def test_split_opened_from_any_part(tmp_path, which):
         ref = {rt.name: rt for rt in gguf.GGUFReader(t.file).tensors}[name]
         assert (t.offset, t.length, t.shape) == (ref.data_offset, ref.n_bytes, tuple(reversed(ref.shape)))
     assert {s.file for s in ckpt.spans} == set(parts)
+    for key, kv in ckpt.metadata.items():  # every key/value knows which split holds its bytes
+        assert ckpt.read_bytes(kv.offset + 8, len(key.encode()), kv.file) == key.encode(), key
 
 
 def test_split_directory(tmp_path):
