@@ -1,199 +1,68 @@
-"""The `Checkpoint`: what a reader found in one model, whatever its format."""
+"""`Checkpoint`: the record of one model with its tensor data a method call away.
+
+The readers fill a `CheckpointRecord` (records.py); this class adds the shortcuts to the
+tensor code, which sits below it and never imports it.
+"""
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any
+import numpy as np
 
-from .spans import Finding, Span
+from .records import CheckpointRecord, TensorInfo
+from .spans import Finding
+from .tensors import blocks as _blocks
+from .tensors import plot as _plot
+from .tensors import read as _read
+from .tensors import stats as _stats
 
-FORMATS = ("safetensors", "gguf", "pytorch", "pickle", "unknown")
-
-
-@dataclass(slots=True)
-class TensorInfo:
-    """Where one tensor lives: dtype as the file names it, shape, file, absolute byte range."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    file: str
-    offset: int
-    length: int
-    byteorder: str = "<"
-    # PyTorch: element strides, storage key and offset in elements inside that storage.
-    stride: tuple[int, ...] | None = None
-    storage: str | None = None
-    storage_offset: int = 0
-    # Quantization beyond the dtype itself, e.g. MLX affine:
-    # {"kind": "mlx_affine", "bits": 4, "group_size": 64, "scales": TensorInfo, "biases": TensorInfo}
-    quant: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape) if self.shape else 1
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.length
-
-    @property
-    def kind(self) -> str:
-        """The dtype a person would quote: "Q4_K", "BF16", or "MLX_Q4" for MLX groups."""
-        kind = (self.quant or {}).get("kind", "")
-        if kind == "mlx_affine":
-            return f"MLX_Q{self.quant['bits']}"
-        if kind.startswith("mlx_"):
-            return f"MLX_{kind[4:].upper()}"
-        return self.dtype
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {
-            "name": self.name,
-            "dtype": self.dtype,
-            "shape": list(self.shape),
-            "file": self.file,
-            "offset": self.offset,
-            "length": self.length,
-        }
-        if self.stride is not None:
-            d.update(stride=list(self.stride), storage=self.storage,
-                     storage_offset=self.storage_offset)
-        if self.quant:
-            d["quant"] = {k: (v.name if isinstance(v, TensorInfo) else v)
-                          for k, v in self.quant.items()}
-        return d
+__all__ = ["Checkpoint", "TensorInfo"]
 
 
-class Checkpoint:
-    """One model, possibly spread over several files.
+class Checkpoint(CheckpointRecord):
+    """One model, possibly spread over several files (see `CheckpointRecord` for the fields)."""
 
-    Attributes:
-        format: "safetensors" | "gguf" | "pytorch" | "pickle" | "unknown".
-        files: every file it spans, in order.
-        tensors: name -> TensorInfo, in file order.
-        metadata: format metadata (safetensors `__metadata__`, GGUF key/values), plus
-            "config.json" / "generation_config.json" contents when present.
-        findings: every diagnosis, errors first in the order found.
-        spans: labelled byte ranges of every header field, in file order per file.
-    """
+    def _note(self, finding: Finding | None) -> None:
+        """Keep a finding that decoding produced (once per code and tensor)."""
+        if finding is not None and not any(f.code == finding.code and f.tensor == finding.tensor
+                                           for f in self.findings):
+            self.findings.append(finding)
 
-    def __init__(self, source: str, format: str = "unknown") -> None:
-        self.source = source
-        self.format = format
-        self.files: list[str] = []
-        self.tensors: dict[str, TensorInfo] = {}
-        self.metadata: dict[str, Any] = {}
-        self.findings: list[Finding] = []
-        self.spans: list[Span] = []
-        self.sizes: dict[str, int] = {}
-        # Format-specific details the views use (GGUF kv list, shard map, pickle imports...).
-        self.details: dict[str, Any] = {}
-        self._sources: dict[str, Any] = {}
+    def read(self, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
+        """Decode one tensor: float32 for float and quantized dtypes, integers and bools as
+        stored. `rows` selects along the first axis; only the blocks holding them are read.
+        Raises KeyError for an unknown name and ValueError for bytes that cannot be decoded
+        (the reason is also kept as an `undecodable` finding)."""
+        try:
+            return _read.read(self, name, rows)
+        except _read.Undecodable as e:
+            self._note(e.finding)
+            raise
 
-    # -- bytes ---------------------------------------------------------------------------
+    def blocks(self, name: str | TensorInfo, reference=None, start: int = 0, count: int = 16):
+        """Raw quantization blocks of one tensor from block `start`: scales, mins, codes, and
+        the error against `reference` (a float array or another checkpoint's tensor)."""
+        return _blocks.blocks(self, name, reference, start, count)
 
-    def byte_source(self, file: str | None = None):
-        """The open ByteSource of one of the files (the first by default)."""
-        from .sources import open_source
+    def stats(self, name: str | TensorInfo, bins: int = 64, exact: bool = False,
+              max_elements: int = 1_000_000):
+        """Statistics and histogram of one tensor: sampled whole blocks by default, every
+        element with `exact=True`."""
+        try:
+            return _stats.stats(self, name, bins=bins, exact=exact, max_elements=max_elements)
+        except _read.Undecodable as e:
+            self._note(e.finding)
+            raise
 
-        file = file or self.files[0]
-        if file not in self._sources:
-            self._sources[file] = open_source(file)
-        return self._sources[file]
+    def stats_table(self, names: list[str] | None = None, bins: int = 16, exact: bool = False,
+                    max_elements: int = 100_000, progress: bool | None = None):
+        """A pandas DataFrame with one row of statistics per tensor (a tqdm progress bar on
+        big checkpoints unless `progress=False`)."""
+        return _stats.stats_table(self, names, bins=bins, exact=exact, max_elements=max_elements,
+                                  progress=progress)
 
-    def read_bytes(self, offset: int, length: int, file: str | None = None) -> bytes:
-        return self.byte_source(file).read(offset, length)
-
-    def spans_for(self, file: str | None = None) -> list[Span]:
-        file = file or (self.files[0] if self.files else "")
-        return [s for s in self.spans if s.file == file]
-
-    def close(self) -> None:
-        for src in self._sources.values():
-            src.close()
-        self._sources.clear()
-
-    def __enter__(self) -> "Checkpoint":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # -- summaries -----------------------------------------------------------------------
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "warning"]
-
-    @property
-    def total_size(self) -> int:
-        return sum(self.sizes.values())
-
-    @property
-    def parameter_count(self) -> int:
-        return sum(t.numel for t in self.tensors.values())
-
-    def dtype_mix(self) -> dict[str, int]:
-        """Tensor count per dtype (or quantization), most common first."""
-        return dict(Counter(t.kind for t in self.tensors.values()).most_common())
-
-    def finding_counts(self) -> dict[str, int]:
-        counts = Counter(f.severity for f in self.findings)
-        return {s: counts.get(s, 0) for s in ("error", "warning", "info")}
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "format": self.format,
-            "files": list(self.files),
-            "total_size": self.total_size,
-            "tensor_count": len(self.tensors),
-            "parameter_count": self.parameter_count,
-            "dtypes": self.dtype_mix(),
-            "findings": self.finding_counts(),
-        }
-
-    def __repr__(self) -> str:
-        c = self.finding_counts()
-        return (f"<Checkpoint {self.format} {self.source!r}: {len(self.files)} file(s), "
-                f"{len(self.tensors)} tensors, {c['error']} errors, {c['warning']} warnings>")
-
-    # -- tensor data (model_explorer.tensors) --------------------------------------------
-
-    def read(self, name: str, *args, **kwargs):
-        """Decode one tensor to numpy (float32 for float and quantized types)."""
-        from .tensors.read import read
-
-        return read(self, name, *args, **kwargs)
-
-    def blocks(self, name: str, *args, **kwargs):
-        """Raw quantization blocks of one tensor: scales, mins, codes, error vs a reference."""
-        from .tensors.blocks import blocks
-
-        return blocks(self, name, *args, **kwargs)
-
-    def stats(self, name: str, *args, **kwargs):
-        """Statistics and histogram of one tensor, sampled by default."""
-        from .tensors.stats import stats
-
-        return stats(self, name, *args, **kwargs)
-
-    def stats_table(self, *args, **kwargs):
-        """A pandas DataFrame with one row of statistics per tensor."""
-        from .tensors.stats import stats_table
-
-        return stats_table(self, *args, **kwargs)
-
-    def plot(self, name: str, *args, **kwargs):
-        """A matplotlib histogram of one tensor."""
-        from .tensors.plot import plot
-
-        return plot(self, name, *args, **kwargs)
+    def plot(self, name: str, bins: int = 64, log: bool = False, exact: bool = False,
+             scales: bool = False, ax=None, max_elements: int = 1_000_000):
+        """A matplotlib histogram of one tensor's values, or of its block scales with
+        `scales=True`; returns the Axes."""
+        return _plot.plot(self, name, bins=bins, log=log, exact=exact, scales=scales, ax=ax,
+                          max_elements=max_elements)

@@ -153,6 +153,32 @@ def open_source(path: str) -> LocalSource | RemoteSource:
     return RemoteSource(path) if is_remote(path) else LocalSource(path)
 
 
+class SourceSet:
+    """The open byte sources of one checkpoint's files, opened on first use and closed together."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, ByteSource] = {}
+
+    def get(self, file: str) -> ByteSource:
+        """The open source of `file`, opening it the first time."""
+        src = self._open.get(file)
+        if src is None:
+            src = self._open[file] = open_source(file)
+        return src
+
+    def add(self, source: ByteSource) -> None:
+        """Keep an already open source (a reader opened it to detect the format)."""
+        self._open[source.name] = source
+
+    def __contains__(self, file: str) -> bool:
+        return file in self._open
+
+    def close(self) -> None:
+        for src in self._open.values():
+            src.close()
+        self._open.clear()
+
+
 # Locations: joining, listing and small reads work the same for paths and URLs.
 
 def join(base: str, name: str) -> str:

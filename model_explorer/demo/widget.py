@@ -21,7 +21,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from ..widgets._base import _MISSING_BUILD, _asset
+from ..assets import MISSING_BUILD, asset
 
 _LAYER = re.compile(r"^(?:blk|model\.layers)\.(\d+)\.")
 
@@ -48,7 +48,7 @@ def layer_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class RunDemo(anywidget.AnyWidget):
-    _esm = _asset("run_demo_widget.js", _MISSING_BUILD)
+    _esm = asset("run_demo_widget.js", MISSING_BUILD)
 
     source_label = t.Unicode("").tag(sync=True)
     devices = t.List(t.Unicode()).tag(sync=True)

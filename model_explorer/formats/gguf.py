@@ -16,10 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checkpoint import TensorInfo
-from ..spans import Report, short_repr
-from . import MAX_RANK
-from .gguf_constants import (
+from ..ggml import (
     DEFAULT_ALIGNMENT,
     MAGIC,
     MAX_DIMS,
@@ -30,7 +27,10 @@ from .gguf_constants import (
     ValueType,
     type_name,
 )
-from .safetensors import FileResult
+from ..records import TensorInfo
+from ..spans import Report, short_repr
+from . import MAX_RANK
+from .result import FileResult
 
 MAX_ARRAY_DEPTH = 8  # arrays of arrays deeper than this are not real metadata
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checkpoint import Checkpoint, TensorInfo
+from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
 
 VALID_BITS = (2, 3, 4, 5, 6, 8)
@@ -18,7 +18,7 @@ def quantization_config(config: dict | None) -> dict | None:
     return q if isinstance(q, dict) and "bits" in q and "quant_method" not in q else None
 
 
-def group_mlx(ckpt: Checkpoint, qconfig: dict | None) -> None:
+def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
     """Fold every `.weight/.scales/.biases` triple into one quantized TensorInfo."""
     tensors = ckpt.tensors
     scale_names = [n for n in tensors if n.endswith(".scales")]

@@ -9,34 +9,20 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
 
-from ..checkpoint import TensorInfo
+from ..dtypes import SAFETENSORS_BITS, nbytes_for
+from ..records import TensorInfo
 from ..spans import Report, Span, short_repr
-from ..tensors.dtypes import SAFETENSORS_BITS, nbytes_for
 from . import MAX_RANK
 from .jsonpos import DuplicateKeys, JSONPositionError, members
+from .result import FileResult
 
 MAGIC_LENGTH = 8
 # The reference reader refuses headers above 100 MB; so do we, before reading them.
 MAX_HEADER_SIZE = 100_000_000
 # Header names a tensor so large that its size no longer means anything.
 MAX_ELEMENTS = 2**62
-
-
-@dataclass
-class FileResult:
-    """What one file held: its tensors, metadata, spans and findings."""
-
-    file: str
-    size: int
-    report: Report
-    tensors: dict[str, TensorInfo] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    data_start: int = 0
-    details: dict[str, Any] = field(default_factory=dict)
 
 
 def read_safetensors(source) -> FileResult:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import sources
-from ..checkpoint import Checkpoint
+from ..records import CheckpointRecord
 from ..spans import Finding
 from .jsonpos import JSONPositionError, members
 
@@ -59,7 +59,7 @@ def _plain_relative(shard: Any) -> bool:
     return all(p not in ("", ".", "..") for p in parts)
 
 
-def read_index(index_path: str, ckpt: Checkpoint,
+def read_index(index_path: str, ckpt: CheckpointRecord,
                read_file: Callable[[str], Any]) -> None:
     """Open every shard an index names and check the index against what they hold.
 
@@ -155,7 +155,7 @@ def read_index(index_path: str, ckpt: Checkpoint,
         _check_total_size(index, ckpt, index_path, where)
 
 
-def _check_total_size(index: dict, ckpt: Checkpoint, index_path: str, where: _IndexPositions) -> None:
+def _check_total_size(index: dict, ckpt: CheckpointRecord, index_path: str, where: _IndexPositions) -> None:
     meta = index.get("metadata")
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if total is None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checkpoint import Checkpoint, TensorInfo
+from ..dtypes import unpack_bits
+from ..records import CheckpointRecord, TensorInfo
 from . import dequant as dq
-from .dtypes import unpack_bits
 from .read import decode_raw, decode_units, plan_for, raw_units, tensor_info
 
 
@@ -114,7 +114,7 @@ def _fields(name: str, b: np.ndarray) -> dict:
     return {"codes": None, "scale": codec.scales(b) if codec.scales else None}
 
 
-def blocks(ckpt: Checkpoint, name: str | TensorInfo, reference=None, start: int = 0,
+def blocks(ckpt: CheckpointRecord, name: str | TensorInfo, reference=None, start: int = 0,
            count: int = 16) -> QuantBlocks:
     """Blocks `start` .. `start + count` of a quantized tensor, taken apart.
 

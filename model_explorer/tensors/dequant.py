@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..formats.gguf_constants import QUANT_SIZES, GGMLType
+from ..ggml import QUANT_SIZES, GGMLType
 
 QK_K = 256
 F16 = np.dtype("<f2")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checkpoint import Checkpoint
+from ..records import CheckpointRecord
+from .stats import stats
 
 
-def plot(ckpt: Checkpoint, name: str, bins: int = 64, log: bool = False, exact: bool = False,
+def plot(ckpt: CheckpointRecord, name: str, bins: int = 64, log: bool = False, exact: bool = False,
          scales: bool = False, ax=None, max_elements: int = 1_000_000):
     """Draw the value histogram (or, with `scales=True`, the block-scale histogram); returns the Axes.
 
@@ -15,7 +16,7 @@ def plot(ckpt: Checkpoint, name: str, bins: int = 64, log: bool = False, exact: 
     """
     import matplotlib.pyplot as plt
 
-    s = ckpt.stats(name, bins=bins, exact=exact, max_elements=max_elements)
+    s = stats(ckpt, name, bins=bins, exact=exact, max_elements=max_elements)
     hist = s.scales if scales else s.hist
     if hist is None:
         raise ValueError(f"Tensor {name!r} is {s.dtype}; it has no block scales to plot.")

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checkpoint import Checkpoint, TensorInfo
+from .. import dtypes
+from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
-from . import dtypes
 from .dequant import CODECS, GGML_PLAIN, UNSUPPORTED
 
 # Elements decoded per step when streaming: big enough for numpy, small enough for the cache.
@@ -53,7 +53,7 @@ class Plan:
         return self.scales is not None
 
 
-def tensor_info(ckpt: Checkpoint, name: str | TensorInfo) -> TensorInfo:
+def tensor_info(ckpt: CheckpointRecord, name: str | TensorInfo) -> TensorInfo:
     if isinstance(name, TensorInfo):
         return name
     info = ckpt.tensors.get(name)
@@ -62,7 +62,7 @@ def tensor_info(ckpt: Checkpoint, name: str | TensorInfo) -> TensorInfo:
     return info
 
 
-def plan_for(ckpt: Checkpoint, info: TensorInfo) -> Plan:
+def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     """The decoding plan of one tensor; ValueError when its dtype cannot be decoded."""
     if info.numel >= 1 << 62:
         raise ValueError(f"Tensor {info.name!r} claims shape {list(info.shape)}: "
@@ -156,7 +156,7 @@ def _gguf_plan(info: TensorInfo) -> Plan:
     return plan
 
 
-def _mlx_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
+def _mlx_plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     """One unit = one packed row of the weight; its scales and biases rows come with it."""
     q = info.quant
     bits, group = q["bits"], q["group_size"]
@@ -227,7 +227,7 @@ def _check_length(plan: Plan) -> None:
                          f"{list(info.shape)}, but its byte range holds only {info.length}.")
 
 
-def raw_units(ckpt: Checkpoint, plan: Plan, start: int, stop: int) -> np.ndarray:
+def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.ndarray:
     """Units [start, stop) as uint8 (n, unit_bytes): a view of the mmap for local files."""
     _check_length(plan)
     info, ub = plan.info, plan.unit_bytes
@@ -248,7 +248,7 @@ def raw_units(ckpt: Checkpoint, plan: Plan, start: int, stop: int) -> np.ndarray
     return data.reshape(stop - start, ub)
 
 
-def raw_picked(ckpt: Checkpoint, plan: Plan, idx: np.ndarray, k: int = 1) -> np.ndarray:
+def raw_picked(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray, k: int = 1) -> np.ndarray:
     """Units idx*k .. idx*k+k for each index: (len(idx) * k, unit_bytes), gathered in one go."""
     idx = np.asarray(idx, dtype=np.int64)
     src = ckpt.byte_source(plan.info.file)
@@ -268,7 +268,7 @@ def raw_picked(ckpt: Checkpoint, plan: Plan, idx: np.ndarray, k: int = 1) -> np.
     return np.concatenate(parts) if parts else np.empty((0, plan.unit_bytes), np.uint8)
 
 
-def decode_units(ckpt: Checkpoint, plan: Plan, idx: np.ndarray | slice, k: int = 1) -> np.ndarray:
+def decode_units(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray | slice, k: int = 1) -> np.ndarray:
     """Decode units (a slice, or an index array of groups of `k` units) to (n, unit_elems) values."""
     if k > 1 and not isinstance(idx, slice):
         groups = np.asarray(idx, dtype=np.int64)
@@ -295,7 +295,7 @@ def decode_raw(plan: Plan, raw: np.ndarray, index) -> np.ndarray:
 
 # -- elements ------------------------------------------------------------------------------
 
-def _decode_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int, out: np.ndarray) -> None:
+def _decode_range(ckpt: CheckpointRecord, plan: Plan, e0: int, e1: int, out: np.ndarray) -> None:
     """Elements [e0, e1) into the flat array `out`, a bounded chunk of units at a time."""
     ue = plan.unit_elems
     step = max(1, CHUNK_ELEMENTS // ue)
@@ -311,7 +311,7 @@ def _decode_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int, out: np.ndarra
         u = u1
 
 
-def _read_strided(ckpt: Checkpoint, plan: Plan) -> np.ndarray:
+def _read_strided(ckpt: CheckpointRecord, plan: Plan) -> np.ndarray:
     shape, strides = plan.strided
     info = plan.info
     _check_stored(info)
@@ -335,18 +335,25 @@ def _read_strided(ckpt: Checkpoint, plan: Plan) -> np.ndarray:
     return view.astype(plan.out_dtype)
 
 
-def checked_plan(ckpt: Checkpoint, info: TensorInfo) -> Plan:
-    """`plan_for`, and when the tensor cannot be decoded, also a Finding saying why (once)."""
+class Undecodable(ValueError):
+    """A tensor whose bytes cannot be decoded; `finding` says why, at the tensor's bytes."""
+
+    def __init__(self, message: str, finding: Finding) -> None:
+        super().__init__(message)
+        self.finding = finding
+
+
+def checked_plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
+    """`plan_for`; when the tensor cannot be decoded, an `Undecodable` carrying the finding
+    (the caller decides whether to keep it: the tensor code never edits the record)."""
     try:
         return plan_for(ckpt, info)
     except ValueError as e:
-        if not any(f.code == "undecodable" and f.tensor == info.name for f in ckpt.findings):
-            ckpt.findings.append(Finding("warning", "undecodable", str(e), info.offset, info.length,
-                                         info.name, info.file))
-        raise
+        raise Undecodable(str(e), Finding("warning", "undecodable", str(e), info.offset,
+                                          info.length, info.name, info.file)) from None
 
 
-def check_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int) -> None:
+def check_range(ckpt: CheckpointRecord, plan: Plan, e0: int, e1: int) -> None:
     """Refuse before allocating: the units holding elements [e0, e1) must be in the file."""
     _check_length(plan)
     if e1 <= e0:
@@ -360,7 +367,7 @@ def check_range(ckpt: Checkpoint, plan: Plan, e0: int, e1: int) -> None:
                          f"{end} of {info.file}, but the file ends at byte {size}: it is truncated.")
 
 
-def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
+def read(ckpt: CheckpointRecord, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
     """Decode one tensor: float32 for float and quantized dtypes, integers and bools as stored.
 
     `rows` selects along the first axis (a slice or one index); only the blocks that hold
@@ -403,7 +410,7 @@ def read(ckpt: Checkpoint, name: str | TensorInfo, rows: slice | int | None = No
     return out.reshape((len(picked),) + shape[1:])
 
 
-def _decode_stepped(ckpt: Checkpoint, plan: Plan, picked: range, inner: int, out: np.ndarray) -> None:
+def _decode_stepped(ckpt: CheckpointRecord, plan: Plan, picked: range, inner: int, out: np.ndarray) -> None:
     """Every |step|-th row: decode runs of rows a bounded chunk at a time and keep the picked ones."""
     asc = picked if picked.step > 0 else picked[::-1]
     dest = out if picked.step > 0 else out[::-1]
@@ -417,7 +424,7 @@ def _decode_stepped(ckpt: Checkpoint, plan: Plan, picked: range, inner: int, out
         dest[j:j + len(rows)] = rows
 
 
-def iter_chunks(ckpt: Checkpoint, name: str | TensorInfo,
+def iter_chunks(ckpt: CheckpointRecord, name: str | TensorInfo,
                 chunk_elements: int = CHUNK_ELEMENTS) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first element index, flat values) over the whole tensor, one bounded chunk at a time."""
     info = tensor_info(ckpt, name)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checkpoint import Checkpoint, TensorInfo
+from ..records import CheckpointRecord, TensorInfo
 from .read import (
     CHUNK_ELEMENTS,
     Plan,
@@ -174,7 +174,7 @@ def _as_real(x: np.ndarray) -> np.ndarray:
 
 # -- sampling -------------------------------------------------------------------------------
 
-def _unit_group(ckpt: Checkpoint, plan: Plan, max_elements: int) -> int:
+def _unit_group(ckpt: CheckpointRecord, plan: Plan, max_elements: int) -> int:
     """Units per sampled block: a whole GGUF block or MLX row, or a run of plain elements."""
     k = max(1, PLAIN_RUN // plan.unit_elems) if plan.unit_elems < 32 else 1
     if getattr(ckpt.byte_source(plan.info.file), "buffer", None) is None:
@@ -196,7 +196,7 @@ def _collect_scales(plan: Plan, raw: np.ndarray, index) -> np.ndarray | None:
     return np.asarray(s, dtype=np.float32).reshape(-1)
 
 
-def _sample(ckpt: Checkpoint, plan: Plan, max_elements: int):
+def _sample(ckpt: CheckpointRecord, plan: Plan, max_elements: int):
     """(values, scales, description): every unit if small enough, else evenly spaced groups."""
     numel = plan.numel
     if numel <= max_elements or plan.strided is not None:
@@ -232,7 +232,7 @@ def _sample(ckpt: Checkpoint, plan: Plan, max_elements: int):
 
 # -- public ---------------------------------------------------------------------------------
 
-def stats(ckpt: Checkpoint, name: str | TensorInfo, bins: int = 64, exact: bool = False,
+def stats(ckpt: CheckpointRecord, name: str | TensorInfo, bins: int = 64, exact: bool = False,
           max_elements: int = 1_000_000) -> TensorStats:
     """Count, range, mean, std, zero fraction, NaN/Inf counts and a histogram of one tensor.
 
@@ -258,7 +258,7 @@ def stats(ckpt: Checkpoint, name: str | TensorInfo, bins: int = 64, exact: bool 
     return _result(plan, mom, hist, desc, complete, _scale_hist(scales, bins))
 
 
-def _exact(ckpt: Checkpoint, plan: Plan, bins: int) -> TensorStats:
+def _exact(ckpt: CheckpointRecord, plan: Plan, bins: int) -> TensorStats:
     mom, smom = Moments(), Moments()
     quant = plan.scales is not None
 
@@ -287,7 +287,7 @@ def _exact(ckpt: Checkpoint, plan: Plan, bins: int) -> TensorStats:
     return _result(plan, mom, hist, f"all {plan.numel:,} elements", True, scales)
 
 
-def _exact_by_codes(ckpt: Checkpoint, plan: Plan, bins: int) -> TensorStats:
+def _exact_by_codes(ckpt: CheckpointRecord, plan: Plan, bins: int) -> TensorStats:
     """1- and 2-byte dtypes: count each of the 256 / 65,536 bit patterns in one pass, then
     derive every statistic from the table of pattern -> value. Exact, and no float work per
     element beyond the counting."""
@@ -345,7 +345,7 @@ def _result(plan: Plan, mom: Moments, hist: Histogram, desc: str, complete: bool
         nan=mom.nan, inf=mom.inf, hist=hist.to_dict(), scales=scales)
 
 
-def stats_table(ckpt: Checkpoint, names: list[str] | None = None, bins: int = 16,
+def stats_table(ckpt: CheckpointRecord, names: list[str] | None = None, bins: int = 16,
                 exact: bool = False, max_elements: int = 100_000, progress: bool | None = None):
     """A pandas DataFrame with one row per tensor; a tqdm progress bar on big checkpoints."""
     import pandas as pd

@@ -10,45 +10,24 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 import anywidget
 import traitlets
 
+from ..assets import MISSING_BUILD, asset
 from ..checkpoint import Checkpoint
+from ..opener import as_checkpoint
 from ._pages import MAX_PAGE, PAGE, FileSpans, explain, page, span_json
 
-STATIC = Path(__file__).parent / "static"
 MAX_FINDINGS_SENT = 1000
-_MISSING_BUILD = """
-export function render({ el }) {
-  el.className = "me-missing-build";
-  el.textContent = "model_explorer: the widget JavaScript is not built. Run `make js` " +
-    "(cd js && npm ci && npm run build) and re-run this cell.";
-}
-export default { render };
-"""
-
-
-def _asset(name: str, fallback: str = "") -> Any:
-    path = STATIC / name
-    return path if path.is_file() else fallback
-
-
-def as_checkpoint(source: Any) -> Checkpoint:
-    if isinstance(source, Checkpoint):
-        return source
-    from ..opener import open as open_checkpoint
-
-    return open_checkpoint(source)
 
 
 class BaseView(anywidget.AnyWidget):
     """An anywidget over one Checkpoint; subclasses pick which `view` the JavaScript draws."""
 
-    _esm = _asset("explorer_widget.js", _MISSING_BUILD)
-    _css = _asset("explorer_widget.css")
+    _esm = asset("explorer_widget.js", MISSING_BUILD)
+    _css = asset("explorer_widget.css")
 
     view = traitlets.Unicode("explorer").tag(sync=True)
     summary = traitlets.Dict().tag(sync=True)

@@ -99,7 +99,7 @@ def report_data(view) -> dict[str, Any]:
 
 
 def report_html(view) -> str:
-    from ._base import STATIC
+    from ..assets import STATIC
 
     js_path, css_path = STATIC / "report_widget.js", STATIC / "explorer_widget.css"
     if not js_path.is_file():

@@ -7,34 +7,20 @@ Array values and pickle opcodes get their children only when opened.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ..checkpoint import Checkpoint, TensorInfo
+from ..gcpause import no_gc
 from ..spans import short_repr
 
 ARRAY_PAGE = 100
 MAX_MATCHES = 2000
 MAX_JSON_CHILDREN = 1000
 _INT = re.compile(r"^\d+$")
-
-
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """Pause the cyclic GC while building many small objects: with a 90,000-tensor checkpoint
-    in memory, each full collection rescans millions of spans and costs more than the build."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class Node:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from model_explorer.widgets._base import STATIC
+from model_explorer.assets import STATIC
 
 pytestmark = pytest.mark.browser
 

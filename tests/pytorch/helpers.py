@@ -14,7 +14,7 @@ import zipfile
 
 import numpy as np
 
-from model_explorer.tensors.dtypes import numpy_dtype
+from model_explorer.dtypes import numpy_dtype
 
 
 def storage_view(ckpt, info) -> np.ndarray:

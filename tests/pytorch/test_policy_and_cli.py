@@ -8,7 +8,7 @@ import pytest
 
 import model_explorer as mx
 from model_explorer.cli import main
-from model_explorer.formats.pickle_policy import classify
+from model_explorer.formats.pytorch.policy import classify
 
 
 @pytest.mark.parametrize("module,name,severity", [

@@ -152,7 +152,7 @@ def test_pickle_then_zip_is_a_polyglot(tmp_path, small_zip):
 
 def test_zip_with_a_pickle_prepended(tmp_path, small_zip):
     """Zip readers find the directory at the end; pickle readers read the start."""
-    from model_explorer.formats.zipread import read_zip
+    from model_explorer.formats.pytorch.zipread import read_zip
 
     prefix = hostile_pickles(tmp_path / "m")["os_system_p2"]
     data = prefix + small_zip.read_bytes()
@@ -403,7 +403,7 @@ def test_large_pickles_read_through_a_window_give_the_same_result(tmp_path, monk
     import numpy as np
     import torch
 
-    from model_explorer.formats import pickle_vm
+    from model_explorer.formats.pytorch import vm as pickle_vm
 
     files = {name: data for name, data in hostile_pickles(tmp_path / "m").items()}
     files["numpy"] = pickle.dumps({"a": np.arange(3000.0), "b": np.ones(3)}, protocol=5)
@@ -429,7 +429,7 @@ def test_large_pickles_read_through_a_window_give_the_same_result(tmp_path, monk
 def test_text_pickles_through_a_window_read_each_byte_once(tmp_path, monkeypatch):
     # Each protocol 0 opcode is a line; reading a fresh MAX_LINE bytes per line copied 40 GB
     # for this 0.8 MB pickle (and a megabyte per opcode for the > 64 MiB ones).
-    from model_explorer.formats import pickle_vm
+    from model_explorer.formats.pytorch import vm as pickle_vm
 
     p = tmp_path / "text.pkl"
     p.write_bytes(pickle.dumps(list(range(100_000)), protocol=0))
@@ -440,7 +440,7 @@ def test_text_pickles_through_a_window_read_each_byte_once(tmp_path, monkeypatch
 
 
 def test_opcode_limits_are_findings(tmp_path, monkeypatch):
-    from model_explorer.formats import pickle_vm
+    from model_explorer.formats.pytorch import vm as pickle_vm
 
     p = tmp_path / "long.pkl"
     p.write_bytes(pickle.dumps(list(range(200)), protocol=2) + hostile_pickles(tmp_path / "m")[

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spans import Report
-from .pickle_numpy import NumpyArray, array_layout
-from .pickle_torch import StorageRef, TensorRef
-from .pickle_vm import Blob, Call, EmuSet, Global, render
+from ...spans import Report
+from .numpy_refs import NumpyArray, array_layout
+from .torch_refs import StorageRef, TensorRef
+from .vm import Blob, Call, EmuSet, Global, render
 
 MAX_VISITS = 1_000_000
 MAX_DEPTH = 200

@@ -1,9 +1,9 @@
 """PyTorch checkpoints (zip and legacy) and plain pickles, read without running them.
 
-Nothing from the file is ever imported or called: `pickle_vm` walks the opcodes and builds
-inert stand-ins, `pickle_torch` turns torch's reconstructor calls into storage and tensor
-references, `pickle_walk` names them by path, `pickle_tensors` places each tensor's bytes in
-the file and `pickle_report` judges the imports. This module reads the containers.
+Nothing from the file is ever imported or called: `vm` walks the opcodes and builds
+inert stand-ins, `torch_refs` turns torch's reconstructor calls into storage and tensor
+references, `walk` names them by path, `placement` places each tensor's bytes in
+the file and `report` judges the imports. This module reads the containers.
 
 - Zip (torch.save since 1.6): `<archive>/data.pkl` holds the structure; storages are the
   entries `<archive>/data/<key>`; `byteorder` says how to read them.
@@ -12,7 +12,7 @@ the file and `pickle_report` judges the imports. This module reads the container
   bytes of that storage.
 - Plain pickle (`.pkl`, protocols 0 to 5): one pickle, or several back to back.
 
-The import policy (what is allowed, what is dangerous) is in `pickle_policy`.
+The import policy (what is allowed, what is dangerous) is in `policy`.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ import zlib
 from operator import attrgetter
 from typing import Any
 
-from ..spans import Report, short_repr
-from .detect import detect
-from .pickle_numpy import NUMPY_REDUCERS
-from .pickle_report import pickle_details
-from .pickle_tensors import EMBEDDED_FUNC, BytesSource, place_tensors
-from .pickle_torch import TORCH_REDUCERS, StorageTable
-from .pickle_vm import PickleMachine, PickleRun, render
-from .pickle_walk import walk
-from .safetensors import FileResult
+from ...spans import Report, short_repr
+from ..detect import detect
+from ..result import FileResult
+from .numpy_refs import NUMPY_REDUCERS
+from .placement import EMBEDDED_FUNC, BytesSource, place_tensors
+from .report import pickle_details
+from .torch_refs import TORCH_REDUCERS, StorageTable
+from .vm import PickleMachine, PickleRun, render
+from .walk import walk
 from .zipread import COMPRESSION, read_zip
 
 TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C

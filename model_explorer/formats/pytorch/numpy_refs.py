@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import MAX_RANK
-from .pickle_vm import Blob, render
+from .. import MAX_RANK
+from .vm import Blob, render
 
 # numpy kind + itemsize -> dtype name used by the tensor layer
 NUMPY_KINDS = {

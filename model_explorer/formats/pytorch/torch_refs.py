@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tensors.dtypes import SAFETENSORS_BITS
-from .pickle_vm import Global, PickleMachine, Unknown, render
+from ...dtypes import SAFETENSORS_BITS
+from .vm import Global, PickleMachine, Unknown, render
 
 # Legacy storage classes -> the element dtype they hold (safetensors-style names).
 STORAGE_DTYPES = {

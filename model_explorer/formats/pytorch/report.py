@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spans import Report
-from .pickle_vm import Global, PickleRun, render
+from ...spans import Report
+from .vm import Global, PickleRun, render
 
 MAX_IMPORTS_LISTED = 10_000
 SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_emulation",

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spans import Report, Span, short_repr
-from .pickle_policy import classify, normalize
+from ...spans import Report, Span, short_repr
+from .policy import classify, normalize
 
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checkpoint import Checkpoint, TensorInfo
+from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
-from .read import Plan, iter_chunks, plan_for, read
+from ..tensors.read import Plan, iter_chunks, plan_for, read
 
 F16_MAX = 65504.0
 _NORM = re.compile(r"(^|\.)(\w*norm\w*)\.weight$")
@@ -46,7 +46,7 @@ class Scan:
     finite: int = 0
 
 
-def scan(ckpt: Checkpoint, info: TensorInfo) -> Scan:
+def scan(ckpt: CheckpointRecord, info: TensorInfo) -> Scan:
     s = Scan()
     for start, x in iter_chunks(ckpt, info):
         if x.dtype.kind == "c":
@@ -98,7 +98,7 @@ def _where(plan: Plan, index: int | None) -> tuple[int | None, int | None, str]:
     return info.offset + unit * plan.unit_bytes, plan.unit_bytes, f" at index {list(map(int, pos))}"
 
 
-def deep_check(ckpt: Checkpoint, progress: Callable[[int, int, str], None] | None = None) -> list[Finding]:
+def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None] | None = None) -> list[Finding]:
     """Run every value check; append the findings to `ckpt.findings` and return them."""
     found: list[Finding] = []
 
@@ -166,7 +166,7 @@ def _value_findings(plan: Plan, s: Scan, add, gemma: bool) -> None:
             info, off, ln, absmax=s.absmax, index=s.absmax_at)
 
 
-def _mlx_scales(ckpt: Checkpoint, info: TensorInfo, add) -> None:
+def _mlx_scales(ckpt: CheckpointRecord, info: TensorInfo, add) -> None:
     scales_info = info.quant.get("scales")
     if scales_info is None:
         return
@@ -185,17 +185,17 @@ def _mlx_scales(ckpt: Checkpoint, info: TensorInfo, add) -> None:
             info, scales_info.offset + first * itemsize, itemsize, count=k, index=first)
 
 
-def _config(ckpt: Checkpoint) -> dict:
+def _config(ckpt: CheckpointRecord) -> dict:
     c = ckpt.metadata.get("config.json")
     return c if isinstance(c, dict) else {}
 
 
-def _arch(ckpt: Checkpoint):
+def _arch(ckpt: CheckpointRecord):
     kv = ckpt.metadata.get("general.architecture")
     return getattr(kv, "value", None) or _config(ckpt).get("model_type")
 
 
-def _tied(ckpt: Checkpoint, add) -> None:
+def _tied(ckpt: CheckpointRecord, add) -> None:
     cfg = _config(ckpt)
     for a, b in TIED:
         ta, tb = ckpt.tensors.get(a), ckpt.tensors.get(b)
@@ -230,12 +230,12 @@ def _tied(ckpt: Checkpoint, add) -> None:
                 tb, off, ln, max_abs_diff=worst, cosine=cos, index=where)
 
 
-def _gguf_value(ckpt: Checkpoint, key: str):
+def _gguf_value(ckpt: CheckpointRecord, key: str):
     kv = ckpt.metadata.get(key)
     return getattr(kv, "value", None)
 
 
-def _expected_shapes(ckpt: Checkpoint) -> dict[str, tuple[str, int]]:
+def _expected_shapes(ckpt: CheckpointRecord) -> dict[str, tuple[str, int]]:
     """What the config says: quantity -> (where it is said, value)."""
     out: dict[str, tuple[str, int]] = {}
     cfg = _config(ckpt)
@@ -258,7 +258,7 @@ def _expected_shapes(ckpt: Checkpoint) -> dict[str, tuple[str, int]]:
     return out
 
 
-def _config_shapes(ckpt: Checkpoint, add) -> None:
+def _config_shapes(ckpt: CheckpointRecord, add) -> None:
     want = _expected_shapes(ckpt)
     if not want:
         return

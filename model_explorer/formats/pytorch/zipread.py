@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from ..spans import Report, short_repr
+from ...spans import Report, short_repr
 
 EOCD_SIG = b"PK\x05\x06"
 ZIP64_EOCD_SIG = b"PK\x06\x06"

@@ -12,9 +12,10 @@ import math
 
 import numpy as np
 
-from ..checkpoint import Checkpoint, TensorInfo
-from . import names
-from .read import read
+from ..opener import opened
+from ..records import CheckpointRecord, TensorInfo
+from ..tensors import names
+from ..tensors.read import read
 
 COLUMNS = ["name", "name_b", "status", "dtype_a", "dtype_b", "shape_a", "shape_b", "max_abs_diff",
            "rel_l2", "cosine"]
@@ -22,15 +23,7 @@ CHUNK_ELEMENTS = 1 << 20
 PERMUTED_ARCHS = ("llama",)  # llama.cpp permutes Q/K rows only for these
 
 
-def _open(x) -> tuple[Checkpoint, bool]:
-    if isinstance(x, Checkpoint):
-        return x, False
-    import model_explorer
-
-    return model_explorer.open(x), True
-
-
-def _heads(ckpt: Checkpoint) -> tuple[int | None, int | None]:
+def _heads(ckpt: CheckpointRecord) -> tuple[int | None, int | None]:
     arch = _arch(ckpt)
     h = _count(getattr(ckpt.metadata.get(f"{arch}.attention.head_count"), "value", None))
     kv = _count(getattr(ckpt.metadata.get(f"{arch}.attention.head_count_kv"), "value", None))
@@ -46,7 +39,7 @@ def _count(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-def _pairs(a: Checkpoint, b: Checkpoint) -> tuple[list[tuple[str | None, str | None]], str | None]:
+def _pairs(a: CheckpointRecord, b: CheckpointRecord) -> tuple[list[tuple[str | None, str | None]], str | None]:
     """Matched names (a, b), None where one side lacks it; and which side is GGUF when mapping."""
     gguf_side = None
     if (a.format == "gguf") != (b.format == "gguf"):
@@ -70,11 +63,11 @@ def _pairs(a: Checkpoint, b: Checkpoint) -> tuple[list[tuple[str | None, str | N
     return pairs, gguf_side
 
 
-def _arch(ckpt: Checkpoint) -> str | None:
+def _arch(ckpt: CheckpointRecord) -> str | None:
     return getattr(ckpt.metadata.get("general.architecture"), "value", None)
 
 
-def compare(ca: Checkpoint, ta: TensorInfo, cb: Checkpoint, tb: TensorInfo,
+def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: TensorInfo,
             heads_a: int | None = None, heads_b: int | None = None) -> dict:
     """max |a - b|, relative L2 (||a - b|| / ||a||) and cosine, streamed over rows.
 
@@ -128,9 +121,7 @@ def diff(a, b, values: bool = True):
     """
     import pandas as pd
 
-    ca, close_a = _open(a)
-    cb, close_b = _open(b)
-    try:
+    with opened(a) as ca, opened(b) as cb:
         pairs, gguf_side = _pairs(ca, cb)
         permute = None
         if gguf_side:
@@ -164,8 +155,3 @@ def diff(a, b, values: bool = True):
                         row["status"] = "changed"
             rows.append(row)
         return pd.DataFrame(rows, columns=COLUMNS)
-    finally:
-        if close_a:
-            ca.close()
-        if close_b:
-            cb.close()

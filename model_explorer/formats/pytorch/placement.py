@@ -12,14 +12,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint import TensorInfo
-from ..spans import Report
-from . import MAX_RANK
-from .pickle_numpy import NumpyArray, array_layout
-from .pickle_numpy import locate as locate_array
-from .pickle_torch import StorageRef, TensorRef, itemsize
-from .pickle_vm import Blob, Call, Global, PickleRun, Unknown, render
-from .safetensors import FileResult
+from ...records import TensorInfo
+from ...spans import Report
+from .. import MAX_RANK
+from ..result import FileResult
+from .numpy_refs import NumpyArray, array_layout
+from .numpy_refs import locate as locate_array
+from .torch_refs import StorageRef, TensorRef, itemsize
+from .vm import Blob, Call, Global, PickleRun, Unknown, render
 
 EMBEDDED_FUNC = "torch.storage._load_from_bytes"
 MAX_SHARED_LISTED = 50

@@ -1,0 +1,161 @@
+"""Find the files of a model, detect each one's format, read it and merge it into a Checkpoint."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import sources
+from .checkpoint import Checkpoint
+from .formats import mlx
+from .formats.detect import detect, extension_matches
+from .formats.gguf import read_gguf
+from .formats.gguf_split import read_splits
+from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
+from .formats.result import FileResult
+from .formats.safetensors import read_safetensors
+from .formats.shards import read_index
+from .spans import Finding, Report
+
+READERS = {
+    "safetensors": read_safetensors,
+    "gguf": read_gguf,
+    "zip": read_torch_zip,
+    "torch_legacy": read_torch_legacy,
+    "pickle": read_pickle,
+}
+# detected kind -> Checkpoint.format
+FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
+             "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown"}
+SIDE_FILES = ("config.json", "generation_config.json")
+MAX_SIDE_FILE = 16 * 1024 * 1024
+
+
+def assemble(path: str) -> Checkpoint:
+    """Read every file of the model at `path` into one Checkpoint (no checks beyond the readers')."""
+    ckpt = Checkpoint(path)
+    if sources.isdir(path):
+        _open_directory(path, ckpt)
+    elif path.endswith(".index.json"):
+        _open_index(path, ckpt)
+        _read_side_files(sources.dirname(path), ckpt)
+    else:
+        result = _read_file(path, ckpt)
+        if ckpt.format == "gguf":
+            read_splits(path, result, ckpt, lambda p: _read_file(p, ckpt))
+        _read_side_files(sources.dirname(path), ckpt, quiet=True)
+    if ckpt.format == "safetensors":
+        mlx.group_mlx(ckpt, mlx.quantization_config(ckpt.metadata.get("config.json")))
+    ckpt.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
+    return ckpt
+
+
+def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
+    """Detect one file's format from its bytes, read it and merge it into the checkpoint."""
+    src = sources.open_source(path)
+    ckpt.sources.add(src)
+    head = bytes(src.read(0, 64))
+    kind = detect(head, src.size)
+    named = kind
+    if kind == "unknown":
+        # Bytes that match nothing (a bad magic, a file cut short) are read by the format the
+        # name claims, so its reader can say what is wrong where.
+        named = next((k for k in ("safetensors", "gguf") if extension_matches(k, sources.basename(path))),
+                     "unknown")
+    reader = READERS.get(named)
+    if reader is None:
+        rep = Report(src.name)
+        rep.error("unknown_format", "The first bytes match no format this tool reads (safetensors "
+                  f"length + JSON, 'GGUF', a zip or a pickle): {head[:16]!r}.", 0, min(16, src.size))
+        result = FileResult(src.name, src.size, rep)
+    else:
+        result = reader(src)
+        if named == kind and not extension_matches(kind, sources.basename(path)):
+            result.report.info("extension_mismatch", f"The name {sources.basename(path)!r} suggests "
+                               f"another format, but the bytes are {FORMAT_OF[kind]}; read as "
+                               f"{FORMAT_OF[kind]}.", 0, min(8, src.size))
+    fmt = FORMAT_OF[named]
+    if ckpt.format == "unknown":
+        ckpt.format = fmt
+    elif fmt != ckpt.format:
+        ckpt.findings.append(Finding("error", "mixed_formats", f"{path!r} is {fmt}, but the "
+                                     f"checkpoint is {ckpt.format}.", file=src.name))
+    _merge(ckpt, result)
+    return result
+
+
+def _merge(ckpt: Checkpoint, result: FileResult) -> None:
+    ckpt.files.append(result.file)
+    ckpt.sizes[result.file] = result.size
+    ckpt.spans.extend(result.report.spans)
+    ckpt.findings.extend(result.report.findings)
+    for name, info in result.tensors.items():
+        if name not in ckpt.tensors:  # shards.py reports tensors stored twice
+            ckpt.tensors[name] = info
+    for key, value in result.metadata.items():
+        ckpt.metadata.setdefault(key, value)
+    if result.details:
+        ckpt.details.setdefault("files", {})[result.file] = result.details
+        # A pickle summary is shown for the model; with several .bin shards, the first one's.
+        if "pickle" in result.details:
+            ckpt.details.setdefault("pickle", result.details["pickle"])
+
+
+def _open_index(path: str, ckpt: Checkpoint) -> None:
+    read_index(path, ckpt, lambda shard: _read_file(shard, ckpt))
+
+
+def _open_directory(path: str, ckpt: Checkpoint) -> None:
+    names = sources.listdir(path)
+    indexes = [n for n in names if n.endswith(".index.json")]
+    preferred = [n for n in indexes if n.endswith(".safetensors.index.json")] or indexes
+    if preferred:
+        if len(preferred) > 1:
+            ckpt.findings.append(Finding("info", "several_indexes", f"The directory holds "
+                                         f"{len(preferred)} index files; reading {preferred[0]!r}."))
+        _open_index(sources.join(path, preferred[0]), ckpt)
+    else:
+        weights = ([n for n in names if n.endswith(".safetensors")]
+                   or [n for n in names if n.endswith(".gguf")]
+                   or [n for n in names if n.endswith((".bin", ".pt", ".pth"))])
+        if not weights:
+            ckpt.findings.append(Finding("error", "no_weights", "The directory holds no "
+                                         ".safetensors, .gguf, .bin or .pt file and no index.",
+                                         file=path))
+        gguf_first = [n for n in weights if n.endswith(".gguf")]
+        if gguf_first and not [n for n in names if n.endswith(".safetensors")]:
+            result = _read_file(sources.join(path, weights[0]), ckpt)
+            read_splits(sources.join(path, weights[0]), result, ckpt,
+                        lambda p: _read_file(p, ckpt))
+            others = [n for n in weights if sources.join(path, n) not in ckpt.files]
+            if others:
+                ckpt.findings.append(Finding("info", "several_models", f"The directory holds "
+                                             f"{len(others)} other GGUF file(s) ({others[0]!r}...); "
+                                             f"read {weights[0]!r}. Open another by its path.",
+                                             file=path))
+        else:
+            for name in weights:
+                _read_file(sources.join(path, name), ckpt)
+    _read_side_files(path, ckpt)
+
+
+def _read_side_files(directory: str, ckpt: Checkpoint, quiet: bool = False) -> None:
+    """config.json and generation_config.json go into metadata; bad ones get a finding."""
+    for name in SIDE_FILES:
+        p = sources.join(directory, name)
+        if not sources.exists(p):
+            continue
+        text, problem = sources.read_text(p, MAX_SIDE_FILE)
+        value: Any = None
+        if text is not None:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as e:
+                problem = f"is not valid JSON ({e.msg} at character {e.pos})"
+            except RecursionError:
+                problem = "nests JSON too deeply to read"
+        if problem:
+            if not quiet:
+                ckpt.findings.append(Finding("warning", "bad_config", f"{name} {problem}.", file=p))
+            continue
+        ckpt.metadata[name] = value

@@ -1,0 +1,1 @@
+"""Checks over a whole checkpoint: deep value checks and cross-checkpoint diffs."""

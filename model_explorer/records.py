@@ -1,0 +1,166 @@
+"""The plain records every layer shares: where a tensor lives, and what was read from a model.
+
+Nothing here decodes or checks anything; the format readers fill these in and every layer
+above reads them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .sources import SourceSet
+from .spans import Finding, Span
+
+
+@dataclass(slots=True)
+class TensorInfo:
+    """Where one tensor lives: dtype as the file names it, shape, file, absolute byte range."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+    offset: int
+    length: int
+    byteorder: str = "<"
+    # PyTorch: element strides, storage key and offset in elements inside that storage.
+    stride: tuple[int, ...] | None = None
+    storage: str | None = None
+    storage_offset: int = 0
+    # Quantization beyond the dtype itself, e.g. MLX affine:
+    # {"kind": "mlx_affine", "bits": 4, "group_size": 64, "scales": TensorInfo, "biases": TensorInfo}
+    quant: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape) if self.shape else 1
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    @property
+    def kind(self) -> str:
+        """The dtype a person would quote: "Q4_K", "BF16", or "MLX_Q4" for MLX groups."""
+        kind = (self.quant or {}).get("kind", "")
+        if kind == "mlx_affine":
+            return f"MLX_Q{self.quant['bits']}"
+        if kind.startswith("mlx_"):
+            return f"MLX_{kind[4:].upper()}"
+        return self.dtype
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "file": self.file,
+            "offset": self.offset,
+            "length": self.length,
+        }
+        if self.stride is not None:
+            d.update(stride=list(self.stride), storage=self.storage,
+                     storage_offset=self.storage_offset)
+        if self.quant:
+            d["quant"] = {k: (v.name if isinstance(v, TensorInfo) else v)
+                          for k, v in self.quant.items()}
+        return d
+
+
+class CheckpointRecord:
+    """What the readers found in one model, possibly spread over several files: a plain record.
+
+    The format readers fill it in; the tensor code reads through it (`tensors`, `format`,
+    `sources`); `Checkpoint` (checkpoint.py) adds the decoding shortcuts on top.
+
+    Attributes:
+        format: "safetensors" | "gguf" | "pytorch" | "pickle" | "unknown".
+        files: every file it spans, in order.
+        tensors: name -> TensorInfo, in file order.
+        metadata: format metadata (safetensors `__metadata__`, GGUF key/values), plus
+            "config.json" / "generation_config.json" contents when present.
+        findings: every diagnosis, errors first in the order found.
+        spans: labelled byte ranges of every header field, in file order per file.
+    """
+
+    def __init__(self, source: str, format: str = "unknown") -> None:
+        self.source = source
+        self.format = format
+        self.files: list[str] = []
+        self.tensors: dict[str, TensorInfo] = {}
+        self.metadata: dict[str, Any] = {}
+        self.findings: list[Finding] = []
+        self.spans: list[Span] = []
+        self.sizes: dict[str, int] = {}
+        # Format-specific details the views use (GGUF kv list, shard map, pickle imports...).
+        self.details: dict[str, Any] = {}
+        self.sources = SourceSet()
+
+    # -- bytes ---------------------------------------------------------------------------
+
+    def byte_source(self, file: str | None = None):
+        """The open ByteSource of one of the files (the first by default)."""
+        return self.sources.get(file or self.files[0])
+
+    def read_bytes(self, offset: int, length: int, file: str | None = None) -> bytes:
+        return self.byte_source(file).read(offset, length)
+
+    def spans_for(self, file: str | None = None) -> list[Span]:
+        file = file or (self.files[0] if self.files else "")
+        return [s for s in self.spans if s.file == file]
+
+    def close(self) -> None:
+        self.sources.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- summaries -----------------------------------------------------------------------
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    @property
+    def total_size(self) -> int:
+        return sum(self.sizes.values())
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(t.numel for t in self.tensors.values())
+
+    def dtype_mix(self) -> dict[str, int]:
+        """Tensor count per dtype (or quantization), most common first."""
+        return dict(Counter(t.kind for t in self.tensors.values()).most_common())
+
+    def finding_counts(self) -> dict[str, int]:
+        counts = Counter(f.severity for f in self.findings)
+        return {s: counts.get(s, 0) for s in ("error", "warning", "info")}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "format": self.format,
+            "files": list(self.files),
+            "total_size": self.total_size,
+            "tensor_count": len(self.tensors),
+            "parameter_count": self.parameter_count,
+            "dtypes": self.dtype_mix(),
+            "findings": self.finding_counts(),
+        }
+
+    def __repr__(self) -> str:
+        c = self.finding_counts()
+        return (f"<{type(self).__name__} {self.format} {self.source!r}: {len(self.files)} file(s), "
+                f"{len(self.tensors)} tensors, {c['error']} errors, {c['warning']} warnings>")
