@@ -71,7 +71,7 @@ class Transformers:
         from transformers import AutoModelForCausalLM
 
         import model_explorer as mx
-        from model_explorer.demo.tokenizer import from_gguf
+        from model_explorer.model.tokenizer import from_gguf
         from model_explorer.samples import sample_path
 
         path = sample_path()

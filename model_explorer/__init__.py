@@ -28,7 +28,7 @@ _LAZY = {
     "RunDemo": "model_explorer.demo.widget",
     "load_model": "model_explorer.demo",
     "generate": "model_explorer.demo",
-    "convert": "model_explorer.demo.convert",
+    "convert": "model_explorer.convert",
     "sample_path": "model_explorer.samples",
 }
 

@@ -15,6 +15,17 @@ from .sources import SourceSet
 from .spans import Finding, Span
 
 
+def plain_value(value: Any) -> Any:
+    """A metadata entry as a plain value: a GGUF key/value's `.value`, anything else as it is."""
+    return getattr(value, "value", value)
+
+
+def meta_value(metadata: dict[str, Any], key: str, default: Any = None) -> Any:
+    """The plain value of `metadata[key]` (GGUF key/values and side-file entries alike)."""
+    entry = metadata.get(key)
+    return default if entry is None else plain_value(entry)
+
+
 @dataclass(slots=True)
 class TensorInfo:
     """Where one tensor lives: dtype as the file names it, shape, file, absolute byte range."""
@@ -108,6 +119,10 @@ class CheckpointRecord:
 
     def read_bytes(self, offset: int, length: int, file: str | None = None) -> bytes:
         return self.byte_source(file).read(offset, length)
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        """The plain value of a metadata entry (a GGUF key/value or a side file), or `default`."""
+        return meta_value(self.metadata, key, default)
 
     def spans_for(self, file: str | None = None) -> list[Span]:
         file = file or (self.files[0] if self.files else "")

@@ -50,6 +50,8 @@ class Finding:
     tensor: str | None = None
     file: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # How to repair it, in plain words, where a fix is known ("" when none is).
+    fix: str = ""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -64,6 +66,7 @@ class Finding:
             "length": self.length,
             "tensor": self.tensor,
             "file": self.file,
+            "fix": self.fix,
         }
 
     def __str__(self) -> str:

@@ -13,9 +13,9 @@ UnsupportedModel.
 
 from __future__ import annotations
 
+from ..model.config import ModelConfig, UnsupportedModel
 from .api import GenerationResult, Model, load_model
 from .backend import available_devices
-from .config import ModelConfig, UnsupportedModel
 from .weights import DequantReport, DequantRow
 
 _last: tuple[tuple, Model] | None = None

@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from ..model.config import ModelConfig, UnsupportedModel, from_gguf, from_hf
+from ..model.tokenizer import StreamDecoder, Tokenizer
+from ..model.tokenizer import from_directory as tokenizer_from_directory
+from ..model.tokenizer import from_gguf as tokenizer_from_gguf
 from . import memory
 from .backend import get_backend
-from .config import ModelConfig, UnsupportedModel, from_gguf, from_hf
 from .model import Decoder, KVCache
 from .sampling import choose
-from .tokenizer import StreamDecoder, Tokenizer
-from .tokenizer import from_directory as tokenizer_from_directory
-from .tokenizer import from_gguf as tokenizer_from_gguf
 from .weights import DequantReport, Weights
 
 PREFILL_CHUNK = 512

@@ -10,8 +10,8 @@ EXIT_OK, EXIT_FAILED, EXIT_UNREADABLE = 0, 1, 2
 def run_generate(args) -> int:
     """Called by model_explorer.cli with args.source (None: the bundled sample), prompt,
     max_new_tokens, device, chat, temperature, seed. Returns the exit code."""
+    from ..model.config import UnsupportedModel
     from .api import load_model
-    from .config import UnsupportedModel
 
     source = getattr(args, "source", None)
     label = source if source is not None else "the bundled SmolLM2 sample"

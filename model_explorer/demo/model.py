@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import ModelConfig, rope_inverse_frequencies
+from ..model.config import ModelConfig, rope_inverse_frequencies
 
 
 class KVCache:

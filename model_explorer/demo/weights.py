@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ..model.config import ModelConfig, UnsupportedModel
 from ..tensors.names import hf_to_gguf, unpermute_qk
-from .config import ModelConfig, UnsupportedModel
 
 LAYER_PARTS = ("attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down")
 BIAS_PARTS = ("q_bias", "k_bias", "v_bias")

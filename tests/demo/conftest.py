@@ -28,7 +28,7 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n
 
 
 def byte_symbols() -> list[str]:
-    from model_explorer.demo.tokenizer import byte_alphabet
+    from model_explorer.model.tokenizer import byte_alphabet
 
     return [byte_alphabet()[b] for b in range(256)]
 

@@ -17,7 +17,7 @@ from model_explorer.demo.compare import (
     shipped_dtype,
     token_agreement,
 )
-from model_explorer.demo.convert import convert
+from model_explorer.convert import convert
 
 try:
     from .test_convert import tiny_hf_weights, write_tiny_gguf

@@ -9,7 +9,7 @@ import pytest
 from conftest import CHATML, random_state, tiny_config, write_gguf, write_hf_dir
 
 import model_explorer as mx
-from model_explorer.demo.tokenizer import StreamDecoder, from_directory, from_gguf, merges_from_scores
+from model_explorer.model.tokenizer import StreamDecoder, from_directory, from_gguf, merges_from_scores
 
 STRINGS = [
     "Hello world", " leading space", "trailing space ", "  two  spaces\n\nnew lines\t tab\r\n",
@@ -103,12 +103,12 @@ def test_merges_from_scores_prefers_high_scores():
 def test_chat_template_runs_sandboxed():
     from jinja2.exceptions import SecurityError
 
-    from model_explorer.demo.tokenizer import render_chat_template
+    from model_explorer.model.tokenizer import render_chat_template
 
     evil = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
     with pytest.raises(SecurityError):
         render_chat_template(evil, [{"role": "user", "content": "x"}])
-    from model_explorer.demo.tokenizer import Tokenizer
+    from model_explorer.model.tokenizer import Tokenizer
 
     with pytest.raises(ValueError, match="chat template failed: SecurityError"):
         Tokenizer(None, chat_template=evil).apply_chat_template([{"role": "user", "content": "x"}])

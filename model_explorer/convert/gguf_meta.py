@@ -1,0 +1,117 @@
+"""config.json <-> GGUF metadata for llama-family models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..checkpoint import Checkpoint
+from .common import ConvertError
+
+# GGUF key (after "<arch>.") -> HF LlamaConfig field
+_GGUF_CONFIG = {
+    "context_length": "max_position_embeddings",
+    "embedding_length": "hidden_size",
+    "block_count": "num_hidden_layers",
+    "feed_forward_length": "intermediate_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "rope.freq_base": "rope_theta",
+    "vocab_size": "vocab_size",
+}
+LLAMA_LIKE = ("llama",)
+
+
+def config_from_gguf(ckpt: Checkpoint) -> dict:
+    """A Hugging Face LlamaConfig dict from a llama GGUF's hyperparameters."""
+    arch = ckpt.meta("general.architecture")
+    if arch not in LLAMA_LIKE:
+        raise ConvertError(f"general.architecture is {arch!r}; converting GGUF to safetensors or MLX "
+                           f"knows the llama layout only ({', '.join(LLAMA_LIKE)}).")
+    config: dict[str, Any] = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                              "hidden_act": "silu", "attention_bias": False, "mlp_bias": False}
+    for key, field_name in _GGUF_CONFIG.items():
+        value = ckpt.meta(f"{arch}.{key}")
+        if value is not None:
+            config[field_name] = value
+    for needed in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if needed not in config:
+            raise ConvertError(f"The GGUF has no {arch}.* key for {needed}, so no config.json can be "
+                               "derived.")
+        value = config[needed]
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConvertError(f"The GGUF states {needed} = {value!r}; a positive integer is needed.")
+    config.setdefault("num_key_value_heads", config["num_attention_heads"])
+    config.setdefault("rms_norm_eps", 1e-5)
+    config.setdefault("rope_theta", 10000.0)
+    if "intermediate_size" not in config and "blk.0.ffn_up.weight" in ckpt.tensors:
+        config["intermediate_size"] = ckpt.tensors["blk.0.ffn_up.weight"].shape[0]
+    if "vocab_size" not in config:
+        tokens = ckpt.meta("tokenizer.ggml.tokens")
+        emb = ckpt.tensors.get("token_embd.weight")
+        config["vocab_size"] = len(tokens) if tokens is not None else (emb.shape[0] if emb else 0)
+    head_dim = ckpt.meta(f"{arch}.attention.key_length") or \
+        config["hidden_size"] // config["num_attention_heads"]
+    config["head_dim"] = head_dim
+    config["rms_norm_eps"] = float(str(np.float32(config["rms_norm_eps"])))  # 1e-05, not 9.99999974e-06
+    config["rope_theta"] = float(config["rope_theta"])
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": config["rope_theta"]}
+    config["max_position_embeddings"] = config.get("max_position_embeddings", 2048)
+    config["tie_word_embeddings"] = "output.weight" not in ckpt.tensors
+    for field_name, key in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id"),
+                            ("pad_token_id", "padding_token_id")):
+        value = ckpt.meta(f"tokenizer.ggml.{key}")
+        if value is not None:
+            config[field_name] = value
+    return config
+
+
+def _rope_theta(config: dict) -> float | None:
+    rp = config.get("rope_parameters")
+    if isinstance(rp, dict) and "rope_theta" in rp:
+        return float(rp["rope_theta"])
+    return float(config["rope_theta"]) if "rope_theta" in config else None
+
+
+def _add_llama_metadata(writer, config: dict, name: str) -> None:
+    """HF config.json -> llama.* keys (what llama.cpp's convert_hf_to_gguf writes)."""
+    if config.get("model_type") not in LLAMA_LIKE:
+        raise ConvertError(f"config.json says model_type {config.get('model_type')!r}; writing GGUF "
+                           "from a Hugging Face model knows the llama layout only.")
+    writer.add_name(name)
+    heads = int(config["num_attention_heads"])
+    writer.add_context_length(int(config.get("max_position_embeddings", 2048)))
+    writer.add_embedding_length(int(config["hidden_size"]))
+    writer.add_block_count(int(config["num_hidden_layers"]))
+    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(int(config.get("num_key_value_heads") or heads))
+    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-5)))
+    theta = _rope_theta(config)
+    if theta is not None:
+        writer.add_rope_freq_base(theta)
+    head_dim = int(config.get("head_dim") or config["hidden_size"] // heads)
+    writer.add_rope_dimension_count(head_dim)
+    if head_dim != config["hidden_size"] // heads:
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+    writer.add_vocab_size(int(config["vocab_size"]))
+
+
+def _copy_gguf_metadata(writer, ckpt: Checkpoint) -> None:
+    """Every key of a GGUF source except those the new file states itself."""
+    from gguf import GGUFValueType
+
+    skip = {"general.architecture", "general.file_type", "general.quantization_version", "general.alignment"}
+    for key, kv in ckpt.metadata.items():
+        if key in skip or key.startswith("split.") or not hasattr(kv, "type"):
+            continue
+        if kv.type.startswith("ARRAY["):
+            sub = kv.type[len("ARRAY["):-1]
+            if sub == "ARRAY" or kv.value.count == 0:
+                continue  # nested arrays are not metadata llama.cpp reads; empty ones cannot be written
+            writer.add_key_value(key, kv.value.to_list(), GGUFValueType.ARRAY, GGUFValueType[sub])
+        else:
+            writer.add_key_value(key, kv.value, GGUFValueType[kv.type])
