@@ -56,7 +56,7 @@ def test_doctor_errors_exit_1_with_json_report(bad, capsys):
     assert set(data) == {"source", "format", "tensor_count", "findings"}
     assert (data["source"], data["format"], data["tensor_count"]) == (bad, "safetensors", 2)
     f = next(f for f in data["findings"] if f["code"] == "data_overlap")
-    assert set(f) == {"severity", "code", "message", "offset", "length", "tensor", "file"}
+    assert set(f) == {"severity", "code", "message", "offset", "length", "tensor", "file", "fix"}
     assert (f["severity"], f["tensor"], f["file"], f["length"]) == ("error", "b", bad, 4)
 
 
