@@ -78,17 +78,29 @@ def nbytes_for(bits: int, numel: int) -> int:
     return (bits * numel + 7) // 8
 
 
-# Other spellings of the same dtypes (PyTorch storages and torch dtype names) -> safetensors name.
-ALIASES: dict[str, str] = {
-    "FloatStorage": "F32", "HalfStorage": "F16", "BFloat16Storage": "BF16",
-    "DoubleStorage": "F64", "LongStorage": "I64", "IntStorage": "I32", "ShortStorage": "I16",
+# PyTorch's legacy storage classes -> the element dtype they hold (safetensors-style names).
+STORAGE_DTYPES = {
+    "FloatStorage": "F32", "DoubleStorage": "F64", "HalfStorage": "F16",
+    "BFloat16Storage": "BF16", "LongStorage": "I64", "IntStorage": "I32", "ShortStorage": "I16",
     "CharStorage": "I8", "ByteStorage": "U8", "BoolStorage": "BOOL",
-    "ComplexFloatStorage": "C64",
-    "float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int64": "I64",
-    "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
-    "uint16": "U16", "uint32": "U32", "uint64": "U64", "complex64": "C64",
-    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e8m0fnu": "F8_E8M0",
+    "ComplexFloatStorage": "C64", "ComplexDoubleStorage": "C128", "QInt8Storage": "I8",
+    "QUInt8Storage": "U8", "QInt32Storage": "I32", "QUInt4x2Storage": "U8",
+    "QUInt2x4Storage": "U8", "UntypedStorage": "U8",
 }
+# torch.<dtype> globals (the dtype argument of _rebuild_tensor_v3) -> dtype name.
+TORCH_DTYPES = {
+    "float32": "F32", "float": "F32", "float64": "F64", "double": "F64", "float16": "F16",
+    "half": "F16", "bfloat16": "BF16", "int64": "I64", "long": "I64", "int32": "I32",
+    "int": "I32", "int16": "I16", "short": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL",
+    "complex64": "C64", "cfloat": "C64", "complex128": "C128", "cdouble": "C128",
+    "complex32": "C32", "chalf": "C32", "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ",
+    "float8_e8m0fnu": "F8_E8M0", "float4_e2m1fn_x2": "F4_E2M1FN_X2", "uint16": "U16",
+    "uint32": "U32", "uint64": "U64", "qint8": "I8", "quint8": "U8", "qint32": "I32",
+    "quint4x2": "U8", "quint2x4": "U8",
+}
+# Other spellings of the same dtypes (PyTorch storages and torch dtype names) -> safetensors name.
+ALIASES: dict[str, str] = {**STORAGE_DTYPES, **TORCH_DTYPES}
 
 
 def canonical(name: str) -> str:

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..ggml import QUANT_SIZES, GGMLType
 
-QK_K = 256
 F16 = np.dtype("<f2")
 F32 = np.float32
 
