@@ -92,3 +92,32 @@ def served(http_server, request):
     server.bytes_sent = 0
     server.requests.clear()
     return folder, f"{base}/{request.node.name}", server
+
+
+# -- every finding code raised anywhere in the suite must be in the catalog -------------------
+
+_SEEN_CODES: set[str] = set()
+
+
+def _record_codes() -> None:
+    from model_explorer.spans import Finding
+
+    check = Finding.__post_init__
+
+    def recording(self) -> None:
+        _SEEN_CODES.add(self.code)
+        check(self)
+
+    Finding.__post_init__ = recording
+
+
+_record_codes()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    from model_explorer.codes import CATALOG
+
+    unknown = sorted(_SEEN_CODES - set(CATALOG))
+    if unknown and exitstatus == 0:
+        print(f"\nFinding codes raised but missing from model_explorer/codes.py: {unknown}")
+        session.exitstatus = 1
