@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from .records import plain_value
+
 EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = 0, 1, 2
 
 
@@ -50,7 +52,7 @@ def cmd_info(args) -> int:
     if ckpt.metadata:
         print(f"metadata: {len(ckpt.metadata)} keys")
         for key, value in list(ckpt.metadata.items())[:args.max_keys]:
-            text = repr(getattr(value, "value", value))
+            text = repr(plain_value(value))
             print(f"  {key}: {text[:100]}")
     print(f"{'name':<48} {'dtype':<8} {'shape':<20} {'offset':>12} {'bytes':>12}")
     for t in list(ckpt.tensors.values())[:args.max_tensors]:

@@ -144,3 +144,56 @@ def type_name(code: int) -> str:
 
 def type_by_name(name: str) -> GGMLType | None:
     return GGMLType.__members__.get(name)
+
+
+class Keys:
+    """GGUF metadata keys, spelled once. Per-architecture keys are templates: `Keys.arch(arch,
+    Keys.CONTEXT_LENGTH)` gives "llama.context_length". Names follow gguf-py's `gguf.Keys`."""
+
+    ARCHITECTURE = "general.architecture"
+    ALIGNMENT = "general.alignment"
+    FILE_TYPE = "general.file_type"
+    QUANTIZATION_VERSION = "general.quantization_version"
+    NAME = "general.name"
+
+    SPLIT_COUNT = "split.count"
+    SPLIT_NO = "split.no"
+    SPLIT_TENSORS_COUNT = "split.tensors.count"
+
+    TOKENIZER_MODEL = "tokenizer.ggml.model"
+    TOKENIZER_PRE = "tokenizer.ggml.pre"
+    TOKENS = "tokenizer.ggml.tokens"
+    TOKEN_TYPE = "tokenizer.ggml.token_type"
+    SCORES = "tokenizer.ggml.scores"
+    MERGES = "tokenizer.ggml.merges"
+    ADD_BOS = "tokenizer.ggml.add_bos_token"
+    ADD_EOS = "tokenizer.ggml.add_eos_token"
+    ADD_SPACE_PREFIX = "tokenizer.ggml.add_space_prefix"
+    BOS_ID = "tokenizer.ggml.bos_token_id"
+    EOS_ID = "tokenizer.ggml.eos_token_id"
+    UNK_ID = "tokenizer.ggml.unknown_token_id"
+    PAD_ID = "tokenizer.ggml.padding_token_id"
+    CHAT_TEMPLATE = "tokenizer.chat_template"
+
+    # "{arch}." templates
+    CONTEXT_LENGTH = "{arch}.context_length"
+    EMBEDDING_LENGTH = "{arch}.embedding_length"
+    BLOCK_COUNT = "{arch}.block_count"
+    FEED_FORWARD_LENGTH = "{arch}.feed_forward_length"
+    VOCAB_SIZE = "{arch}.vocab_size"
+    HEAD_COUNT = "{arch}.attention.head_count"
+    HEAD_COUNT_KV = "{arch}.attention.head_count_kv"
+    KEY_LENGTH = "{arch}.attention.key_length"
+    VALUE_LENGTH = "{arch}.attention.value_length"
+    RMS_EPS = "{arch}.attention.layer_norm_rms_epsilon"
+    SLIDING_WINDOW = "{arch}.attention.sliding_window"
+    ROPE_DIMENSION_COUNT = "{arch}.rope.dimension_count"
+    ROPE_FREQ_BASE = "{arch}.rope.freq_base"
+    ROPE_SCALING_TYPE = "{arch}.rope.scaling.type"
+    ROPE_SCALING_FACTOR = "{arch}.rope.scaling.factor"
+    EXPERT_COUNT = "{arch}.expert_count"
+    EXPERT_USED_COUNT = "{arch}.expert_used_count"
+
+    @staticmethod
+    def arch(arch: str, template: str) -> str:
+        return template.format(arch=arch)

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ..ggml import Keys
 from ..opener import opened
 from ..records import CheckpointRecord, TensorInfo
 from ..tensors import names
@@ -25,8 +26,8 @@ PERMUTED_ARCHS = ("llama",)  # llama.cpp permutes Q/K rows only for these
 
 def _heads(ckpt: CheckpointRecord) -> tuple[int | None, int | None]:
     arch = _arch(ckpt)
-    h = _count(getattr(ckpt.metadata.get(f"{arch}.attention.head_count"), "value", None))
-    kv = _count(getattr(ckpt.metadata.get(f"{arch}.attention.head_count_kv"), "value", None))
+    h = _count(ckpt.meta(Keys.arch(arch, Keys.HEAD_COUNT)))
+    kv = _count(ckpt.meta(Keys.arch(arch, Keys.HEAD_COUNT_KV)))
     cfg = ckpt.metadata.get("config.json")
     if isinstance(cfg, dict):
         h = h or _count(cfg.get("num_attention_heads"))
@@ -64,7 +65,7 @@ def _pairs(a: CheckpointRecord, b: CheckpointRecord) -> tuple[list[tuple[str | N
 
 
 def _arch(ckpt: CheckpointRecord) -> str | None:
-    return getattr(ckpt.metadata.get("general.architecture"), "value", None)
+    return ckpt.meta(Keys.ARCHITECTURE)
 
 
 def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: TensorInfo,

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..checkpoint import Checkpoint
+from ..ggml import Keys
 from .common import ConvertError
 
 # GGUF key (after "<arch>.") -> HF LlamaConfig field
@@ -26,7 +27,7 @@ LLAMA_LIKE = ("llama",)
 
 def config_from_gguf(ckpt: Checkpoint) -> dict:
     """A Hugging Face LlamaConfig dict from a llama GGUF's hyperparameters."""
-    arch = ckpt.meta("general.architecture")
+    arch = ckpt.meta(Keys.ARCHITECTURE)
     if arch not in LLAMA_LIKE:
         raise ConvertError(f"general.architecture is {arch!r}; converting GGUF to safetensors or MLX "
                            f"knows the llama layout only ({', '.join(LLAMA_LIKE)}).")
@@ -49,10 +50,10 @@ def config_from_gguf(ckpt: Checkpoint) -> dict:
     if "intermediate_size" not in config and "blk.0.ffn_up.weight" in ckpt.tensors:
         config["intermediate_size"] = ckpt.tensors["blk.0.ffn_up.weight"].shape[0]
     if "vocab_size" not in config:
-        tokens = ckpt.meta("tokenizer.ggml.tokens")
+        tokens = ckpt.meta(Keys.TOKENS)
         emb = ckpt.tensors.get("token_embd.weight")
         config["vocab_size"] = len(tokens) if tokens is not None else (emb.shape[0] if emb else 0)
-    head_dim = ckpt.meta(f"{arch}.attention.key_length") or \
+    head_dim = ckpt.meta(Keys.arch(arch, Keys.KEY_LENGTH)) or \
         config["hidden_size"] // config["num_attention_heads"]
     config["head_dim"] = head_dim
     config["rms_norm_eps"] = float(str(np.float32(config["rms_norm_eps"])))  # 1e-05, not 9.99999974e-06
@@ -104,7 +105,7 @@ def _copy_gguf_metadata(writer, ckpt: Checkpoint) -> None:
     """Every key of a GGUF source except those the new file states itself."""
     from gguf import GGUFValueType
 
-    skip = {"general.architecture", "general.file_type", "general.quantization_version", "general.alignment"}
+    skip = {Keys.ARCHITECTURE, Keys.FILE_TYPE, Keys.QUANTIZATION_VERSION, Keys.ALIGNMENT}
     for key, kv in ckpt.metadata.items():
         if key in skip or key.startswith("split.") or not hasattr(kv, "type"):
             continue

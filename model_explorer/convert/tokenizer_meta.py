@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 from ..checkpoint import Checkpoint
+from ..ggml import Keys
 
 _TOKEN_NORMAL, _TOKEN_UNUSED, _TOKEN_CONTROL, _TOKEN_USER = 1, 5, 3, 4
 
@@ -33,9 +34,9 @@ def tokenizer_json_from_gguf(ckpt: Checkpoint) -> str | None:
 
 
 def tokenizer_config_from_gguf(ckpt: Checkpoint) -> dict:
-    tokens = ckpt.meta("tokenizer.ggml.tokens")
+    tokens = ckpt.meta(Keys.TOKENS)
     out: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast",
-                           "add_bos_token": bool(ckpt.meta("tokenizer.ggml.add_bos_token", False)),
+                           "add_bos_token": bool(ckpt.meta(Keys.ADD_BOS, False)),
                            "clean_up_tokenization_spaces": False}
     for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"),
                       ("unk_token", "unknown_token_id"), ("pad_token", "padding_token_id")):

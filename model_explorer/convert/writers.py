@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ggml import Keys
 from ..tensors.names import hf_to_gguf, permute_qk
 from .common import ConvertError, Progress, report
 from .gguf_meta import _add_llama_metadata, _copy_gguf_metadata
@@ -217,7 +218,7 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
     ckpt = src.ckpt
     if ckpt.format == "gguf":
         # Same names and layout: no (un)permutation, metadata and tokenizer copied as stored.
-        arch = ckpt.meta("general.architecture", "llama")
+        arch = ckpt.meta(Keys.ARCHITECTURE, "llama")
         plan = src.tensors
     else:
         if src.config is None:

@@ -24,6 +24,7 @@ from ..ggml import (
     QUANT_SIZES,
     SCALAR_FORMATS,
     SUPPORTED_VERSIONS,
+    Keys,
     ValueType,
     type_name,
 )
@@ -398,7 +399,7 @@ def _walk_strings(cur: _Cursor, etype, count, key, type_pos, rep) -> GGUFArray:
 
 
 def _alignment(kvs: dict[str, KeyValue], rep: Report) -> int:
-    kv = kvs.get("general.alignment")
+    kv = kvs.get(Keys.ALIGNMENT)
     if kv is None:
         return DEFAULT_ALIGNMENT
     a = kv.value

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 
 from .. import sources
+from ..ggml import Keys
 from ..records import CheckpointRecord
 from ..spans import Finding
 from .result import FileResult
@@ -21,7 +22,7 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
     `read_file(path)` reads one split and merges it into `ckpt`, returning its FileResult, as
     for `shards.read_index`. Opened at a later split, the model restarts from the first.
     """
-    count_kv = first.metadata.get("split.count")
+    count_kv = first.metadata.get(Keys.SPLIT_COUNT)
     m = _SPLIT.match(sources.basename(path))
     count = count_kv.value if count_kv is not None else (int(m["count"]) if m else 1)
     if not isinstance(count, int) or count <= 1:
@@ -34,7 +35,7 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
                                      *where, file=first.file))
         return
     directory = sources.dirname(path)
-    no_kv = first.metadata.get("split.no")
+    no_kv = first.metadata.get(Keys.SPLIT_NO)
     this_no = no_kv.value if no_kv is not None and isinstance(no_kv.value, int) else int(m["no"]) - 1
     merged = None  # a later split already in the checkpoint
     if this_no != 0:
@@ -61,7 +62,7 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
             continue
         before = set(ckpt.tensors)
         result = read_file(p)
-        no = result.metadata.get("split.no")
+        no = result.metadata.get(Keys.SPLIT_NO)
         if no is not None and no.value != i - 1:
             ckpt.findings.append(Finding("error", "split_number", f"{sources.basename(p)!r} says "
                                          f"it is split.no {no.value!r}, expected {i - 1}.",
@@ -71,7 +72,7 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
                 ckpt.findings.append(Finding("error", "duplicate_tensor", f"{name!r} appears in "
                                              "more than one split; the first copy is used.",
                                              *info.extra["info_span"], tensor=name, file=p))
-    total = first.metadata.get("split.tensors.count")
+    total = first.metadata.get(Keys.SPLIT_TENSORS_COUNT)
     if total is not None and total.value != len(ckpt.tensors):
         ckpt.findings.append(Finding("error", "split_tensor_count", f"split.tensors.count says "
                                      f"{total.value} tensors, but the splits hold "

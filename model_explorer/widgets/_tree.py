@@ -15,6 +15,7 @@ from typing import Any
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..gcpause import no_gc
+from ..records import plain_value
 from ..spans import short_repr
 
 ARRAY_PAGE = 100
@@ -279,7 +280,7 @@ def _gguf_metadata(meta: dict) -> Node:
 
 
 def _kv_node(key: str, kv: Any) -> Node:
-    value = getattr(kv, "value", kv)
+    value = plain_value(kv)
     vtype = str(getattr(kv, "type", ""))
     where = {"offset": getattr(kv, "offset", None), "length": getattr(kv, "length", None),
              "nbytes": getattr(kv, "length", None), "file": getattr(kv, "file", None) or None}
