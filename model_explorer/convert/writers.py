@@ -188,8 +188,8 @@ def _to_mlx(src: _Source, dest: str, dtype: str, bits: int, group_size: int, pro
     return directory
 
 
-
-_FILE_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q8_0": 7}
+# Output dtype -> gguf-py's LlamaFileType member name (general.file_type).
+_FILE_TYPE = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q4_0": "MOSTLY_Q4_0", "Q8_0": "MOSTLY_Q8_0"}
 
 
 def _gguf_type(name: str, shape: tuple[int, ...], dtype: str):
@@ -249,7 +249,7 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
             _add_llama_metadata(writer, src.config, str(name))
             rows = next((t.shape[0] for t in plan if t.name == "token_embd.weight"), 0)
             _add_tokenizer_metadata(writer, src.tokenizer_files, src.config, rows)
-        writer.add_file_type(_FILE_TYPE[dtype])
+        writer.add_file_type(gguf.LlamaFileType[_FILE_TYPE[dtype]])
         if dtype in ("Q8_0", "Q4_0"):
             writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         types = [_gguf_type(t.name, t.shape, dtype) for t in plan]
