@@ -113,8 +113,13 @@ class NumpyBackend:
         return table[ids]
 
     def linear(self, x, w, b=None):
-        """x @ w.T (+ b): w is stored (out_features, in_features), as every format stores it."""
-        y = x @ w.T
+        """x @ w.T (+ b): w is stored (out_features, in_features), as every format stores it.
+
+        One row (a decode step) runs as w @ x, a matrix-vector product that streams w's rows in
+        memory order: decoding is bound by how fast the weights stream, and BLAS's gemv does
+        that better than a 1-row gemm over the transposed matrix.
+        """
+        y = (w @ x[0])[None] if x.shape[0] == 1 else x @ w.T
         if b is not None:
             y += b
         return y
@@ -129,12 +134,41 @@ class NumpyBackend:
         return np.concatenate(xs, axis=axis)
 
     def rms_norm(self, x, weight, eps: float):
-        variance = np.mean(x * x, axis=-1, keepdims=True)
-        return (x / np.sqrt(variance + eps)) * weight
+        # Sum of squares per row without the x * x temporary; one scale vector, one product.
+        inv = np.einsum("ij,ij->i", x, x)
+        inv /= x.shape[-1]
+        inv += eps
+        np.sqrt(inv, out=inv)
+        np.divide(1.0, inv, out=inv)
+        y = x * inv[:, None]
+        y *= weight
+        return y
 
     def silu(self, x):
         # x * sigmoid(x), written to stay finite for large |x|.
         return x / (1.0 + np.exp(-np.clip(x, -80.0, 80.0)))
+
+    def swiglu(self, gate, up):
+        """silu(gate) * up in one buffer: decoding runs this every layer, so no temporaries."""
+        t = np.clip(gate, -80.0, 80.0)
+        np.negative(t, out=t)
+        np.exp(t, out=t)
+        t += 1.0
+        np.divide(gate, t, out=t)
+        t *= up
+        return t
+
+    def rope(self, x, cos, sin):
+        """Rotary embedding, rotate-half convention, written into one output buffer."""
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        out = np.empty(x.shape, np.float32)
+        lo, hi = out[..., :half], out[..., half:]
+        np.multiply(x1, cos, out=lo)
+        lo -= x2 * sin
+        np.multiply(x2, cos, out=hi)
+        hi += x1 * sin
+        return out
 
     def softmax(self, x):
         x = x - x.max(axis=-1, keepdims=True)
@@ -204,6 +238,14 @@ class TorchBackend:
 
     def silu(self, x):
         return self.torch.nn.functional.silu(x)
+
+    def swiglu(self, gate, up):
+        return self.torch.nn.functional.silu(gate) * up
+
+    def rope(self, x, cos, sin):
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        return self.torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
     def softmax(self, x):
         return self.torch.softmax(x, dim=-1)

@@ -77,9 +77,7 @@ class Decoder:
 
     def _rotate(self, x, cos, sin):
         """Rotary embedding, rotate-half convention: pairs (i, i + head_dim/2) turn together."""
-        half = self.cfg.head_dim // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        return self.backend.concat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+        return self.backend.rope(x, cos, sin)
 
     def forward(self, token_ids, cache: KVCache, last_only: bool = False):
         """Logits (backend array) for `token_ids` appended after what `cache` holds.
@@ -121,7 +119,7 @@ class Decoder:
             h = b.rms_norm(x, layer["ffn_norm"], cfg.rms_norm_eps)
             gate_up = b.linear(h, layer["gate_up"])
             inter = cfg.intermediate_size
-            x = x + b.linear(b.silu(gate_up[:, :inter]) * gate_up[:, inter:], layer["down"])
+            x = x + b.linear(b.swiglu(gate_up[:, :inter], gate_up[:, inter:]), layer["down"])
         cache.length = end
         if last_only:
             x = x[T - 1:]
