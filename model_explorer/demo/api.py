@@ -99,11 +99,16 @@ class Model:
     decoder: Decoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.decoder = Decoder(self.config, self.weights, self.backend)
+        # An engine (llama.cpp) runs the whole forward pass itself; arrays get our decoder.
+        engine = hasattr(self.backend, "forward")
+        self.decoder = self.backend if engine else Decoder(self.config, self.weights, self.backend)
 
     def close(self) -> None:
         """Close the checkpoint's files (a keep_quantized model cannot generate after this)."""
         self.weights.ckpt.close()
+        close_engine = getattr(self.backend, "close", None)
+        if close_engine is not None:
+            close_engine()
 
     def __enter__(self) -> Model:
         return self
@@ -241,14 +246,19 @@ class Model:
 
 def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
                keep_quantized: bool = False, backend: str | None = None,
-               progress: Callable[[int, int, str], Any] | None = None) -> Model:
+               progress: Callable[[int, int, str], Any] | None = None, context: int = 2048,
+               cache_dir: str | None = None) -> Model:
     """Load a llama-family checkpoint (Llama, Mistral, Qwen2, SmolLM, TinyLlama) to generate with.
 
     source: a GGUF file (hyperparameters, tokenizer and chat template from its metadata), a
         Hugging Face folder (config.json + safetensors + tokenizer.json), an MLX-quantized folder,
         or None for the bundled SmolLM2-135M-Instruct sample.
     device: "auto" | "cpu" | "cuda" | "mps". "cpu" runs numpy; "auto" uses a GPU when torch finds
-        one, else numpy. backend="torch" runs torch even on the CPU.
+        one, else llama.cpp when llama-cpp-python is installed and the source is a GGUF, else
+        numpy. backend="torch" runs torch even on the CPU; backend="llama.cpp" runs llama.cpp
+        (safetensors and MLX sources are converted to a Q8_0 GGUF first, once, into `cache_dir`,
+        default ~/.cache/model_explorer/gguf); backend="numpy" forces the readable reference.
+    context: positions llama.cpp reserves its KV cache for (its other backends grow as needed).
     keep_quantized: keep layer weights in their stored (quantized) form and dequantize each layer
         during every forward pass: lower peak memory, slower generation.
     progress: called as progress(done, total, tensor_name) after each tensor is dequantized.
@@ -260,6 +270,8 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     from ..samples import sample_path
 
     path = os.fspath(source) if source is not None else sample_path()
+    if _wants_llamacpp(path, device, backend, keep_quantized):
+        return _load_llamacpp(path, context, cache_dir)
     be = get_backend(device, backend)
     memory.reset_peak()
     t0 = time.perf_counter()
@@ -290,3 +302,35 @@ def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer]:
     directory = path if sources.isdir(path) else sources.dirname(path)
     config = ckpt.metadata.get("config.json")
     return from_hf(config), tokenizer_from_directory(directory, config, ckpt.metadata.get("generation_config.json"))
+
+
+def _wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized: bool) -> bool:
+    from . import llamacpp
+    from .backend import available_devices
+
+    if backend == llamacpp.ENGINE:
+        if not llamacpp.installed():
+            raise RuntimeError("backend='llama.cpp' needs llama-cpp-python "
+                               "(pip install 'checkpoint-model-explorer[llamacpp]').")
+        if keep_quantized or device not in ("auto", "cpu"):
+            raise ValueError("backend='llama.cpp' runs on the CPU and always keeps the weights "
+                             "quantized; leave device and keep_quantized at their defaults.")
+        return True
+    return (backend is None and device == "auto" and not keep_quantized and llamacpp.installed()
+            and path.endswith(".gguf") and available_devices() == ["cpu"])
+
+
+def _load_llamacpp(path: str, context: int, cache_dir: str | None) -> Model:
+    """Our tokenizer, template and sampler around llama.cpp's forward pass."""
+    from ..opener import open as open_checkpoint
+    from . import llamacpp
+
+    memory.reset_peak()
+    t0 = time.perf_counter()
+    with open_checkpoint(path) as ckpt:
+        cfg, tokenizer = _describe(ckpt, path)
+    gguf, converted = llamacpp.cached_gguf(path, cache_dir)
+    engine = llamacpp.LlamaCppEngine(gguf, n_ctx=context)
+    weights = llamacpp.EngineWeights(llamacpp.EngineReport(gguf, converted))
+    return Model(cfg, tokenizer, weights, engine, path, time.perf_counter() - t0, memory.peak_rss())
+
