@@ -54,6 +54,8 @@ def _weight_shape(ckpt, t, add) -> tuple[int, ...] | None:
 
 def _label(kind: str, w: dict, a: dict | None, bits: int, weight_dtype: str, strategy, block) -> str:
     if kind in ("ct_pack", "ct_int"):
+        if not w:  # no config: the activations' precision is not in the tensors
+            return f"CT_W{bits}"
         abits = a.get("num_bits") if a and is_int(a.get("num_bits")) else 16
         return f"CT_W{bits}A{abits}"
     if kind == "ct_nvfp4":
@@ -94,19 +96,22 @@ def build(ckpt, layer, scheme, add, inferred: bool):
         4 if kind in ("ct_nvfp4", "ct_mxfp4") else 8 if kind in ("ct_float", "ct_int") else None)
     strategy = w_args.get("strategy")
     block = w_args.get("block_structure")
-    label = _label(kind, w_args, a_args, bits or 0, main.dtype, strategy, block)
     if scale is None:
         add(finding("error", "quant_missing_companion", f"{main.name!r} is compressed-tensors "
                     f"quantized but {layer.base + '.weight_scale'!r} is missing; it cannot be "
                     "dequantized.", main, fix=FIX_CT, expected=["weight_scale"]))
-        return unusable(main, kind, label, "no weight_scale")
+        return unusable(main, kind, _label(kind, w_args, a_args, bits or 0, main.dtype, strategy,
+                                           block), "no weight_scale")
     # logical [out, in]
     if kind == "ct_pack":
+        shape = _weight_shape(ckpt, p["weight_shape"], add) if "weight_shape" in p else None
+        if bits is None and shape is not None and len(packed.shape) >= 1:
+            # no config: the fewest bits whose dense packing gives the stored width
+            bits = next((b for b in range(1, 9) if cdiv(shape[-1] * b, 32) == packed.shape[-1]), None)
         if bits is None:
             add(finding("error", "quant_packed_shape", f"{packed.name!r} is pack-quantized but no "
                         "config group gives its num_bits.", packed, fix=FIX_CT))
             return None
-        shape = _weight_shape(ckpt, p["weight_shape"], add) if "weight_shape" in p else None
         if shape is None:
             if "weight_shape" not in p:
                 add(finding("warning", "quant_missing_companion", f"{layer.base + '.weight_shape'!r} "
@@ -127,7 +132,7 @@ def build(ckpt, layer, scheme, add, inferred: bool):
     if len(shape) < 2:
         add(finding("error", "quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
                     "quantized weight is at least 2-D.", main, fix=FIX_CT))
-        return unusable(main, kind, label, "not 2-D")
+        return unusable(main, kind, kind.upper(), "not 2-D")
     out, in_f = shape[-2], shape[-1]
     group = w_args.get("group_size") if is_int(w_args.get("group_size")) else (
         16 if kind == "ct_nvfp4" else 32 if kind == "ct_mxfp4" else None)
@@ -135,6 +140,9 @@ def build(ckpt, layer, scheme, add, inferred: bool):
         strategy = _strategy_from(scale, out, in_f)
         if strategy == "group" and scale.shape and scale.shape[-1]:
             group = cdiv(in_f, scale.shape[-1])
+        if strategy == "block" and all(scale.shape[-2:]):
+            block = [cdiv(out, scale.shape[-2]), cdiv(in_f, scale.shape[-1])]
+    label = _label(kind, w_args, a_args, bits or 0, main.dtype, strategy, block)
     want = _scale_shape(strategy, shape, group, block)
     if want is not None and tuple(scale.shape) != want and not (
             strategy == "tensor" and scale.numel == 1):

@@ -100,6 +100,8 @@ def build_gptq(layer, scheme: Scheme | None, add, inferred: bool):
         return None
     in_f = qw.shape[0] * word // bits
     group = cfg.get("group_size")
+    if not cfg and len(sc.shape) == 2 and sc.shape[0] > 1:  # no config: the scales' rows say
+        group = cdiv(in_f, sc.shape[0])
     group = group if is_int(group) and group > 0 else None
     groups = cdiv(in_f, group) if group else 1
     _check(add, sc, (groups, out), f"GPTQ scales of {layer.base!r} ({in_f} inputs in groups of "
@@ -155,6 +157,9 @@ def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
         _check(add, p["qzeros"], (groups, qw.shape[1]), f"AWQ qzeros of {layer.base!r}")
     elif version == "gemv":
         out, in_f = qw.shape[0], qw.shape[1] * pack
+        if group is None:  # no config: the group size whose padded zeros width fits
+            group = next((g for g in (128, 64, 32) if _zeros_width(in_f, g) == p["qzeros"].shape[1]),
+                         None)
         g = group or 128
         zw = _zeros_width(in_f, g)
         _check(add, p["qzeros"], (out, zw), f"AWQ GEMV qzeros of {layer.base!r} ({in_f} inputs, "
