@@ -201,3 +201,12 @@ def mxfp4(experts=2, inter=64, hidden=64) -> tuple[dict, dict]:
     t[p + "down_proj_scales"] = ("U8", (experts, hidden, inter // 32))
     return t, {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
                                                                    "model.embed_tokens", "lm_head"]}
+
+
+def offsets(folder: Path) -> dict[str, tuple[int, int]]:
+    """name -> (absolute byte offset, length) as written, to check where findings point."""
+    raw = (folder / "model.safetensors").read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    return {k: (8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
+            for k, v in header.items() if k != "__metadata__"}
