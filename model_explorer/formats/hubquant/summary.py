@@ -34,8 +34,9 @@ def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
                    act_order=bool(q.get("desc_act") or q.get("actorder")),
                    params={k: q[k] for k in SCHEME_PARAMS if q.get(k) is not None},
                    inferred=bool(q.get("inferred")))
-        if q.get("block_size") is not None:
-            out["block_size"] = q["block_size"]
+        block = q.get("block_size") if q.get("block_size") is not None else q.get("block_structure")
+        if block is not None and q.get("kind") != "mxfp4":
+            out["block_size"] = block
     out["unquantized_modules"] = _float_modules(ckpt)
     if hub.get("ignore"):
         out["config_ignore"] = list(hub["ignore"])
