@@ -214,3 +214,31 @@ def test_junk_config_never_raises(tmp_path, junk):
     (folder / "config.json").write_text(json.dumps(cfg))
     ckpt = mx.open(str(folder))
     assert ckpt.tensors[P + "weight"].kind == "GPTQ_Q4"
+
+
+@pytest.mark.parametrize("layout", ["gptq", "awq", "awq_gemv", "bnb4", "bnb8", "ct_pack",
+                                    "ct_fp8", "ct_nvfp4", "fp8_block", "mxfp4"])
+def test_mangled_shapes_and_dtypes_never_raise(tmp_path, layout):
+    """Each component of one layer in turn with a wrong rank, a zero or odd dim, or another
+    dtype: findings, never a traceback, never a broken logical shape."""
+    build = {"gptq": L.gptq, "awq": L.awq, "awq_gemv": lambda: L.awq(version="gemv"),
+             "bnb4": L.bnb4, "bnb8": L.bnb8, "ct_pack": L.ct_pack, "ct_fp8": L.ct_fp8,
+             "ct_nvfp4": L.ct_nvfp4, "fp8_block": L.fp8_block, "mxfp4": L.mxfp4}[layout]
+    base, quant = build()
+    layer = "model.layers.0.mlp.proj0" if layout == "fp8_block" else \
+        "model.layers.0.mlp.experts.down_proj" if layout == "mxfp4" else P[:-1]
+    names = [n for n in base if n.startswith(layer) and len(base[n]) == 2]
+    mangled = [("I32", ()), ("I32", (0,)), ("I32", (3,)), ("I32", (0, 4)), ("I32", (7, 3)),
+               ("I32", (64, 0)), ("I32", (2, 3, 4)), ("U8", (1, 1, 1, 16)), ("U8", (5, 1)),
+               ("F16", (64, 64)), ("F8_E4M3", (64, 64)), ("I64", (2,))]
+    i = 0
+    for name in names:
+        for spec in mangled:
+            tensors = dict(base)
+            tensors[name] = spec
+            folder = L.write(tmp_path / str(i), tensors, quant, with_config=i % 3 != 0)
+            i += 1
+            ckpt = mx.open(str(folder))
+            for t in ckpt.tensors.values():
+                assert all(type(d) is int and d >= 0 for d in t.shape)
+            ckpt.summary()

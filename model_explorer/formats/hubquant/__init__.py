@@ -58,8 +58,15 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
         expected = scheme.kind if scheme is not None else None
         if expected is not None and expected != kind:
             mismatch.setdefault((expected, kind), []).append(layer.first())
-        info = _build(ckpt, layer, kind, scheme if expected == kind else None, add,
-                      inferred or expected != kind)
+        try:
+            info = _build(ckpt, layer, kind, scheme if expected == kind else None, add,
+                          inferred or expected != kind)
+        except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as e:
+            # a combination of shapes no check above foresaw: a finding, never a traceback
+            add(finding("error", "quant_packed_shape", f"The components of {kind} layer "
+                        f"{layer.base!r} ({', '.join(f'{t.name!r} {t.dtype} {list(t.shape)}' for t in layer.parts.values())}) "
+                        f"do not fit together ({type(e).__name__}: {e}).", layer.first()))
+            continue
         if info is None:
             continue
         if info.quant["kind"] == "unusable":

@@ -81,6 +81,10 @@ def build(ckpt, layer, scheme, add, inferred: bool):
                     f"{layer.base + '.weight_packed'!r} nor {layer.base + '.weight'!r}.",
                     layer.first(), fix=FIX_CT))
         return None
+    if not main.shape:
+        add(finding("error", "quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
+                    "quantized weight is at least 2-D.", main, fix=FIX_CT))
+        return unusable(main, "ct", "CT", "not 2-D")
     # The kind the tensors show; the config's format is checked against it below.
     if packed is not None:
         if "weight_global_scale" in p:

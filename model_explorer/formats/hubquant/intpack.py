@@ -158,8 +158,8 @@ def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
     elif version == "gemv":
         out, in_f = qw.shape[0], qw.shape[1] * pack
         if group is None:  # no config: the group size whose padded zeros width fits
-            group = next((g for g in (128, 64, 32) if _zeros_width(in_f, g) == p["qzeros"].shape[1]),
-                         None)
+            zw = p["qzeros"].shape[-1] if p["qzeros"].shape else None
+            group = next((g for g in (128, 64, 32) if _zeros_width(in_f, g) == zw), None)
         g = group or 128
         zw = _zeros_width(in_f, g)
         _check(add, p["qzeros"], (out, zw), f"AWQ GEMV qzeros of {layer.base!r} ({in_f} inputs, "

@@ -112,7 +112,8 @@ def _text(bpw, rows) -> str:
             continue
         share = f"{pct:.0f}%" if pct >= 1 else "<1%"
         of = " of weights" if i == 0 else ""
-        parts.append(f"{r['kind']} {share}{of} at {r['bits_per_weight']:.3g}")
+        at = f" at {r['bits_per_weight']:.3g}" if r["bits_per_weight"] is not None else ""
+        parts.append(f"{r['kind']} {share}{of}{at}")
     head = f"{bpw:.3g} bits per weight" if bpw else "bits per weight unknown"
     return head + (": " + ", ".join(parts) if parts else "")
 
