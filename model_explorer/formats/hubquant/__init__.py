@@ -53,6 +53,7 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     absorbed: set[str] = set()
     mismatch: dict[tuple[str, str], list[TensorInfo]] = {}
     kinds: dict[str, int] = {}
+    position = {name: i for i, name in enumerate(ckpt.tensors)}
     for layer in layers.values():
         kind = _kind_of(layer)
         expected = scheme.kind if scheme is not None else None
@@ -73,7 +74,7 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
             grouped[info.name] = info
             continue
         names = [t.name for t in info.quant.values() if isinstance(t, TensorInfo)]
-        first = min(names, key=list(ckpt.tensors).index)
+        first = min(names, key=position.__getitem__)
         grouped[first] = info
         absorbed.update(names)
         kinds[info.quant["kind"]] = kinds.get(info.quant["kind"], 0) + 1

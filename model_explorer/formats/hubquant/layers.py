@@ -74,11 +74,10 @@ def find_layers(tensors: dict[str, TensorInfo]) -> dict[str, Layer]:
     """Every quantized layer the tensor names show, keyed by module prefix, in file order."""
     found: dict[str, dict[str, dict[str, TensorInfo]]] = {}
     for name, t in tensors.items():
-        for suffix, family, role in SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                base = name[: -len(suffix)]
-                found.setdefault(base, {}).setdefault(family, {})[role] = t
-                break
+        hit = _match(name)
+        if hit is not None:
+            base, family, role = hit
+            found.setdefault(base, {}).setdefault(family, {})[role] = t
     layers: dict[str, Layer] = {}
     for base, families in found.items():
         real = [f for f, parts in families.items() if any(r in parts for r in ANCHORS[f])]
@@ -92,3 +91,30 @@ def find_layers(tensors: dict[str, TensorInfo]) -> dict[str, Layer]:
             parts["weight_format"] = families["bnb"]["weight_format"]
         layers[base] = Layer(base, family, parts, real[1:])
     return layers
+
+
+# the same table, by last dotted segment, so each name costs a dict lookup or two
+_BY_LAST = {suffix[1:]: (family, role) for suffix, family, role in SUFFIXES
+            if suffix.startswith(".") and suffix.count(".") == 1}
+_BY_WEIGHT_LAST = {suffix[len(".weight."):]: (family, role) for suffix, family, role in SUFFIXES
+                   if suffix.startswith(".weight.")}
+
+
+def _match(name: str) -> tuple[str, str, str] | None:
+    head, dot, last = name.rpartition(".")
+    if dot and head:
+        hit = _BY_LAST.get(last)
+        if hit is not None:
+            return (head, *hit)
+        if head.endswith(".weight") and len(head) > 7:
+            hit = _BY_WEIGHT_LAST.get(last)
+            if hit is not None:
+                return (head[:-7], *hit)
+        if last.startswith("bitsandbytes__") and head.endswith(".weight.quant_state"):
+            hit = _BY_WEIGHT_LAST.get("quant_state." + last)
+            if hit is not None:
+                return (head[: -len(".weight.quant_state")], *hit)
+    for suffix, family, role in (("_blocks", "mxfp4", "blocks"), ("_scales", "mxfp4", "scales")):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)], family, role
+    return None
