@@ -210,3 +210,29 @@ def offsets(folder: Path) -> dict[str, tuple[int, int]]:
     header = json.loads(raw[8:8 + n])
     return {k: (8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0])
             for k, v in header.items() if k != "__metadata__"}
+
+
+def ct_sparse(fmt="sparse-24-bitmask", quantized=False) -> tuple[dict, dict]:
+    """compressed-tensors sparsity (older releases' sparse compressors)."""
+    t = plain()
+    for m, (out, inp) in PROJ.items():
+        p = f"model.layers.0.{m}."
+        vals = "F8_E4M3" if quantized else "BF16"
+        if fmt == "sparse-24-bitmask":
+            t[p + "shape"] = ("I64", (2, 1), struct.pack("<2q", out, inp))
+            t[p + "compressed"] = (vals, (out, inp // 2))
+        else:
+            t[p + "shape"] = ("I64", (2,), struct.pack("<2q", out, inp))
+            t[p + "compressed"] = (vals, (out * inp // 3,))
+            t[p + "row_offsets"] = ("I64", (out,))
+        t[p + "bitmask"] = ("U8", (out, math.ceil(inp / 8)))
+        if quantized:
+            t[p + "weight_scale"] = ("BF16", (out, 1))
+    q = {"quant_method": "compressed-tensors", "format": "dense",
+         "sparsity_config": {"format": fmt, "sparsity_structure": "2:4" if "24" in fmt else "unstructured"},
+         "config_groups": {}, "ignore": ["lm_head"]}
+    if quantized:
+        q.update(_ct_config("float-quantized", {"num_bits": 8, "type": "float", "symmetric": True,
+                                                "strategy": "channel"}))
+        q["sparsity_config"] = {"format": fmt}
+    return t, q

@@ -166,6 +166,15 @@ def test_mxfp4_without_scales(tmp_path):
     assert ckpt.tensors[name].quant["kind"] == "unusable"
 
 
+def test_sparse_bitmask_wrong_shape(tmp_path):
+    tensors, quant = L.ct_sparse()
+    tensors[P + "bitmask"] = ("U8", (64, 4))  # 64 columns need 8 bytes a row
+    ckpt, off = _open(tmp_path, tensors, quant)
+    f = _one(ckpt, "quant_groups_mismatch")
+    assert (f.offset, f.length) == off[P + "bitmask"]
+    assert (f.extra["expected"], f.extra["found"]) == ([64, 8], [64, 4])
+
+
 def test_config_says_gptq_tensors_say_bnb(tmp_path):
     tensors, _ = L.bnb4("nf4", True)
     _, gptq_config = L.gptq(4)
@@ -217,13 +226,15 @@ def test_junk_config_never_raises(tmp_path, junk):
 
 
 @pytest.mark.parametrize("layout", ["gptq", "awq", "awq_gemv", "bnb4", "bnb8", "ct_pack",
-                                    "ct_fp8", "ct_nvfp4", "fp8_block", "mxfp4"])
+                                    "ct_fp8", "ct_nvfp4", "fp8_block", "mxfp4", "sparse24",
+                                    "sparse_bitmask"])
 def test_mangled_shapes_and_dtypes_never_raise(tmp_path, layout):
     """Each component of one layer in turn with a wrong rank, a zero or odd dim, or another
     dtype: findings, never a traceback, never a broken logical shape."""
     build = {"gptq": L.gptq, "awq": L.awq, "awq_gemv": lambda: L.awq(version="gemv"),
              "bnb4": L.bnb4, "bnb8": L.bnb8, "ct_pack": L.ct_pack, "ct_fp8": L.ct_fp8,
-             "ct_nvfp4": L.ct_nvfp4, "fp8_block": L.fp8_block, "mxfp4": L.mxfp4}[layout]
+             "ct_nvfp4": L.ct_nvfp4, "fp8_block": L.fp8_block, "mxfp4": L.mxfp4,
+             "sparse24": L.ct_sparse, "sparse_bitmask": lambda: L.ct_sparse("sparse-bitmask")}[layout]
     base, quant = build()
     layer = "model.layers.0.mlp.proj0" if layout == "fp8_block" else \
         "model.layers.0.mlp.experts.down_proj" if layout == "mxfp4" else P[:-1]

@@ -42,6 +42,12 @@ CASES = {
                      {"weight", "weight_scale"}),
     "ct_nvfp4": (L.ct_nvfp4, "NVFP4", "ct_nvfp4", "U8",
                  {"weight_packed", "weight_scale", "weight_global_scale"}),
+    "ct_sparse24": (L.ct_sparse, "CT_SPARSE_24", "ct_sparse_24", "BF16",
+                    {"compressed", "bitmask", "shape"}),
+    "ct_sparse24_fp8": (lambda: L.ct_sparse(quantized=True), "CT_SPARSE_24", "ct_sparse_24",
+                        "F8_E4M3", {"compressed", "bitmask", "shape", "weight_scale"}),
+    "ct_sparse_bitmask": (lambda: L.ct_sparse("sparse-bitmask"), "CT_SPARSE", "ct_sparse_bitmask",
+                          "BF16", {"compressed", "bitmask", "shape", "row_offsets"}),
 }
 
 
@@ -61,7 +67,8 @@ def test_scheme_recognised(tmp_path, case, with_config):
     assert {k for k, v in t.quant.items() if isinstance(v, mx.TensorInfo)} == roles
     # components left ckpt.tensors; the logical tensors took their place
     assert not [n for n in ckpt.tensors if n.endswith((".qweight", ".scales", ".absmax", ".SCB",
-                                                        "_scale", "_packed", "quant_map"))]
+                                                        "_scale", "_packed", "quant_map",
+                                                        ".bitmask", ".compressed", ".shape"))]
     assert set(ckpt.tensors) == set(L.plain()) | {f"model.layers.0.{m}.weight" for m in L.PROJ}
     assert ckpt.parameter_count == PLAIN_PARAMS + LINEAR_PARAMS
     bad = [f for f in ckpt.findings if f.severity in ("error", "warning")]
@@ -75,7 +82,7 @@ def test_scheme_recognised(tmp_path, case, with_config):
     assert s["label"] == label and s["kind"] == kind
     assert s["bits"] == t.quant["bits"]
     assert "lm_head" in s["unquantized_modules"]
-    assert 2 < s["bits_per_weight"] < 16  # tiny layers: GEMV pads its scales
+    assert 2 < s["bits_per_weight"] < 20  # tiny layers: GEMV pads its scales; sparse BF16
     row = next(r for r in s["kinds"] if r["kind"] == label)
     assert row["parameters"] == LINEAR_PARAMS
     assert math.isclose(sum(r["share_parameters"] for r in s["kinds"]), 1.0)

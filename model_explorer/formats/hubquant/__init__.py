@@ -57,6 +57,8 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     for layer in layers.values():
         kind = _kind_of(layer)
         expected = scheme.kind if scheme is not None else None
+        if kind == "sparse" and expected == "ct":
+            expected = "sparse"
         if expected is not None and expected != kind:
             mismatch.setdefault((expected, kind), []).append(layer.first())
         try:
@@ -122,7 +124,7 @@ def _kind_of(layer: Layer) -> str:
         return intpack.orientation(layer.parts) or "gptq"
     if layer.family == "bnb":
         return "bnb_int8" if "SCB" in layer.parts else "bnb_4bit"
-    return layer.family  # ct, fp8_block, mxfp4
+    return layer.family  # ct, fp8_block, mxfp4, sparse
 
 
 def _build(ckpt, layer: Layer, kind: str, scheme, add, inferred: bool):
@@ -136,6 +138,8 @@ def _build(ckpt, layer: Layer, kind: str, scheme, add, inferred: bool):
         return bnb.build_int8(layer, scheme, add, inferred)
     if kind == "ct":
         return ct.build(ckpt, layer, scheme, add, inferred)
+    if kind == "sparse":
+        return ct.build_sparse(ckpt, layer, scheme, add, inferred)
     if kind == "fp8_block":
         return fp8.build_fp8_block(layer, scheme, add, inferred)
     return fp8.build_mxfp4(layer, scheme, add, inferred)

@@ -11,6 +11,9 @@ From the compressors (compressed_tensors/compressors/*):
   [out, in/16], `weight_global_scale` F32 [1].
 - mxfp4-pack-quantized: `weight_packed` uint8 [out, in/2], `weight_scale` uint8 E8M0
   [out, in/32].
+- sparse-bitmask (compressors/sparse_compressors): `X.shape` int64 [2], `X.compressed` the
+  kept values (flat), `X.bitmask` uint8 [out, ceil(in/8)], `X.row_offsets` int64 [out];
+  sparse-24-bitmask: `X.shape` int64 [2, 1], `X.compressed` [out, in/2], `X.bitmask`.
 Scale shapes by strategy: tensor [1], channel [out, 1], group / tensor_group
 [out, ceil(in/group)], block [ceil(out/r), ceil(in/c)].
 """
@@ -36,7 +39,7 @@ def _args(scheme, base: str) -> tuple[dict, dict | None]:
 
 def _weight_shape(ckpt, t, add) -> tuple[int, ...] | None:
     """The 16 bytes of `weight_shape` (read at open: they alone give the exact in_features)."""
-    if t.dtype not in ("I64", "I32") or numel(t.shape) not in (2, 3) or len(t.shape) != 1:
+    if t.dtype not in ("I64", "I32") or numel(t.shape) not in (2, 3) or len(t.shape) not in (1, 2):
         add(finding("error", "quant_packed_shape", f"{t.name!r} should be the int64 [2] original "
                     f"shape; it is {shape_text(t)}.", t, fix=FIX_CT))
         return None
@@ -200,3 +203,44 @@ def _scale_shape(strategy, shape, group, block) -> tuple[int, ...] | None:
             and all(is_int(b) and b > 0 for b in block):
         return lead + (cdiv(out, block[0]), cdiv(in_f, block[1]))
     return None
+
+
+def build_sparse(ckpt, layer, scheme, add, inferred: bool):
+    """Sparse values with a bitmask of where they go (and, quantized, their scales)."""
+    p = layer.parts
+    values, mask = p.get("compressed"), p["bitmask"]
+    fmt = scheme.params.get("sparsity") if scheme and scheme.kind == "ct" else None
+    kind = "ct_sparse_24" if (fmt == "sparse-24-bitmask" or (fmt is None and "row_offsets" not in p)) \
+        else "ct_sparse_bitmask"
+    label = "CT_SPARSE_24" if kind == "ct_sparse_24" else "CT_SPARSE"
+    if values is None or "shape" not in p:
+        gone = [r for r in ("compressed", "shape") if r not in p]
+        add(finding("error", "quant_missing_companion", f"{mask.name!r} is a sparsity bitmask but "
+                    f"{', '.join(repr(layer.base + '.' + r) for r in gone)} is missing.", mask,
+                    fix=FIX_CT, expected=gone))
+        return None
+    shape = _weight_shape(ckpt, p["shape"], add)
+    if shape is None or len(shape) != 2:
+        return None
+    out, in_f = shape
+    if tuple(mask.shape) != (out, cdiv(in_f, 8)) or mask.dtype not in ("U8", "I8", "BOOL"):
+        add(finding("error", "quant_groups_mismatch", f"{mask.name!r} is {shape_text(mask)}; a "
+                    f"bitmask of {list(shape)} is uint8 {[out, cdiv(in_f, 8)]}.", mask, fix=FIX_CT,
+                    expected=[out, cdiv(in_f, 8)], found=list(mask.shape)))
+    if kind == "ct_sparse_24" and values.numel * 2 != out * in_f:
+        add(finding("error", "quant_packed_shape", f"{values.name!r} holds {values.numel} values; "
+                    f"2:4 sparsity of {list(shape)} keeps {out * in_f // 2}.", values, fix=FIX_CT,
+                    expected=out * in_f // 2, found=values.numel))
+    ro = p.get("row_offsets")
+    if ro is not None and ro.numel != out:
+        add(finding("error", "quant_groups_mismatch", f"{ro.name!r} has {ro.numel} row offsets for "
+                    f"{out} rows.", ro, fix=FIX_CT, expected=out, found=ro.numel))
+    w_args, _ = _args(scheme, layer.base)
+    quant = {"kind": kind, "label": label, "bits": w_args.get("num_bits"), "group_size": None,
+             "sym": True, "sparsity": fmt or kind[3:].replace("_", "-"),
+             "values_dtype": values.dtype, "strategy": w_args.get("strategy")}
+    for role in ("compressed", "bitmask", "shape", "row_offsets", "weight_scale",
+                 "weight_zero_point"):
+        if role in p:
+            quant[role] = p[role]
+    return logical(layer.base + ".weight", values, shape, quant, inferred)

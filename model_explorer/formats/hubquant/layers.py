@@ -10,7 +10,9 @@ by role. The families:
 - "ct": compressed-tensors (`.weight_packed` or `.weight`, `.weight_scale`,
   `.weight_zero_point`, `.weight_shape`, `.weight_global_scale`);
 - "fp8_block": fine-grained FP8 (`.weight` + `.weight_scale_inv`);
-- "mxfp4": gpt-oss (`X_blocks` + `X_scales`).
+- "mxfp4": gpt-oss (`X_blocks` + `X_scales`);
+- "sparse": compressed-tensors sparse-bitmask (`.shape`, `.compressed`, `.bitmask`,
+  `.row_offsets`) and sparse-24-bitmask (`.shape`, `.compressed`, `.bitmask`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ SUFFIXES = [
     (".scales", "intpack", "scales"),
     (".g_idx", "intpack", "g_idx"),
     (".SCB", "bnb", "SCB"),
+    (".row_offsets", "sparse", "row_offsets"),
+    (".compressed", "sparse", "compressed"),
+    (".bitmask", "sparse", "bitmask"),
+    (".shape", "sparse", "shape"),
     ("_blocks", "mxfp4", "blocks"),
     ("_scales", "mxfp4", "scales"),
 ]
@@ -49,7 +55,8 @@ ANCHORS = {"intpack": ("qweight", "qzeros", "g_idx", "scaled_zeros"),
            "bnb": ("quant_state", "absmax", "SCB"),
            "ct": ("weight_packed", "weight_scale", "weight_global_scale", "weight_shape"),
            "fp8_block": ("weight_scale_inv",),
-           "mxfp4": ("blocks",)}
+           "mxfp4": ("blocks",),
+           "sparse": ("bitmask",)}
 # Families whose main component is the layer's own `.weight`.
 OWN_WEIGHT = ("bnb", "ct", "fp8_block")
 
@@ -83,13 +90,18 @@ def find_layers(tensors: dict[str, TensorInfo]) -> dict[str, Layer]:
         real = [f for f, parts in families.items() if any(r in parts for r in ANCHORS[f])]
         if not real:
             continue
-        family = real[0]
+        family = "sparse" if "sparse" in real else real[0]
         parts = dict(families[family])
+        if family == "sparse":  # sparse values may also be quantized: their scales join them
+            parts.update(families.get("ct", {}))
+            real = [f for f in real if f not in ("sparse", "ct")]
+        else:
+            real = [f for f in real if f != family]
         if family in OWN_WEIGHT and base + ".weight" in tensors:
             parts = {"weight": tensors[base + ".weight"], **parts}
         if family == "bnb" and "weight_format" in families.get("bnb", {}):
             parts["weight_format"] = families["bnb"]["weight_format"]
-        layers[base] = Layer(base, family, parts, real[1:])
+        layers[base] = Layer(base, family, parts, real)
     return layers
 
 
