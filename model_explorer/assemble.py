@@ -7,10 +7,11 @@ from typing import Any
 
 from . import sources
 from .checkpoint import Checkpoint
-from .formats import mlx
+from .formats import hubquant, mlx
 from .formats.detect import detect, extension_matches
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
+from .formats.hubquant.summary import quant_summary
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
 from .formats.result import FileResult
 from .formats.safetensors import read_safetensors
@@ -44,8 +45,10 @@ def assemble(path: str) -> Checkpoint:
         if ckpt.format == "gguf":
             read_splits(path, result, ckpt, lambda p: _read_file(p, ckpt))
         _read_side_files(sources.dirname(path), ckpt, quiet=True)
-    if ckpt.format == "safetensors":
+    if ckpt.format == "safetensors" and not hubquant.group_hub(ckpt):
         mlx.group_mlx(ckpt, mlx.quantization_config(ckpt.metadata.get("config.json")))
+    if ckpt.format in ("safetensors", "gguf"):
+        ckpt.details["quantization"] = quant_summary(ckpt)
     ckpt.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
     return ckpt
 

@@ -49,6 +49,8 @@ def cmd_info(args) -> int:
     print(f"{s['format']}: {len(s['files'])} file(s), {_size(s['total_size'])}, "
           f"{s['tensor_count']} tensors, {s['parameter_count']:,} parameters")
     print("dtypes: " + ", ".join(f"{k} x{v}" for k, v in s["dtypes"].items()))
+    if s.get("quantization"):
+        _print_quantization(s["quantization"])
     if ckpt.metadata:
         print(f"metadata: {len(ckpt.metadata)} keys")
         for key, value in list(ckpt.metadata.items())[:args.max_keys]:
@@ -63,6 +65,35 @@ def cmd_info(args) -> int:
     print(f"findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info "
           "(model-explorer doctor for details)")
     return EXIT_OK
+
+
+def _print_quantization(q: dict) -> None:
+    """Two lines: the scheme and its parameters, then the real mix with bits per weight."""
+    parts = [f"{q.get('label') or q.get('scheme')} ({q.get('scheme')})"]
+    if q.get("bits"):
+        parts.append(f"{q['bits']} bits")
+    if q.get("block_size"):
+        bs = q["block_size"]
+        parts.append(f"blocks of {'x'.join(map(str, bs)) if isinstance(bs, list) else bs}")
+    elif q.get("group_size"):
+        parts.append(f"group {q['group_size']}")
+    elif q.get("kind") and q.get("scheme") != "gguf":
+        parts.append("per channel")
+    if q.get("sym") is not None:
+        parts.append("symmetric" if q["sym"] else "asymmetric")
+    if q.get("act_order"):
+        parts.append("act-order")
+    if q.get("inferred"):
+        parts.append("inferred from tensor names")
+    if q.get("decoded") is False:
+        parts.append("NOT decoded: values shown packed")
+    print("quantization: " + ", ".join(parts))
+    mods = q.get("unquantized_modules") or []
+    if mods:
+        more = f" (+{len(mods) - 4} more)" if len(mods) > 4 else ""
+        print(f"  unquantized: {', '.join(mods[:4])}{more}")
+    if q.get("text"):
+        print(f"  {q['text']}")
 
 
 def cmd_hexdump(args) -> int:

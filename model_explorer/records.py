@@ -55,8 +55,23 @@ class TensorInfo:
         return self.offset + self.length
 
     @property
+    def stored_bytes(self) -> int:
+        """Bytes on disk: its own and its quantization components', each range counted once."""
+        seen = {(self.file, self.offset)}
+        n = self.length
+        for part in (self.quant or {}).values():
+            if isinstance(part, TensorInfo) and (part.file, part.offset) not in seen:
+                seen.add((part.file, part.offset))
+                n += part.length
+        return n
+
+    @property
     def kind(self) -> str:
-        """The dtype a person would quote: "Q4_K", "BF16", or "MLX_Q4" for MLX groups."""
+        """The dtype a person would quote: "Q4_K", "BF16", "MLX_Q4" for MLX groups, or the
+        Hub scheme's label ("GPTQ_Q4", "BNB_NF4", "FP8_E4M3_B128"...)."""
+        label = (self.quant or {}).get("label")
+        if isinstance(label, str) and label:
+            return label
         kind = (self.quant or {}).get("kind", "")
         if kind == "mlx_affine":
             return f"MLX_Q{self.quant['bits']}"
@@ -173,6 +188,8 @@ class CheckpointRecord:
             "parameter_count": self.parameter_count,
             "dtypes": self.dtype_mix(),
             "findings": self.finding_counts(),
+            # filled in at open (formats/hubquant/summary.py): scheme, bits, mix; None if unquantized
+            "quantization": self.details.get("quantization"),
         }
 
     def __repr__(self) -> str:

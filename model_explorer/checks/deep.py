@@ -258,15 +258,29 @@ def _expected_shapes(ckpt: CheckpointRecord) -> dict[str, tuple[str, int]]:
     return out
 
 
+_PACKED_DTYPES = ("U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64")
+
+
+def _logical(info: TensorInfo | None, gguf: bool) -> TensorInfo | None:
+    """The tensor when its shape is the weight's own: a grouped quantized tensor has its
+    logical shape; a packed one left ungrouped (e.g. bitsandbytes' [n/2, 1] codes without
+    their quant state) says nothing about heads or widths."""
+    if info is None or gguf:
+        return info
+    if info.quant:
+        return None if info.quant.get("kind") == "unusable" else info
+    return None if info.dtype in _PACKED_DTYPES else info
+
+
 def _config_shapes(ckpt: CheckpointRecord, add) -> None:
     want = _expected_shapes(ckpt)
     if not want:
         return
     t = ckpt.tensors
     gguf = ckpt.format == "gguf"
-    embed = t.get("token_embd.weight" if gguf else "model.embed_tokens.weight")
-    q = t.get("blk.0.attn_q.weight" if gguf else "model.layers.0.self_attn.q_proj.weight")
-    k = t.get("blk.0.attn_k.weight" if gguf else "model.layers.0.self_attn.k_proj.weight")
+    embed = _logical(t.get("token_embd.weight" if gguf else "model.embed_tokens.weight"), gguf)
+    q = _logical(t.get("blk.0.attn_q.weight" if gguf else "model.layers.0.self_attn.q_proj.weight"), gguf)
+    k = _logical(t.get("blk.0.attn_k.weight" if gguf else "model.layers.0.self_attn.k_proj.weight"), gguf)
     layer_re = re.compile(r"^blk\.(\d+)\." if gguf else r"^model\.layers\.(\d+)\.")
     layers = {int(m[1]) for n in t if (m := layer_re.match(n))}
 

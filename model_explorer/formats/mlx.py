@@ -21,7 +21,9 @@ def quantization_config(config: dict | None) -> dict | None:
 def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
     """Fold every `.weight/.scales/.biases` triple into one quantized TensorInfo."""
     tensors = ckpt.tensors
-    scale_names = [n for n in tensors if n.endswith(".scales")]
+    # GPTQ/AWQ also name a tensor `.scales`; beside a `.qweight` or `.qzeros` it is theirs.
+    scale_names = [n for n in tensors if n.endswith(".scales")
+                   and n[:-7] + ".qweight" not in tensors and n[:-7] + ".qzeros" not in tensors]
     if not scale_names and not qconfig:
         return
     if scale_names and not qconfig:

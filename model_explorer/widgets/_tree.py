@@ -437,10 +437,7 @@ def _group_children(path: str, members: list, depth: int, header: dict) -> list[
 
 
 def _nbytes(info: TensorInfo) -> int:
-    size = info.length
-    if info.quant:
-        size += sum(p.length for p in info.quant.values() if isinstance(p, TensorInfo))
-    return size
+    return info.stored_bytes  # a Hub-quantized layer lists its main component among its parts
 
 
 def _tensor_node(info: TensorInfo, label: str, header: dict, nbytes: int) -> Node:

@@ -1,0 +1,77 @@
+"""Fine-grained FP8 (quant_method "fp8", DeepSeek-V3 style) and MXFP4 (gpt-oss).
+
+From transformers' integrations: FP8Linear has `weight` float8_e4m3fn [out, in] and
+`weight_scale_inv` float32 (or UE8M0 with scale_fmt "ue8m0") [ceil(out/br), ceil(in/bc)]
+for weight_block_size [br, bc], a scalar without one. gpt-oss experts store `X_blocks` uint8
+[..., rows, in/32, 16] (two E2M1 codes a byte) and `X_scales` uint8 E8M0 [..., rows, in/32].
+"""
+
+from __future__ import annotations
+
+from .common import cdiv, finding, logical, shape_text, unusable
+
+FIX_FP8 = "Re-export the FP8 checkpoint, or fix weight_block_size in config.json."
+
+
+def build_fp8_block(layer, scheme, add, inferred: bool):
+    p = layer.parts
+    w, s = p.get("weight"), p["weight_scale_inv"]
+    if w is None:
+        add(finding("error", "quant_missing_companion", f"{s.name!r} has no "
+                    f"{layer.base + '.weight'!r} to scale.", s, fix=FIX_FP8))
+        return None
+    if not w.dtype.startswith("F8") or len(w.shape) < 2:
+        add(finding("error", "quant_packed_shape", f"{w.name!r} has FP8 block scales "
+                    f"({s.name!r}), so it should be float8 [out, in]; it is {shape_text(w)}.", w,
+                    fix=FIX_FP8))
+        return unusable(w, "fp8_block", "FP8", "not an FP8 matrix")
+    out, in_f = w.shape[-2], w.shape[-1]
+    lead = tuple(w.shape[:-2])
+    block = scheme.params.get("block_size") if scheme and scheme.kind == "fp8_block" else None
+    if block is None and s.numel > 1 and len(s.shape) == len(w.shape):
+        # no config: DeepSeek's 128 x 128 when it fits, else what the scale grid implies
+        so, si = s.shape[-2], s.shape[-1]
+        block = [128, 128] if (cdiv(out, 128), cdiv(in_f, 128)) == (so, si) else \
+            [cdiv(out, so), cdiv(in_f, si)]
+    if block is None:
+        if s.numel != 1:
+            add(finding("error", "quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; without "
+                        "weight_block_size the FP8 scale is one value per tensor.", s, fix=FIX_FP8,
+                        expected=[], found=list(s.shape)))
+        label = "FP8_E4M3"
+    else:
+        want = lead + (cdiv(out, block[0]), cdiv(in_f, block[1]))
+        if tuple(s.shape) != want:
+            add(finding("error", "quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; "
+                        f"weight {list(w.shape)} in blocks of {block[0]}x{block[1]} needs "
+                        f"{list(want)} scales.", s, fix=FIX_FP8, expected=list(want),
+                        found=list(s.shape)))
+        label = f"FP8_E4M3_B{block[0]}" if block[0] == block[1] else f"FP8_E4M3_B{block[0]}x{block[1]}"
+    if w.dtype == "F8_E5M2":
+        label = label.replace("E4M3", "E5M2")
+    quant = {"kind": "fp8_block", "label": label, "bits": 8, "group_size": None, "sym": True,
+             "block_size": list(block) if block else None, "scale_dtype": s.dtype,
+             "weight": w, "weight_scale_inv": s}
+    return logical(w.name, w, w.shape, quant, inferred)
+
+
+def build_mxfp4(layer, scheme, add, inferred: bool):
+    p = layer.parts
+    b, s = p["blocks"], p.get("scales")
+    if s is None:
+        add(finding("error", "quant_missing_companion", f"{b.name!r} holds MXFP4 codes but "
+                    f"{layer.base + '_scales'!r} (the E8M0 exponents) is missing.", b,
+                    fix="Add the _scales tensor from the original export."))
+        return unusable(b, "mxfp4", "MXFP4", "no _scales")
+    if b.dtype != "U8" or len(b.shape) < 2 or b.shape[-1] != 16:
+        add(finding("error", "quant_packed_shape", f"{b.name!r} should be uint8 [..., blocks, 16] "
+                    f"(32 E2M1 codes per block); it is {shape_text(b)}.", b))
+        return unusable(b, "mxfp4", "MXFP4", "not uint8 [..., blocks, 16]")
+    if tuple(s.shape) != tuple(b.shape[:-1]) or s.dtype not in ("U8", "F8_E8M0"):
+        add(finding("error", "quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; the "
+                    f"blocks {list(b.shape)} need one uint8 exponent each: "
+                    f"{list(b.shape[:-1])}.", s, expected=list(b.shape[:-1]), found=list(s.shape)))
+    shape = tuple(b.shape[:-2]) + (b.shape[-2] * 32,)
+    quant = {"kind": "mxfp4", "label": "MXFP4", "bits": 4, "group_size": 32, "sym": True,
+             "block_size": 32, "blocks": b, "scales": s}
+    return logical(layer.base, b, shape, quant, inferred)

@@ -1,0 +1,145 @@
+"""The quantization summary of a checkpoint: scheme, bits, group or block size, the modules
+left unquantized, bits per weight and the real mix of kinds, for safetensors (Hub schemes,
+MLX) and GGUF (`general.file_type` by name and the tensor types it actually holds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...records import CheckpointRecord, TensorInfo
+
+MAX_MODULES = 64
+SCHEME_PARAMS = ("checkpoint_format", "version", "quant_type", "nested", "strategy",
+                 "block_structure", "block_size", "type", "scale_dtype")
+
+
+def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
+    """None for a model with no quantization at all."""
+    if ckpt.format == "gguf":
+        return _gguf(ckpt)
+    hub = ckpt.details.get("hubquant") or {}
+    quantized = [t for t in ckpt.tensors.values() if t.quant and t.quant.get("kind") != "unusable"]
+    if not quantized and not hub:
+        return None
+    rows = _kinds(ckpt.tensors.values(), lambda t: t.kind)
+    q_params = sum(t.numel for t in quantized)
+    q_bytes = sum(t.stored_bytes for t in quantized)
+    out: dict[str, Any] = {"scheme": hub.get("method") or _scheme_of(quantized), "label": None,
+                           "decoded": hub.get("decoded", True)}
+    if quantized:
+        top = _dominant(quantized)
+        q = top.quant
+        out.update(label=top.kind, kind=q.get("kind"), bits=q.get("bits"),
+                   group_size=q.get("group_size"), sym=q.get("sym"),
+                   act_order=bool(q.get("desc_act") or q.get("actorder")),
+                   params={k: q[k] for k in SCHEME_PARAMS if q.get(k) is not None},
+                   inferred=bool(q.get("inferred")))
+        block = q.get("block_size") if q.get("block_size") is not None else q.get("block_structure")
+        if block is not None and q.get("kind") != "mxfp4":
+            out["block_size"] = block
+    out["unquantized_modules"] = _float_modules(ckpt)
+    if hub.get("ignore"):
+        out["config_ignore"] = list(hub["ignore"])
+    out["bits_per_weight"] = 8 * q_bytes / q_params if q_params else None
+    out.update(_totals(rows))
+    out["kinds"] = rows
+    out["text"] = _text(out["bits_per_weight"], rows)
+    return out
+
+
+def _gguf(ckpt: CheckpointRecord) -> dict[str, Any] | None:
+    kv = ckpt.metadata.get("general.file_type")
+    ftype = getattr(kv, "value", kv)
+    rows = _kinds(ckpt.tensors.values(), lambda t: t.dtype)
+    if not rows:
+        return None
+    out: dict[str, Any] = {"scheme": "gguf", "file_type": _file_type_name(ftype),
+                           "file_type_id": ftype if type(ftype) is int else None}
+    out["label"] = out["file_type"] or (rows[0]["kind"] if rows else None)
+    out.update(_totals(rows))
+    out["bits_per_weight"] = out["overall_bits_per_weight"]
+    out["kinds"] = rows
+    out["text"] = _text(out["bits_per_weight"], rows)
+    return out
+
+
+def _file_type_name(ftype) -> str | None:
+    if type(ftype) is not int:
+        return None
+    import gguf  # a core dependency; imported only here, for its LlamaFileType names
+
+    try:
+        return gguf.LlamaFileType(ftype).name
+    except ValueError:
+        return f"FILE_TYPE_{ftype}"
+
+
+def _kinds(tensors, key) -> list[dict[str, Any]]:
+    """Per kind: tensors, parameters, bytes, bits per weight, shares; most parameters first."""
+    acc: dict[str, dict[str, Any]] = {}
+    for t in tensors:
+        k = key(t)
+        row = acc.setdefault(k, {"kind": k, "tensors": 0, "parameters": 0, "bytes": 0,
+                                 "one_dim": True, "norms": True})
+        row["tensors"] += 1
+        row["parameters"] += t.numel
+        row["bytes"] += t.stored_bytes
+        row["one_dim"] &= len(t.shape) <= 1
+        row["norms"] &= "norm" in t.name
+    params = sum(r["parameters"] for r in acc.values()) or 1
+    nbytes = sum(r["bytes"] for r in acc.values()) or 1
+    for r in acc.values():
+        r["bits_per_weight"] = 8 * r["bytes"] / r["parameters"] if r["parameters"] else None
+        r["share_parameters"] = r["parameters"] / params
+        r["share_bytes"] = r["bytes"] / nbytes
+    return sorted(acc.values(), key=lambda r: -r["parameters"])
+
+
+def _totals(rows) -> dict[str, Any]:
+    params = sum(r["parameters"] for r in rows)
+    nbytes = sum(r["bytes"] for r in rows)
+    return {"parameters": params, "bytes": nbytes,
+            "overall_bits_per_weight": 8 * nbytes / params if params else None}
+
+
+def _text(bpw, rows) -> str:
+    """"4.95 bits per weight: Q4_K 79% of weights at 4.5, Q6_K 20% at 6.56, F32 norms"."""
+    parts = []
+    for i, r in enumerate(rows):
+        pct = 100 * r["share_parameters"]
+        if pct < 1 and r["one_dim"]:
+            parts.append(f"{r['kind']} {'norms' if r['norms'] else '1-D tensors'}")
+            continue
+        share = f"{pct:.0f}%" if pct >= 1 else "<1%"
+        of = " of weights" if i == 0 else ""
+        at = f" at {r['bits_per_weight']:.3g}" if r["bits_per_weight"] is not None else ""
+        parts.append(f"{r['kind']} {share}{of}{at}")
+    head = f"{bpw:.3g} bits per weight" if bpw else "bits per weight unknown"
+    return head + (": " + ", ".join(parts) if parts else "")
+
+
+def _dominant(quantized: list[TensorInfo]) -> TensorInfo:
+    by: dict[str, int] = {}
+    first: dict[str, TensorInfo] = {}
+    for t in quantized:
+        by[t.kind] = by.get(t.kind, 0) + t.numel
+        first.setdefault(t.kind, t)
+    return first[max(by, key=by.get)]
+
+
+def _scheme_of(quantized: list[TensorInfo]) -> str | None:
+    if not quantized:
+        return None
+    kind = quantized[0].quant.get("kind", "")
+    return "mlx" if kind.startswith("mlx") else kind
+
+
+def _float_modules(ckpt: CheckpointRecord) -> list[str]:
+    """Modules whose 2-D `.weight` is stored as plain floats (embeddings, lm_head, ...)."""
+    out = []
+    for name, t in ckpt.tensors.items():
+        if t.quant or not name.endswith(".weight") or len(t.shape) != 2:
+            continue
+        if t.dtype in ("F16", "BF16", "F32", "F64"):
+            out.append(name[: -len(".weight")])
+    return out[:MAX_MODULES] + ([f"... {len(out) - MAX_MODULES} more"] if len(out) > MAX_MODULES else [])
