@@ -69,6 +69,12 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
                          f"{info.numel:,} elements, more than any file holds.")
     if info.quant and info.quant.get("kind") == "mlx_affine":
         return _mlx_plan(ckpt, info)
+    if info.quant:  # a scheme without a codec here: never show its packed codes as weights
+        q = info.quant
+        why = f": {q['reason']}" if q.get("reason") else ""
+        raise ValueError(f"Tensor {info.name!r} is {q.get('label') or q.get('kind')} "
+                         f"({q.get('scheme') or q.get('kind')}), which this tool cannot dequantize"
+                         f"{why}; its stored values are packed codes, not weights.")
     if ckpt.format == "gguf" and info.dtype in CODECS:
         return _gguf_plan(info)
     if ckpt.format == "gguf" and info.dtype in UNSUPPORTED:

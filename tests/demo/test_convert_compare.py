@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import model_explorer as mx
+from model_explorer.convert import convert
 from model_explorer.demo.compare import (
     PERPLEXITY_TEXT,
     compare_quantizations,
@@ -17,7 +18,6 @@ from model_explorer.demo.compare import (
     shipped_dtype,
     token_agreement,
 )
-from model_explorer.convert import convert
 
 try:
     from .test_convert import tiny_hf_weights, write_tiny_gguf

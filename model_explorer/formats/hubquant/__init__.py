@@ -39,7 +39,7 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
         add(Finding("warning", "quant_not_decoded", f"config.json quantization_config names "
                     f"quant_method {scheme.method!r}, which this tool does not decode: its "
                     "tensors are shown as stored (packed), not as weights.", file=config_file,
-                    extra={"fix": "Dequantize with the method's own library to inspect values."}))
+                    fix="Dequantize with the method's own library to inspect values."))
         ckpt.details["hubquant"] = {"method": scheme.method, "decoded": False, "inferred": False,
                                     "ignore": list(scheme.ignore)}
         ckpt.findings.extend(found)

@@ -14,11 +14,9 @@ from ...spans import Finding
 def finding(severity: str, code: str, message: str, t: TensorInfo | None, fix: str = "",
             **extra) -> Finding:
     """A finding on the bytes of tensor `t` (its name, file, offset and length)."""
-    if fix:
-        extra["fix"] = fix
     if t is None:
-        return Finding(severity, code, message, extra=extra)
-    return Finding(severity, code, message, t.offset, t.length, t.name, t.file, extra)
+        return Finding(severity, code, message, extra=extra, fix=fix)
+    return Finding(severity, code, message, t.offset, t.length, t.name, t.file, extra, fix=fix)
 
 
 def shape_text(t: TensorInfo) -> str:
