@@ -178,3 +178,20 @@ def test_chat_accepts_a_message_list(tiny_q8):
     assert as_text.prompt_tokens == as_list.prompt_tokens
     assert as_text.prompt.startswith("<|im_start|>user\nthe cat<|im_end|>")
     assert as_text.tokens == as_list.tokens
+
+
+def test_backend_comparison_reports_bytes_cap_and_agreement(tiny_q8):
+    from model_explorer.demo.backends_compare import compare_backends, weight_bytes_per_token
+
+    rows = compare_backends(tiny_q8, prompt="the cat", max_new_tokens=6, chat=False,
+                            backends=["torch", "numpy"])
+    assert [r["backend"] for r in rows] == ["numpy", "torch"]  # the reference runs first
+    ref, torch_row = rows
+    assert ref["agrees_with_numpy"] == "6/6" and torch_row["agrees_with_numpy"].endswith("/6")
+    model = load_model(tiny_q8, device="cpu")
+    cfg = model.config
+    layer = (cfg.q_size + 2 * cfg.kv_size) * cfg.hidden_size + cfg.q_size * cfg.hidden_size \
+        + 3 * cfg.intermediate_size * cfg.hidden_size
+    assert weight_bytes_per_token(model) == 4 * (cfg.num_layers * layer + cfg.vocab_size * cfg.hidden_size)
+    assert ref["weight_bytes_per_token"] == weight_bytes_per_token(model)
+    assert ref["cap_tps"] > 0 and ref["share_of_cap"] > 0
