@@ -52,8 +52,11 @@ class Ours:
         from model_explorer.demo import load_model
 
         t0 = time.perf_counter()
-        self.model = load_model(None, device="cpu", keep_quantized=kind == "ours-on-the-fly",
-                                backend="torch" if kind == "ours-torch" else None)
+        if kind == "ours-auto":  # what mx.load_model() picks: llama.cpp when it is installed
+            self.model = load_model(None)
+        else:
+            self.model = load_model(None, device="cpu", keep_quantized=kind == "ours-on-the-fly",
+                                    backend="torch" if kind == "ours-torch" else None)
         self.load_s = time.perf_counter() - t0
         d = self.model.dequant
         self.info = {"device": self.model.device, "dequant_s": d.seconds, "quantized_bytes": d.quantized_bytes,
@@ -130,8 +133,51 @@ class Transformers:
                 "prompt_tokens": len(self.ids), "tokens": tokens}
 
 
+class StandaloneLlamaCpp:
+    """llama-cpp-python alone on the same file and prompt ids: tokenised by llama.cpp itself,
+    greedy by argmax over its own last logits, one eval per token."""
+
+    def __init__(self, kind: str) -> None:
+        import llama_cpp
+
+        from model_explorer.samples import sample_path
+
+        threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+        self.lib = llama_cpp
+        t0 = time.perf_counter()
+        self.llm = llama_cpp.Llama(model_path=sample_path(), n_ctx=2048, n_threads=threads,
+                                   n_threads_batch=threads, n_batch=512, logits_all=False, verbose=False)
+        self.load_s = time.perf_counter() - t0
+        self.ids = self.llm.tokenize(PROMPT.encode(), add_bos=False, special=True)
+        self.info = {"device": f"cpu (llama-cpp-python {llama_cpp.__version__}, {threads} threads)"}
+
+    def _argmax(self) -> int:
+        import numpy as np
+
+        ptr = self.lib.llama_get_logits_ith(self.llm.ctx, -1)
+        return int(np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),)).argmax())
+
+    def run(self, new_tokens: int) -> dict:
+        llm = self.llm
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(self.ids)
+        token = self._argmax()
+        prefill = time.perf_counter() - t0
+        tokens = [token]
+        t1 = time.perf_counter()
+        for _ in range(new_tokens - 1):
+            llm.eval([token])
+            token = self._argmax()
+            tokens.append(token)
+        decode = time.perf_counter() - t1
+        return {"prefill_tps": len(self.ids) / prefill, "decode_tps": (new_tokens - 1) / decode,
+                "prompt_tokens": len(self.ids), "tokens": tokens}
+
+
 def worker(kind: str) -> None:
-    side = Transformers(kind) if kind == "transformers" else Ours(kind)
+    side = (Transformers(kind) if kind == "transformers" else
+            StandaloneLlamaCpp(kind) if kind == "llama.cpp" else Ours(kind))
     print(json.dumps({"load_s": side.load_s, **side.info}), flush=True)
     for line in sys.stdin:
         if line.startswith("run"):
@@ -215,6 +261,7 @@ def main() -> int:
     kinds = ["ours"] + ([] if args.skip_reference else ["transformers", "ours-torch"])
     res = measure(kinds, args.rounds, args.new_tokens, args.threads)
     lazy = measure(["ours-on-the-fly"], 1, 4, args.threads)["ours-on-the-fly"]
+    engine_ok = engine_report(args)
     ours, ref, ours_torch = res["ours"], res.get("transformers"), res.get("ours-torch")
     f32 = ours["dequantized_bytes"]
 
@@ -257,7 +304,35 @@ def main() -> int:
         ok &= r >= 0.5
     mem_ok = ours["peak_rss"] <= 2 * f32 and lazy["peak_rss"] < ours["peak_rss"]
     print(f"memory targets: {'ok' if mem_ok else 'MISSED'}")
-    return 0 if ok and mem_ok else 1
+    return 0 if ok and mem_ok and engine_ok else 1
+
+
+def engine_report(args) -> bool:
+    """mx.load_model() on llama.cpp beside standalone llama-cpp-python: same file, same threads."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("\nllama-cpp-python is not installed (make bench builds it): the llama.cpp rows are skipped")
+        return True
+    ok = True
+    for threads in sorted({1, 2, args.threads or 2}):
+        res = measure(["ours-auto", "llama.cpp"], args.rounds, args.new_tokens, threads)
+        ours, ref = res["ours-auto"], res["llama.cpp"]
+        print(f"\nllama.cpp, {threads} thread(s): mx.load_model() [{ours['device']}] vs standalone [{ref['device']}]")
+        rows = [("load (s)", ours["load_s"], ref["load_s"]), ("prefill tokens/s", ours["prefill_tps"], ref["prefill_tps"]),
+                ("decode tokens/s", ours["decode_tps"], ref["decode_tps"]),
+                ("peak RSS (MiB)", ours["peak_rss"] / 2**20, ref["peak_rss"] / 2**20)]
+        for label, a, b in rows:
+            print(f"  {label:20} {a:10.2f} {b:10.2f}   {a / b:5.2f}x")
+        same = next((i for i, (a, b) in enumerate(zip(ours["tokens"], ref["tokens"])) if a != b), len(ref["tokens"]))
+        print(f"  greedy tokens identical for the first {same} of {len(ref['tokens'])} (ours tokenised by "
+              "model_explorer, standalone by llama.cpp)")
+        checks = {"decode >= 0.95x": ours["decode_tps"] >= 0.95 * ref["decode_tps"],
+                  "prefill >= 0.95x": ours["prefill_tps"] >= 0.95 * ref["prefill_tps"],
+                  "load < 0.5 s": ours["load_s"] < 0.5, "peak RSS <= 1.2x": ours["peak_rss"] <= 1.2 * ref["peak_rss"]}
+        print("  targets: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in checks.items()))
+        ok &= all(checks.values())
+    return ok
 
 
 if __name__ == "__main__":
