@@ -5,11 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 from ...spans import Report
+from .policy import tolerated_when_invoked
 from .vm import Global, PickleRun, render
 
 MAX_IMPORTS_LISTED = 10_000
+# Findings that make a file "dangerous" (also when merged in from an embedded file) ...
+DANGER_CODES = {"dangerous_import", "unlisted_call", "pickle_frame_differential"}
+# ... and those that make it at least "suspicious".
 SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_emulation",
-                    "zip_prefix_bytes", "pickle_trailing_bytes", "unknown_import"}
+                    "zip_prefix_bytes", "pickle_trailing_bytes", "unknown_import",
+                    "pickle_frame_overrun", "pickle_frame_nested", "pickle_frame_unchecked",
+                    "zip_duplicate_entry", "internal_error"}
+
+
+def judge_calls(imports: list[Global]) -> None:
+    """A name outside the allow-list that the pickle invokes is an error: unpickling runs it."""
+    for g in imports:
+        if g.severity == "warning" and g.invoked is not None and not tolerated_when_invoked(g.dotted):
+            op, at = g.invoked
+            g.severity = "error"
+            g.why = (f"it is outside the allow-list and the pickle calls it ({op} at byte {at}), "
+                     "so unpickling runs code this reader cannot vouch for")
+            g.opcode_called = True
 
 
 def call_text(func: Any, args: Any) -> str:
@@ -28,7 +45,8 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         if g.severity != "ok":
             groups.setdefault(g.computed or g.dotted, []).append(g)
     for name, gs in groups.items():
-        first = gs[0]
+        errors = [g for g in gs if g.severity == "error"]
+        first = errors[0] if errors else gs[0]
         calls = [c for g in gs for c in g.calls][:2]
         text = f"Loading this pickle imports {name} with {first.opcode} at byte {first.offset}"
         if first.computed:
@@ -43,7 +61,7 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         if first.severity == "error":
             text += (" Opening this file with pickle.load or torch.load(weights_only=False) runs "
                      "it; do not.")
-            code = "dangerous_import"
+            code = "unlisted_call" if any(g.opcode_called for g in gs) else "dangerous_import"
         else:
             code = "unknown_import"
         f = getattr(rep, first.severity)(code, text, first.offset, 1)
@@ -53,7 +71,7 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
 def verdict(imports: list[Global], rep: Report) -> str:
     """From the imports, and from findings merged in from embedded torch files."""
     codes = {f.code for f in rep.findings}
-    if any(g.severity == "error" for g in imports) or "dangerous_import" in codes:
+    if any(g.severity == "error" for g in imports) or codes & DANGER_CODES:
         return "dangerous"
     if any(g.severity == "warning" for g in imports) or codes & SUSPICIOUS_CODES:
         return "suspicious"
@@ -66,7 +84,7 @@ def import_rows(imports: list[Global]) -> list[dict[str, Any]]:
         first = g.calls[0] if g.calls else None
         rows.append({
             "module": g.module, "name": g.name, "offset": g.offset, "opcode": g.opcode,
-            "severity": g.severity,
+            "severity": g.severity, "called": g.invoked is not None,
             "args": call_text(first[0], first[1]) if first else None,
         })
     return rows
@@ -75,6 +93,7 @@ def import_rows(imports: list[Global]) -> list[dict[str, Any]]:
 def pickle_details(runs: list[PickleRun], main: PickleRun | None, structure: Any,
                    rep: Report) -> dict[str, Any]:
     imports = [g for r in runs for g in r.imports]
+    judge_calls(imports)
     import_findings(rep, imports)
     main = main or (runs[0] if runs else None)
     return {
