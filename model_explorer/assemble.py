@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from typing import Any
 
 from . import sources
@@ -69,7 +70,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
                   f"length + JSON, 'GGUF', a zip or a pickle): {head[:16]!r}.", 0, min(16, src.size))
         result = FileResult(src.name, src.size, rep)
     else:
-        result = reader(src)
+        result = _read_safely(reader, src, named)
         if named == kind and not extension_matches(kind, sources.basename(path)):
             result.report.info("extension_mismatch", f"The name {sources.basename(path)!r} suggests "
                                f"another format, but the bytes are {FORMAT_OF[kind]}; read as "
@@ -82,6 +83,23 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
                                      f"checkpoint is {ckpt.format}.", file=src.name))
     _merge(ckpt, result)
     return result
+
+
+def _read_safely(reader, src, kind: str) -> FileResult:
+    """A reader that fails is a finding on its file, never an exception out of mx.open."""
+    try:
+        return reader(src)
+    except Exception as e:  # noqa: BLE001 - any bug, RecursionError or MemoryError included
+        tb = traceback.extract_tb(e.__traceback__)
+        frame = tb[-1] if tb else None
+        place = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}" if frame else "?"
+        rep = Report(src.name)
+        f = rep.error("internal_error", f"The {kind} reader failed on this file with "
+                      f"{type(e).__name__}: {str(e)[:200]} (at {place}). This is a bug in "
+                      "model_explorer, not proof that the file is bad; what it holds is unknown.",
+                      0, min(16, src.size))
+        f.extra.update(exception=type(e).__name__, place=place)
+        return FileResult(src.name, src.size, rep)
 
 
 def _merge(ckpt: Checkpoint, result: FileResult) -> None:

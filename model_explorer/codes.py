@@ -126,6 +126,7 @@ CATALOG: dict[str, Code] = {
     "pickle_frame_past_end": Code("error", "A FRAME claims more bytes than the pickle has; every unpickler fails there."),
     "pickle_frame_differential": Code("error", "Read the way torch.load reads it, the pickle imports names a straight opcode walk never sees: its frames hide them.", _TRUST),
     "pickle_frame_unchecked": Code("warning", "The pickle's frames are irregular and it is too large to re-read the way the loader does."),
+    "embedded_too_deep": Code("error", "Torch files embedded in torch files nest deeper than are read; the deeper ones are not checked.", _TRUST),
     "persistent_id_other": Code("warning", "A persistent id that torch.load cannot resolve."),
     "persistent_id_module": Code("info", "A persistent id holding a saved module class's source, which torch.load compares but does not run."),
     "torchscript_archive": Code("warning", "A TorchScript archive: its code runs when loaded with torch.jit.load.", _TRUST),

@@ -15,7 +15,7 @@ DANGER_CODES = {"dangerous_import", "unlisted_call", "pickle_frame_differential"
 SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_emulation",
                     "zip_prefix_bytes", "pickle_trailing_bytes", "unknown_import",
                     "pickle_frame_overrun", "pickle_frame_nested", "pickle_frame_unchecked",
-                    "zip_duplicate_entry", "internal_error"}
+                    "zip_duplicate_entry", "internal_error", "embedded_too_deep"}
 
 
 def judge_calls(imports: list[Global]) -> None:
@@ -48,9 +48,10 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         errors = [g for g in gs if g.severity == "error"]
         first = errors[0] if errors else gs[0]
         calls = [c for g in gs for c in g.calls][:2]
-        text = f"Loading this pickle imports {name} with {first.opcode} at byte {first.offset}"
+        where = "this pickle" if first.label in ("", "pickle", "data.pkl") else first.label
+        text = f"Loading {where} imports {name} with {first.opcode} at byte {first.offset}"
         if first.computed:
-            text = (f"Loading this pickle imports a name it computes while loading ({name}) with "
+            text = (f"Loading {where} imports a name it computes while loading ({name}) with "
                     f"{first.opcode} at byte {first.offset}")
         if calls:
             text += " and calls " + "; ".join(f"{call_text(f, a)} ({op} at byte {off})"

@@ -52,6 +52,7 @@ class Global:
     dotted: str = ""  # "module.name" after Python 2 name mapping
     invoked: tuple[str, int] | None = None  # (opcode, offset) of the first call of it
     opcode_called: bool = False  # an error only because the pickle calls it (report.judge_calls)
+    label: str = ""  # which pickle of the file ("data.pkl", "legacy data", ...)
 
     def __post_init__(self) -> None:
         m, n = normalize(self.module, self.name)
@@ -515,6 +516,7 @@ class PickleMachine:
             g = Global(render(module, 1, 80), render(name, 1, 80), self.base + pos, opcode, "error",
                        "imports a name computed while loading, to hide what it imports",
                        computed=text)
+        g.label = self.label
         self.run_info.imports.append(g)
         return g
 
