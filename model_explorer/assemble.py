@@ -12,7 +12,9 @@ from .formats import mlx
 from .formats.detect import detect, extension_matches
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
+from .formats.npy import read_npy, read_npz
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
+from .formats.pytorch.tar import read_torch_tar
 from .formats.result import FileResult
 from .formats.safetensors import read_safetensors
 from .formats.shards import read_index
@@ -24,10 +26,14 @@ READERS = {
     "zip": read_torch_zip,
     "torch_legacy": read_torch_legacy,
     "pickle": read_pickle,
+    "npy": read_npy,
+    "npz": read_npz,
+    "torch_tar": read_torch_tar,
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
-             "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown"}
+             "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
+             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -55,7 +61,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     """Detect one file's format from its bytes, read it and merge it into the checkpoint."""
     src = sources.open_source(path)
     ckpt.sources.add(src)
-    head = bytes(src.read(0, 64))
+    head = bytes(src.read(0, 512))  # a tar's magic is at byte 257
     kind = detect(head, src.size)
     named = kind
     if kind == "unknown":
