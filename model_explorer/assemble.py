@@ -113,9 +113,12 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.sizes[result.file] = result.size
     ckpt.spans.extend(result.report.spans)
     ckpt.findings.extend(result.report.findings)
-    for name, info in result.tensors.items():
-        if name not in ckpt.tensors:  # shards.py reports tensors stored twice
-            ckpt.tensors[name] = info
+    if not ckpt.tensors:  # the first file: one update, not a loop over a million entries
+        ckpt.tensors.update(result.tensors)
+    else:
+        for name, info in result.tensors.items():
+            if name not in ckpt.tensors:  # shards.py reports tensors stored twice
+                ckpt.tensors[name] = info
     for key, value in result.metadata.items():
         ckpt.metadata.setdefault(key, value)
     if result.details:

@@ -113,11 +113,25 @@ class Report:
              tensor: str | None = None) -> Finding:
         return self._add("info", code, message, offset, length, tensor)
 
+    def capped(self, code: str) -> bool:
+        """True once findings of `code` are only counted: a hot loop can skip its message."""
+        return self._counts.get(code, 0) >= MAX_FINDINGS_PER_CODE
+
+    def mark(self) -> tuple:
+        return len(self.spans), len(self.findings), dict(self._counts), dict(self._summaries)
+
+    def rollback(self, mark: tuple) -> None:
+        """Forget what was added since `mark` (a parse that turned out invalid)."""
+        spans, findings, counts, summaries = mark
+        del self.spans[spans:]
+        del self.findings[findings:]
+        self._counts, self._summaries = counts, summaries
+
     def _add(self, severity, code, message, offset, length, tensor) -> Finding:
-        f = Finding(severity, code, message, offset, length, tensor, self.file)
         n = self._counts.get(code, 0) + 1
         self._counts[code] = n
         if n <= MAX_FINDINGS_PER_CODE:
+            f = Finding(severity, code, message, offset, length, tensor, self.file)
             self.findings.append(f)
             return f
         summary = self._summaries.get(code)
@@ -126,10 +140,11 @@ class Report:
                               {"capped": True})
             self._summaries[code] = summary
             self.findings.append(summary)
+            self._discard = Finding(severity, code, "", None, None, None, self.file)
         summary.extra["total"] = n
         summary.message = (f"{n - MAX_FINDINGS_PER_CODE} more {code!r} findings like the ones "
                            f"above are not listed ({n} in all; the first at byte {summary.offset}).")
-        return f  # the caller may still annotate it; it is not kept
+        return self._discard  # a caller may still annotate it; it is not kept
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
