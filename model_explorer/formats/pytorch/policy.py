@@ -30,6 +30,7 @@ Dotted names are judged by every segment: `builtins.eval.__call__` is `builtins.
 from __future__ import annotations
 
 import _compat_pickle
+import functools
 
 ALLOWED_TORCH_REBUILD = {
     "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_parameter",
@@ -188,7 +189,11 @@ def normalize(module: str, name: str) -> tuple[str, str]:
 def classify(module: str, name: str) -> tuple[str, str]:
     """("ok" | "warning" | "error", why) for importing `module.name`. A warning becomes an
     error when the pickle invokes the name, unless `tolerated_when_invoked` says otherwise."""
-    module, name = normalize(module, name)
+    return classify_normalized(*normalize(module, name))
+
+
+def classify_normalized(module: str, name: str) -> tuple[str, str]:
+    """`classify` of a name already mapped from Python 2."""
     dotted = f"{module}.{name}"
     if dotted in ALLOWED_EXACT or _allowed_torch(module, name) or _allowed_numpy(module, name):
         return "ok", "a data reconstructor"
@@ -230,13 +235,29 @@ def _denied(module: str, name: str) -> str | None:
         if attrs[0] in DANGEROUS_BUILTINS:  # builtins.eval.__call__ is builtins.eval
             return DANGEROUS_BUILTINS[attrs[0]]
         return _attribute_path(module, attrs, 1)
-    parts = module.split(".") + attrs
+    why = _module_denied(module)
+    if why:
+        return why
+    path = module
+    for attr in attrs:  # torch + hub.load is torch.hub; numpy + testing.x is numpy.testing
+        path = f"{path}.{attr}"
+        why = DANGEROUS_EXACT.get(path) or DANGEROUS_MODULES.get(path)
+        if why:
+            return why
+    return _attribute_path(module, attrs, 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_denied(module: str) -> str | None:
+    """The deny-list's words for a module path or any of its parents (cached: a pickle names
+    few modules, however many times)."""
+    parts = module.split(".")
     for i in range(1, len(parts) + 1):
         prefix = ".".join(parts[:i])
         why = DANGEROUS_EXACT.get(prefix) or DANGEROUS_MODULES.get(prefix)
         if why:
             return why
-    return _attribute_path(module, attrs, 0)
+    return None
 
 
 def _attribute_path(module: str, attrs: list[str], start: int) -> str | None:

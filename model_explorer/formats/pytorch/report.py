@@ -39,33 +39,52 @@ def call_text(func: Any, args: Any) -> str:
 
 
 def import_findings(rep: Report, imports: list[Global]) -> None:
-    """One finding per distinct callable outside the allow-list, at its first import."""
-    groups: dict[str, list[Global]] = {}
+    """One finding per distinct callable outside the allow-list, at its first import (an
+    error import first). Light on memory: a pickle can name a million distinct callables."""
+    first: dict[str, Global] = {}
+    repeats: dict[str, int] = {}
+    called: set[str] = set()
+    with_calls: dict[str, list] = {}
     for g in imports:
-        if g.severity != "ok":
-            groups.setdefault(g.computed or g.dotted, []).append(g)
-    for name, gs in groups.items():
-        errors = [g for g in gs if g.severity == "error"]
-        first = errors[0] if errors else gs[0]
-        calls = [c for g in gs for c in g.calls][:2]
-        where = "this pickle" if first.label in ("", "pickle", "data.pkl") else first.label
-        text = f"Loading {where} imports {name} with {first.opcode} at byte {first.offset}"
-        if first.computed:
+        if g.severity == "ok":
+            continue
+        name = g.computed or g.dotted
+        seen = first.get(name)
+        if seen is None:
+            first[name] = g
+        else:
+            repeats[name] = repeats.get(name, 1) + 1
+            if g.severity == "error" and seen.severity != "error":
+                first[name] = g
+        if g.opcode_called:
+            called.add(name)
+        if g.calls:
+            kept = with_calls.setdefault(name, [])
+            kept.extend(g.calls[:2 - len(kept)])
+    for name, g in first.items():
+        if g.severity == "error":
+            code = "unlisted_call" if name in called else "dangerous_import"
+        else:
+            code = "unknown_import"
+        if rep.capped(code):  # counted in the summary finding; no message to build
+            getattr(rep, g.severity)(code, "", g.offset, 1)
+            continue
+        calls = with_calls.get(name, [])
+        where = "this pickle" if g.label in ("", "pickle", "data.pkl") else g.label
+        text = f"Loading {where} imports {name} with {g.opcode} at byte {g.offset}"
+        if g.computed:
             text = (f"Loading {where} imports a name it computes while loading ({name}) with "
-                    f"{first.opcode} at byte {first.offset}")
+                    f"{g.opcode} at byte {g.offset}")
         if calls:
             text += " and calls " + "; ".join(f"{call_text(f, a)} ({op} at byte {off})"
                                                for f, a, off, op in calls)
-        text += f": {first.why}."
-        if len(gs) > 1:
-            text += f" It is imported {len(gs)} times."
-        if first.severity == "error":
+        text += f": {g.why}."
+        if name in repeats:
+            text += f" It is imported {repeats[name]} times."
+        if g.severity == "error":
             text += (" Opening this file with pickle.load or torch.load(weights_only=False) runs "
                      "it; do not.")
-            code = "unlisted_call" if any(g.opcode_called for g in gs) else "dangerous_import"
-        else:
-            code = "unknown_import"
-        f = getattr(rep, first.severity)(code, text, first.offset, 1)
+        f = getattr(rep, g.severity)(code, text, g.offset, 1)
         f.extra.update(callable=name, calls=[call_text(c[0], c[1]) for c in calls])
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...spans import Report, Span, short_repr
-from .policy import classify, normalize
+from .policy import classify_normalized, normalize
 
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000
@@ -47,7 +47,7 @@ class Global:
     opcode: str
     severity: str = "ok"
     why: str = ""
-    calls: list = field(default_factory=list)  # (callee, args, offset, opcode), first few
+    calls: list | None = None  # (callee, args, offset, opcode), first few
     computed: str | None = None  # STACK_GLOBAL whose names were not constants
     dotted: str = ""  # "module.name" after Python 2 name mapping
     invoked: tuple[str, int] | None = None  # (opcode, offset) of the first call of it
@@ -55,8 +55,9 @@ class Global:
     label: str = ""  # which pickle of the file ("data.pkl", "legacy data", ...)
 
     def __post_init__(self) -> None:
-        m, n = normalize(self.module, self.name)
-        self.dotted = f"{m}.{n}"
+        if not self.dotted:
+            m, n = normalize(self.module, self.name)
+            self.dotted = f"{m}.{n}"
 
 
 @dataclass(eq=False, slots=True)
@@ -509,8 +510,9 @@ class PickleMachine:
 
     def make_global(self, module: Any, name: Any, pos: int, opcode: str) -> Global:
         if isinstance(module, str) and isinstance(name, str):
-            sev, why = classify(module, name)
-            g = Global(module, name, self.base + pos, opcode, sev, why)
+            m, n = normalize(module, name)
+            sev, why = classify_normalized(m, n)
+            g = Global(module, name, self.base + pos, opcode, sev, why, dotted=f"{m}.{n}")
         else:
             text = f"{render(module, 2)}.{render(name, 2)}"
             g = Global(render(module, 1, 80), render(name, 1, 80), self.base + pos, opcode, "error",
@@ -527,8 +529,11 @@ class PickleMachine:
                 root = root.func
             else:
                 break
-        if isinstance(root, Global) and len(root.calls) < MAX_CALLS_KEPT:
-            root.calls.append((func, args, self.base + pos, opcode))
+        if isinstance(root, Global):
+            if root.calls is None:
+                root.calls = []
+            if len(root.calls) < MAX_CALLS_KEPT:
+                root.calls.append((func, args, self.base + pos, opcode))
         if isinstance(func, Global):
             self.invoke(func, pos, opcode)
             slot = CLASS_ARGUMENTS.get(func.dotted)
