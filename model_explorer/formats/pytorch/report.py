@@ -24,8 +24,9 @@ def judge_calls(imports: list[Global]) -> None:
         if g.severity == "warning" and g.invoked is not None and not tolerated_when_invoked(g.dotted):
             op, at = g.invoked
             g.severity = "error"
-            g.why = (f"it is outside the allow-list and the pickle calls it ({op} at byte {at}), "
-                     "so unpickling runs code this reader cannot vouch for")
+            how = "" if g.calls else f" ({op} at byte {at})"
+            g.why = (f"it is outside the allow-list and the pickle calls it{how}, so unpickling "
+                     "runs code this reader cannot vouch for")
             g.opcode_called = True
 
 
