@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as e:  # noqa: BLE001 - a crash is not "errors found": never exit 1
+        print(f"model-explorer: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
 
 
 if __name__ == "__main__":

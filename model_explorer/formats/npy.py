@@ -28,6 +28,7 @@ from .pytorch import REDUCERS, WATCH, pickle_details, sort_spans
 from .pytorch.numpy_refs import NUMPY_KINDS
 from .pytorch.placement import BytesSource
 from .pytorch.vm import PickleMachine, PickleRun
+from .pytorch.walk import walk
 from .pytorch.zipread import read_zip
 from .result import FileResult
 
@@ -86,7 +87,8 @@ def read_npz(source) -> FileResult:
 
 def _finish(result: FileResult, runs: list[PickleRun], rep: Report) -> None:
     if runs:  # object arrays: the pickles np.load(allow_pickle=True) would run
-        result.details["pickle"] = pickle_details(runs, runs[0], None, rep)
+        structure = walk(runs[0].value, rep).structure
+        result.details["pickle"] = pickle_details(runs, runs[0], structure, rep)
     sort_spans(rep)
 
 

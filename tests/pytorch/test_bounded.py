@@ -143,3 +143,16 @@ def test_doctor_exit_codes_and_strict(tmp_path, capsys):
     assert main(["doctor", str(tmp_path / "missing.pkl")]) == 2
     out = capsys.readouterr().out
     assert "pickle verdict: suspicious" in out and "pickle verdict: safe" in out
+
+
+def test_a_crash_outside_the_readers_exits_2_not_1(tmp_path, monkeypatch, capsys):
+    from model_explorer import opener
+
+    def broken(path):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(opener, "assemble", broken)
+    p = tmp_path / "x.pkl"
+    p.write_bytes(pickle.dumps([1], protocol=2))
+    assert main(["doctor", str(p)]) == 2
+    assert "internal error: RuntimeError: boom" in capsys.readouterr().err
