@@ -192,8 +192,10 @@ def classify(module: str, name: str) -> tuple[str, str]:
     return classify_normalized(*normalize(module, name))
 
 
+@functools.lru_cache(maxsize=65536)
 def classify_normalized(module: str, name: str) -> tuple[str, str]:
-    """`classify` of a name already mapped from Python 2."""
+    """`classify` of a name already mapped from Python 2 (cached: a checkpoint names
+    `_rebuild_tensor_v2` once per tensor)."""
     dotted = f"{module}.{name}"
     if dotted in ALLOWED_EXACT or _allowed_torch(module, name) or _allowed_numpy(module, name):
         return "ok", "a data reconstructor"
