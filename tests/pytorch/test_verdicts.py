@@ -180,7 +180,7 @@ def test_loader_reading_matches_cpython_on_plain_pickles():
     """The emulated loader reading yields the same opcodes as genops on honest pickles."""
     import pickletools
 
-    from model_explorer.formats.pytorch.vm import LoaderReading
+    from model_explorer.formats.pytorch.frames import LoaderReading
 
     data = pickle.dumps({"a": [1, 2.5, "x" * 70_000, b"y" * 90_000], "b": ("z",) * 9}, protocol=5)
     straight = [(op.name, pos) for op, _, pos in pickletools.genops(data)]
