@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from typing import Any
 
 from . import sources
@@ -12,7 +13,9 @@ from .formats.detect import detect, extension_matches
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
 from .formats.hubquant.summary import quant_summary
+from .formats.npy import read_npy, read_npz
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
+from .formats.pytorch.tar import read_torch_tar
 from .formats.result import FileResult
 from .formats.safetensors import read_safetensors
 from .formats.shards import read_index
@@ -24,10 +27,14 @@ READERS = {
     "zip": read_torch_zip,
     "torch_legacy": read_torch_legacy,
     "pickle": read_pickle,
+    "npy": read_npy,
+    "npz": read_npz,
+    "torch_tar": read_torch_tar,
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
-             "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown"}
+             "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
+             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -57,7 +64,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     """Detect one file's format from its bytes, read it and merge it into the checkpoint."""
     src = sources.open_source(path)
     ckpt.sources.add(src)
-    head = bytes(src.read(0, 64))
+    head = bytes(src.read(0, 512))  # a tar's magic is at byte 257
     kind = detect(head, src.size)
     named = kind
     if kind == "unknown":
@@ -72,7 +79,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
                   f"length + JSON, 'GGUF', a zip or a pickle): {head[:16]!r}.", 0, min(16, src.size))
         result = FileResult(src.name, src.size, rep)
     else:
-        result = reader(src)
+        result = _read_safely(reader, src, named)
         if named == kind and not extension_matches(kind, sources.basename(path)):
             result.report.info("extension_mismatch", f"The name {sources.basename(path)!r} suggests "
                                f"another format, but the bytes are {FORMAT_OF[kind]}; read as "
@@ -87,14 +94,34 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     return result
 
 
+def _read_safely(reader, src, kind: str) -> FileResult:
+    """A reader that fails is a finding on its file, never an exception out of mx.open."""
+    try:
+        return reader(src)
+    except Exception as e:  # noqa: BLE001 - any bug, RecursionError or MemoryError included
+        tb = traceback.extract_tb(e.__traceback__)
+        frame = tb[-1] if tb else None
+        place = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}" if frame else "?"
+        rep = Report(src.name)
+        f = rep.error("internal_error", f"The {kind} reader failed on this file with "
+                      f"{type(e).__name__}: {str(e)[:200]} (at {place}). This is a bug in "
+                      "model_explorer, not proof that the file is bad; what it holds is unknown.",
+                      0, min(16, src.size))
+        f.extra.update(exception=type(e).__name__, place=place)
+        return FileResult(src.name, src.size, rep)
+
+
 def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.files.append(result.file)
     ckpt.sizes[result.file] = result.size
     ckpt.spans.extend(result.report.spans)
     ckpt.findings.extend(result.report.findings)
-    for name, info in result.tensors.items():
-        if name not in ckpt.tensors:  # shards.py reports tensors stored twice
-            ckpt.tensors[name] = info
+    if not ckpt.tensors:  # the first file: one update, not a loop over a million entries
+        ckpt.tensors.update(result.tensors)
+    else:
+        for name, info in result.tensors.items():
+            if name not in ckpt.tensors:  # shards.py reports tensors stored twice
+                ckpt.tensors[name] = info
     for key, value in result.metadata.items():
         ckpt.metadata.setdefault(key, value)
     if result.details:

@@ -115,6 +115,8 @@ def cmd_doctor(args) -> int:
             "format": ckpt.format,
             "tensor_count": len(ckpt.tensors),
             "findings": [f.to_dict() for f in ckpt.findings],
+            "verdicts": {file: d["pickle"]["verdict"] for file, d in
+                         ckpt.details.get("files", {}).items() if "pickle" in d},
         }, indent=1))
     else:
         print(f"{args.source}: {ckpt.format}, {len(ckpt.tensors)} tensors")
@@ -122,7 +124,24 @@ def cmd_doctor(args) -> int:
             print("no findings: the file reads cleanly")
         for f in ckpt.findings:
             print(f)
-    return EXIT_ERRORS if ckpt.errors else EXIT_OK
+        for file, details in ckpt.details.get("files", {}).items():
+            if "pickle" in details:
+                print(f"pickle verdict: {details['pickle']['verdict']} ({file})")
+    return doctor_exit(ckpt, args.strict)
+
+
+def doctor_exit(ckpt, strict: bool = False) -> int:
+    """0 clean; 1 errors (a dangerous pickle is one), or warnings with --strict; 2 when a
+    reader failed on a file (internal_error) and nothing else is wrong: a crash is not a
+    verdict on the file."""
+    errors = [f for f in ckpt.errors if f.code != "internal_error"]
+    if errors:
+        return EXIT_ERRORS
+    if len(errors) != len(ckpt.errors):
+        return EXIT_UNREADABLE
+    if strict and ckpt.warnings:
+        return EXIT_ERRORS
+    return EXIT_OK
 
 
 def cmd_diff(args) -> int:
@@ -167,9 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--file", help="which file of a multi-file checkpoint (default: the first)")
     s.set_defaults(func=cmd_hexdump)
 
-    s = sub.add_parser("doctor", help="diagnose problems; exit 1 when there are errors")
+    s = sub.add_parser("doctor", help="diagnose problems; exit 0 clean, 1 errors (a dangerous "
+                       "pickle is one), 2 unreadable or a reader failed")
     s.add_argument("source")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--strict", action="store_true",
+                   help="also exit 1 when there are warnings (e.g. a suspicious pickle)")
     s.add_argument("--deep", action="store_true", help="also decode tensors and check values")
     s.set_defaults(func=cmd_doctor)
 
@@ -199,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as e:  # noqa: BLE001 - a crash is not "errors found": never exit 1
+        print(f"model-explorer: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
 
 
 if __name__ == "__main__":

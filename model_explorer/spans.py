@@ -80,6 +80,11 @@ class Finding:
         return f"[{self.severity}] {self.code}: {self.message}{where}"
 
 
+# Past this many findings of one code in one file, one summary finding counts the rest: a
+# hostile file can otherwise produce a finding per byte (a million overlapping entries).
+MAX_FINDINGS_PER_CODE = 1000
+
+
 class Report:
     """Collects spans and findings for one file while a parser walks it."""
 
@@ -87,6 +92,8 @@ class Report:
         self.file = file
         self.spans: list[Span] = []
         self.findings: list[Finding] = []
+        self._counts: dict[str, int] = {}
+        self._summaries: dict[str, Finding] = {}
 
     def span(self, offset: int, length: int, kind: str, path: str, value: str | None = None,
              tensor: str | None = None) -> Span:
@@ -106,10 +113,38 @@ class Report:
              tensor: str | None = None) -> Finding:
         return self._add("info", code, message, offset, length, tensor)
 
+    def capped(self, code: str) -> bool:
+        """True once findings of `code` are only counted: a hot loop can skip its message."""
+        return self._counts.get(code, 0) >= MAX_FINDINGS_PER_CODE
+
+    def mark(self) -> tuple:
+        return len(self.spans), len(self.findings), dict(self._counts), dict(self._summaries)
+
+    def rollback(self, mark: tuple) -> None:
+        """Forget what was added since `mark` (a parse that turned out invalid)."""
+        spans, findings, counts, summaries = mark
+        del self.spans[spans:]
+        del self.findings[findings:]
+        self._counts, self._summaries = counts, summaries
+
     def _add(self, severity, code, message, offset, length, tensor) -> Finding:
-        f = Finding(severity, code, message, offset, length, tensor, self.file)
-        self.findings.append(f)
-        return f
+        n = self._counts.get(code, 0) + 1
+        self._counts[code] = n
+        if n <= MAX_FINDINGS_PER_CODE:
+            f = Finding(severity, code, message, offset, length, tensor, self.file)
+            self.findings.append(f)
+            return f
+        summary = self._summaries.get(code)
+        if summary is None:
+            summary = Finding(severity, code, "", offset, length, tensor, self.file,
+                              {"capped": True})
+            self._summaries[code] = summary
+            self.findings.append(summary)
+            self._discard = Finding(severity, code, "", None, None, None, self.file)
+        summary.extra["total"] = n
+        summary.message = (f"{n - MAX_FINDINGS_PER_CODE} more {code!r} findings like the ones "
+                           f"above are not listed ({n} in all; the first at byte {summary.offset}).")
+        return self._discard  # a caller may still annotate it; it is not kept
 
 
 def short_repr(value: Any, limit: int = 80) -> str:

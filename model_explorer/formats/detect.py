@@ -21,15 +21,24 @@ EXTENSIONS = {
     "zip": (".bin", ".pt", ".pth", ".ckpt", ".zip"),
     "torch_legacy": (".bin", ".pt", ".pth", ".ckpt"),
     "pickle": (".pkl", ".pickle", ".bin", ".pt", ".pth", ".ckpt", ".p"),
+    "npy": (".npy",),
+    "npz": (".npz",),
+    "torch_tar": (".bin", ".pt", ".pth", ".ckpt", ".tar"),
 }
+NPY_MAGIC = b"\x93NUMPY"
 
 
 def detect(head: bytes, size: int) -> str:
-    """One of "safetensors", "gguf", "zip", "torch_legacy", "pickle", "unknown"."""
+    """One of "safetensors", "gguf", "zip", "npz", "npy", "torch_tar", "torch_legacy",
+    "pickle", "unknown". `head` is the first 64 bytes, or 512 to recognise a tar."""
     if head[:4] == b"GGUF":
         return "gguf"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
-        return "zip"
+        return "npz" if _first_zip_name(head).endswith(b".npy") else "zip"
+    if head[:6] == NPY_MAGIC:
+        return "npy"
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return "torch_tar"
     if _is_torch_legacy(head):
         return "torch_legacy"
     if len(head) >= 9 and head[8:].lstrip(b" \t\n\r")[:1] == b"{":
@@ -44,6 +53,14 @@ def detect(head: bytes, size: int) -> str:
     if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and size > len(head):
         return "pickle"
     return "unknown"
+
+
+def _first_zip_name(head: bytes) -> bytes:
+    """The first entry's name as far as `head` holds it (np.savez: 'arr_0.npy')."""
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        return b""
+    (n,) = struct.unpack_from("<H", head, 26)
+    return head[30:30 + n] if 30 + n <= len(head) else b""
 
 
 def _is_torch_legacy(head: bytes) -> bool:

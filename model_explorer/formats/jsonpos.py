@@ -65,15 +65,24 @@ def members(text: str, start: int = 0) -> tuple[list[Member], int]:
 
     Raises JSONPositionError with the position of the first problem.
     """
+    end: list[int] = []
+    out = list(iter_members(text, start, end))
+    return out, end[0]
+
+
+def iter_members(text: str, start: int = 0, end: list[int] | None = None):
+    """`members` one at a time, so a caller can drop each as it goes (a header of a million
+    entries); the end position is appended to `end` when the object closes."""
     n = len(text)
     ascii_only = text.isascii()  # the usual case: no string needs a second look
     pos = _WS.match(text, start).end()
     if pos >= n or text[pos] != "{":
         raise JSONPositionError("expected '{' to open a JSON object", pos)
     pos = _WS.match(text, pos + 1).end()
-    out: list[Member] = []
     if pos < n and text[pos] == "}":
-        return out, pos + 1
+        if end is not None:
+            end.append(pos + 1)
+        return
     ws, scan = _WS_CHARS, _scan_once
     while True:
         if pos >= n or text[pos] != '"':
@@ -106,7 +115,7 @@ def members(text: str, start: int = 0) -> tuple[list[Member], int]:
             if not key.isascii():
                 key = _redecode(text, key_start, key_end, key)
             value = _redecode(text, value_start, pos, value)
-        out.append(Member(key, key_start, key_end, value, value_start, pos))
+        yield Member(key, key_start, key_end, value, value_start, pos)
         if pos < n and text[pos] in ws:
             pos = _WS.match(text, pos).end()
         if pos < n and text[pos] == ",":
@@ -115,5 +124,7 @@ def members(text: str, start: int = 0) -> tuple[list[Member], int]:
                 pos = _WS.match(text, pos).end()
             continue
         if pos < n and text[pos] == "}":
-            return out, pos + 1
+            if end is not None:
+                end.append(pos + 1)
+            return
         raise JSONPositionError("expected ',' or '}' after a value", pos)

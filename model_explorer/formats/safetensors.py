@@ -15,7 +15,7 @@ from ..dtypes import SAFETENSORS_BITS, nbytes_for
 from ..records import TensorInfo
 from ..spans import Report, Span, short_repr
 from . import MAX_RANK
-from .jsonpos import DuplicateKeys, JSONPositionError, members
+from .jsonpos import DuplicateKeys, JSONPositionError, iter_members
 from .result import FileResult
 
 MAGIC_LENGTH = 8
@@ -23,6 +23,12 @@ MAGIC_LENGTH = 8
 MAX_HEADER_SIZE = 100_000_000
 # Header names a tensor so large that its size no longer means anything.
 MAX_ELEMENTS = 2**62
+# Entries labelled in the hexdump (4 spans each); past this, a hostile header of a million
+# entries would cost gigabytes of labels. Real files have fewer than 100,000 tensors.
+MAX_LABELLED_ENTRIES = 200_000
+# Tensors listed; entries past it are still parsed and checked one by one, but not kept: a
+# 100 MB header of a million overlapping entries must open in seconds and under a gigabyte.
+MAX_LISTED_TENSORS = 300_000
 
 
 def read_safetensors(source) -> FileResult:
@@ -50,14 +56,24 @@ def read_safetensors(source) -> FileResult:
     result.data_start = data_start
     rep.span(8, n, "json", "JSON header", f"{n} bytes")
     try:
-        raw.decode("utf-8")
+        if not raw.isascii():
+            raw.decode("utf-8")
     except UnicodeDecodeError as e:
         rep.error("header_not_utf8", f"The JSON header must be UTF-8; byte {8 + e.start} "
                   f"(0x{raw[e.start]:02x}) is not valid UTF-8.", 8 + e.start, 1)
     text = raw.decode("latin-1")
+    del raw  # a header can be 100 MB: keep one copy
+    # Entries are read as the parser yields them, so a header of a million entries never
+    # holds them all at once; an error late in the JSON undoes what was read before it.
+    mark = rep.mark()
+    box: list[int] = []
     try:
-        entries, end = members(text)
+        _read_entries(iter_members(text, 0, box), text, rep, result)
+        end = box[0]
     except JSONPositionError as e:
+        rep.rollback(mark)
+        result.tensors.clear()
+        result.metadata.clear()
         found = text[e.pos:e.pos + 12].encode("latin-1")
         if _is_other_json(text):
             rep.error("header_not_object", "The header must be a JSON object mapping tensor names "
@@ -73,7 +89,6 @@ def read_safetensors(source) -> FileResult:
     elif trailing:
         rep.span(8 + end, len(trailing), "padding", "header padding (spaces)",
                  f"{len(trailing)} bytes")
-    _read_entries(entries, text, rep, result)
     _check_layout(result, data_start)
     return result
 
@@ -88,38 +103,93 @@ def _is_other_json(text: str) -> bool:
 
 
 def _read_entries(entries, text: str, rep: Report, result: FileResult) -> None:
-    seen: dict[str, int] = {}
+    others: dict[str, int] = {}  # keys that made no tensor; tensors know their own offset
+    unlisted: set[str] = set()  # keys past MAX_LISTED_TENSORS
+    tensors = result.tensors
     base = 8
     add_span, file = rep.spans.append, rep.file  # the hot loop: 90,000 entries in big shards
+    labelled = 0
     for m in entries:
         key = m.key
         key_off, entry_len = base + m.key_start, m.value_end - m.key_start
-        if key in seen:
-            rep.error("duplicate_key", f"The header names {key!r} twice (first at byte {seen[key]}); "
+        if not key.isascii() and not _valid_unicode(key):
+            rep.error("lone_surrogate", f"The key {short_repr(key)} holds a lone surrogate escape "
+                      "(\\ud800-\\udfff without its pair), which is not Unicode; the reference "
+                      "reader rejects the file.", key_off, m.key_end - m.key_start, key)
+        first = tensors.get(key)
+        first_at = first.extra["info_span"][0] if first is not None else others.get(key)
+        if first_at is None and key in unlisted:
+            first_at = "an earlier entry"
+        if first_at is not None:
+            rep.error("duplicate_key", f"The header names {key!r} twice (first at byte {first_at}); "
                       "readers disagree on which one wins.", key_off, entry_len, tensor=key)
             continue
-        seen[key] = key_off
         value = m.value
         if isinstance(value, DuplicateKeys):
             rep.error("duplicate_key", f"The entry {key!r} holds the field {_first_repeat(value)!r} twice.",
                       base + m.value_start, m.value_end - m.value_start, tensor=key)
             value = dict(value)
         if key == "__metadata__":
+            others[key] = key_off
             rep.span(key_off, entry_len, "metadata", "__metadata__", f"{len(value) if isinstance(value, dict) else '?'} entries")
             _read_metadata(value, m, rep, result)
             continue
-        path = "tensors > " + key
-        add_span(Span(key_off, entry_len, "tensor_info", path, file, None, key))
-        shown = key if len(key) <= 80 and "\n" not in key else short_repr(key)
-        add_span(Span(key_off, m.key_end - m.key_start, "key", path + " > name", file, shown, key))
-        shown = text[m.value_start:min(m.value_end, m.value_start + 80)]  # the entry as written
-        if not shown.isascii() or m.value_end - m.value_start > 80:
-            shown = short_repr(value)
-        add_span(Span(base + m.value_start, m.value_end - m.value_start, "value", path + " > entry",
-                      file, shown, key))
+        if labelled < MAX_LABELLED_ENTRIES:
+            labelled += 1
+            path = "tensors > " + key
+            add_span(Span(key_off, entry_len, "tensor_info", path, file, None, key))
+            shown = key if len(key) <= 80 and "\n" not in key else short_repr(key)
+            add_span(Span(key_off, m.key_end - m.key_start, "key", path + " > name", file, shown, key))
+            shown = text[m.value_start:min(m.value_end, m.value_start + 80)]  # the entry as written
+            if not shown.isascii() or m.value_end - m.value_start > 80:
+                shown = short_repr(value)
+            add_span(Span(base + m.value_start, m.value_end - m.value_start, "value", path + " > entry",
+                          file, shown, key))
+        elif labelled == MAX_LABELLED_ENTRIES:
+            labelled += 1
+            rep.info("header_labels_capped", f"The header has more than {MAX_LABELLED_ENTRIES} "
+                     "entries; the ones after it are read and checked but not labelled in the "
+                     "hexdump.", key_off, entry_len)
+        if len(tensors) >= MAX_LISTED_TENSORS and _well_formed(value):
+            unlisted.add(key)  # past the cap a sound entry costs a check, not a TensorInfo
+            continue
         info = _tensor_from_entry(key, value, rep, key_off, entry_len, result)
-        if info is not None:
-            result.tensors[key] = info
+        if info is None:
+            others[key] = key_off
+        elif len(tensors) < MAX_LISTED_TENSORS:
+            tensors[key] = info
+        else:
+            unlisted.add(key)
+    if unlisted:
+        rep.warning("header_too_many_entries", f"The header describes {len(tensors) + len(unlisted)} "
+                    f"tensors; the first {MAX_LISTED_TENSORS} are listed and laid out, the other "
+                    f"{len(unlisted)} are only checked one by one (no real file has this many).",
+                    8, 0)
+
+
+def _well_formed(value) -> bool:
+    """The fast path of _tensor_from_entry, without building anything."""
+    if type(value) is not dict:
+        return False
+    dtype, shape, offsets = value.get("dtype"), value.get("shape"), value.get("data_offsets")
+    bits = SAFETENSORS_BITS.get(dtype) if type(dtype) is str else None
+    if not (bits and type(shape) is list and len(shape) <= MAX_RANK and type(offsets) is list
+            and len(offsets) == 2):
+        return False
+    begin, end = offsets
+    if not (type(begin) is int and type(end) is int and 0 <= begin <= end) or \
+            [d for d in shape if type(d) is not int or d < 0]:
+        return False
+    numel = math.prod(shape)
+    return numel <= MAX_ELEMENTS and (bits * numel + 7) // 8 == end - begin
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _first_repeat(pairs) -> str:
@@ -139,8 +209,15 @@ def _read_metadata(value, m, rep: Report, result: FileResult) -> None:
         return
     for k, v in value.items():
         if not isinstance(v, str):
-            rep.warning("metadata_not_string", f"__metadata__[{k!r}] should be a string; found "
-                        f"{type(v).__name__} {short_repr(v, 40)}. Some readers reject this.", *where)
+            rep.error("metadata_not_string", f"__metadata__[{k!r}] should be a string; found "
+                      f"{type(v).__name__} {short_repr(v, 40)}. The reference reader rejects the "
+                      "file.", *where)
+        elif not v.isascii() and not _valid_unicode(v):
+            rep.error("lone_surrogate", f"__metadata__[{k!r}] holds a lone surrogate escape, "
+                      "which is not Unicode; the reference reader rejects the file.", *where)
+        if not k.isascii() and not _valid_unicode(k):
+            rep.error("lone_surrogate", f"The __metadata__ key {short_repr(k)} holds a lone "
+                      "surrogate escape; the reference reader rejects the file.", *where)
     result.metadata.update(value)
 
 
@@ -219,23 +296,30 @@ def _check_layout(result: FileResult, data_start: int) -> None:
     add_span, file = rep.spans.append, rep.file
     cursor = data_start
     prev = None
+    labels = MAX_LABELLED_ENTRIES
     for t in sorted(result.tensors.values(), key=attrgetter("offset", "length")):
         start, end = t.offset, t.offset + t.length
         if start > cursor:
-            rep.error("data_gap", f"{start - cursor} bytes between "
+            if rep.capped("data_gap"):  # only counted: skip the message and the span
+                rep.error("data_gap", "", cursor, start - cursor, t.name)
+            else:
+                rep.error("data_gap", f"{start - cursor} bytes between "
                       f"{'the header' if prev is None else repr(prev.name)} and {t.name!r} belong "
-                      "to no tensor; the reference reader rejects such files.", cursor,
-                      start - cursor, t.name)
-            if cursor < size:  # spans only cover bytes the file has
-                rep.span(cursor, min(start, size) - cursor, "gap", "unclaimed bytes")
+                          "to no tensor; the reference reader rejects such files.", cursor,
+                          start - cursor, t.name)
+                if cursor < size:  # spans only cover bytes the file has
+                    rep.span(cursor, min(start, size) - cursor, "gap", "unclaimed bytes")
         elif start < cursor and prev is not None:
-            rep.error("data_overlap", f"{t.name!r} starts at data offset {start - data_start}, "
+            rep.error("data_overlap", "" if rep.capped("data_overlap") else
+                      f"{t.name!r} starts at data offset {start - data_start}, "
                       f"inside {prev.name!r} which ends at {prev.end - data_start}.", start,
                       min(cursor, end) - start, t.name)
         if end > size:
-            rep.error("data_past_end", f"{t.name!r} ends at byte {end}, past the end of the file "
+            rep.error("data_past_end", "" if rep.capped("data_past_end") else
+                      f"{t.name!r} ends at byte {end}, past the end of the file "
                       f"({size} bytes): the file is truncated.", start, t.length, t.name)
-        if start < size or (start == size and not t.length):
+        if (start < size or (start == size and not t.length)) and labels:
+            labels -= 1
             add_span(Span(start, min(end, size) - start, "tensor_data", "data > " + t.name, file,
                           f"{t.dtype} {list(t.shape)}", t.name))
         if end >= cursor:

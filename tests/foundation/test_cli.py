@@ -53,7 +53,7 @@ def test_doctor_clean_file_exits_0(good, capsys):
 def test_doctor_errors_exit_1_with_json_report(bad, capsys):
     assert main(["doctor", bad, "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"source", "format", "tensor_count", "findings"}
+    assert set(data) == {"source", "format", "tensor_count", "findings", "verdicts"}
     assert (data["source"], data["format"], data["tensor_count"]) == (bad, "safetensors", 2)
     f = next(f for f in data["findings"] if f["code"] == "data_overlap")
     assert set(f) == {"severity", "code", "message", "offset", "length", "tensor", "file", "fix"}

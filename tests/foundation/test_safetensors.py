@@ -284,7 +284,7 @@ def test_trailing_garbage_after_json(tmp_path):
 def test_metadata_not_strings(tmp_path):
     raw = json.dumps({"__metadata__": {"n": 3}}).encode()
     f = finding(open_bytes(tmp_path, st_bytes(raw)), "metadata_not_string")
-    assert f.severity == "warning" and f.offset == 8 + raw.index(b"{", 1)
+    assert f.severity == "error" and f.offset == 8 + raw.index(b"{", 1)
 
 
 def test_misnamed_file_reads_with_info_finding(tmp_path):

@@ -189,11 +189,21 @@ def test_safe_plain_pickle_is_safe(tmp_path):
     assert pkl["structure"]["b"] == {"c": [1, 2]}
 
 
-def test_unknown_class_is_a_warning(tmp_path):
+def test_unknown_class_the_pickle_builds_is_dangerous(tmp_path):
+    """NEWOBJ + BUILD of a class outside the allow-list: its __new__/__setstate__ run."""
     p = tmp_path / "u.pkl"
     p.write_bytes(b"\x80\x02cmypackage.models\nNet\nq\x00)\x81q\x01}q\x02X\x01\x00\x00\x00aK\x01sb.")
     ckpt = mx.open(p)
-    assert [f.code for f in ckpt.warnings] == ["unknown_import"]
+    assert [f.code for f in ckpt.errors] == ["unlisted_call"]
+    assert "mypackage.models.Net" in ckpt.errors[0].message and "NEWOBJ" in ckpt.errors[0].message
+    assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "dangerous"
+
+
+def test_unknown_class_only_referenced_is_a_warning(tmp_path):
+    p = tmp_path / "u.pkl"
+    p.write_bytes(b"\x80\x02}X\x03\x00\x00\x00clscmypackage.models\nNet\ns.")
+    ckpt = mx.open(p)
+    assert [f.code for f in ckpt.warnings] == ["unknown_import"] and not ckpt.errors
     assert "mypackage.models.Net" in ckpt.warnings[0].message
     assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "suspicious"
 

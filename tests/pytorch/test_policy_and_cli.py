@@ -53,11 +53,10 @@ def test_computed_import_name_is_an_error(tmp_path):
     p = tmp_path / "computed.pkl"
     p.write_bytes(payload)
     ckpt = mx.open(p)
-    errors = [f for f in ckpt.errors if f.code == "dangerous_import"]
-    assert len(errors) == 1
-    assert "operator.add('o', 's').'system'" in errors[0].message
-    assert "computes" in errors[0].message
-    assert [f.extra["callable"] for f in ckpt.warnings] == ["operator.add"]
+    errors = {f.extra["callable"]: f for f in ckpt.errors if f.code == "dangerous_import"}
+    assert set(errors) == {"operator.add('o', 's').'system'", "operator.add"}
+    assert "computes" in errors["operator.add('o', 's').'system'"].message
+    assert not ckpt.warnings
 
 
 @pytest.mark.reference

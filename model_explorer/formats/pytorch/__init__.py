@@ -44,13 +44,28 @@ MAX_PICKLES = 16
 REDUCERS = {**TORCH_REDUCERS, **NUMPY_REDUCERS}
 WATCH = frozenset({EMBEDDED_FUNC})
 PICKLE_STARTS = b"\x80(}]c)NISVFLdlKJMXUTGq"
+MAX_EMBED_DEPTH = 8
+_EMBED_DEPTH = [0]  # how deep read_embedded is now
 
 
 def read_embedded(sub) -> FileResult | None:
-    """A torch file inside a pickle (torch.storage._load_from_bytes), read like any other."""
+    """A torch file inside a pickle (torch.storage._load_from_bytes), read like any other,
+    to a bounded depth: each level is a Python frame here, and a file can nest hundreds."""
     kind = detect(bytes(sub.read(0, 64)), sub.size)
     reader = {"torch_legacy": read_torch_legacy, "zip": read_torch_zip}.get(kind)
-    return reader(sub) if reader else None
+    if reader is None:
+        return None
+    if _EMBED_DEPTH[0] >= MAX_EMBED_DEPTH:
+        rep = Report(sub.name)
+        rep.error("embedded_too_deep", f"Torch files embedded in torch files nest more than "
+                  f"{MAX_EMBED_DEPTH} levels deep; the deeper ones are not read, so their imports "
+                  "are not checked. No real checkpoint nests them at all.", 0, min(8, sub.size))
+        return FileResult(sub.name, sub.size, rep)
+    _EMBED_DEPTH[0] += 1
+    try:
+        return reader(sub)
+    finally:
+        _EMBED_DEPTH[0] -= 1
 
 
 def sort_spans(rep: Report) -> None:
@@ -77,7 +92,7 @@ def read_torch_zip(source) -> FileResult:
                   f"checkpoint (entries: {', '.join(short_repr(n, 40) for n in names[:5])}).",
                   0, min(4, source.size))
         runs: list[PickleRun] = []
-        _scan_other_pickles(source, rep, entries, None, runs)
+        _scan_other_pickles(source, rep, entries, None, runs, listing.shadowed)
         if runs:  # no torch checkpoint, but whatever pickles it holds are still judged
             result.details["pickle"] = pickle_details(runs, None, None, rep)
         return result
@@ -111,7 +126,7 @@ def read_torch_zip(source) -> FileResult:
             return ("compressed", e)
         return e.data_offset, max(0, min(e.size, source.size - e.data_offset))
 
-    _scan_other_pickles(source, rep, entries, pkl_name, runs)
+    _scan_other_pickles(source, rep, entries, pkl_name, runs, listing.shadowed)
     walked = walk(main.value, rep)
     result.tensors = place_tensors(walked.tensors, locate, source, rep, byteorder, "data/",
                                    byte_offsets=main.byte_offsets, runs=runs,
@@ -235,15 +250,21 @@ def _orphan_storages(entries, prefix: str, table: StorageTable, rep: Report) -> 
 
 
 def _scan_other_pickles(source, rep: Report, entries, data_pkl: str | None,
-                        runs: list[PickleRun]) -> None:
-    """Other *.pkl records (constants.pkl, extra files) may be unpickled by some loader."""
-    for name, e in entries.items():
-        if name == data_pkl or not name.endswith(".pkl") or e.method != 0:
+                        runs: list[PickleRun], shadowed=()) -> None:
+    """Other *.pkl records (constants.pkl, extra files, earlier copies of a duplicated name)
+    may be unpickled by some loader."""
+    others = [(n, e, n.rsplit("/", 1)[-1]) for n, e in entries.items() if n != data_pkl]
+    others += [(e.name, e, f"{e.name.rsplit('/', 1)[-1]} (copy at byte {e.header_offset}, not the "
+                "one torch loads)") for e in shadowed]
+    for name, e, label in others:
+        if not name.endswith(".pkl") or e.method not in (0, 8):
             continue
-        label = name.rsplit("/", 1)[-1]
         m = PickleMachine(rep, label, REDUCERS, StorageTable(legacy=False).load, watch=WATCH)
-        runs.append(m.run(source, e.data_offset, max(0, min(e.compressed_size,
-                                                            source.size - e.data_offset))))
+        run = m.run(source, e.data_offset, max(0, min(e.compressed_size, source.size
+                                                      - e.data_offset))) if e.method == 0 \
+            else _run_inflated(source, rep, m, e)
+        if run is not None:
+            runs.append(run)
 
 
 def _trailing_pickles(source, rep: Report, run: PickleRun, end: int, label: str) -> list[PickleRun]:

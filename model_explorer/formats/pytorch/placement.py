@@ -141,8 +141,7 @@ class _EmbeddedStorages:
 
     def is_embedded(self, storage: Any) -> bool:
         return (isinstance(storage, Call) and isinstance(storage.func, Global)
-                and storage.func.dotted == EMBEDDED_FUNC and isinstance(storage.args, tuple)
-                and len(storage.args) == 1)
+                and storage.func.dotted == EMBEDDED_FUNC)
 
     def resolve(self, call: Call) -> Any:
         if id(call) in self.done:
@@ -151,7 +150,13 @@ class _EmbeddedStorages:
         return out
 
     def _resolve(self, call: Call) -> Any:
-        data = call.args[0]
+        args = call.args
+        if not (isinstance(args, tuple) and len(args) == 1 and call.kwargs is None):
+            self.rep.error("bad_embedded_storage", f"{EMBEDDED_FUNC} is called at byte "
+                           f"{call.offset} with {render(args, 2)}; torch passes it one bytes "
+                           "object, and fails on anything else.", call.offset, 1)
+            return Unknown("embedded storage")
+        data = args[0]
         base = None
         if isinstance(data, Blob):
             base, sub = data.offset, _SubSource(self.source, data.offset, data.length)
@@ -163,6 +168,9 @@ class _EmbeddedStorages:
                 sub = BytesSource(bytes(data))
                 sub.name = self.source.name
         else:
+            self.rep.error("bad_embedded_storage", f"{EMBEDDED_FUNC} is called at byte "
+                           f"{call.offset} with {render(data, 2)}, not bytes; torch fails here.",
+                           call.offset, 1)
             return Unknown("embedded storage")
         if len(self.done) > self.MAX_FILES or self.read_embedded is None:
             return Unknown("embedded storage")

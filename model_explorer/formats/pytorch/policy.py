@@ -1,49 +1,36 @@
-"""Which imports a pickle may make: the allow-list, the danger list and everything else.
+"""Which imports a pickle may make, and what it means when the pickle calls them.
 
 A pickle runs code only by importing a callable (opcodes GLOBAL, STACK_GLOBAL, INST, or an
-EXT code) and then calling it (REDUCE, NEWOBJ, OBJ, INST) or setting state on what it built
-(BUILD). This reader never imports anything; it names what a real unpickler would import
-and judges each name here. Python 2 names are mapped as the unpickler maps them
-(`__builtin__` -> `builtins`, `copy_reg` -> `copyreg`, ...) before judging.
+EXT code) and then invoking it (REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST) or handing state to
+what it built (BUILD, which calls the class's `__setstate__`). This reader never imports
+anything; it names what a real unpickler would import and judges each name here. Python 2
+names are mapped as the unpickler maps them (`__builtin__` -> `builtins`, ...) first.
 
-Allowed (data reconstructors; no finding):
-  torch        torch._utils._rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3,
-               _rebuild_parameter, _rebuild_parameter_with_state, _rebuild_qtensor,
-               _rebuild_sparse_tensor, _rebuild_nested_tensor, _rebuild_meta_tensor_no_storage,
-               _rebuild_wrapper_subclass, _rebuild_device_tensor_from_cpu_tensor,
-               _rebuild_device_tensor_from_numpy; torch._tensor._rebuild_from_type_v2;
-               storage classes (torch.FloatStorage ... torch.storage.UntypedStorage);
-               dtypes (torch.float32 ...); torch.Size, torch.device, torch.Tensor,
-               torch.nn.parameter.Parameter, torch.serialization._get_layout, layouts
-               (torch.strided, torch.sparse_coo, ...) and qschemes (torch.per_tensor_affine, ...)
-  collections  OrderedDict, Counter
-  numpy        numpy.core.multiarray._reconstruct and .scalar, numpy.ndarray, numpy.dtype,
-               numpy.core.numeric._frombuffer (and the numpy._core.* spellings of numpy 2),
-               numpy.dtypes.*DType
-  builtins     set, frozenset, bytearray, complex, slice, range, list, dict, tuple, int, float,
-               str, bool, object; _codecs.encode; copyreg._reconstructor
+The verdict comes from what the pickle *does*, not from a list of bad names:
 
-Dangerous (error): any name in the modules os, posix, nt, subprocess, runpy, importlib,
-marshal, pty, socket, shutil, webbrowser, sys, and also ctypes, types, code, codeop,
-commands, popen2, multiprocessing, _posixsubprocess, pickle, _pickle, cPickle, dill,
-cloudpickle, timeit, pdb, bdb, profile, cProfile, trace, asyncio, signal, platform, pip,
-setuptools, distutils, _winapi, winreg, msvcrt, urllib, urllib2, http, httplib, ftplib,
-smtplib, telnetlib, requests, pathlib, io, _io, tempfile, torch.hub, torch.jit,
-torch.package; the builtins exec, eval, compile, open, __import__, getattr, setattr,
-delattr, globals, locals, vars, breakpoint, input, exit, quit, help, execfile, file,
-reload; and torch.load / torch.serialization.load (they unpickle nested bytes).
+- Allowed (no finding): the data reconstructors a checkpoint legitimately needs: torch's
+  rebuild functions, storages, dtypes, layouts and Size/device/Parameter; collections;
+  numpy's array, dtype and scalar reconstruction; plain builtin containers; copyreg's
+  `_reconstructor`; `_codecs.encode`.
+- Anything else that the pickle *invokes* is an error (verdict "dangerous"): unpickling
+  runs it, and nothing about a name says it is harmless. A name outside the allow-list that
+  is only *referenced* (stored, never called) is a warning.
+- A few known classes are tolerated even when instantiated (a warning, never an error):
+  torch's own `nn` module classes (what `torch.save(model)` writes) and plain data classes
+  of the standard library (argparse.Namespace, datetime, Decimal, pathlib paths).
+- The deny-list below only supplies the words of the message ("runs programs", "writes
+  files"): names on it are errors even when merely referenced.
 
-Warning with a reason: torch.storage._load_from_bytes, which plain `pickle.dump` of a tensor
-uses; it runs torch.load(weights_only=False) on a torch file embedded in the pickle, and
-this reader reads that embedded file too (its imports are judged like any other).
-
-Everything else: warning. Unknown code runs when the pickle loads; it may be a harmless
-class of the author's project, or not.
+Dotted names are judged by every segment: `builtins.eval.__call__` is `builtins.eval`,
+`torch.hub.load` is in `torch.hub`; a module reached as an attribute of another
+(`glob.os`, `torch.os.system`) is judged as the module it names; dunder traversal
+(`__globals__`, `__subclasses__`, ...) is an error.
 """
 
 from __future__ import annotations
 
 import _compat_pickle
+import functools
 
 ALLOWED_TORCH_REBUILD = {
     "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_parameter",
@@ -69,6 +56,9 @@ TORCH_OTHER = {
     "Size", "device", "Tensor", "strided", "sparse_coo", "sparse_csr", "sparse_csc",
     "sparse_bsr", "sparse_bsc", "_mkldnn", "per_tensor_affine", "per_tensor_symmetric",
     "per_channel_affine", "per_channel_symmetric", "per_channel_affine_float_qparams",
+    # legacy tensor types, named by the `tensors` record of torch's old tar format
+    *(f"{t}Tensor" for t in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short",
+                             "Char", "Byte", "Bool")),
 }
 ALLOWED_EXACT = {
     "torch._tensor._rebuild_from_type_v2", "torch.nn.parameter.Parameter",
@@ -76,54 +66,105 @@ ALLOWED_EXACT = {
     "torch.storage.TypedStorage", "torch.storage._LegacyStorage",
     "collections.OrderedDict", "collections.Counter",
     "_codecs.encode", "copyreg._reconstructor",
-    *(f"builtins.{n}" for n in ("set", "frozenset", "bytearray", "complex", "slice", "range",
-                                "list", "dict", "tuple", "int", "float", "str", "bool", "object")),
+    *(f"builtins.{n}" for n in ("set", "frozenset", "bytearray", "bytes", "complex", "slice",
+                                "range", "list", "dict", "tuple", "int", "float", "str", "bool",
+                                "object")),
     *(f"{m}.{n}" for m in ("numpy.core.multiarray", "numpy._core.multiarray")
       for n in ("_reconstruct", "scalar")),
     "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
     "numpy.ndarray", "numpy.dtype",
 }
+# Classes whose construction runs no code a file can choose: a warning even when invoked.
+TOLERATED_EXACT = {
+    "argparse.Namespace", "collections.defaultdict", "collections.deque",
+    "datetime.datetime", "datetime.date", "datetime.time", "datetime.timedelta",
+    "datetime.timezone", "decimal.Decimal", "fractions.Fraction", "uuid.UUID",
+    "pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PurePath",
+    "pathlib.PurePosixPath", "pathlib.PureWindowsPath", "torch.nn.parameter.Buffer",
+    "torch.nn.parameter.UninitializedParameter", "torch.nn.parameter.UninitializedBuffer",
+}
+TORCH_MODULE_CLASSES = "torch.nn.modules."
 
+_FILES = "writes files"
+_NET = "opens network connections"
+_RUNS = "runs Python code"
+_PROGRAMS = "runs programs (a shell command)"
+_IMPORTS = "imports any module by name"
 DANGEROUS_MODULES = {
     "os": "runs programs and changes files", "posix": "runs programs and changes files",
-    "nt": "runs programs and changes files", "subprocess": "runs programs",
-    "_posixsubprocess": "runs programs", "pty": "runs programs in a terminal",
-    "popen2": "runs programs", "commands": "runs programs", "platform": "runs programs",
-    "runpy": "runs Python modules", "importlib": "imports arbitrary modules",
+    "nt": "runs programs and changes files", "subprocess": _PROGRAMS,
+    "_posixsubprocess": _PROGRAMS, "pty": "runs programs in a terminal",
+    "popen2": _PROGRAMS, "commands": _PROGRAMS, "platform": _PROGRAMS,
+    "runpy": "runs Python modules", "importlib": _IMPORTS,
     "marshal": "loads code objects", "types": "builds functions from code objects",
-    "code": "runs Python code", "codeop": "compiles Python code", "timeit": "runs Python code",
-    "pdb": "runs Python code", "bdb": "runs Python code", "profile": "runs Python code",
-    "cProfile": "runs Python code", "trace": "runs Python code", "ctypes": "calls native code",
+    "code": _RUNS, "codeop": "compiles Python code", "timeit": _RUNS,
+    "pdb": _RUNS, "bdb": _RUNS, "profile": _RUNS,
+    "cProfile": _RUNS, "trace": _RUNS, "ctypes": "calls native code",
     "_ctypes": "calls native code", "sys": "changes the interpreter",
     "signal": "changes the interpreter", "multiprocessing": "starts processes",
     "asyncio": "starts processes and connections", "pickle": "unpickles nested, unchecked bytes",
     "_pickle": "unpickles nested, unchecked bytes", "cPickle": "unpickles nested, unchecked bytes",
     "dill": "unpickles nested, unchecked bytes", "cloudpickle": "unpickles nested, unchecked bytes",
-    "socket": "opens network connections", "webbrowser": "opens web pages",
-    "urllib": "uses the network", "urllib2": "uses the network", "http": "uses the network",
-    "httplib": "uses the network", "ftplib": "uses the network", "smtplib": "sends mail",
-    "telnetlib": "uses the network", "requests": "uses the network",
+    "shelve": "unpickles nested, unchecked bytes", "joblib": "unpickles nested, unchecked bytes",
+    "socket": _NET, "webbrowser": "opens web pages",
+    "urllib": _NET, "urllib2": _NET, "http": _NET,
+    "httplib": _NET, "ftplib": _NET, "smtplib": "sends mail",
+    "telnetlib": _NET, "requests": _NET, "imaplib": _NET, "poplib": _NET, "nntplib": _NET,
+    "xmlrpc": _NET, "socketserver": _NET, "ssl": _NET,
     "shutil": "copies and deletes files", "pathlib": "reads and writes files",
     "io": "reads and writes files", "_io": "reads and writes files",
     "tempfile": "creates files", "pip": "installs packages", "setuptools": "runs build code",
     "distutils": "runs build code", "_winapi": "runs programs", "winreg": "changes the registry",
-    "msvcrt": "calls the C runtime", "torch.hub": "downloads and runs code",
-    "torch.jit": "compiles and runs TorchScript", "torch.package": "imports packaged code",
+    "msvcrt": "calls the C runtime", "logging": _FILES + " (FileHandler) and changes logging",
+    "zipfile": _FILES, "gzip": _FILES, "bz2": _FILES, "lzma": _FILES, "tarfile": _FILES,
+    "fileinput": _FILES, "dbm": _FILES, "sqlite3": _FILES, "mmap": _FILES,
+    "pydoc": _IMPORTS + " (pydoc.locate) and starts a web server",
+    "pkgutil": _IMPORTS + " (pkgutil.resolve_name)", "inspect": "reaches any object's internals",
+    "operator": "reaches any attribute or method (attrgetter, methodcaller), the usual way to "
+                "hide a call", "builtins": _RUNS,
+    # published gadget modules of the standard library
+    "idlelib": _RUNS, "lib2to3": _RUNS, "doctest": _RUNS, "ensurepip": "installs packages",
+    "venv": "creates environments and runs programs", "uuid": _PROGRAMS,
+    "_osx_support": _PROGRAMS, "_aix_support": _PROGRAMS, "_pyrepl": _RUNS,
+    "test": _RUNS + " (test.support)", "cgitb": _FILES, "site": _RUNS, "sysconfig": _RUNS,
+    "numpy.testing": _RUNS + " (runstring)", "numpy.f2py": _PROGRAMS,
+    "numpy.distutils": "runs build code", "numpy.lib.npyio": "unpickles nested, unchecked bytes",
+    # torch's own
+    "torch.hub": "downloads and runs code", "torch.jit": "compiles and runs TorchScript",
+    "torch.package": "imports packaged code", "torch.utils.bottleneck": _PROGRAMS,
+    "torch.utils.collect_env": _PROGRAMS, "torch.utils._config_module": _RUNS,
+    "torch._config_module": _RUNS, "torch.utils.data.datapipes": _RUNS,
+    "torch.utils.cpp_extension": "compiles and loads native code",
+    "torch._dynamo": _RUNS, "torch._inductor": "compiles and runs generated code",
+    "torch.fx.experimental": _RUNS, "torch.compile": "compiles and runs generated code",
+    "torch.distributed": _NET, "torch.multiprocessing": "starts processes",
+    "torch._C._jit_tree_views": _RUNS, "torch.utils.checkpoint": _RUNS,
 }
 DANGEROUS_BUILTINS = {
-    "exec": "runs Python code", "eval": "runs Python code", "compile": "compiles Python code",
+    "exec": _RUNS, "eval": _RUNS, "compile": "compiles Python code",
     "execfile": "runs a Python file", "open": "reads or writes files", "file": "opens files",
-    "__import__": "imports any module", "reload": "re-imports modules",
+    "__import__": _IMPORTS, "reload": "re-imports modules",
     "getattr": "reaches any attribute, the usual way to hide a call",
     "setattr": "changes any attribute", "delattr": "deletes any attribute",
     "globals": "reaches the interpreter's globals", "locals": "reaches the interpreter's locals",
     "vars": "reaches any object's attributes", "breakpoint": "starts a debugger",
     "input": "waits for console input", "exit": "exits the interpreter",
     "quit": "exits the interpreter", "help": "starts the interactive help",
+    "apply": "calls a function it is given",
 }
 DANGEROUS_EXACT = {
     "torch.load": "unpickles nested, unchecked bytes",
     "torch.serialization.load": "unpickles nested, unchecked bytes",
+    "torch.serialization._load": "unpickles nested, unchecked bytes",
+    "torch.serialization._legacy_load": "unpickles nested, unchecked bytes",
+    "torch.save": _FILES, "torch.serialization.save": _FILES,
+    "torch.compile": "compiles and runs generated code",
+    "numpy.load": "unpickles nested, unchecked bytes (allow_pickle)",
+    "numpy.save": _FILES, "numpy.savez": _FILES, "numpy.savetxt": _FILES,
+    "numpy.fromfile": "reads files", "numpy.loadtxt": "reads files", "numpy.tofile": _FILES,
+    "numpy.memmap": "maps files into memory",
+    "copyreg.__newobj__": "calls a class it is given",
+    "copyreg.__newobj_ex__": "calls a class it is given",
 }
 WARNING_EXACT = {
     # pickle.dump(tensor) stores each storage as a legacy torch file inside the pickle; loading
@@ -132,6 +173,10 @@ WARNING_EXACT = {
                                       "torch.load(weights_only=False); the embedded file is "
                                       "checked as well",
 }
+# Attribute segments that reach interpreter internals (the classic sandbox escapes).
+SAFE_DUNDERS = {"__call__", "__new__", "__init__", "__setstate__", "__reduce__", "__reduce_ex__"}
+# A module name reached as an attribute: `glob.os`, `torch.os.system`.
+MODULE_HEADS = {k for k in DANGEROUS_MODULES if "." not in k} | {"__builtins__"}
 
 
 def normalize(module: str, name: str) -> tuple[str, str]:
@@ -142,25 +187,95 @@ def normalize(module: str, name: str) -> tuple[str, str]:
 
 
 def classify(module: str, name: str) -> tuple[str, str]:
-    """("ok" | "warning" | "error", why) for importing `module.name`."""
-    module, name = normalize(module, name)
+    """("ok" | "warning" | "error", why) for importing `module.name`. A warning becomes an
+    error when the pickle invokes the name, unless `tolerated_when_invoked` says otherwise."""
+    return classify_normalized(*normalize(module, name))
+
+
+@functools.lru_cache(maxsize=65536)
+def classify_normalized(module: str, name: str) -> tuple[str, str]:
+    """`classify` of a name already mapped from Python 2 (cached: a checkpoint names
+    `_rebuild_tensor_v2` once per tensor)."""
     dotted = f"{module}.{name}"
     if dotted in ALLOWED_EXACT or _allowed_torch(module, name) or _allowed_numpy(module, name):
         return "ok", "a data reconstructor"
-    if dotted in DANGEROUS_EXACT:
-        return "error", DANGEROUS_EXACT[dotted]
     if dotted in WARNING_EXACT:
         return "warning", WARNING_EXACT[dotted]
+    if tolerated_when_invoked(dotted):
+        if dotted.startswith("__torch__."):
+            return "warning", ("a TorchScript class: torch.jit.load compiles it from the code the "
+                               "archive holds; a Python unpickler cannot import it")
+        return "warning", ("a torch module class: rebuilding it runs no code from the file, but "
+                           "torch.load(weights_only=True) refuses it"
+                           if dotted.startswith(TORCH_MODULE_CLASSES)
+                           else "a plain data class of the standard library")
+    denied = _denied(module, name)
+    if denied:
+        return "error", denied
     if module == "builtins":
-        if name in DANGEROUS_BUILTINS:
-            return "error", DANGEROUS_BUILTINS[name]
-        return "warning", "a builtin outside the allow-list"
+        return "warning", "a builtin outside the allow-list: it runs if the pickle calls it"
+    return "warning", "code outside the allow-list: it runs if the pickle calls it"
+
+
+def tolerated_when_invoked(dotted: str) -> bool:
+    """Known classes whose construction runs no code a file can choose."""
+    if dotted in TOLERATED_EXACT or dotted in WARNING_EXACT:
+        return True
+    if dotted.startswith("__torch__."):  # TorchScript types: no Python module of that name
+        return True
+    if dotted.startswith(TORCH_MODULE_CLASSES):  # torch.nn.modules.<file>.<Class>
+        return dotted.count(".") == 4 and dotted.rsplit(".", 1)[-1][:1].isupper()
+    return False
+
+
+def _denied(module: str, name: str) -> str | None:
+    """Why `module.name` is on the deny-list, judging every segment, or None."""
+    attrs = name.split(".") if name else []
+    if module in ("builtins", "__builtins__"):
+        if not attrs:
+            return "the builtins module itself: any builtin can be reached from it"
+        if attrs[0] in DANGEROUS_BUILTINS:  # builtins.eval.__call__ is builtins.eval
+            return DANGEROUS_BUILTINS[attrs[0]]
+        return _attribute_path(module, attrs, 1)
+    why = _module_denied(module)
+    if why:
+        return why
+    path = module
+    for attr in attrs:  # torch + hub.load is torch.hub; numpy + testing.x is numpy.testing
+        path = f"{path}.{attr}"
+        why = DANGEROUS_EXACT.get(path) or DANGEROUS_MODULES.get(path)
+        if why:
+            return why
+    return _attribute_path(module, attrs, 0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_denied(module: str) -> str | None:
+    """The deny-list's words for a module path or any of its parents (cached: a pickle names
+    few modules, however many times)."""
     parts = module.split(".")
-    for i in range(len(parts), 0, -1):
-        reason = DANGEROUS_MODULES.get(".".join(parts[:i]))
-        if reason:
-            return "error", reason
-    return "warning", "code outside the allow-list runs when the pickle loads"
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        why = DANGEROUS_EXACT.get(prefix) or DANGEROUS_MODULES.get(prefix)
+        if why:
+            return why
+    return None
+
+
+def _attribute_path(module: str, attrs: list[str], start: int) -> str | None:
+    """A module reached as an attribute (`glob.os`), or interpreter internals (`__globals__`)."""
+    for j in range(start, len(attrs)):
+        seg = attrs[j]
+        if seg in MODULE_HEADS:
+            rest = ".".join(attrs[j + 1:])
+            head = "builtins" if seg == "__builtins__" else seg
+            inner = _denied(head, rest) if rest else None
+            where = ".".join([module, *attrs[:j]])
+            return (f"reaches the module {head} as an attribute of {where} "
+                    f"({inner or DANGEROUS_MODULES.get(head, _RUNS)})")
+        if seg.startswith("__") and seg.endswith("__") and seg not in SAFE_DUNDERS:
+            return f"reaches interpreter internals through {seg}"
+    return None
 
 
 def _allowed_torch(module: str, name: str) -> bool:

@@ -5,11 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 from ...spans import Report
+from .policy import tolerated_when_invoked
 from .vm import Global, PickleRun, render
 
 MAX_IMPORTS_LISTED = 10_000
+# Findings that make a file "dangerous" (also when merged in from an embedded file) ...
+DANGER_CODES = {"dangerous_import", "unlisted_call", "pickle_frame_differential"}
+# ... and those that make it at least "suspicious".
 SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_emulation",
-                    "zip_prefix_bytes", "pickle_trailing_bytes", "unknown_import"}
+                    "zip_prefix_bytes", "pickle_trailing_bytes", "unknown_import",
+                    "pickle_frame_overrun", "pickle_frame_nested", "pickle_frame_unchecked",
+                    "zip_duplicate_entry", "internal_error", "embedded_too_deep"}
+
+
+def judge_calls(imports: list[Global]) -> None:
+    """A name outside the allow-list that the pickle invokes is an error: unpickling runs it."""
+    for g in imports:
+        if g.severity == "warning" and g.invoked is not None and not tolerated_when_invoked(g.dotted):
+            op, at = g.invoked
+            g.severity = "error"
+            how = "" if g.calls else f" ({op} at byte {at})"
+            g.why = (f"it is outside the allow-list and the pickle calls it{how}, so unpickling "
+                     "runs code this reader cannot vouch for")
+            g.opcode_called = True
 
 
 def call_text(func: Any, args: Any) -> str:
@@ -22,38 +40,59 @@ def call_text(func: Any, args: Any) -> str:
 
 
 def import_findings(rep: Report, imports: list[Global]) -> None:
-    """One finding per distinct callable outside the allow-list, at its first import."""
-    groups: dict[str, list[Global]] = {}
+    """One finding per distinct callable outside the allow-list, at its first import (an
+    error import first). Light on memory: a pickle can name a million distinct callables."""
+    first: dict[str, Global] = {}
+    repeats: dict[str, int] = {}
+    called: set[str] = set()
+    with_calls: dict[str, list] = {}
     for g in imports:
-        if g.severity != "ok":
-            groups.setdefault(g.computed or g.dotted, []).append(g)
-    for name, gs in groups.items():
-        first = gs[0]
-        calls = [c for g in gs for c in g.calls][:2]
-        text = f"Loading this pickle imports {name} with {first.opcode} at byte {first.offset}"
-        if first.computed:
-            text = (f"Loading this pickle imports a name it computes while loading ({name}) with "
-                    f"{first.opcode} at byte {first.offset}")
+        if g.severity == "ok":
+            continue
+        name = g.computed or g.dotted
+        seen = first.get(name)
+        if seen is None:
+            first[name] = g
+        else:
+            repeats[name] = repeats.get(name, 1) + 1
+            if g.severity == "error" and seen.severity != "error":
+                first[name] = g
+        if g.opcode_called:
+            called.add(name)
+        if g.calls:
+            kept = with_calls.setdefault(name, [])
+            kept.extend(g.calls[:2 - len(kept)])
+    for name, g in first.items():
+        if g.severity == "error":
+            code = "unlisted_call" if name in called else "dangerous_import"
+        else:
+            code = "unknown_import"
+        if rep.capped(code):  # counted in the summary finding; no message to build
+            getattr(rep, g.severity)(code, "", g.offset, 1)
+            continue
+        calls = with_calls.get(name, [])
+        where = "this pickle" if g.label in ("", "pickle", "data.pkl") else g.label
+        text = f"Loading {where} imports {name} with {g.opcode} at byte {g.offset}"
+        if g.computed:
+            text = (f"Loading {where} imports a name it computes while loading ({name}) with "
+                    f"{g.opcode} at byte {g.offset}")
         if calls:
             text += " and calls " + "; ".join(f"{call_text(f, a)} ({op} at byte {off})"
                                                for f, a, off, op in calls)
-        text += f": {first.why}."
-        if len(gs) > 1:
-            text += f" It is imported {len(gs)} times."
-        if first.severity == "error":
+        text += f": {g.why}."
+        if name in repeats:
+            text += f" It is imported {repeats[name]} times."
+        if g.severity == "error":
             text += (" Opening this file with pickle.load or torch.load(weights_only=False) runs "
                      "it; do not.")
-            code = "dangerous_import"
-        else:
-            code = "unknown_import"
-        f = getattr(rep, first.severity)(code, text, first.offset, 1)
+        f = getattr(rep, g.severity)(code, text, g.offset, 1)
         f.extra.update(callable=name, calls=[call_text(c[0], c[1]) for c in calls])
 
 
 def verdict(imports: list[Global], rep: Report) -> str:
     """From the imports, and from findings merged in from embedded torch files."""
     codes = {f.code for f in rep.findings}
-    if any(g.severity == "error" for g in imports) or "dangerous_import" in codes:
+    if any(g.severity == "error" for g in imports) or codes & DANGER_CODES:
         return "dangerous"
     if any(g.severity == "warning" for g in imports) or codes & SUSPICIOUS_CODES:
         return "suspicious"
@@ -66,7 +105,7 @@ def import_rows(imports: list[Global]) -> list[dict[str, Any]]:
         first = g.calls[0] if g.calls else None
         rows.append({
             "module": g.module, "name": g.name, "offset": g.offset, "opcode": g.opcode,
-            "severity": g.severity,
+            "severity": g.severity, "called": g.invoked is not None,
             "args": call_text(first[0], first[1]) if first else None,
         })
     return rows
@@ -75,6 +114,7 @@ def import_rows(imports: list[Global]) -> list[dict[str, Any]]:
 def pickle_details(runs: list[PickleRun], main: PickleRun | None, structure: Any,
                    rep: Report) -> dict[str, Any]:
     imports = [g for r in runs for g in r.imports]
+    judge_calls(imports)
     import_findings(rep, imports)
     main = main or (runs[0] if runs else None)
     return {

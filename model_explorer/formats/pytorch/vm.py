@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...spans import Report, Span, short_repr
-from .policy import classify, normalize
+from .frames import LoaderReading
+from .policy import classify_normalized, normalize
 
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000
@@ -47,13 +48,17 @@ class Global:
     opcode: str
     severity: str = "ok"
     why: str = ""
-    calls: list = field(default_factory=list)  # (callee, args, offset, opcode), first few
+    calls: list | None = None  # (callee, args, offset, opcode), first few
     computed: str | None = None  # STACK_GLOBAL whose names were not constants
     dotted: str = ""  # "module.name" after Python 2 name mapping
+    invoked: tuple[str, int] | None = None  # (opcode, offset) of the first call of it
+    opcode_called: bool = False  # an error only because the pickle calls it (report.judge_calls)
+    label: str = ""  # which pickle of the file ("data.pkl", "legacy data", ...)
 
     def __post_init__(self) -> None:
-        m, n = normalize(self.module, self.name)
-        self.dotted = f"{m}.{n}"
+        if not self.dotted:
+            m, n = normalize(self.module, self.name)
+            self.dotted = f"{m}.{n}"
 
 
 @dataclass(eq=False, slots=True)
@@ -112,6 +117,7 @@ class PickleRun:
     # id(bytes argument) -> (the bytes, absolute offset of its payload), for numpy arrays
     byte_offsets: dict[int, tuple[Any, int]] = field(default_factory=dict)
     watched: list[Call] = field(default_factory=list)  # calls of PickleMachine.watch names
+    irregular_frames: bool = False  # genops and the C unpickler may read these bytes differently
 
 
 Reducer = Callable[["PickleMachine", tuple, int], Any]
@@ -249,6 +255,9 @@ class _Stop(Exception):
     pass
 
 
+NO_FRAME = 1 << 62
+
+
 _MISSING = object()
 
 
@@ -273,6 +282,9 @@ class PickleMachine:
         self.run_info: PickleRun | None = None
         self._warned: set[str] = set()
         self.work_left = 0  # elements and bytes reconstructors may still copy (set by run)
+        self.frame_end = NO_FRAME  # end of the current FRAME, relative to base
+        self.length = 0
+        self.loader_view = False  # this machine reads through LoaderReading
 
     # Findings that can repeat many times are reported once per machine.
     def once(self, code: str, message: str, offset: int, length: int = 1,
@@ -281,12 +293,18 @@ class PickleMachine:
             self._warned.add(code)
             getattr(self.report, severity)(code, message, offset, length)
 
-    def run(self, source, start: int, length: int) -> PickleRun:
-        """Walk the pickle starting at absolute `start`; never reads past start + length."""
+    def run(self, source, start: int, length: int, loader_view: bool = False) -> PickleRun:
+        """Walk the pickle starting at absolute `start`; never reads past start + length.
+        With `loader_view`, read the bytes as the C unpickler does (see LoaderReading)."""
         self.base = start
+        self.length = length
         self.work_left = 2 * length + (1 << 20)
         run = self.run_info = PickleRun(start, start)
         f = open_region(source, start, length)
+        loader = None
+        if loader_view:
+            f = loader = LoaderReading(f)
+            self.loader_view = True
         self.tell = tell = f.tell
         rep, label, base = self.report, self.label, start
         add_span, file, dispatch = rep.spans.append, rep.file, _DISPATCH
@@ -296,6 +314,8 @@ class PickleMachine:
         try:
             for op, arg, pos in pickletools.genops(f):
                 end = tell()
+                if end > self.frame_end:
+                    self._left_frame(pos, end, op.name)
                 if count >= check_at:
                     if count >= MAX_OPCODES:
                         rep.warning("pickle_too_long", f"The pickle has more than {MAX_OPCODES} "
@@ -329,12 +349,52 @@ class PickleMachine:
                     self.once("pickle_emulation", f"Could not follow {name} at byte {base + pos} "
                               f"({type(e).__name__}: {short_repr(str(e), 80)}); the structure "
                               "after it may be incomplete.", base + pos, 1, "warning")
+                if loader is not None:
+                    if name == "FRAME" and isinstance(arg, int):
+                        loader.load_frame(arg)
+                    loader.at_op = True
         except Exception as e:  # genops raises ValueError, struct.error, UnicodeDecodeError...
             self._decode_error(e, base, end, length, count)
             run.failed = True
         run.opcode_count = count
         run.end = base + end
+        if run.irregular_frames and not loader_view:
+            self._compare_loader_view(source, start, length, run)
         return run
+
+    def _compare_loader_view(self, source, start: int, length: int, run: PickleRun) -> None:
+        """Read the pickle again as torch.load's unpickler does; what only it sees is judged too."""
+        if length > WHOLE_READ_MAX:
+            self.report.warning("pickle_frame_unchecked", "The frames of this pickle are "
+                                "irregular, but it is too large to read a second time the way "
+                                "the loader does; imports only the loader sees are not checked.",
+                                start, 1)
+            return
+        other = PickleMachine(Report(self.report.file), self.label, self.reducers, spans=False)
+        seen = other.run(source, start, length, loader_view=True)
+        known = {(g.offset, g.dotted) for g in run.imports}
+        hidden = [g for g in seen.imports if (g.offset, g.dotted) not in known]
+        if not hidden:
+            return
+        run.imports.extend(hidden)
+        names = ", ".join(f"{g.computed or g.dotted} at byte {g.offset}" for g in hidden[:5])
+        self.report.error("pickle_frame_differential", f"Read the way torch.load and "
+                          f"pickle.load(BytesIO) read it, this pickle imports {names}, which a "
+                          "reader that walks the opcodes straight through (pickletools, most "
+                          "scanners) never sees: the frames are built to hide them.",
+                          hidden[0].offset, 1)
+
+    def _left_frame(self, pos: int, end: int, name: str) -> None:
+        """An opcode ends past the current frame: fine when it starts at the frame's end."""
+        frame_end, self.frame_end = self.frame_end, NO_FRAME
+        if pos < frame_end and not self.loader_view:
+            self.run_info.irregular_frames = True
+            self.once("pickle_frame_overrun", f"{name} at byte {self.base + pos} runs past the end "
+                      f"of its FRAME (byte {self.base + frame_end}) to byte {self.base + end}. "
+                      "pickle.py refuses this; CPython's unpickler, reading from a file without "
+                      "peek() as torch.load does, drops the rest of the frame and reads on after "
+                      "it, so a scanner that reads straight through sees other opcodes than the "
+                      "loader runs.", self.base + pos, end - pos)
 
     def _decode_error(self, e: Exception, base: int, at: int, length: int, count: int) -> None:
         """Turn a genops failure into a finding; `at` is where the failing opcode starts."""
@@ -386,13 +446,15 @@ class PickleMachine:
 
     def make_global(self, module: Any, name: Any, pos: int, opcode: str) -> Global:
         if isinstance(module, str) and isinstance(name, str):
-            sev, why = classify(module, name)
-            g = Global(module, name, self.base + pos, opcode, sev, why)
+            m, n = normalize(module, name)
+            sev, why = classify_normalized(m, n)
+            g = Global(module, name, self.base + pos, opcode, sev, why, dotted=f"{m}.{n}")
         else:
             text = f"{render(module, 2)}.{render(name, 2)}"
             g = Global(render(module, 1, 80), render(name, 1, 80), self.base + pos, opcode, "error",
                        "imports a name computed while loading, to hide what it imports",
                        computed=text)
+        g.label = self.label
         self.run_info.imports.append(g)
         return g
 
@@ -403,8 +465,16 @@ class PickleMachine:
                 root = root.func
             else:
                 break
-        if isinstance(root, Global) and len(root.calls) < MAX_CALLS_KEPT:
-            root.calls.append((func, args, self.base + pos, opcode))
+        if isinstance(root, Global):
+            if root.calls is None:
+                root.calls = []
+            if len(root.calls) < MAX_CALLS_KEPT:
+                root.calls.append((func, args, self.base + pos, opcode))
+        if isinstance(func, Global):
+            self.invoke(func, pos, opcode)
+            slot = CLASS_ARGUMENTS.get(func.dotted)
+            if slot is not None and isinstance(args, tuple) and len(args) > slot:
+                self.invoke(args[slot], pos, opcode)
         if isinstance(func, Global) and isinstance(args, tuple) and kwargs is None:
             reducer = self.reducers.get(func.dotted)
             if reducer is not None and self._afford(args, pos):
@@ -418,6 +488,11 @@ class PickleMachine:
         if isinstance(func, Global) and func.dotted in self.watch:
             self.run_info.watched.append(call)
         return call
+
+    def invoke(self, target: Any, pos: int, opcode: str) -> None:
+        """Loading calls `target` (a function, a class's constructor or its __setstate__)."""
+        if isinstance(target, Global) and target.invoked is None:
+            target.invoked = (opcode, self.base + pos)
 
     def _afford(self, args: tuple, pos: int) -> bool:
         """Reconstructors copy their arguments. Through the memo a file can pass one big value
@@ -435,6 +510,12 @@ class PickleMachine:
 
 
 _SIZED = (str, bytes, bytearray, list, tuple, dict)
+# Allowed reconstructors that call a class they are given: (dotted name -> argument index).
+# copyreg._reconstructor(cls, base, state) calls base.__new__ / base.__init__; torch's
+# _rebuild_from_type_v2(func, new_type, args, state) and _rebuild_wrapper_subclass(cls, ...)
+# make an instance of the class and set its state.
+CLASS_ARGUMENTS = {"copyreg._reconstructor": 1, "torch._tensor._rebuild_from_type_v2": 1,
+                   "torch._utils._rebuild_wrapper_subclass": 0}
 
 
 # -- opcode handlers ------------------------------------------------------------------------
@@ -643,7 +724,15 @@ def _build(m, arg, pos, op):
     state = m.pop(pos)
     target = m.top(pos)
     if isinstance(target, Call):
+        # BUILD calls the class's __setstate__: the class is the callee itself (REDUCE, NEWOBJ)
+        # or, for copyreg._reconstructor(cls, base, state), its first argument.
+        func = target.func
+        if isinstance(func, Global) and func.dotted == "copyreg._reconstructor" and \
+                isinstance(target.args, tuple) and target.args:
+            m.invoke(target.args[0], pos, "BUILD")
         target.state = state
+    elif isinstance(target, Global):  # BUILD on a class itself calls its __setstate__
+        m.invoke(target, pos, "BUILD")
     elif hasattr(target, "build"):
         target.build(state)
 
@@ -677,6 +766,21 @@ def _buffer(m, arg, pos, op):
         m.stack.append(Unknown("out-of-band buffer"))
 
 
+def _frame(m, arg, pos, op):
+    end = m.tell()
+    if m.frame_end != NO_FRAME and pos < m.frame_end and not m.loader_view:
+        m.run_info.irregular_frames = True
+        m.once("pickle_frame_nested", f"A FRAME starts at byte {m.base + pos}, inside the frame "
+               f"that ends at byte {m.base + m.frame_end}. pickle.py refuses this; CPython's "
+               "unpickler may drop the rest of the outer frame, so scanners and loaders read "
+               "different opcodes.", m.base + pos, end - pos)
+    if isinstance(arg, int) and end + arg > m.length and not m.loader_view:
+        m.once("pickle_frame_past_end", f"The FRAME at byte {m.base + pos} claims {arg} bytes, "
+               f"but only {m.length - end} follow it; every unpickler stops here with an error.",
+               m.base + pos, end - pos)
+    m.frame_end = end + arg if isinstance(arg, int) and arg >= 0 else NO_FRAME
+
+
 def _nothing(m, arg, pos, op):
     pass
 
@@ -700,7 +804,7 @@ def _handlers_table() -> dict[str, Callable]:
         "LONG_BINPUT": _put, "MEMOIZE": _memoize, "GLOBAL": _global, "STACK_GLOBAL": _stack_global,
         "INST": _inst, "OBJ": _obj, "EXT1": _ext, "EXT2": _ext, "EXT4": _ext, "REDUCE": _reduce,
         "NEWOBJ": _newobj, "NEWOBJ_EX": _newobj_ex, "BUILD": _build, "PERSID": _persid,
-        "BINPERSID": _persid, "PROTO": _proto, "STOP": _stop, "FRAME": _nothing,
+        "BINPERSID": _persid, "PROTO": _proto, "STOP": _stop, "FRAME": _frame,
         "NEXT_BUFFER": _buffer, "READONLY_BUFFER": _buffer,
     })
     return table

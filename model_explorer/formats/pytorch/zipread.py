@@ -63,6 +63,9 @@ class ZipListing:
     recovered: bool = False  # entries found by walking local headers, not the directory
     ok: bool = False  # some entries could be located
     predicted: int = 0  # entries placed by torch's alignment rule, their headers not read
+    # Earlier copies of a duplicated name: torch and zipfile load the last one, which is the
+    # one in `entries`; these are still judged, since other readers take the first.
+    shadowed: list[ZipEntry] = field(default_factory=list)
 
 
 def read_zip(source, rep: Report) -> ZipListing:
@@ -172,7 +175,7 @@ def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size:
     pos = 0
     limit = min(count, MAX_ENTRIES, len(data) // CENTRAL.size + 1)
     records: list[tuple] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for i in range(limit):
         off = cd_offset + pos
         if pos + CENTRAL.size > len(data) or data[pos:pos + 4] != CENTRAL_SIG:
@@ -197,10 +200,11 @@ def _read_central(source, rep: Report, listing: ZipListing, count: int, cd_size:
                  f"{COMPRESSION.get(method, method)}, {usize} bytes at {local_off}")
         pos = end
         if name in seen:
-            rep.error("zip_duplicate_entry", f"The zip holds two entries named {name!r}; readers "
-                      "disagree on which one wins.", off, CENTRAL.size + name_len)
-            continue
-        seen.add(name)
+            rep.error("zip_duplicate_entry", f"The zip holds two entries named {name!r} (directory "
+                      f"entries at bytes {seen[name]} and {off}). torch.load and Python's zipfile "
+                      "load the last one; other readers take the first. Every copy is checked.",
+                      off, CENTRAL.size + name_len)
+        seen[name] = off
         records.append((name, off, local_off, csize, usize, method, flags, len(raw_name)))
     if count > limit:
         rep.error("zip_bad_directory", f"The end record says {count} entries; the directory has "
@@ -212,21 +216,19 @@ def _locate_entries(source, rep: Report, listing: ZipListing, records: list[tupl
     """Find where each entry's data starts: from its local header, or, when reads are costly
     (a remote file), from torch's 64-byte alignment rule once a sample of headers agrees."""
     predicted: set[int] = set()
+    located: dict[int, ZipEntry | None] = {}
     if not hasattr(source, "buffer") and len(records) > PREDICT_MIN_ENTRIES:
         sample = sorted({0, 1, 2, len(records) - 1, len(records) - 2,
                          *range(0, len(records), max(1, len(records) // 6))})
-        entries = {i: _read_local(source, rep, *records[i]) for i in sample}
+        located = {i: _read_local(source, rep, *records[i]) for i in sample}
         if all(e is not None and e.data_offset == _torch_data_offset(records[i])
-               for i, e in entries.items()):
+               for i, e in located.items()):
             predicted = set(range(len(records))) - set(sample)
-        for i, e in entries.items():
-            if e is not None:
-                listing.entries[records[i][0]] = e
     for i, rec in enumerate(records):
         name, cd_off, local_off, csize, usize, method, flags, name_len = rec
-        if name in listing.entries:
-            continue
-        if i in predicted and not name.endswith(".pkl"):
+        if i in located:
+            entry = located[i]
+        elif i in predicted and not name.endswith(".pkl"):
             data_offset = _torch_data_offset(rec)
             rep.span(local_off, data_offset - local_off, "zip_header",
                      f"zip > local header > {name}", "not read: placed by torch's alignment rule")
@@ -236,8 +238,16 @@ def _locate_entries(source, rep: Report, listing: ZipListing, records: list[tupl
             entry = _read_local(source, rep, *rec)
         if entry is not None:
             entry.central_offset = cd_off
-            listing.entries[name] = entry
+            _add(listing, entry)
     listing.predicted = len(predicted)
+
+
+def _add(listing: ZipListing, entry: ZipEntry) -> None:
+    """The last entry of a name wins, as in torch and zipfile; earlier ones are kept aside."""
+    old = listing.entries.pop(entry.name, None)
+    if old is not None:
+        listing.shadowed.append(old)
+    listing.entries[entry.name] = entry
 
 
 def _torch_data_offset(rec: tuple) -> int:
@@ -328,8 +338,7 @@ def _recover(source, rep: Report, listing: ZipListing) -> None:
             next_off = data_offset + csize
         rep.span(off, min(LOCAL.size + name_len + extra_len, size - off), "zip_header",
                  f"zip > local header > {name}", f"{name_len}-byte name, {extra_len}-byte extra")
-        if name not in listing.entries:
-            listing.entries[name] = ZipEntry(name, off, data_offset, csize, usize, method, flags)
+        _add(listing, ZipEntry(name, off, data_offset, csize, usize, method, flags))
         if next_off <= off:
             break
         off = next_off
