@@ -9,6 +9,7 @@ Where `os.fork` does not exist the function simply runs in the caller.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import select
@@ -49,6 +50,7 @@ def run_isolated(fn: Callable[..., Any], args: tuple, timeout: float | None, mem
         try:
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            faulthandler.disable()  # a crash is reported as this model's row, not a stack dump
             _set_memory_cap(memory_limit)
             try:
                 payload = ("ok", fn(*args))

@@ -84,7 +84,27 @@ def build(models: list[str], rows: dict, findings: dict, skipped: set, previous:
         elif src in rows:
             out_rows.append(rows[src])
             out_findings.extend(findings.get(src, []))
-    return Tables(_models_frame(out_rows), _findings_frame(out_findings))
+    return normalize(Tables(_models_frame(out_rows), _findings_frame(out_findings)))
+
+
+def normalize(t: Tables) -> Tables:
+    """Through Arrow and back: the frames `mx.audit` returns are the ones its parquet gives."""
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - the audit extra brings it
+        return t
+    ms, fs = _schemas()
+    models = pa.Table.from_pandas(t.models, schema=ms, preserve_index=False).to_pandas()
+    findings = pa.Table.from_pandas(t.findings, schema=fs, preserve_index=False).to_pandas()
+    return _lists(Tables(models, findings))
+
+
+def _lists(t: Tables) -> Tables:
+    for c in LIST_COLUMNS:
+        t.models[c] = [list(v) if v is not None else [] for v in t.models[c]]
+    for c in ("offset", "length"):
+        t.findings[c] = t.findings[c].astype("Int64")
+    return t
 
 
 def _schemas():
@@ -125,13 +145,9 @@ def read_parquet(out) -> Tables:
     import pandas as pd
 
     models = pd.read_parquet(os.fspath(out))
-    for c in LIST_COLUMNS:
-        models[c] = [list(v) if v is not None else [] for v in models[c]]
     fpath = findings_path(out)
     findings = pd.read_parquet(fpath) if os.path.exists(fpath) else _findings_frame([])
-    for c in ("offset", "length"):
-        findings[c] = findings[c].astype("Int64")
-    return Tables(models, findings)
+    return _lists(Tables(models, findings))
 
 
 def read_previous(out) -> Tables | None:
