@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import sources
 from ..codes import CATALOG
-from .isolate import Failed, run_isolated
+from .isolate import Failed, run_isolated_batch
 
 MAX_FINDINGS = 1000  # per model returned to the client; the counts cover all of them
 PART_BYTES = 256 * 2**20  # a deep task's tensor range, in stored bytes
@@ -204,34 +204,59 @@ def _warm(opts: dict) -> None:
             pass
 
 
-def audit_model(source: str, opts: dict) -> dict[str, Any]:
-    """The worker's task for one model. Never raises: every failure becomes the row's status."""
-    t0 = time.perf_counter()
+def audit_batch(batch: list[str], opts: dict) -> list[dict[str, Any]]:
+    """The worker's task for a few models: one forked child audits them one after the other (a
+    new child takes over after a hang or a crash). Never raises: failures become rows."""
     if opts.get("delay"):  # tests: keep tasks in flight long enough to kill a worker
         time.sleep(opts["delay"])
-    row = base_row(source)
-    try:
-        fp = fingerprint(source)
-    except (OSError, ValueError) as e:
-        return _failed(row, "unreadable", f"cannot read {source!r}: {e}", t0)
-    if (opts.get("previous") or {}).get(source) == fp["key"]:
-        return {"source": source, "skipped": True, "fingerprint": fp["key"]}
-    _warm(opts)
-    try:
+    results: dict[int, dict] = {}
+    todo: list[tuple[int, str, dict, dict, float]] = []
+    for k, source in enumerate(batch):
+        t0 = time.perf_counter()
+        row = base_row(source)
+        try:
+            fp = fingerprint(source)
+        except (OSError, ValueError) as e:
+            results[k] = _failed(row, "unreadable", f"cannot read {source!r}: {e}", t0)
+            continue
+        if (opts.get("previous") or {}).get(source) == fp["key"]:
+            results[k] = {"source": source, "skipped": True, "fingerprint": fp["key"]}
+            continue
+        todo.append((k, source, row, fp, t0))
+    if todo:
+        _warm(opts)
+        sources_ = [t[1] for t in todo]
         if opts.get("isolate", True):
-            out = run_isolated(_shallow, (source, opts), opts.get("timeout"), opts.get("memory_limit"))
+            outs = run_isolated_batch(lambda src: _shallow(src, opts), sources_, opts.get("timeout"),
+                                      opts.get("memory_limit"))
         else:
-            out = _shallow(source, opts)
-    except Failed as e:
-        code = {"timeout": "audit_timeout", "memory": "audit_memory"}.get(e.kind, "audit_crashed")
-        return _failed(row, e.kind, str(e), t0, fp, code)
-    except Exception as e:  # noqa: BLE001 - in-process mode: a reader's crash is this row's
-        return _failed(row, "crashed", f"{type(e).__name__}: {e}", t0, fp, "audit_crashed")
+            outs = ((i, _in_process(src, opts)) for i, src in enumerate(sources_))
+        for i, out in outs:
+            k, source, row, fp, t0 = todo[i]
+            results[k] = _finish(out, source, row, fp, t0, opts)
+    return [results[k] for k in range(len(batch))]
+
+
+def audit_model(source: str, opts: dict) -> dict[str, Any]:
+    """One model's audit (see `audit_batch`)."""
+    return audit_batch([source], opts)[0]
+
+
+def _in_process(source: str, opts: dict):
+    try:
+        return _shallow(source, opts)
+    except Exception as e:  # noqa: BLE001 - a reader's crash is this row's, not the batch's
+        return Failed("crashed", f"{type(e).__name__}: {e}")
+
+
+def _finish(out, source: str, row: dict, fp: dict, t0: float, opts: dict) -> dict[str, Any]:
+    if isinstance(out, Failed):
+        code = {"timeout": "audit_timeout", "memory": "audit_memory"}.get(out.kind, "audit_crashed")
+        return _failed(row, out.kind, str(out), t0, fp, code)
     if "unreadable" in out:
         return _failed(row, "unreadable", out["unreadable"], t0, fp)
     out["row"]["fingerprint"] = fp["key"]
     out["row"]["deep"] = bool(opts.get("deep"))
-    out["row"]["seconds"] = time.perf_counter() - t0
     out["source"] = source
     out["findings_total"] = len(out["findings"])
     out["findings"] = out["findings"][:MAX_FINDINGS]

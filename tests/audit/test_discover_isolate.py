@@ -93,3 +93,19 @@ def test_a_missing_model_is_unreadable(tmp_path):
     out = task.audit_model(str(tmp_path / "gone.safetensors"), {})
     assert out["row"]["status"] == "unreadable"
     assert out["findings"][0]["code"] == "unreadable"
+
+
+def _item(x):
+    if x == "hang":
+        _hang()
+    if x == "die":
+        _die()
+    return x * 2
+
+
+def test_batch_survives_a_hang_and_a_crash():
+    from model_explorer.audit.isolate import run_isolated_batch
+
+    got = dict(run_isolated_batch(_item, [1, "hang", "die", 3], timeout=1.0, memory_limit=2**28))
+    assert got[0] == 2 and got[3] == 6
+    assert (got[1].kind, got[2].kind) == ("timeout", "crashed")
