@@ -160,13 +160,23 @@ def bench_http(tmp: str, n: int) -> dict:
     return {"speedup": out[1] / out[8]}
 
 
+def _blas_one_thread() -> None:
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:
+        pass
+
+
 def _peak_rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def bench_deep(tmp: str, shards: int, elems: int) -> dict:
+def bench_deep(tmp: str, shards: int, elems: int, rounds: int = 3) -> dict:
     print(f"\n== exact scan (mx.scan) of a {shards}-shard synthetic model")
     folder = os.path.join(tmp, "big")
     rng = np.random.default_rng(0)
@@ -178,21 +188,28 @@ def bench_deep(tmp: str, shards: int, elems: int) -> dict:
     write_sharded(folder, tensors, shards, {"model_type": "llama"})
     total = sum(a.nbytes for a in tensors.values())
     del tensors
-    out = {}
+    out: dict[int, float] = {}
     tables = {}
-    for workers in (1, 2):
-        client = _client(workers)
-        try:
-            mx.scan(folder, client=client, progress=False, part_bytes=4 * 2**20)  # warm: page cache, imports
-            t = time.perf_counter()
-            tables[workers] = mx.scan(folder, client=client, progress=False, part_bytes=4 * 2**20)
-            secs = time.perf_counter() - t
+    clients = {w: _client(w) for w in (1, 2)}
+    try:
+        for client in clients.values():
+            client.run(_blas_one_thread)
+            mx.scan(folder, client=client, progress=False, part_bytes=4 * 2**20)  # warm: page cache, headers
+        # Rounds alternate 1, 2, 1, 2...: a busy shared machine slows both alike; best round kept.
+        for _ in range(rounds):
+            for w, client in clients.items():
+                t = time.perf_counter()
+                tables[w] = mx.scan(folder, client=client, progress=False, part_bytes=4 * 2**20)
+                out[w] = min(out.get(w, math.inf), time.perf_counter() - t)
+        for w, client in clients.items():
             peaks = client.run(_peak_rss_mb)
-        finally:
+            print(f"{w} worker(s): {len(tables[w])} tensors, {total / 2**20:.0f} MiB in {out[w]:.2f} s = "
+                  f"{total / out[w] / 2**20:.0f} MiB/s (best of {rounds}); peak RSS per worker "
+                  f"{max(peaks.values()):.0f} MiB (the shards are memory-mapped: page cache counts)")
+    finally:
+        for client in clients.values():
             _close(client)
-        out[workers] = secs
-        print(f"{workers} worker(s): {len(tables[workers])} tensors, {total / 2**20:.0f} MiB in {secs:.1f} s = "
-              f"{total / secs / 2**20:.0f} MiB/s; peak RSS per worker {max(peaks.values()):.0f} MiB")
+    print(f"  load average while running: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"  2 workers / 1 worker: {out[1] / out[2]:.2f}x (target >= 1.6x); tables equal: "
           f"{tables[1].equals(tables[2])}")
     return {"bytes_per_s_1": total / out[1], "speedup": out[1] / out[2]}
@@ -212,7 +229,7 @@ def deepseek_on_paper(deep: dict, chunk: int = 2 * 2**20) -> None:
     print(f"one read stream of {chunk / 2**20:.0f} MiB ranges at {S3_STREAM_BYTES_S / 1e6:.0f} MB/s (assumed "
           f"per-connection S3 rate) gives {per_stream / 1e6:.0f} MB/s, so {threads} concurrent reads per worker "
           f"keep its core busy")
-    print(f"=> {workers} single-core workers, e.g. {math.ceil(workers / 8)} machines of 8 cores, in the "
+    print(f"=> {workers} single-core workers, e.g. {math.ceil(workers / 8)} machine(s) of 8 cores, in the "
           f"bucket's region; each worker also reads the {DEEPSEEK_SHARDS} shard headers once "
           f"(~{DEEPSEEK_SHARDS * 2 * LATENCY:.0f} s serial at 2 requests a shard)")
 
@@ -224,17 +241,21 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=163)
     ap.add_argument("--elems", type=int, default=256 * 1024, help="float32 elements per tensor (2 per shard)")
     ap.add_argument("--quick", action="store_true", help="small sizes, to check the script runs")
+    ap.add_argument("--only", choices=["local", "bytes", "http", "deep"], help="run one part (deep includes the paper case)")
     args = ap.parse_args()
     if args.quick:
         args.models, args.http_models, args.shards, args.elems = 120, 24, 16, 64 * 1024
     print(f"machine: {os.cpu_count()} cores; dask {__import__('dask').__version__}")
     tmp = tempfile.mkdtemp(prefix="bench_audit_")
     try:
-        bench_local_tree(tmp, args.models)
-        bench_bytes_flat(tmp)
-        bench_http(tmp, args.http_models)
-        deep = bench_deep(tmp, args.shards, args.elems)
-        deepseek_on_paper(deep)
+        if args.only in (None, "local"):
+            bench_local_tree(tmp, args.models)
+        if args.only in (None, "bytes"):
+            bench_bytes_flat(tmp)
+        if args.only in (None, "http"):
+            bench_http(tmp, args.http_models)
+        if args.only in (None, "deep"):
+            deepseek_on_paper(bench_deep(tmp, args.shards, args.elems))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -181,7 +181,7 @@ def cmd_scan(args) -> int:
     import model_explorer as mx
 
     try:
-        table = mx.scan(args.source, scheduler=args.scheduler, workers=args.workers)
+        table = mx.scan(args.source, scheduler=args.scheduler, workers=args.workers, threads=args.threads)
     except (OSError, ValueError) as e:
         print(f"model-explorer: cannot scan {args.source!r}: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -269,6 +269,7 @@ def _add_audit_parsers(sub) -> None:
     s.add_argument("source")
     s.add_argument("--scheduler", help="tcp://host:8786 of an existing Dask cluster")
     s.add_argument("--workers", type=int, help="local Dask worker processes (default: no Dask)")
+    s.add_argument("--threads", type=int, default=1, help="range reads in flight per worker (remote storage)")
     s.add_argument("--out", help="the table as .parquet or .csv")
     s.add_argument("--plot", help="save the layer heatmap (PNG/SVG)")
     s.add_argument("--stat", default="norm", choices=["norm", "std", "absmax", "mean"])

@@ -71,9 +71,11 @@ def _parts(ckpt, part_bytes: int) -> list[list[str]]:
 
 
 def scan(source: Any, client=None, bins: int = BINS, part_bytes: int = PART_BYTES,
-         scheduler: str | None = None, workers: int | None = None, progress: bool | None = None):
+         scheduler: str | None = None, workers: int | None = None, threads: int = 1,
+         progress: bool | None = None):
     """Exact statistics of every tensor as a DataFrame (the columns of `stats_table` with
-    `exact` True, plus `norm`, `absmax`, the histogram, and where each tensor lives)."""
+    `exact` True, plus `norm`, `absmax`, the histogram, and where each tensor lives).
+    `threads` > 1 keeps several range reads in flight per worker (remote storage)."""
     from ..opener import opened
 
     show = sys.stderr.isatty() if progress is None else progress
@@ -95,7 +97,7 @@ def scan(source: Any, client=None, bins: int = BINS, part_bytes: int = PART_BYTE
         key = fingerprint(src)["key"]
     except (OSError, ValueError):
         key = None
-    client, owned = make_client(client, scheduler, workers)
+    client, owned = make_client(client, scheduler, workers, threads)
     try:
         from dask.distributed import as_completed
 

@@ -286,13 +286,12 @@ def cached_open(source: str, key: str | None):
     """The worker's open Checkpoint of `source` (headers read once per worker, not per task)."""
     from ..opener import open as open_model
 
-    with _CACHE_LOCK:
+    with _CACHE_LOCK:  # held while opening: threads of one worker read the headers once
         ckpt = _CACHE.get((source, key))
         if ckpt is not None:
             _CACHE.move_to_end((source, key))
             return ckpt
-    ckpt = open_model(source)
-    with _CACHE_LOCK:
+        ckpt = open_model(source)
         _CACHE[(source, key)] = ckpt
         while len(_CACHE) > CACHE_MODELS:
             _, old = _CACHE.popitem(last=False)

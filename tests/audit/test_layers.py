@@ -111,3 +111,15 @@ def test_profile_from_a_stats_table(tmp_path):
 
 def _flagged_table(table):
     return {(f.code, f.extra["layer"], f.extra["role"]) for f in mx.layer_findings(table)}
+
+
+def test_cli_scan_prints_the_table_and_layer_findings(tmp_path, capsys):
+    from model_explorer.cli import main
+
+    t = llama_like(layers=8)
+    t["model.layers.2.mlp.down_proj.weight"][:] = 0
+    p = write_safetensors(tmp_path / "m.safetensors", t)
+    assert main(["scan", p, "--plot", str(tmp_path / "l.png"), "--out", str(tmp_path / "t.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "layer_outlier" in out and "Layer 2 down" in out
+    assert (tmp_path / "l.png").stat().st_size > 1000 and (tmp_path / "t.csv").is_file()
