@@ -30,6 +30,11 @@ _LAZY = {
     "generate": "model_explorer.demo",
     "convert": "model_explorer.convert",
     "sample_path": "model_explorer.samples",
+    "audit": "model_explorer.audit",
+    "scan": "model_explorer.audit",
+    "plot_layers": "model_explorer.checks.layers",
+    "layer_profile": "model_explorer.checks.layers",
+    "layer_findings": "model_explorer.checks.layers",
 }
 
 

@@ -230,6 +230,19 @@ CATALOG: dict[str, Code] = {
     "tied_weights_differ": Code("warning", "Tensors that should be one tied tensor differ."),
     "config_mismatch": Code("error", "config.json or GGUF metadata disagrees with the tensor shapes.",
                             "Correct the config value to what the tensors hold, or re-export."),
+    # -- layer profile (checks/layers.py) ---------------------------------------------------------
+    "layer_outlier": Code("warning", "A layer's statistic (norm, std...) lies far from its role's trend over the other layers: zeroed, exploded, swapped or damaged.",
+                          "Compare the layer with the original weights; re-export or restore it."),
+    "layer_duplicate": Code("warning", "Two layers of one role have exactly the same statistics: one looks copied over the other.",
+                            "Restore the overwritten layer from the original weights."),
+    # -- audits (audit/) ---------------------------------------------------------------------------
+    "unreadable": Code("error", "The source cannot be opened at all (missing, permission denied, unreachable)."),
+    "audit_timeout": Code("error", "Auditing the model took longer than the per-model timeout; it was stopped.",
+                          "Rerun with a larger --timeout, or audit the model alone with model-explorer doctor."),
+    "audit_memory": Code("error", "Auditing the model needed more memory than the per-model cap; it was stopped.",
+                         "Rerun with a larger --memory-limit."),
+    "audit_crashed": Code("error", "The process auditing the model died (a crash or a signal); the batch went on.",
+                          "Audit the model alone with model-explorer doctor to see the failure."),
 }
 
 

@@ -98,8 +98,15 @@ def _where(plan: Plan, index: int | None) -> tuple[int | None, int | None, str]:
     return info.offset + unit * plan.unit_bytes, plan.unit_bytes, f" at index {list(map(int, pos))}"
 
 
-def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None] | None = None) -> list[Finding]:
-    """Run every value check; append the findings to `ckpt.findings` and return them."""
+def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None] | None = None,
+               names: list[str] | None = None, model_checks: bool = True,
+               seen: Callable[[str, Scan], None] | None = None) -> list[Finding]:
+    """Run every value check; append the findings to `ckpt.findings` and return them.
+
+    `names` limits the per-tensor checks to some tensors and `model_checks=False` skips the
+    ones over the whole model (tied weights, config shapes), so an audit can split one model
+    into tensor ranges on several workers; `seen(name, scan)` receives each tensor's Scan.
+    """
     found: list[Finding] = []
 
     def add(sev, code, msg, info, offset=None, length=None, **extra):
@@ -107,7 +114,7 @@ def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None]
                              info.file if info else None, extra))
 
     gemma = "gemma" in str(_arch(ckpt)).lower()
-    names = list(ckpt.tensors)
+    names = list(ckpt.tensors) if names is None else [n for n in names if n in ckpt.tensors]
     bar = None
     if progress is None and sys.stderr.isatty() and ckpt.total_size > BAR_BYTES:
         from tqdm.auto import tqdm
@@ -126,13 +133,16 @@ def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None]
             add("warning", "undecodable", f"Tensor {name!r} could not be decoded for the deep "
                 f"checks: {e}", info, info.offset, info.length)
             continue
+        if seen is not None:
+            seen(name, s)
         _value_findings(plan, s, add, gemma)
         if info.quant and info.quant.get("kind") == "mlx_affine":
             _mlx_scales(ckpt, info, add)
     if bar is not None:
         bar.close()
-    _tied(ckpt, add)
-    _config_shapes(ckpt, add)
+    if model_checks:
+        _tied(ckpt, add)
+        _config_shapes(ckpt, add)
     order = ("error", "warning", "info")
     ckpt.findings.extend(found)
     ckpt.findings.sort(key=lambda f: order.index(f.severity))

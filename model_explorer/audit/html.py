@@ -1,0 +1,160 @@
+"""The offline audit dashboard: one HTML file, no network requests (a strict CSP says so).
+
+Totals by verdict, then every model worst first, each linking to its own saved Explorer report.
+The data travels as JSON inside `<script type="application/json">` with `<`, `>` and `&`
+escaped, and the page draws it with `textContent`: no file string ever becomes markup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+MAX_FINDINGS_PER_MODEL = 30
+
+
+def verdict(row: dict) -> str:
+    if row["status"] != "ok":
+        return "unreadable"
+    if row.get("pickle_verdict") == "dangerous":
+        return "dangerous"
+    if row["errors"]:
+        return "errors"
+    if row["warnings"] or row.get("pickle_verdict") == "suspicious":
+        return "warnings"
+    return "clean"
+
+
+ORDER = ["dangerous", "unreadable", "errors", "warnings", "clean"]
+
+
+def dashboard_data(models, findings, seconds: float) -> dict[str, Any]:
+    by_source: dict[str, list] = {}
+    for f in findings.to_dict("records"):
+        lst = by_source.setdefault(f["source"], [])
+        if len(lst) < MAX_FINDINGS_PER_MODEL:
+            lst.append([f["severity"], f["code"], f["message"], f.get("tensor") or "",
+                        None if f.get("offset") is None or f["offset"] != f["offset"] else int(f["offset"])])
+    rows = []
+    for r in models.to_dict("records"):
+        v = verdict(r)
+        rows.append({"source": r["source"], "verdict": v, "status": r["status"], "error": r["error"] or "",
+                     "format": r["format"] or "", "bytes": int(r["bytes"]), "parameters": int(r["parameters"]),
+                     "quant": r["quant_scheme"] or "", "pickle": r["pickle_verdict"] or "",
+                     "dangerous": list(r["dangerous_imports"]), "errors": int(r["errors"]),
+                     "warnings": int(r["warnings"]), "infos": int(r["infos"]), "codes": list(r["top_codes"]),
+                     "seconds": float(r["seconds"]), "report": r["report"] or "",
+                     "findings": by_source.get(r["source"], [])})
+    rows.sort(key=lambda r: (ORDER.index(r["verdict"]), -r["errors"], -r["warnings"], r["source"]))
+    totals = {v: sum(1 for r in rows if r["verdict"] == v) for v in ORDER}
+    return {"totals": totals, "models": rows, "seconds": seconds,
+            "bytes": int(models["bytes"].sum()) if len(models) else 0,
+            "bytes_read": int(models["bytes_read"].sum()) if len(models) else 0}
+
+
+def _script_json(data: Any) -> str:
+    text = json.dumps(data, ensure_ascii=True, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:16px;color:#222}
+h1{font-size:20px;margin:0 0 8px}
+.totals{display:flex;gap:10px;margin:10px 0}
+.tot{padding:8px 12px;border-radius:6px;min-width:90px;cursor:pointer;border:2px solid transparent}
+.tot b{display:block;font-size:22px}
+.tot.on{border-color:#333}
+.dangerous{background:#f8d0d0}.unreadable{background:#e6d5f5}.errors{background:#fde2c8}
+.warnings{background:#fff4c2}.clean{background:#d7f2d7}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}
+th{background:#f4f4f4;position:sticky;top:0}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.badge{padding:1px 6px;border-radius:4px;font-size:12px}
+details summary{cursor:pointer}
+.f{font-size:12px;margin:2px 0}.f code{background:#eee;padding:0 3px}
+#filter{width:320px;padding:4px;margin:6px 0}
+"""
+
+_JS = r"""
+const data = JSON.parse(document.getElementById('audit-data').textContent);
+const el = (tag, text, cls) => { const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text); if (cls) e.className = cls; return e; };
+const human = n => { const u = ['B','KiB','MiB','GiB','TiB']; let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + ' ' + u[i]; };
+let only = null;
+const head = document.getElementById('head');
+head.textContent = `${data.models.length} models, ${human(data.bytes)} on disk, ${human(data.bytes_read)} read, `
+  + `${data.seconds.toFixed(1)} s`;
+const tot = document.getElementById('totals');
+for (const [k, n] of Object.entries(data.totals)) {
+  const d = el('div', null, 'tot ' + k); d.append(el('b', n), el('span', k));
+  d.onclick = () => { only = only === k ? null : k;
+    for (const c of tot.children) c.classList.toggle('on', c === d && only !== null); draw(); };
+  tot.append(d);
+}
+const filter = document.getElementById('filter');
+filter.oninput = () => draw();
+function draw() {
+  const body = document.getElementById('rows'); body.replaceChildren();
+  const q = filter.value.toLowerCase();
+  let shown = 0;
+  for (const m of data.models) {
+    if (only && m.verdict !== only) continue;
+    if (q && !(m.source.toLowerCase().includes(q) || m.codes.join(' ').includes(q))) continue;
+    if (++shown > 5000) break;
+    const tr = el('tr');
+    const v = el('td'); v.append(el('span', m.verdict, 'badge ' + m.verdict)); tr.append(v);
+    const src = el('td');
+    if (m.report) { const a = el('a', m.source); a.href = encodeURI(data.reports) + encodeURIComponent(m.report); a.target = '_blank'; src.append(a); }
+    else src.append(el('span', m.source));
+    if (m.error) src.append(el('div', m.status + ': ' + m.error, 'f'));
+    if (m.dangerous.length) src.append(el('div', 'dangerous imports: ' + m.dangerous.join(', '), 'f'));
+    if (m.findings.length) {
+      const det = el('details'); det.append(el('summary', m.findings.length + ' findings'));
+      for (const [sev, code, msg, tensor, off] of m.findings) {
+        const p = el('div', null, 'f'); p.append(el('b', sev + ' '), el('code', code),
+          el('span', ' ' + msg + (tensor ? ' [' + tensor + ']' : '') + (off !== null ? ' @ byte ' + off : '')));
+        det.append(p);
+      }
+      src.append(det);
+    }
+    tr.append(src, el('td', m.format), el('td', m.quant || m.pickle), el('td', human(m.bytes), 'num'),
+      el('td', m.parameters.toLocaleString(), 'num'), el('td', m.errors, 'num'), el('td', m.warnings, 'num'),
+      el('td', m.codes.join(', ')), el('td', m.seconds.toFixed(2), 'num'));
+    body.append(tr);
+  }
+}
+draw();
+"""
+
+
+def dashboard_html(models, findings, seconds: float = 0.0, reports: str = "") -> str:
+    data = dashboard_data(models, findings, seconds)
+    data["reports"] = reports
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>model_explorer audit</title><style>{_CSS}</style></head><body>
+<h1>model_explorer audit</h1><div id="head"></div>
+<div class="totals" id="totals"></div>
+<input id="filter" placeholder="filter by path or finding code">
+<table><thead><tr><th>verdict</th><th>model</th><th>format</th><th>quantization / pickle</th><th>size</th>
+<th>parameters</th><th>errors</th><th>warnings</th><th>top codes</th><th>s</th></tr></thead>
+<tbody id="rows"></tbody></table>
+<noscript>This dashboard draws its table with JavaScript; the same data is in the parquet and SARIF files.</noscript>
+<script type="application/json" id="audit-data">{_script_json(data)}</script>
+<script>{_JS}</script>
+</body></html>
+"""
+
+
+def write_html(models, findings, path, seconds: float = 0.0) -> str:
+    """The page at `path`; the per-model reports are in NAME_reports/ beside it."""
+    path = os.fspath(path)
+    folder = os.path.splitext(os.path.basename(path))[0] + "_reports/"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(dashboard_html(models, findings, seconds, folder))
+    return path

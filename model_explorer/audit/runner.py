@@ -1,0 +1,248 @@
+"""`mx.audit(...)`: audit many models on a Dask cluster and collect one row per model.
+
+The client submits one task per model (`task.audit_model`: fingerprint, then the headers read in
+an isolated child); with `deep=True` each model's answer names its tensor ranges, and one task
+per range runs the value checks, so a 163-shard model spreads over every worker. Only rows and
+findings come back. Dask reschedules the tasks of a worker that dies; each model is one future,
+so its row is counted once whichever worker finally ran it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, NamedTuple
+
+from . import tables
+from .discover import discover
+from .task import audit_batch, count_findings, deep_part
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_MEMORY = "4GiB"
+MAX_BATCH = 32
+
+
+class AuditResult(NamedTuple):
+    """The two tables; `models, findings = mx.audit(...)` unpacks them."""
+
+    models: Any  # pandas.DataFrame, one row per model
+    findings: Any  # pandas.DataFrame, one row per finding
+
+    @property
+    def exit_code(self) -> int:
+        return tables.exit_code(self.models)
+
+
+def parse_bytes(value: int | str | None) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    from dask.utils import parse_bytes as dask_parse
+
+    return int(dask_parse(value))
+
+
+def make_client(client=None, scheduler: str | None = None, workers: int | None = None,
+                threads: int = 1):
+    """(client, owned): the given client, one connected to `scheduler`, or a LocalCluster of
+    `workers` processes (the machine's cores by default) that the caller must close."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as e:  # pragma: no cover - the optional extra
+        raise ImportError("mx.audit and mx.scan run on Dask: pip install 'checkpoint-model-explorer[audit]'") from e
+    if client is not None:
+        return client, False
+    if scheduler:
+        return Client(scheduler), True
+    n = workers or os.cpu_count() or 1
+    cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
+                           dashboard_address=":0", silence_logs=40)
+    return Client(cluster), True
+
+
+def close_client(client, owned: bool) -> None:
+    if not owned:
+        return
+    cluster = getattr(client, "cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+class _Progress:
+    """Models done, bytes read, errors, rate: tqdm in a terminal or a notebook."""
+
+    def __init__(self, total: int, enabled: bool, client) -> None:
+        self.bar = None
+        self.bytes = self.errors = self.unreadable = 0
+        if not enabled:
+            return
+        from tqdm.auto import tqdm
+
+        link = getattr(client, "dashboard_link", None)
+        if link and _has_dashboard(client):
+            print(f"Dask dashboard: {link}", file=sys.stderr)
+        self.bar = tqdm(total=total, desc="audit", unit="model", file=sys.stderr, smoothing=0.05)
+
+    def done(self, row: dict, n: int = 1) -> None:
+        self.bytes += int(row.get("bytes_read") or 0)
+        self.errors += 1 if row.get("errors") else 0
+        self.unreadable += 1 if row.get("status") != "ok" else 0
+        if self.bar is not None:
+            self.bar.update(n)
+            self.bar.set_postfix_str(f"read {tables.human(self.bytes)}, {self.errors} with errors, "
+                                     f"{self.unreadable} unreadable", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _has_dashboard(client) -> bool:
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=None,
+          timeout: float | None = DEFAULT_TIMEOUT, memory_limit: int | str | None = DEFAULT_MEMORY,
+          scheduler: str | None = None, workers: int | None = None, threads: int = 1,
+          progress: bool | None = None, isolate: bool = True, part_bytes: int | None = None,
+          layer_stat: str = "mean_abs", _delay: float | None = None, _on_result=None) -> AuditResult:
+    """Audit every model in `sources` (paths, folders, globs, URLs, text files of sources).
+
+    Returns (models, findings) DataFrames; writes them to `out` (parquet, the findings beside
+    it as NAME.findings.parquet), `sarif` and `html` when given. A rerun with the same `out`
+    skips models whose files are unchanged (size and mtime, or ETag). `timeout` (seconds) and
+    `memory_limit` apply to each model; a model that exceeds them, or crashes, is a row with
+    its error and the batch goes on.
+    """
+    t_start = time.perf_counter()
+    models = discover(sources)
+    previous = tables.read_previous(out) if out else None
+    done_keys = tables.done_fingerprints(previous, deep) if previous is not None else {}
+    reports = None
+    if html:
+        reports = os.path.join(os.path.dirname(os.path.abspath(os.fspath(html))),
+                               os.path.splitext(os.path.basename(os.fspath(html)))[0] + "_reports")
+        os.makedirs(reports, exist_ok=True)
+    opts = {"deep": deep, "timeout": timeout, "memory_limit": parse_bytes(memory_limit),
+            "previous": done_keys, "reports": reports, "isolate": isolate, "part_bytes": part_bytes,
+            "delay": _delay}
+    client, owned = make_client(client, scheduler, workers, threads)
+    rows: dict[str, dict] = {}
+    findings: dict[str, list[dict]] = {}
+    skipped: set[str] = set()
+    bar = _Progress(len(models), sys.stderr.isatty() if progress is None else progress, client)
+    try:
+        _run(client, models, opts, rows, findings, skipped, bar, layer_stat, _on_result)
+    finally:
+        bar.close()
+        close_client(client, owned)
+    result = tables.build(models, rows, findings, skipped, previous)
+    if out:
+        tables.write_parquet(result.models, result.findings, out)
+    if sarif:
+        from .sarif import write_sarif
+
+        write_sarif(result.models, result.findings, sarif)
+    if html:
+        from .html import write_html
+
+        write_html(result.models, result.findings, html, time.perf_counter() - t_start)
+    return AuditResult(result.models, result.findings)
+
+
+def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_result) -> None:
+    from dask.distributed import as_completed
+
+    size = batch_size(len(models), sum(client.nthreads().values()) or 1)
+    shallow = {client.submit(audit_batch, models[i:i + size], opts, pure=False,
+                             key=f"audit-{i}-{tables.short(models[i])}"): models[i:i + size]
+               for i in range(0, len(models), size)}
+    deep_of: dict[Any, tuple[str, int]] = {}
+    pending: dict[str, int] = {}
+    layer_rows: dict[str, list[dict]] = {}
+    ac = as_completed(list(shallow))
+
+    def finish(src: str) -> None:
+        if opts["deep"] and src in layer_rows:
+            _layer_findings(src, layer_rows.pop(src), findings, layer_stat)
+        count_findings(rows[src], findings[src])
+        bar.done(rows[src])
+        if on_result is not None:
+            on_result(src, rows[src])
+
+    for fut in ac:
+        if fut in shallow:
+            batch = shallow.pop(fut)
+            for src, res in zip(batch, _results_or_crash(fut, batch)):
+                if res.get("skipped"):
+                    skipped.add(src)
+                    bar.done({})
+                    continue
+                rows[src] = res["row"]
+                findings[src] = res["findings"]
+                parts = res.get("parts") or []
+                if not parts:
+                    finish(src)
+                    continue
+                pending[src] = len(parts)
+                for j, names in enumerate(parts):
+                    f = client.submit(deep_part, src, res["row"]["fingerprint"], names, j == 0, opts,
+                                      pure=False, key=f"deep-{j}-{tables.short(src)}")
+                    deep_of[f] = (src, j)
+                    ac.add(f)
+        else:
+            src, _ = deep_of.pop(fut)
+            try:
+                part = fut.result()
+            except Exception as e:  # noqa: BLE001 - a worker killed again and again (KilledWorker)
+                part = {"status": "crashed", "error": f"{type(e).__name__}: {e}", "tensors": [],
+                        "findings": [tables.crash_finding(src, e)], "bytes_read": 0, "seconds": 0.0}
+            row = rows[src]
+            findings[src].extend(part["findings"])
+            layer_rows.setdefault(src, []).extend(part["tensors"])
+            row["bytes_read"] += part["bytes_read"]
+            row["seconds"] += part["seconds"]
+            if part["status"] != "ok" and row["status"] == "ok":
+                row["status"], row["error"] = part["status"], part["error"]
+            pending[src] -= 1
+            if not pending[src]:
+                finish(src)
+        fut.release()
+
+
+def batch_size(models: int, threads: int) -> int:
+    """Models per task: enough to amortise a task and a fork (~10 ms), while leaving at least
+    eight tasks per thread so the cluster stays balanced to the end."""
+    return max(1, min(MAX_BATCH, models // (8 * threads)))
+
+
+def _results_or_crash(fut, batch: list[str]) -> list[dict]:
+    from .task import base_row
+
+    try:
+        return fut.result()
+    except Exception as e:  # noqa: BLE001 - the task's worker died each time it was tried
+        out = []
+        for src in batch:
+            row = base_row(src)
+            row.update(status="crashed", error=f"{type(e).__name__}: {e}", errors=1, top_codes=["audit_crashed"])
+            out.append({"row": row, "findings": [tables.crash_finding(src, e)], "parts": []})
+        return out
+
+
+def _layer_findings(src: str, tensor_rows: list[dict], findings: dict, stat: str) -> None:
+    """The layer profile over the deep parts' per-tensor values (on the client: small tables)."""
+    import pandas as pd
+
+    from ..checks.layers import layer_findings
+    from .task import finding_dict
+
+    if not tensor_rows:
+        return
+    table = pd.DataFrame(tensor_rows)
+    findings[src].extend(finding_dict(f, src) for f in layer_findings(table, stat))

@@ -1,0 +1,300 @@
+"""The layer profile: per-tensor statistics pivoted to layers x tensor roles, with outliers.
+
+A transformer repeats one block N times, so each role (q, k, v, o, gate, up, down, norms,
+experts...) has one value per layer and those values follow a smooth trend with depth. A layer
+that was zeroed, blew up, was copied over another or swapped with one breaks that trend. Each
+cell is compared with a robust line fitted through its role's neighbouring layers (the layer
+itself left out); the residual, in units of the role's median absolute residual, is a robust
+z-score. Identical statistics in two layers of one role flag a duplicated layer.
+
+Input is any per-tensor table with a `name` column (`stats_table`, `mx.scan`, an audit's deep
+table); the statistics used are `norm`, `std`, `absmax`, `mean_abs` or `mean`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from ..spans import Finding
+
+# Layer prefixes: Hugging Face (Llama, Mistral, Qwen, DeepSeek...), GPT-2/Falcon, GGUF.
+_LAYER = re.compile(r"^(?:.*\.)?(?:layers|h|blocks|block|blk)\.(\d+)\.(.+)$")
+_EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)\.")
+# The tail of a tensor name after its layer prefix -> role. Order matters: first match wins.
+_ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(p)) for role, p in [
+    ("shared", r"shared_experts?\.|ffn_(?:gate|up|down)_shexp"),
+    ("router", r"mlp\.gate\.weight$|ffn_gate_inp|router|block_sparse_moe\.gate\.weight$"),
+    ("experts", r"experts\.|_exps\."),
+    ("q_norm", r"q_norm|attn_q_norm|q_a_layernorm"),
+    ("k_norm", r"k_norm|attn_k_norm|kv_a_layernorm"),
+    ("attn_norm", r"input_layernorm|attn_norm|ln_1|ln_attn|norm1\b"),
+    ("ffn_norm", r"post_attention_layernorm|ffn_norm|ln_2|ln_mlp|norm2\b|pre_feedforward_layernorm"),
+    ("q_a", r"q_a_proj|attn_q_a\b"),
+    ("q_b", r"q_b_proj|attn_q_b\b"),
+    ("kv_a", r"kv_a_proj|attn_kv_a"),
+    ("kv_b", r"kv_b_proj|attn_kv_b"),
+    ("qkv", r"qkv_proj|attn_qkv|c_attn|query_key_value"),
+    ("q", r"q_proj|attn_q\b|\.query\b|wq\b"),
+    ("k", r"k_proj|attn_k\b|\.key\b|wk\b"),
+    ("v", r"v_proj|attn_v\b|\.value\b|wv\b"),
+    ("o", r"o_proj|attn_output|out_proj|c_proj|attn\.dense|wo\b"),
+    ("gate_up", r"gate_up_proj"),
+    ("gate", r"gate_proj|ffn_gate\b|w1\b"),
+    ("up", r"up_proj|ffn_up\b|w3\b|c_fc|dense_h_to_4h"),
+    ("down", r"down_proj|ffn_down\b|w2\b|dense_4h_to_h"),
+]]
+ROLE_ORDER = [r for r, _ in _ROLES]
+# Statistics that scale multiplicatively with depth are compared in log space.
+LOG_STATS = {"norm", "std", "absmax", "mean_abs", "rms"}
+Z_LIMIT = 6.0  # |robust z| beyond this is an outlier
+REL_FLOOR = 0.02  # a residual spread below 2% is treated as 2%, so a flat trend is not hair-trigger
+WINDOW = 3  # neighbouring layers on each side the trend is fitted through
+
+
+def layer_role(name: str) -> tuple[int, str] | None:
+    """(layer, role) of a weight tensor, or None for biases and tensors outside the blocks."""
+    m = _LAYER.match(name)
+    if not m or name.endswith(".bias") or ".bias." in name:
+        return None
+    tail = m[2]
+    for role, pat in _ROLES:
+        if pat.search(tail):
+            return int(m[1]), role
+    return None
+
+
+def _as_table(source: Any, stat: str):
+    """A per-tensor DataFrame from a table, or the sampled stats_table of a checkpoint."""
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        table = source
+    else:
+        from ..opener import opened
+
+        with opened(source) as ckpt:
+            names = [n for n in ckpt.tensors if layer_role(n)]
+            table = ckpt.stats_table(names, progress=False)
+            table["file"] = [ckpt.tensors[n].file for n in names]
+            table["offset"] = [ckpt.tensors[n].offset for n in names]
+            table["length"] = [ckpt.tensors[n].length for n in names]
+    return with_derived(table)
+
+
+def with_derived(table):
+    """Add `norm`, `rms` and `absmax` where a table has only moments (stats_table's columns)."""
+    table = table.copy()
+    if {"mean", "std"} <= set(table.columns):
+        mean = table["mean"].astype(float)
+        std = table["std"].astype(float)
+        count = table["numel"].astype(float) if "numel" in table else 1.0
+        for c in ("nan", "inf"):
+            if c in table:
+                count = count - table[c].fillna(0).astype(float)
+        rms = np.sqrt(std ** 2 + mean ** 2)
+        if "rms" not in table:
+            table["rms"] = rms
+        if "norm" not in table:
+            table["norm"] = rms * np.sqrt(count)
+    if "absmax" not in table and {"min", "max"} <= set(table.columns):
+        table["absmax"] = np.maximum(table["min"].astype(float).abs(), table["max"].astype(float).abs())
+    return table
+
+
+def _combine(stat: str, values: np.ndarray) -> float:
+    """One cell from several tensors (the experts of a layer): norms add in quadrature."""
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return math.nan
+    if stat == "norm":
+        return float(np.sqrt(np.sum(values ** 2)))
+    if stat == "absmax":
+        return float(values.max())
+    return float(values.mean())
+
+
+def layer_profile(source: Any, stat: str = "norm"):
+    """DataFrame layers x roles of `stat` (rows: layer numbers, columns: roles present)."""
+    import pandas as pd
+
+    table = _as_table(source, stat)
+    if stat not in table:
+        raise ValueError(f"The table has no {stat!r} column (it has {list(table.columns)}).")
+    cells: dict[tuple[int, str], list[float]] = {}
+    for name, value in zip(table["name"], table[stat]):
+        lr = layer_role(str(name))
+        if lr is not None:
+            cells.setdefault(lr, []).append(float(value) if value is not None else math.nan)
+    if not cells:
+        return pd.DataFrame()
+    layers = sorted({lr[0] for lr in cells})
+    roles = [r for r in ROLE_ORDER if any(lr[1] == r for lr in cells)]
+    grid = pd.DataFrame(math.nan, index=pd.Index(layers, name="layer"), columns=roles)
+    for (layer, role), vals in cells.items():
+        grid.loc[layer, role] = _combine(stat, np.asarray(vals, dtype=float))
+    return grid
+
+
+def _line_at(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
+    """Theil-Sen line through (xs, ys) evaluated at x: robust to an odd point among them."""
+    if len(xs) == 1:
+        return float(ys[0])
+    i, j = np.triu_indices(len(xs), 1)
+    slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
+    intercept = float(np.median(ys - slope * xs))
+    return intercept + slope * x
+
+
+def robust_z(column: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(z-scores, kinds) of one role's values over layers; kind "zeroed" where a layer is 0 and
+    the others are not (a log-space z-score cannot express it)."""
+    v = np.asarray(column, dtype=float)
+    n = len(v)
+    z = np.zeros(n)
+    kinds = np.array([""] * n, dtype=object)
+    ok = np.isfinite(v)
+    if log:
+        zero = ok & (v <= 0)
+        if zero.sum() < ok.sum() / 2:  # zeros are the exception, not the pattern
+            kinds[zero] = "zeroed"
+            z[zero] = -math.inf
+        ok &= v > 0
+        v = np.where(ok, np.log(np.where(ok, v, 1.0)), math.nan)
+    idx = np.flatnonzero(ok)
+    if len(idx) < 4:
+        return z, kinds
+    resid = np.zeros(n)
+    for k, i in enumerate(idx):
+        others = np.delete(idx, k)  # the 2*WINDOW nearest other layers (one-sided at the ends)
+        nb = np.sort(others[np.argsort(np.abs(others - i), kind="stable")[:2 * WINDOW]])
+        resid[i] = v[i] - _line_at(nb.astype(float), v[nb], float(i))
+    med = np.median(resid[idx])
+    mad = 1.4826 * np.median(np.abs(resid[idx] - med))
+    floor = REL_FLOOR if log else REL_FLOOR * max(abs(float(np.median(v[idx]))), 1e-12)
+    scale = max(mad, floor)
+    z[idx] = (resid[idx] - med) / scale
+    big = np.abs(z) > Z_LIMIT
+    kinds[big & (z > 0) & (kinds == "")] = "high"
+    kinds[big & (z < 0) & (kinds == "")] = "low"
+    return z, kinds
+
+
+def layer_outliers(source: Any, stat: str = "norm"):
+    """DataFrame of outlying cells: layer, role, value, expected trend, z, kind."""
+    import pandas as pd
+
+    grid = layer_profile(source, stat)
+    rows = []
+    for role in grid.columns:
+        col = grid[role].to_numpy(dtype=float)
+        z, kinds = robust_z(col, stat in LOG_STATS)
+        for i, layer in enumerate(grid.index):
+            if kinds[i]:
+                rows.append({"layer": int(layer), "role": role, "value": col[i], "z": float(z[i]),
+                             "kind": kinds[i]})
+    return pd.DataFrame(rows, columns=["layer", "role", "value", "z", "kind"])
+
+
+def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
+    """Tensors of one role whose statistics agree exactly: candidates for a copied layer."""
+    cols = [c for c in ("min", "max", "mean", "std", "mean_abs", "absmax") if c in table]
+    groups: dict[tuple, list[tuple[int, str, str]]] = {}
+    for rec in table[["name", *cols]].itertuples(index=False):
+        lr = layer_role(str(rec[0]))
+        vals = tuple(rec[1:])
+        if lr is None or any(v is None or not np.isfinite(v) for v in vals) or not any(vals):
+            continue  # an all-zero tensor is not a copy of another all-zero one
+        groups.setdefault((lr[1], *vals), []).append((lr[0], lr[1], str(rec[0])))
+    return {k: v for k, v in groups.items() if len({x[0] for x in v}) > 1}
+
+
+def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
+    """Findings for outlying and duplicated layers (code layer_outlier, layer_duplicate)."""
+    table = _as_table(source, stat)
+    where = {str(r["name"]): r for r in table.to_dict("records")}
+    out: list[Finding] = []
+
+    def loc(name: str) -> dict:
+        r = where.get(name, {})
+        off, ln = r.get("offset"), r.get("length")
+        return {"offset": None if off is None or off != off else int(off),
+                "length": None if ln is None or ln != ln else int(ln),
+                "file": r.get("file") if isinstance(r.get("file"), str) else None}
+
+    tensors_of: dict[tuple[int, str], list[str]] = {}
+    for name in where:
+        lr = layer_role(name)
+        if lr is not None:
+            tensors_of.setdefault(lr, []).append(name)
+    if stat in table:
+        grid = layer_profile(table, stat)
+        for o in layer_outliers(table, stat).to_dict("records"):
+            names = tensors_of.get((o["layer"], o["role"]), [])
+            first = names[0] if names else None
+            col = grid[o["role"]].drop(o["layer"]).dropna()
+            typical = float(col.median()) if len(col) else math.nan
+            what = {"zeroed": "is zero", "high": "is far above", "low": "is far below"}[o["kind"]]
+            z = "" if o["kind"] == "zeroed" else f" (robust z = {o['z']:+.1f})"
+            out.append(Finding(
+                "warning", "layer_outlier",
+                f"Layer {o['layer']} {o['role']}: {stat} = {o['value']:.4g} {what} the trend of the "
+                f"other layers' {o['role']} (median {typical:.4g}){z}: a zeroed, exploded, swapped "
+                "or damaged layer.", tensor=first,
+                extra={"layer": o["layer"], "role": o["role"], "stat": stat, "value": o["value"],
+                       "z": o["z"], "kind": o["kind"]}, **(loc(first) if first else {})))
+    for members in _fingerprints(table).values():
+        members = sorted(members)
+        a = members[0]
+        for b in members[1:]:
+            out.append(Finding(
+                "warning", "layer_duplicate",
+                f"{b[2]!r} (layer {b[0]}) has exactly the statistics of {a[2]!r} (layer {a[0]}): "
+                "one layer looks copied over the other.", tensor=b[2],
+                extra={"layer": b[0], "role": b[1], "same_as": a[2]}, **loc(b[2])))
+    return out
+
+
+def plot_layers(source: Any, stat: str = "norm", ax=None, mark: bool = True):
+    """A heatmap of the layer profile: each role's column relative to its median (log2), outliers
+    boxed in red and duplicates in blue. Returns the matplotlib Axes."""
+    import matplotlib.pyplot as plt
+
+    table = _as_table(source, stat)
+    grid = layer_profile(table, stat)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.2 + 0.55 * max(1, grid.shape[1]), 1.2 + 0.22 * max(1, len(grid))))
+    if grid.empty:
+        ax.set_title(f"no layer tensors to profile by {stat}")
+        return ax
+    vals = grid.to_numpy(dtype=float)
+    med = np.nanmedian(np.where(vals > 0, vals, np.nan), axis=0) if stat in LOG_STATS else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if med is not None:
+            shown = np.log2(vals / med)
+        else:
+            spread = np.nanstd(vals, 0)
+            shown = (vals - np.nanmedian(vals, 0)) / np.where(spread > 0, spread, 1.0)
+    shown = np.clip(np.nan_to_num(shown, nan=0.0, neginf=-4, posinf=4), -4, 4)
+    im = ax.imshow(shown, aspect="auto", cmap="RdBu_r", vmin=-4, vmax=4, interpolation="nearest")
+    ax.set_xticks(range(grid.shape[1]), list(grid.columns), rotation=60, ha="right")
+    step = max(1, len(grid) // 40)
+    ax.set_yticks(range(0, len(grid), step), [str(x) for x in grid.index[::step]])
+    ax.set_ylabel("layer")
+    ax.set_title(f"{stat} by layer and role (log2 of value / role median)" if med is not None
+                 else f"{stat} by layer and role (z within role)")
+    ax.figure.colorbar(im, ax=ax, fraction=0.04)
+    if mark:
+        rows = {layer: i for i, layer in enumerate(grid.index)}
+        cols = {role: j for j, role in enumerate(grid.columns)}
+        for o in layer_outliers(table, stat).to_dict("records"):
+            ax.add_patch(plt.Rectangle((cols[o["role"]] - 0.5, rows[o["layer"]] - 0.5), 1, 1,
+                                       fill=False, ec="red", lw=2))
+        for f in layer_findings(table, stat):
+            if f.code == "layer_duplicate" and f.extra["role"] in cols:
+                ax.add_patch(plt.Rectangle((cols[f.extra["role"]] - 0.5, rows[f.extra["layer"]] - 0.5),
+                                           1, 1, fill=False, ec="blue", lw=2, ls="--"))
+    return ax

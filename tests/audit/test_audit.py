@@ -1,0 +1,185 @@
+"""mx.audit on a LocalCluster of two worker processes: the rows equal a plain mx.open of each
+model, hostile pickles never run, parquet round-trips, SARIF validates, reruns resume, a killed
+worker loses and doubles nothing, and mx.scan on Dask equals the local scan exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import model_explorer as mx
+from model_explorer.audit.tables import read_parquet
+
+from .synth import llama_like, mixed_tree, write_safetensors, write_sharded
+
+pytest.importorskip("dask.distributed")
+pytest.importorskip("pyarrow")
+SCHEMA = pathlib.Path(__file__).with_name("sarif-schema-2.1.0.json")
+VOLATILE = ["seconds", "report"]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tree")
+    marker = root / "PWNED"
+    mixed_tree(root / "models", 12, marker=marker)
+    return root / "models", marker
+
+
+@pytest.fixture(scope="module")
+def audited(tree, cluster, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    result = mx.audit(str(tree[0]), out=out / "r.parquet", sarif=out / "r.sarif", html=out / "r.html",
+                      client=cluster, progress=False)
+    return result, out
+
+
+def test_rows_match_a_plain_open(audited):
+    (models, findings), _ = audited
+    assert len(models) == 12 and models["source"].is_unique
+    for row in models.to_dict("records"):
+        ckpt = mx.open(row["source"])
+        c = ckpt.finding_counts()
+        assert row["status"] == "ok"
+        assert (row["format"], row["tensors"], row["parameters"], row["bytes"]) == \
+            (ckpt.format, len(ckpt.tensors), ckpt.parameter_count, ckpt.total_size)
+        assert (row["errors"], row["warnings"], row["infos"]) == (c["error"], c["warning"], c["info"])
+        mine = findings[findings["source"] == row["source"]]
+        assert sorted(mine["code"]) == sorted(f.code for f in ckpt.findings)
+        assert sorted(mine["offset"].dropna().astype(int)) == sorted(f.offset for f in ckpt.findings
+                                                                     if f.offset is not None)
+        ckpt.close()
+    hostile = models[models["pickle_verdict"] == "dangerous"]
+    assert len(hostile) == 2 and all(list(d) == ["os.system"] for d in hostile["dangerous_imports"])
+    assert set(models[models["source"].str.contains("m00001")]["files"]) == {3}  # a sharded folder
+    assert audited[0].exit_code == 1
+
+
+def test_hostile_pickle_never_runs(audited, tree):
+    assert not tree[1].exists()
+
+
+def test_parquet_round_trip(audited):
+    (models, findings), out = audited
+    back = read_parquet(out / "r.parquet")
+    assert back.models.equals(models)
+    assert back.findings.equals(findings)
+
+
+def test_sarif_validates(audited):
+    jsonschema = pytest.importorskip("jsonschema")
+    (models, findings), out = audited
+    log = json.loads((out / "r.sarif").read_text())
+    jsonschema.Draft4Validator(json.loads(SCHEMA.read_text())).validate(log)
+    run = log["runs"][0]
+    assert sorted(r["id"] for r in run["tool"]["driver"]["rules"]) == sorted(set(findings["code"]))
+    assert len(run["results"]) == len(findings)
+    past = [r for r in run["results"] if r["ruleId"] == "data_past_end"][0]
+    region = past["locations"][0]["physicalLocation"]["region"]
+    assert region["byteOffset"] > 0 and region["byteLength"] > 0
+    assert past["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith("file:///")
+
+
+def test_html_dashboard_is_offline_and_links_reports(audited):
+    _, out = audited
+    page = (out / "r.html").read_text()
+    assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
+    data = json.loads(page.split('id="audit-data">')[1].split("</script>")[0])
+    assert data["models"][0]["verdict"] == "dangerous"  # worst first
+    for m in data["models"]:
+        assert (out / "r_reports" / m["report"]).is_file()
+
+
+def test_rerun_resumes(tree, cluster, tmp_path):
+    out = tmp_path / "r.parquet"
+    first = mx.audit(str(tree[0]), out=out, client=cluster, progress=False)
+    seen: list[str] = []
+    again = mx.audit(str(tree[0]), out=out, client=cluster, progress=False,
+                     _on_result=lambda src, row: seen.append(src))
+    assert seen == []
+    assert again.models.drop(columns=VOLATILE).equals(first.models.drop(columns=VOLATILE))
+    changed = first.models["source"][0]
+    os.utime(changed, ns=(0, 10**9))
+    mx.audit(str(tree[0]), out=out, client=cluster, progress=False, _on_result=lambda s, r: seen.append(s))
+    assert seen == [changed]
+
+
+def test_deep_audit_splits_a_model_and_finds_values(cluster, tmp_path):
+    t = llama_like(layers=8)
+    t["model.layers.3.mlp.down_proj.weight"][:] = 0
+    t["model.layers.5.self_attn.q_proj.weight"][0, 0] = np.nan
+    folder = write_sharded(tmp_path / "m", t, 4, {"model_type": "llama"})
+    models, findings = mx.audit(folder, deep=True, client=cluster, progress=False, part_bytes=8192)
+    local = mx.open(folder, deep=True)
+    want = sorted((f.code, f.tensor) for f in local.findings)
+    codes = sorted((c, t) for c, t in zip(findings["code"], findings["tensor"]) if not c.startswith("layer_"))
+    assert codes == want
+    assert ("layer_outlier", "model.layers.3.mlp.down_proj.weight") in set(zip(findings["code"], findings["tensor"]))
+    assert models["deep"][0] and models["errors"][0] >= 1
+
+
+def test_scan_on_dask_equals_local(cluster, tmp_path):
+    t = llama_like(layers=4)
+    t["model.layers.1.mlp.up_proj.weight"][2, 3] = np.inf
+    t["big"] = np.random.default_rng(1).standard_normal(300_000).astype(np.float16)  # streamed path
+    p = write_safetensors(tmp_path / "m.safetensors", t)
+    local = mx.scan(p, progress=False)
+    remote = mx.scan(p, client=cluster, part_bytes=4096, progress=False)
+    assert local.equals(remote)
+    assert local["exact"].all() and len(local) == len(t)
+    row = local.set_index("name").loc["model.layers.0.mlp.gate_proj.weight"]
+    x = t["model.layers.0.mlp.gate_proj.weight"].astype(np.float64)
+    assert row["norm"] == pytest.approx(np.linalg.norm(x), rel=1e-6)
+    assert row["min"] == x.min() and row["max"] == x.max()
+    assert local.set_index("name").loc["model.layers.1.mlp.up_proj.weight", "inf"] == 1
+
+
+def test_cli_audit_exit_codes(tree, cluster, tmp_path, capsys):
+    from model_explorer.cli import main
+
+    addr = cluster.scheduler.address
+    clean = tmp_path / "clean"
+    os.makedirs(clean)
+    write_safetensors(clean / "a.safetensors", llama_like(layers=2))
+    assert main(["audit", str(clean), "--scheduler", addr]) == 0
+    assert main(["audit", str(tree[0]), "--scheduler", addr, "--sarif", str(tmp_path / "s.sarif")]) == 1
+    assert main(["audit", str(clean), str(tmp_path / "missing.gguf"), "--scheduler", addr]) == 2
+    assert "unreadable" in capsys.readouterr().out
+
+
+def test_http_sources(served, cluster):
+    folder, base, server = served
+    for i in range(3):
+        write_safetensors(folder / f"m{i}.safetensors", llama_like(layers=2, hidden=128, ffn=256, seed=i))
+    models, _ = mx.audit([f"{base}/m{i}.safetensors" for i in range(3)], client=cluster, progress=False)
+    assert list(models["status"]) == ["ok"] * 3
+    assert (models["bytes_read"] <= 64 * 1024).all()  # one first read of the header, not the data
+    assert (models["bytes"] > 4 * 64 * 1024).all()
+
+
+@pytest.mark.slow
+def test_killed_worker_loses_nothing(tree, cluster, tmp_path):
+    pids = cluster.run(os.getpid)
+    killed = threading.Event()
+    rows: list[str] = []
+
+    def on_result(src, row):
+        rows.append(src)
+        if len(rows) == 3 and not killed.is_set():
+            killed.set()
+            os.kill(next(iter(pids.values())), signal.SIGKILL)
+
+    models, findings = mx.audit(str(tree[0]), client=cluster, progress=False, _delay=0.4,
+                                _on_result=on_result)
+    assert killed.is_set()
+    assert len(models) == 12 and models["source"].is_unique and sorted(rows) == sorted(models["source"])
+    assert (models["status"] == "ok").all()
+    baseline = mx.audit(str(tree[0]), client=cluster, progress=False)
+    assert models.drop(columns=VOLATILE).equals(baseline.models.drop(columns=VOLATILE))
+    assert findings.equals(baseline.findings)
