@@ -58,7 +58,7 @@ def _close(client) -> None:
 
 
 def _warm_imports() -> None:
-    import model_explorer.audit.task
+    import model_explorer.audits.task
     import model_explorer.opener  # noqa: F401
 
 

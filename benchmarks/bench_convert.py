@@ -23,7 +23,7 @@ import tempfile
 CASE = r"""
 import json, os, resource, sys, time
 import model_explorer as mx
-from model_explorer.convert import convert
+from model_explorer.conversion import convert
 case, sample, tmp = sys.argv[1], mx.sample_path(), sys.argv[2]
 
 def gguf_py_requantize(dest):

@@ -235,7 +235,7 @@ CATALOG: dict[str, Code] = {
                           "Compare the layer with the original weights; re-export or restore it."),
     "layer_duplicate": Code("warning", "Two layers of one role have exactly the same statistics: one looks copied over the other.",
                             "Restore the overwritten layer from the original weights."),
-    # -- audits (audit/) ---------------------------------------------------------------------------
+    # -- audits (audits/) -------------------------------------------------------------------------
     "unreadable": Code("error", "The source cannot be opened at all (missing, permission denied, unreachable)."),
     "audit_timeout": Code("error", "Auditing the model took longer than the per-model timeout; it was stopped.",
                           "Rerun with a larger --timeout, or audit the model alone with model-explorer doctor."),

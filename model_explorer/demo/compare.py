@@ -109,7 +109,7 @@ def default_cache_dir() -> str:
 
 def shipped_dtype(ckpt) -> str:
     """The dtype most of the model's weight elements are stored in ("Q4_1" for the sample)."""
-    from ..convert import weight_dtype
+    from ..conversion import weight_dtype
 
     return weight_dtype(ckpt) or "?"
 
@@ -126,7 +126,7 @@ def prepare_variants(source: str | None = None, cache_dir: str | None = None,
                      conversions: tuple[str, ...] = CONVERSIONS,
                      on_event: Event | None = None) -> list[VariantResult]:
     """The source as shipped plus GGUF conversions, converting only what is not cached yet."""
-    from ..convert import convert
+    from ..conversion import convert
     from ..opener import open as open_checkpoint
     from ..samples import sample_path
 

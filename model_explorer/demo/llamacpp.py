@@ -39,7 +39,7 @@ def cached_gguf(path: str, cache_dir: str | None = None) -> tuple[str, bool]:
     """
     if path.endswith(".gguf") and not sources.isdir(path):
         return path, False
-    from ..convert import convert
+    from ..conversion import convert
 
     stat = os.stat(path)
     key = hashlib.sha256(f"{os.path.abspath(path)}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]

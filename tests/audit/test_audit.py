@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import model_explorer as mx
-from model_explorer.audit.tables import read_parquet
+from model_explorer.audits.tables import read_parquet
 
 from .synth import llama_like, mixed_tree, write_safetensors, write_sharded
 

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from model_explorer.audit import task
-from model_explorer.audit.discover import discover
-from model_explorer.audit.isolate import Failed, run_isolated
+from model_explorer.audits import task
+from model_explorer.audits.discover import discover
+from model_explorer.audits.isolate import Failed, run_isolated
 
 from .synth import small_tensors, write_gguf, write_safetensors, write_sharded
 
@@ -104,7 +104,7 @@ def _item(x):
 
 
 def test_batch_survives_a_hang_and_a_crash():
-    from model_explorer.audit.isolate import run_isolated_batch
+    from model_explorer.audits.isolate import run_isolated_batch
 
     got = dict(run_isolated_batch(_item, [1, "hang", "die", 3], timeout=1.0, memory_limit=2**28))
     assert got[0] == 2 and got[3] == 6

@@ -14,7 +14,7 @@ import pytest
 from conftest import byte_symbols, gguf_name
 
 import model_explorer as mx
-from model_explorer.convert import ConvertError, convert
+from model_explorer.conversion import ConvertError, convert
 
 HIDDEN, HEADS, KV_HEADS, LAYERS, FFN = 64, 4, 2, 2, 128
 HEAD_DIM = HIDDEN // HEADS
@@ -437,7 +437,7 @@ def test_smollm2_tokenizer_json_matches_transformers_gguf_tokenizer(tmp_path):
 
     sample = mx.sample_path()
     reference = AutoTokenizer.from_pretrained(os.path.dirname(sample), gguf_file=os.path.basename(sample))
-    from model_explorer.convert import tokenizer_json_from_gguf
+    from model_explorer.conversion import tokenizer_json_from_gguf
 
     ours = Tokenizer.from_str(tokenizer_json_from_gguf(mx.open(sample)))
     for text in ["The capital of France is", "digits 1234567 and  spaces\n\ttabs",
@@ -446,7 +446,7 @@ def test_smollm2_tokenizer_json_matches_transformers_gguf_tokenizer(tmp_path):
 
 
 def test_mlx_quantize_in_row_chunks_equals_one_pass(monkeypatch):
-    import model_explorer.convert.writers as convert_module
+    import model_explorer.conversion.writers as convert_module
 
     w = np.random.default_rng(5).standard_normal((10, 128)).astype(np.float32)
     whole = convert_module.mlx_quantize(w, 4, 64)

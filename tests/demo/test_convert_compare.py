@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import model_explorer as mx
-from model_explorer.convert import convert
+from model_explorer.conversion import convert
 from model_explorer.demo.compare import (
     PERPLEXITY_TEXT,
     compare_quantizations,

@@ -20,12 +20,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checkpoint", ("checkpoint", "assemble")),
     ("model", ("model",)),
     ("checks", ("checks", "opener")),
-    ("convert", ("convert",)),
+    ("convert", ("conversion",)),
     ("repair", ("repair",)),
-    ("views", ("demo", "widgets", "cli", "audit")),
+    ("views", ("demo", "widgets", "cli", "audits")),
 ]
 # Within the views, the run cell sits below the Explorer that hosts it.
-VIEW_ORDER = ("demo", "widgets", "cli", "audit")
+VIEW_ORDER = ("demo", "widgets", "cli", "audits")
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -8,21 +8,8 @@
 
 from __future__ import annotations
 
-import sys
-import types
-
 from .deepscan import scan
 from .runner import AuditResult, audit
 
 __all__ = ["AuditResult", "audit", "scan"]
 
-
-class _CallableModule(types.ModuleType):
-    """Importing model_explorer.audit.anything makes `model_explorer.audit` this package (Python
-    sets the attribute on the parent), so `mx.audit(...)` must work on the package too."""
-
-    def __call__(self, *args, **kwargs) -> AuditResult:
-        return audit(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
