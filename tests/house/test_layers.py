@@ -21,11 +21,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("model",)),
     ("checks", ("checks", "opener")),
     ("convert", ("conversion",)),
-    ("repair", ("repair",)),
-    ("views", ("demo", "widgets", "cli", "audits")),
+    ("repair", ("repairs",)),
+    ("views", ("demo", "widgets", "audits", "cli")),
 ]
 # Within the views, the run cell sits below the Explorer that hosts it.
-VIEW_ORDER = ("demo", "widgets", "cli", "audits")
+VIEW_ORDER = ("demo", "widgets", "audits", "cli")
 
 
 def module_name(path: pathlib.Path) -> str:
