@@ -33,6 +33,14 @@ def _files_line(ckpt: Checkpoint) -> str:
     return ", ".join(names) + more if names else os.path.basename(ckpt.source)
 
 
+def indexed_line(ckpt: Checkpoint) -> str | None:
+    """"19,600 of 20,000 indexed tensors readable" when a shard index promises more."""
+    counts = ckpt.indexed_counts()
+    if counts is None or counts[0] >= counts[1]:
+        return None
+    return f"{counts[0]:,} of {counts[1]:,} indexed tensors readable"
+
+
 def summary_text(ckpt: Checkpoint) -> str:
     c = ckpt.finding_counts()
     mix = ", ".join(f"{k} x{v}" for k, v in list(ckpt.dtype_mix().items())[:6])
@@ -40,6 +48,8 @@ def summary_text(ckpt: Checkpoint) -> str:
              f"{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
              f"{ckpt.parameter_count:,} parameters" + (f" ({mix})" if mix else ""),
              f"findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info"]
+    if indexed_line(ckpt):
+        lines.insert(2, indexed_line(ckpt))
     lines += [f"  {f}" for f in ckpt.findings[:10]]
     return "\n".join(lines)
 
@@ -59,7 +69,8 @@ def summary_html(ckpt: Checkpoint) -> str:
         f"<p><b>model_explorer</b>: {e(ckpt.format)} checkpoint <code>{e(_files_line(ckpt))}</code></p>"
         f"<p>{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
         f"{ckpt.parameter_count:,} parameters{' (' + mix + ')' if mix else ''}</p>"
-        f"<p>Findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info</p>"
+        + (f"<p><b>{indexed_line(ckpt)}</b></p>" if indexed_line(ckpt) else "")
+        + f"<p>Findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info</p>"
         f"<ul>{rows}{more}</ul></div>")
 
 
