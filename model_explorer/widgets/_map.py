@@ -49,7 +49,7 @@ class FileMap:
             return ts[i]
         return ts[0] if ts else None
 
-    def payload(self) -> dict:
+    def payload(self, segment_budget: int = SEGMENT_BUDGET) -> dict:
         ckpt = self.ckpt
         marks: dict[str, dict[str, str]] = {}
         # Missing tensors point into the index; the shard rows say which bar they belong to.
@@ -69,7 +69,7 @@ class FileMap:
             for f in ckpt.files]
         dtypes: list[str] = []
         files = []
-        bins = max(16, min(BINS, SEGMENT_BUDGET // max(1, len(rows))))
+        bins = max(16, min(BINS, segment_budget // max(1, len(rows))))
         for row in rows:
             file = row["file"]
             size = ckpt.sizes.get(file, row.get("size", 0)) or 0

@@ -15,8 +15,6 @@ from typing import Any
 from ..checkpoint import Checkpoint
 
 MAX_HTML_FINDINGS = 50
-REPORT_BYTES = 16 * 1024
-REPORT_TREE_NODES = 20_000
 
 
 def human_bytes(n: float) -> str:
@@ -76,37 +74,15 @@ def summary_html(ckpt: Checkpoint) -> str:
 
 def _script_json(data: Any) -> str:
     """JSON that is safe inside a <script> element: no `<`, `>` or `&` appear literally."""
-    text = json.dumps(data, ensure_ascii=True, default=str)
+    text = json.dumps(data, ensure_ascii=True, default=str, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def report_data(view) -> dict[str, Any]:
-    """What the offline report embeds: state, first bytes of each file (max 4), the header tree."""
-    ckpt = view.checkpoint
-    pages = []
-    for file in ckpt.files[:4]:
-        meta, bufs = view.answer("bytes", {"file": file, "offset": 0, "length": REPORT_BYTES})
-        meta["hex"] = bufs[0].hex()
-        pages.append(meta)
-    tree = view.tree
-    tree.open_groups(REPORT_TREE_NODES)  # tensor groups, not array items or opcodes
-    steps = []
-    for file in ckpt.files[:1]:
-        fs = view.file_spans(file)
-        for i, s in enumerate(fs.spans):
-            if s.offset >= REPORT_BYTES or i >= 400:
-                break
-            steps.append(view.answer("step", {"file": file, "index": i})[0])
-    return {
-        "state": {"view": "explorer", "summary": view.summary, "findings": view.findings,
-                  "legend": view.legend, "files": view.files, "selection": {}, "options": {}},
-        "pages": pages,
-        "steps": steps,
-        "tree": tree.all_rows(REPORT_TREE_NODES),
-        "tree_total": len(tree.nodes),
-        "table": [view.table.row(i) for i in range(min(len(view.table.infos), 5000))],
-        "map": view.file_map.payload() if len(ckpt.files) <= 400 else None,
-    }
+    """What the offline report embeds (packed small: see _report.py)."""
+    from ._report import report_data as packed
+
+    return packed(view)
 
 
 def report_html(view) -> str:
