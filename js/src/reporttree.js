@@ -16,7 +16,7 @@ export function splitName(name) {
 
 function groupValue(members) {
   const missing = members.filter((m) => m.row.mark === "missing").length;
-  return `${members.length} tensors${missing ? ` (${missing} missing)` : ""}`;
+  return `${members.length} tensor${members.length === 1 ? "" : "s"}${missing ? ` (${missing} missing)` : ""}`;
 }
 
 function sumBytes(members) {

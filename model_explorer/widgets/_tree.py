@@ -414,7 +414,7 @@ def _tensor_trie(ckpt: Checkpoint, header_spans: Callable[[], dict],
     infos = [*ckpt.tensors.values(), *_marked(ckpt)] if infos is None else infos
     notes = {m.name: m.note for m in ckpt.index_mismatches if m.kind in ("orphan", "named_twice")}
     absent = sum(isinstance(t, IndexMismatch) and t.kind == "missing" for t in infos)
-    value = f"{len(infos)} tensors" + (f" ({absent} missing)" if absent else "")
+    value = _count_text(len(infos), absent)
     root = Node(label, "group", value, count=len(infos), nbytes=sum(_nbytes(t) for t in infos))
 
     def first_level() -> list[Node]:  # names are split only when someone opens the group
@@ -425,9 +425,14 @@ def _tensor_trie(ckpt: Checkpoint, header_spans: Callable[[], dict],
     return root
 
 
+def _count_text(n: int, missing: int) -> str:
+    """"400 tensors", "1 tensor", "400 tensors (400 missing)"."""
+    return f"{n} tensor{'' if n == 1 else 's'}" + (f" ({missing} missing)" if missing else "")
+
+
 def _group(label: str, path: str, members: list, depth: int, header: dict) -> Node:
     absent = sum(isinstance(m[3], IndexMismatch) and m[3].kind == "missing" for m in members)
-    value = f"{len(members)} tensors" + (f" ({absent} missing)" if absent else "")
+    value = _count_text(len(members), absent)
     node = Node(label, "group", value, count=len(members),
                 nbytes=sum(m[2] for m in members), search=path or label)
     node.lazy = lambda: _group_children(path, members, depth, header)
