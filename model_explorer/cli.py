@@ -6,12 +6,18 @@ import argparse
 import json
 import sys
 
-from .records import plain_value
+from .cli_info import OPTION_HELP, banner, metadata_json, plural, tensor_start, value_text
 
 EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        if not action.help and action.dest in OPTION_HELP:  # every option says what it does
+            action.help = OPTION_HELP[action.dest]
+        return action
+
     def error(self, message: str):  # usage errors exit 2, like an unreadable source
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
@@ -42,29 +48,34 @@ def cmd_info(args) -> int:
         out = ckpt.summary()
         out["tensors"] = [t.to_dict() for t in ckpt.tensors.values()]
         out["metadata_keys"] = [k for k in ckpt.metadata]
+        out["metadata"] = metadata_json(ckpt.metadata, args.full_arrays)
+        out["missing_tensors"] = [m.to_dict() for m in ckpt.index_mismatches if m.kind == "missing"]
         out["findings"] = [f.to_dict() for f in ckpt.findings]
         print(json.dumps(out, indent=1, default=str))
-        return EXIT_OK
+        return doctor_exit(ckpt)
+    for line in banner(ckpt):
+        print(line)
     s = ckpt.summary()
-    print(f"{s['format']}: {len(s['files'])} file(s), {_size(s['total_size'])}, "
-          f"{s['tensor_count']} tensors, {s['parameter_count']:,} parameters")
+    print(f"{s['format']}: {plural(len(s['files']), 'file')}, {_size(s['total_size'])}, "
+          f"{plural(s['tensor_count'], 'tensor')}, {plural(s['parameter_count'], 'parameter')}")
+    if "indexed_tensors" in s and s["readable_indexed_tensors"] < s["indexed_tensors"]:
+        print(f"{s['readable_indexed_tensors']:,} of {s['indexed_tensors']:,} indexed tensors readable")
     print("dtypes: " + ", ".join(f"{k} x{v}" for k, v in s["dtypes"].items()))
     if s.get("quantization"):
         _print_quantization(s["quantization"])
     if ckpt.metadata:
-        print(f"metadata: {len(ckpt.metadata)} keys")
+        print(f"metadata: {plural(len(ckpt.metadata), 'key')}")
         for key, value in list(ckpt.metadata.items())[:args.max_keys]:
-            text = repr(plain_value(value))
-            print(f"  {key}: {text[:100]}")
+            print(f"  {key}: {value_text(value)}")
     print(f"{'name':<48} {'dtype':<8} {'shape':<20} {'offset':>12} {'bytes':>12}")
     for t in list(ckpt.tensors.values())[:args.max_tensors]:
         print(f"{t.name:<48} {t.kind:<8} {str(list(t.shape)):<20} {t.offset:>12} {t.length:>12}")
     if len(ckpt.tensors) > args.max_tensors:
         print(f"... {len(ckpt.tensors) - args.max_tensors} more (--max-tensors)")
     c = s["findings"]
-    print(f"findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info "
+    print(f"findings: {plural(c['error'], 'error')}, {plural(c['warning'], 'warning')}, {c['info']} info "
           "(model-explorer doctor for details)")
-    return EXIT_OK
+    return doctor_exit(ckpt)
 
 
 def _print_quantization(q: dict) -> None:
@@ -101,6 +112,14 @@ def cmd_hexdump(args) -> int:
 
     ckpt = _open(args.source)
     file = args.file or ckpt.files[0]
+    if args.tensor:
+        try:
+            file, start, size = tensor_start(ckpt, args.tensor)
+        except KeyError as e:
+            print(f"model-explorer: {e.args[0]}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        args.offset += start
+        print(f"{args.tensor}: {plural(size, 'byte')} at {start} (0x{start:x}) in {file}")
     data = ckpt.read_bytes(args.offset, args.length, file)
     for line in hexdump_lines(data, args.offset, SpanIndex(ckpt.spans_for(file))):
         print(line)
@@ -234,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("--max-tensors", type=int, default=50)
     s.add_argument("--max-keys", type=int, default=40)
+    s.add_argument("--full-arrays", action="store_true")
     s.set_defaults(func=cmd_info)
 
     s = sub.add_parser("hexdump", help="bytes with the labels of the fields they hold")
@@ -241,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--offset", type=lambda x: int(x, 0), default=0)
     s.add_argument("--length", type=lambda x: int(x, 0), default=256)
     s.add_argument("--file", help="which file of a multi-file checkpoint (default: the first)")
+    s.add_argument("--tensor", metavar="NAME")
     s.set_defaults(func=cmd_hexdump)
 
     s = sub.add_parser("doctor", help="diagnose problems; exit 0 clean, 1 errors (a dangerous "
@@ -284,7 +305,8 @@ def _add_audit_parsers(sub) -> None:
     s.add_argument("--timeout", type=float, default=300.0, help="seconds per model (0: none)")
     s.add_argument("--memory-limit", default="4GiB", help="memory cap per model")
     s.add_argument("--json", action="store_true", help="print the models table as JSON")
-    s.add_argument("--max-rows", type=int, default=50)
+    s.add_argument("--max-rows", type=int, default=50,
+                   help="list at most this many of the worst models (default: 50)")
     s.set_defaults(func=cmd_audit)
 
     s = sub.add_parser("scan", help="exact statistics of every tensor, and the layer profile")
@@ -294,8 +316,10 @@ def _add_audit_parsers(sub) -> None:
     s.add_argument("--threads", type=int, default=1, help="range reads in flight per worker (remote storage)")
     s.add_argument("--out", help="the table as .parquet or .csv")
     s.add_argument("--plot", help="save the layer heatmap (PNG/SVG)")
-    s.add_argument("--stat", default="norm", choices=["norm", "std", "absmax", "mean"])
-    s.add_argument("--max-rows", type=int, default=40)
+    s.add_argument("--stat", default="norm", choices=["norm", "std", "absmax", "mean"],
+                   help="the statistic the layer profile compares (default: norm)")
+    s.add_argument("--max-rows", type=int, default=40,
+                   help="print at most this many tensor rows (default: 40)")
     s.set_defaults(func=cmd_scan)
 
 

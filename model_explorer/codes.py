@@ -90,6 +90,8 @@ CATALOG: dict[str, Code] = {
     "unreadable_shard": Code("error", "A shard exists but cannot be read."),
     "missing_tensor": Code("error", "The index maps a tensor to a shard that does not hold it.", _REINDEX),
     "orphan_tensor": Code("warning", "A shard holds a tensor the index does not name.", _REINDEX),
+    "index_names_twice": Code("warning", "The index names a tensor more than once; JSON readers keep the last mapping.",
+                              "Keep one entry per tensor in the index."),
     "total_size_mismatch": Code("warning", "metadata.total_size disagrees with the shards' tensor bytes.", _REINDEX),
     # -- MLX -----------------------------------------------------------------------------------
     "mlx_no_config": Code("warning", "MLX-quantized tensors without a config.json quantization entry; bits and group size inferred.",

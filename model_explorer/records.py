@@ -97,6 +97,32 @@ class TensorInfo:
         return d
 
 
+@dataclass(slots=True)
+class IndexMismatch:
+    """A tensor the index and the shards disagree about, kept beside `tensors`, never in it.
+
+    kind: "missing" (the index names it, no shard holds it where the index says: no bytes),
+    "duplicate" (a second stored copy, which the index does not use: `info` says where),
+    "orphan" (a shard holds it, the index does not list it; the tensor is in `tensors`),
+    "named_twice" (the index names it twice; JSON readers keep the last mapping).
+    `note` is the line a person reads ("missing: shard model-00023-of-00050.safetensors");
+    `file`/`offset`/`length` point at the bytes that show it (the index entry, or the copy).
+    """
+
+    name: str
+    kind: str
+    shard: str
+    note: str
+    file: str | None = None
+    offset: int | None = None
+    length: int | None = None
+    info: TensorInfo | None = None  # the unused copy of a "duplicate"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "shard": self.shard, "note": self.note,
+                "file": self.file, "offset": self.offset, "length": self.length}
+
+
 class CheckpointRecord:
     """What the readers found in one model, possibly spread over several files: a plain record.
 
@@ -178,8 +204,22 @@ class CheckpointRecord:
         counts = Counter(f.severity for f in self.findings)
         return {s: counts.get(s, 0) for s in ("error", "warning", "info")}
 
+    @property
+    def index_mismatches(self) -> list[IndexMismatch]:
+        """Tensors a shard index names but no shard holds, second copies, unlisted tensors."""
+        return self.details.get("index_mismatches") or []
+
+    def indexed_counts(self) -> tuple[int, int] | None:
+        """(readable, indexed): how many of the tensors an index names can be read, or None
+        without an index ("19,600 of 20,000 indexed tensors readable")."""
+        indexed = self.details.get("indexed_tensors")
+        if indexed is None:
+            return None
+        missing = {m.name for m in self.index_mismatches if m.kind == "missing"}
+        return indexed - len(missing), indexed
+
     def summary(self) -> dict[str, Any]:
-        return {
+        out = {
             "source": self.source,
             "format": self.format,
             "files": list(self.files),
@@ -191,6 +231,10 @@ class CheckpointRecord:
             # filled in at open (formats/hubquant/summary.py): scheme, bits, mix; None if unquantized
             "quantization": self.details.get("quantization"),
         }
+        counts = self.indexed_counts()
+        if counts is not None:
+            out["readable_indexed_tensors"], out["indexed_tensors"] = counts
+        return out
 
     def __repr__(self) -> str:
         c = self.finding_counts()

@@ -35,11 +35,13 @@ export function createHexView(ctx, opts = {}) {
   const grid = h("div", { className: "me-hex-grid", attrs: { role: "grid" } });
   const slider = h("input", { className: "me-hex-slider", type: "range", min: 0, step: 1, value: 0, attrs: { "aria-label": "scroll" } });
   const status = h("div", { className: "me-hex-status me-muted", text: " " });
+  // A saved report holds some bytes only: the others show blank, with its calm note why.
+  const absentNote = h("div", { className: "me-muted me-hex-note", hidden: true });
   const tip = h("div", { className: "me-tooltip", hidden: true });
 
   root.append(
     h("div", { className: "me-toolbar" }, files.length > 1 ? fileSelect : null, gotoInput, gotoBtn, h("span", { className: "me-sep" }), prevBtn, nextBtn, stepCount),
-    stepText, legend, grid, slider, status, tip,
+    stepText, legend, grid, absentNote, slider, status, tip,
   );
 
   // One element per cell, built once and refilled on every scroll.
@@ -102,7 +104,8 @@ export function createHexView(ctx, opts = {}) {
     const pg = cache.get(pageKey(Math.floor(offset / PAGE)));
     if (!pg) return { pg: null, byte: null, span: null };
     const i = offset - pg.offset;
-    const byte = i >= 0 && i < pg.bytes.length ? pg.bytes[i] : null;
+    const held = !pg.known || pg.known.some(([a, b]) => offset >= a && offset < b);
+    const byte = held && i >= 0 && i < pg.bytes.length ? pg.bytes[i] : null;
     const s = segmentAt(pg.segs, offset);
     return { pg, byte, span: s >= 0 ? pg.spans[pg.segs[s][2]] : null };
   }
@@ -112,6 +115,7 @@ export function createHexView(ctx, opts = {}) {
     ensurePages(start, start + ROWS * ROW);
     slider.max = String(Math.max(0, rowCount(size) - ROWS));
     slider.value = String(top);
+    let absent = null;
     for (let r = 0; r < ROWS; r += 1) {
       const rowStart = start + r * ROW;
       const el = rowEls[r];
@@ -133,17 +137,21 @@ export function createHexView(ctx, opts = {}) {
           continue;
         }
         const { pg, byte, span } = lookup(off);
+        if (pg && byte === null && pg.note) absent = pg.note;
         cell.textContent = byte === null ? (pg ? "  " : "··") : hexByte(byte);
         a.textContent = byte === null ? " " : asciiChar(byte);
         const bg = span ? kindColor(span.kind, span.index % 2 === 1) : "";
         cell.style.background = bg;
         a.style.background = bg;
-        const hl = highlight && off >= highlight[0] && off < highlight[1];
-        const kind = span ? ` me-kind-${span.kind}` : " me-unlabelled";
+        const held = !(pg && byte === null); // a saved report's byte it does not hold
+        const hl = held && highlight && off >= highlight[0] && off < highlight[1];
+        const kind = span ? ` me-kind-${span.kind}` : held ? " me-unlabelled" : " me-absent";
         cell.className = `me-b${kind}${hl ? " me-hl" : ""}`;
         a.className = `me-a${kind}${hl ? " me-hl" : ""}`;
       }
     }
+    absentNote.hidden = !absent;
+    absentNote.textContent = absent || "";
   }
 
   function scrollTo(newTop) {

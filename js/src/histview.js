@@ -65,6 +65,10 @@ export function createHistogramView(ctx, opts = {}) {
       body.append(h("div", { className: "me-error", text: stats.error }));
       return;
     }
+    if (stats.note) { // not a failure: the values are not there (a missing shard, a report)
+      body.append(h("div", { className: "me-muted me-hist-note", text: stats.note }));
+      return;
+    }
     if (stats.hist && stats.hist.counts && stats.hist.counts.length) drawHistogram(body, stats.hist, log, "me-values");
     else body.append(h("div", { className: "me-muted", text: "No finite values to plot." }));
     const rows = [["min", stats.min], ["max", stats.max], ["mean", stats.mean], ["std", stats.std],
@@ -91,8 +95,8 @@ export function createHistogramView(ctx, opts = {}) {
       const shape = data.shape ? ` ${formatShape(data.shape)}` : "";
       title.textContent = `${name}${data.dtype ? ` · ${data.dtype}` : ""}${shape}`;
       const took = typeof data.seconds === "number" ? ` (${data.seconds.toFixed(3)} s)` : "";
-      note.textContent = data.error ? "" : data.exact ? `exact: every value read${took}` : `sampled: ${data.sample || "a sample of the values"}${took}`;
-      exactBtn.hidden = Boolean(data.error || data.exact);
+      note.textContent = data.error || data.note ? "" : data.exact ? `exact: every value read${took}` : `sampled: ${data.sample || "a sample of the values"}${took}`;
+      exactBtn.hidden = Boolean(data.error || data.note || data.exact || data.offline);
     } catch (err) {
       if (my !== token) return;
       stats = { error: `Statistics failed: ${err.message}` };

@@ -51,7 +51,13 @@ export function createMapView(ctx) {
         }
       }
       const row = h("div", { className: "me-map-row" }, label, bar);
-      if (f.missing_count) row.append(h("div", { className: "me-map-missing", text: `missing: ${f.missing_count} tensors (${f.missing_tensors.slice(0, 3).join(", ")}${f.missing_count > 3 ? ", …" : ""})` }));
+      if (f.missing_count) {
+        // Clicking the line selects the first missing tensor: the table and tree show the rest.
+        const line = h("div", { className: "me-map-missing", text: `${f.missing_note || "missing"}: ${f.missing_count} tensor${f.missing_count === 1 ? "" : "s"} (${f.missing_tensors.slice(0, 3).join(", ")}${f.missing_count > 3 ? ", …" : ""})` });
+        line.title = f.missing_tensors.join("\n");
+        line.addEventListener("click", () => rpc.request("tensor", { name: f.missing_tensors[0] }).then(({ data }) => data && ctx.select({ ...data, from: "map" }), () => {}));
+        row.append(line);
+      }
       bars.append(row);
     }
     status.textContent = `${payload.files.length} file(s), ${humanBytes(payload.total)}. Hover a segment for its tensor; click to select it.`;

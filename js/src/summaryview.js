@@ -14,6 +14,10 @@ export function createSummaryView(ctx) {
     h("span", { className: "me-stat", text: humanBytes(s.total_size) }),
     h("span", { className: "me-stat", text: `${s.tensor_count ?? 0} tensors` }),
     h("span", { className: "me-stat", text: `${humanCount(s.parameter_count)} params` }),
+    // A shard index that promises more tensors than the shards hold says so up front.
+    s.indexed_tensors && s.readable_indexed_tensors < s.indexed_tensors
+      ? h("span", { className: "me-stat me-indexed", text: `${s.readable_indexed_tensors.toLocaleString("en-US")} of ${s.indexed_tensors.toLocaleString("en-US")} indexed tensors readable` })
+      : null,
   );
   const mix = h("span", { className: "me-mix" });
   for (const [kind, n] of Object.entries(s.dtypes || {})) mix.append(h("span", { className: "me-chip", text: `${kind} ×${n}` }));

@@ -52,8 +52,12 @@ export function createTableView(ctx, opts = {}) {
       name: row.name, dtype: row.dtype, shape: formatShape(row.shape), params: humanCount(row.params),
       bytes: humanBytes(row.bytes), file: row.file, offset: String(row.offset),
     };
+    const cells = cols.map(([k]) => h("span", { className: `me-col me-col-${k}`, text: text[k] }));
     const el = h("div", { className: `me-row me-table-row${row.name === selected ? " me-selected" : ""}` },
-      ...cols.map(([k]) => h("span", { className: `me-col me-col-${k}`, text: text[k] })));
+      // A tensor the index names but no shard holds has no dtype or bytes: its note says why.
+      ...(row.mark === "missing" ? cells.slice(0, 1) : cells),
+      row.note ? h("span", { className: `me-note me-note-${row.mark}`, text: row.note }) : null);
+    if (row.mark) el.classList.add(`me-mark-${row.mark}`);
     el.title = row.name;
     el.addEventListener("click", () => {
       selected = row.name;

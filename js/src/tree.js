@@ -39,7 +39,7 @@ export function flattenTree(index, expanded, query = "") {
     walk(null, 0);
     return out;
   }
-  const matches = (n) => `${n.label} ${n.tensor || ""}`.toLowerCase().includes(q);
+  const matches = (n) => `${n.label} ${n.tensor || ""} ${n.note || ""}`.toLowerCase().includes(q);
   const walk = (n, depth) => {
     const rows = [];
     for (const c of kids(n.id)) rows.push(...walk(c, depth + 1));

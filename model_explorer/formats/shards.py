@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import sources
-from ..records import CheckpointRecord
+from ..records import CheckpointRecord, IndexMismatch
 from ..spans import Finding
-from .jsonpos import JSONPositionError, members
+from .jsonpos import DuplicateKeys, JSONPositionError, members
 
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 
@@ -36,7 +36,7 @@ class _IndexPositions:
             latin = self._text.encode("utf-8").decode("latin-1")  # one character per byte
             try:
                 for top in members(latin)[0]:
-                    if top.key in ("weight_map", "metadata") and isinstance(top.value, dict):
+                    if top.key in ("weight_map", "metadata") and isinstance(top.value, (dict, DuplicateKeys)):
                         for m in members(latin, top.value_start)[0]:
                             self._entries.setdefault((top.key, m.key), (m.key_start, m.value_end - m.key_start))
             except JSONPositionError:
@@ -70,8 +70,9 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
     if problem:
         ckpt.findings.append(_finding("error", "bad_index", f"The index file {problem}.", index_path))
         return
+    repeated: dict[int, list[tuple[str, Any]]] = {}
     try:
-        index = json.loads(text)
+        index = json.loads(text, object_pairs_hook=lambda pairs: _object(pairs, repeated))
     except json.JSONDecodeError as e:
         at = len(text[:e.pos].encode("utf-8"))
         ckpt.findings.append(_finding("error", "bad_index", f"The index is not valid JSON: {e.msg} "
@@ -92,6 +93,15 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
         return
     where = _IndexPositions(text)
     ckpt.details["index"] = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
+    ckpt.details["indexed_tensors"] = len(weight_map)
+    marks: list[IndexMismatch] = []
+    ckpt.details["index_mismatches"] = marks
+
+    def missing(name: str, shard: Any, note: str) -> None:
+        at, length = where("weight_map", name)
+        marks.append(IndexMismatch(name, "missing", str(shard), note, index_path, at, length))
+
+    _named_twice(repeated.get(id(weight_map), []), weight_map, ckpt, index_path, where, marks)
     base = sources.dirname(index_path)
     expected: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
@@ -100,11 +110,13 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
                                           f"{shard!r}, which is not a file name under the index's "
                                           "folder; it is ignored.", index_path, name,
                                           where("weight_map", name)))
+            missing(name, shard, "missing: the index names no valid shard file")
             continue
         expected.setdefault(shard, []).append(name)
 
     shard_rows = []
     owner: dict[str, str] = {}
+    copies: dict[str, list[tuple[str, Any]]] = {}  # name -> (shard, TensorInfo) per stored copy
     for shard, names in expected.items():
         path = sources.join(base, shard)
         row = {"file": path, "name": shard, "expected": len(names), "missing": False, "size": 0,
@@ -112,6 +124,9 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
         shard_rows.append(row)
         if not sources.exists(path):
             row["missing"] = True
+            row["missing_tensors"] = list(names)
+            for name in names:
+                missing(name, shard, f"missing: shard {shard}")
             ckpt.findings.append(_finding(
                 "error", "missing_shard", f"The index names the shard {shard!r} for {len(names)} "
                 f"tensors (first: {names[0]!r}), but the file does not exist. Loading fails with "
@@ -121,6 +136,9 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             result = read_file(path)
         except OSError as e:
             row["missing"] = True
+            row["missing_tensors"] = list(names)
+            for name in names:
+                missing(name, shard, f"missing: shard {shard} cannot be read")
             ckpt.findings.append(_finding("error", "unreadable_shard", f"The shard {shard!r} exists "
                                           f"but cannot be read: {e}.", path, names[0]))
             continue
@@ -132,11 +150,13 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
                 ckpt.tensors[name] = result.tensors[name]  # the copy the index names wins
             else:
                 row["missing_tensors"].append(name)
+                missing(name, shard, f"missing: not in shard {shard}")
                 ckpt.findings.append(_finding(
                     "error", "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
                     "shard has no such tensor.", index_path, name, where("weight_map", name)))
         listed = set(names)
         for name in result.tensors:
+            copies.setdefault(name, []).append((shard, result.tensors[name]))
             if name in owner:
                 ckpt.findings.append(_finding(
                     "error", "duplicate_tensor", f"{name!r} is stored in both {owner[name]!r} and "
@@ -151,8 +171,53 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
                     "warning", "orphan_tensor", f"{shard!r} holds {name!r}, but the index {listing}; "
                     "loaders that follow the index ignore this copy.", path, name, _entry_of(result, name)))
     ckpt.details["shards"] = shard_rows
+    _mark_copies(ckpt, weight_map, copies, marks)
     if not any(row["missing"] for row in shard_rows):
         _check_total_size(index, ckpt, index_path, where)
+
+
+def _object(pairs: list[tuple[str, Any]], repeated: dict[int, list[tuple[str, Any]]]) -> dict:
+    """A JSON object as json.loads builds it (the last value of a repeated key wins), keeping
+    the repeated keys' earlier values aside, by the id of the dict they belong to."""
+    d = dict(pairs)
+    if len(d) < len(pairs):
+        seen: set[str] = set()
+        for key, value in reversed(pairs):  # the last one is the one kept
+            if key in seen:
+                repeated.setdefault(id(d), []).append((key, value))
+            seen.add(key)
+    return d
+
+
+def _named_twice(earlier: list[tuple[str, Any]], weight_map: dict, ckpt: CheckpointRecord,
+                 index_path: str, where: _IndexPositions, marks: list[IndexMismatch]) -> None:
+    for name, shard in reversed(earlier):
+        kept = weight_map.get(name)
+        at, length = where("weight_map", name)  # the first entry of the name
+        ckpt.findings.append(_finding(
+            "warning", "index_names_twice", f"The index names {name!r} more than once: first in "
+            f"{shard!r}, last in {kept!r}. JSON readers keep the last one, so {kept!r} is used.",
+            index_path, name, (at, length)))
+        marks.append(IndexMismatch(name, "named_twice", str(shard), f"named twice in the index: "
+                                   f"also mapped to {shard}; {kept} is used", index_path, at, length))
+
+
+def _mark_copies(ckpt: CheckpointRecord, weight_map: dict, copies: dict[str, list],
+                 marks: list[IndexMismatch]) -> None:
+    """Second copies of a tensor (the one in `ckpt.tensors` is used) and unlisted tensors."""
+    for name, found in copies.items():
+        used = ckpt.tensors.get(name)
+        for shard, info in found:
+            if info is used:
+                mapped = weight_map.get(name)
+                if mapped != shard:
+                    note = ("orphan: not in the index" if mapped is None
+                            else f"orphan: the index maps it to {mapped}")
+                    marks.append(IndexMismatch(name, "orphan", shard, note, info.file, info.offset,
+                                               info.length))
+                continue
+            marks.append(IndexMismatch(name, "duplicate", shard, f"duplicate: an unused copy in "
+                                       f"{shard}", info.file, info.offset, info.length, info))
 
 
 def _check_total_size(index: dict, ckpt: CheckpointRecord, index_path: str, where: _IndexPositions) -> None:

@@ -141,21 +141,29 @@ class BaseView(anywidget.AnyWidget):
         return self.file_map.payload(), None
 
     def _op_tensor_at(self, file: str, offset: int):
-        name = self.file_map.tensor_at(file, int(offset))
-        return (self._tensor_selection(name) if name else None), None
+        info = self.file_map.info_at(file, int(offset))
+        if info is not None and self.checkpoint.tensors.get(info.name) is not info:  # unused copy
+            return {"tensor": info.name, "file": info.file, "offset": info.offset,
+                    "length": info.length, "dtype": info.kind, "shape": list(info.shape)}, None
+        return (self._tensor_selection(info.name) if info else None), None
 
     def _op_tensor(self, name: str):
         return self._tensor_selection(name), None
 
     def _tensor_selection(self, name: str) -> dict | None:
         t = self.checkpoint.tensors.get(name)
-        if t is None:
-            return None
+        if t is None:  # a tensor the index names but no shard holds: its entry in the index
+            m = next((m for m in self.checkpoint.index_mismatches if m.name == name), None)
+            return None if m is None else {"tensor": name, "file": m.file, "offset": m.offset,
+                                           "length": m.length, "note": m.note}
         return {"tensor": t.name, "file": t.file, "offset": t.offset, "length": t.length,
                 "dtype": t.kind, "shape": list(t.shape)}
 
     def _op_stats(self, name: str, exact: bool = False, bins: int = 64):
         if name not in self.checkpoint.tensors:
+            m = next((m for m in self.checkpoint.index_mismatches if m.name == name), None)
+            if m is not None:  # not an error of the view: the bytes are not there to read
+                return {"name": name, "note": f"{m.note}: no values to read."}, None
             return {"name": name, "error": f"No tensor named {name!r} in this checkpoint."}, None
         t0 = time.perf_counter()
         try:

@@ -29,20 +29,27 @@ class FileMap:
     def __init__(self, ckpt: Checkpoint) -> None:
         self.ckpt = ckpt
         self.by_file: dict[str, list] = {}
-        for t in ckpt.tensors.values():
+        # Unused second copies are drawn where they lie, marked, beside the tensors in use.
+        copies = [m.info for m in ckpt.index_mismatches if m.kind == "duplicate" and m.info]
+        for t in [*ckpt.tensors.values(), *copies]:
             self.by_file.setdefault(t.file, []).append(t)
         for ts in self.by_file.values():
             ts.sort(key=lambda t: t.offset)
         self._starts = {f: [t.offset for t in ts] for f, ts in self.by_file.items()}
 
     def tensor_at(self, file: str, offset: int) -> str | None:
+        info = self.info_at(file, offset)
+        return info.name if info else None
+
+    def info_at(self, file: str, offset: int):
+        """The tensor (or unused copy) whose bytes start last at or before `offset`."""
         ts = self.by_file.get(file, [])
         i = bisect.bisect_right(self._starts.get(file, []), offset) - 1
         if 0 <= i < len(ts):
-            return ts[i].name
-        return ts[0].name if ts else None
+            return ts[i]
+        return ts[0] if ts else None
 
-    def payload(self) -> dict:
+    def payload(self, segment_budget: int = SEGMENT_BUDGET) -> dict:
         ckpt = self.ckpt
         marks: dict[str, dict[str, str]] = {}
         # Missing tensors point into the index; the shard rows say which bar they belong to.
@@ -51,12 +58,18 @@ class FileMap:
             code = MARK_CODES.get(f.code)
             if code and code != "missing" and f.tensor:
                 marks.setdefault(f.file or "", {})[f.tensor] = code
+        for m in ckpt.index_mismatches:  # the index's view: which copy is unused, or unlisted
+            if m.kind in ("orphan", "duplicate") and m.file:
+                marks.setdefault(m.file, {})[m.name] = m.kind
+        notes = {row["file"]: next((m.note for m in ckpt.index_mismatches if m.kind == "missing"
+                                    and m.shard == row.get("name")), None)
+                 for row in ckpt.details.get("shards") or [] if row.get("missing_tensors")}
         rows = ckpt.details.get("shards") or [
             {"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0), "missing": False}
             for f in ckpt.files]
         dtypes: list[str] = []
         files = []
-        bins = max(16, min(BINS, SEGMENT_BUDGET // max(1, len(rows))))
+        bins = max(16, min(BINS, segment_budget // max(1, len(rows))))
         for row in rows:
             file = row["file"]
             size = ckpt.sizes.get(file, row.get("size", 0)) or 0
@@ -69,7 +82,7 @@ class FileMap:
                 "file": file, "name": row.get("name") or os.path.basename(file), "size": size,
                 "data_start": data_start, "missing": bool(row.get("missing")),
                 "tensors": len(ts), "missing_tensors": missing.get(file, [])[:20],
-                "missing_count": len(missing.get(file, [])),
+                "missing_count": len(missing.get(file, [])), "missing_note": notes.get(file),
                 "segments": self._segments(ts, marks.get(file, {}), dtypes, bins),
             })
         return {"files": files, "dtypes": dtypes, "total": ckpt.total_size}

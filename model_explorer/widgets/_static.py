@@ -15,8 +15,6 @@ from typing import Any
 from ..checkpoint import Checkpoint
 
 MAX_HTML_FINDINGS = 50
-REPORT_BYTES = 16 * 1024
-REPORT_TREE_NODES = 20_000
 
 
 def human_bytes(n: float) -> str:
@@ -33,6 +31,14 @@ def _files_line(ckpt: Checkpoint) -> str:
     return ", ".join(names) + more if names else os.path.basename(ckpt.source)
 
 
+def indexed_line(ckpt: Checkpoint) -> str | None:
+    """"19,600 of 20,000 indexed tensors readable" when a shard index promises more."""
+    counts = ckpt.indexed_counts()
+    if counts is None or counts[0] >= counts[1]:
+        return None
+    return f"{counts[0]:,} of {counts[1]:,} indexed tensors readable"
+
+
 def summary_text(ckpt: Checkpoint) -> str:
     c = ckpt.finding_counts()
     mix = ", ".join(f"{k} x{v}" for k, v in list(ckpt.dtype_mix().items())[:6])
@@ -40,6 +46,8 @@ def summary_text(ckpt: Checkpoint) -> str:
              f"{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
              f"{ckpt.parameter_count:,} parameters" + (f" ({mix})" if mix else ""),
              f"findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info"]
+    if indexed_line(ckpt):
+        lines.insert(2, indexed_line(ckpt))
     lines += [f"  {f}" for f in ckpt.findings[:10]]
     return "\n".join(lines)
 
@@ -59,43 +67,22 @@ def summary_html(ckpt: Checkpoint) -> str:
         f"<p><b>model_explorer</b>: {e(ckpt.format)} checkpoint <code>{e(_files_line(ckpt))}</code></p>"
         f"<p>{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
         f"{ckpt.parameter_count:,} parameters{' (' + mix + ')' if mix else ''}</p>"
-        f"<p>Findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info</p>"
+        + (f"<p><b>{indexed_line(ckpt)}</b></p>" if indexed_line(ckpt) else "")
+        + f"<p>Findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info</p>"
         f"<ul>{rows}{more}</ul></div>")
 
 
 def _script_json(data: Any) -> str:
     """JSON that is safe inside a <script> element: no `<`, `>` or `&` appear literally."""
-    text = json.dumps(data, ensure_ascii=True, default=str)
+    text = json.dumps(data, ensure_ascii=True, default=str, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def report_data(view) -> dict[str, Any]:
-    """What the offline report embeds: state, first bytes of each file (max 4), the header tree."""
-    ckpt = view.checkpoint
-    pages = []
-    for file in ckpt.files[:4]:
-        meta, bufs = view.answer("bytes", {"file": file, "offset": 0, "length": REPORT_BYTES})
-        meta["hex"] = bufs[0].hex()
-        pages.append(meta)
-    tree = view.tree
-    tree.open_groups(REPORT_TREE_NODES)  # tensor groups, not array items or opcodes
-    steps = []
-    for file in ckpt.files[:1]:
-        fs = view.file_spans(file)
-        for i, s in enumerate(fs.spans):
-            if s.offset >= REPORT_BYTES or i >= 400:
-                break
-            steps.append(view.answer("step", {"file": file, "index": i})[0])
-    return {
-        "state": {"view": "explorer", "summary": view.summary, "findings": view.findings,
-                  "legend": view.legend, "files": view.files, "selection": {}, "options": {}},
-        "pages": pages,
-        "steps": steps,
-        "tree": tree.all_rows(REPORT_TREE_NODES),
-        "tree_total": len(tree.nodes),
-        "table": [view.table.row(i) for i in range(min(len(view.table.infos), 5000))],
-        "map": view.file_map.payload() if len(ckpt.files) <= 400 else None,
-    }
+    """What the offline report embeds (packed small: see _report.py)."""
+    from ._report import report_data as packed
+
+    return packed(view)
 
 
 def report_html(view) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..gcpause import no_gc
-from ..records import plain_value
+from ..records import IndexMismatch, plain_value
 from ..spans import short_repr
 
 ARRAY_PAGE = 100
@@ -79,6 +79,8 @@ class HeaderTree:
             self.parent[node.id] = parent
         if node.tensor and node.kind == "tensor" and not self._in_search:
             self.tensor_node[node.tensor] = node.id
+        elif node.tensor and node.kind in MARKED_KINDS and not self._in_search:
+            self.tensor_node.setdefault(node.tensor, node.id)
         for c in node.children:
             self._register(c, node.id)
         return node
@@ -135,7 +137,10 @@ class HeaderTree:
         for r in self.roots:
             out.extend(walk(r, 0))
         if self._lower_names is None:
-            self._lower_names = [(t.name.lower(), t) for t in self.ckpt.tensors.values()]
+            notes = {m.name: m.note for m in self.ckpt.index_mismatches if m.kind in ("orphan", "named_twice")}
+            self._lower_names = [((f"{t.name}\n{notes[t.name]}" if t.name in notes else t.name).lower(), t)
+                                 for t in self.ckpt.tensors.values()]
+            self._lower_names += [(f"{m.name}\n{m.note}".lower(), m) for m in _marked(self.ckpt)]
         matches = [t for low, t in self._lower_names if query in low]
         if not matches:
             return
@@ -179,7 +184,8 @@ class HeaderTree:
 
     def _build_path_to(self, tensor: str) -> None:
         """Open the groups on the way to a tensor so that its node exists."""
-        if tensor in self.tensor_node or tensor not in self.ckpt.tensors:
+        if tensor in self.tensor_node or not (tensor in self.ckpt.tensors or any(
+                m.name == tensor for m in _marked(self.ckpt))):
             return
         prefix, _ = _split(tensor)
         for root in self.roots:
@@ -244,7 +250,7 @@ def _roots(ckpt: Checkpoint, header_spans: Callable[[], dict]) -> list[Node]:
     pickle = ckpt.details.get("pickle")
     if isinstance(pickle, dict):
         roots.extend(_pickle_nodes(ckpt, pickle))
-    if ckpt.tensors:
+    if ckpt.tensors or _marked(ckpt):
         roots.append(_tensor_trie(ckpt, header_spans))
     return roots
 
@@ -390,26 +396,44 @@ def _split(name: str) -> tuple[list[str], str]:
     return parts[:-keep], ".".join(parts[-keep:])
 
 
-def _tensor_trie(ckpt: Checkpoint, header_spans: Callable[[], dict], infos: list[TensorInfo] | None = None,
-                 label: str = "tensors") -> Node:
+MARKED_KINDS = ("missing", "duplicate")
+
+
+def _marked(ckpt: Checkpoint) -> list[IndexMismatch]:
+    """Index entries without a tensor of their own: missing ones and unused second copies."""
+    return [m for m in ckpt.index_mismatches if m.kind in MARKED_KINDS]
+
+
+def _tensor_trie(ckpt: Checkpoint, header_spans: Callable[[], dict],
+                 infos: list[TensorInfo | IndexMismatch] | None = None, label: str = "tensors") -> Node:
     """Tensors grouped by dotted name prefix: model > layers > 0 > self_attn > q_proj.weight.
 
     Groups are built when opened, so 90,000 tensors cost nothing until someone looks.
+    Tensors an index names but no shard holds sit where their name puts them, marked.
     """
-    infos = list(ckpt.tensors.values()) if infos is None else infos
-    root = Node(label, "group", f"{len(infos)} tensors", count=len(infos),
-                nbytes=sum(_nbytes(t) for t in infos))
+    infos = [*ckpt.tensors.values(), *_marked(ckpt)] if infos is None else infos
+    notes = {m.name: m.note for m in ckpt.index_mismatches if m.kind in ("orphan", "named_twice")}
+    absent = sum(isinstance(t, IndexMismatch) and t.kind == "missing" for t in infos)
+    value = _count_text(len(infos), absent)
+    root = Node(label, "group", value, count=len(infos), nbytes=sum(_nbytes(t) for t in infos))
 
     def first_level() -> list[Node]:  # names are split only when someone opens the group
-        members = [(*_split(t.name), _nbytes(t), t) for t in infos]
+        members = [(*_split(t.name), _nbytes(t), t, notes.get(t.name)) for t in infos]
         return _group_children("", members, 0, header_spans())
 
     root.lazy = first_level
     return root
 
 
+def _count_text(n: int, missing: int) -> str:
+    """"400 tensors", "1 tensor", "400 tensors (400 missing)"."""
+    return f"{n} tensor{'' if n == 1 else 's'}" + (f" ({missing} missing)" if missing else "")
+
+
 def _group(label: str, path: str, members: list, depth: int, header: dict) -> Node:
-    node = Node(label, "group", f"{len(members)} tensors", count=len(members),
+    absent = sum(isinstance(m[3], IndexMismatch) and m[3].kind == "missing" for m in members)
+    value = _count_text(len(members), absent)
+    node = Node(label, "group", value, count=len(members),
                 nbytes=sum(m[2] for m in members), search=path or label)
     node.lazy = lambda: _group_children(path, members, depth, header)
     return node
@@ -421,7 +445,7 @@ def _group_children(path: str, members: list, depth: int, header: dict) -> list[
     for m in members:
         prefix = m[0]
         if len(prefix) <= depth:
-            out.append(_tensor_node(m[3], m[1], header, m[2]))
+            out.append(_tensor_node(m[3], m[1], header, m[2], m[4]))
             continue
         key = prefix[depth]
         group = groups.get(key)
@@ -436,13 +460,22 @@ def _group_children(path: str, members: list, depth: int, header: dict) -> list[
     return nodes
 
 
-def _nbytes(info: TensorInfo) -> int:
+def _nbytes(info: TensorInfo | IndexMismatch) -> int:
+    if isinstance(info, IndexMismatch):
+        return _nbytes(info.info) if info.info is not None else 0
     return info.stored_bytes  # a Hub-quantized layer lists its main component among its parts
 
 
-def _tensor_node(info: TensorInfo, label: str, header: dict, nbytes: int) -> Node:
+def _tensor_node(info: TensorInfo | IndexMismatch, label: str, header: dict, nbytes: int,
+                 note: str | None = None) -> Node:
+    if isinstance(info, IndexMismatch):  # where it shows: its index entry, or the unused copy
+        copy = info.info
+        return Node(label, info.kind, info.note, tensor=info.name,
+                    dtype=copy.kind if copy else None, shape=list(copy.shape) if copy else None,
+                    nbytes=nbytes if copy else None, file=info.file, offset=info.offset,
+                    length=info.length, search=f"{info.name} {info.note}")
     off, length = header.get(info.name, (info.offset, info.length))
-    return Node(label, "tensor", None, tensor=info.name, dtype=info.kind, shape=list(info.shape),
+    return Node(label, "tensor", note, tensor=info.name, dtype=info.kind, shape=list(info.shape),
                 nbytes=nbytes, file=info.file, offset=off, length=length, search=info.name)
 
 

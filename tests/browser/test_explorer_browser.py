@@ -265,3 +265,21 @@ def test_saved_report_works_offline(chromium, test_files, tmp_path):
         assert not errors, errors
         screenshot(page, f"report-{key}")
         page.close()
+
+
+def test_missing_shard_tensors_are_marked_rows(notebook):
+    shards = explorer(notebook, 3)
+    assert "3 of 5 indexed tensors readable" in shards.locator(".me-summary").inner_text()
+    shards.locator(".me-tab", has_text="Tensors").click()
+    shards.locator(".me-table .me-search").fill("missing: shard")
+    notebook.wait_for_function("el => el.querySelectorAll('.me-table-row').length === 1",
+                               arg=shards.locator(".me-table").element_handle(), timeout=10_000)
+    row = shards.locator(".me-table-row.me-mark-missing")
+    assert "model.layers.2.w" in row.inner_text() and "model-00003-of-00003" in row.inner_text()
+    row.click()
+    shards.locator(".me-histogram .me-hist-note", has_text="missing: shard").wait_for()
+    assert shards.locator(".me-histogram .me-error").count() == 0
+    shards.locator(".me-table .me-search").fill("")
+    shards.locator(".me-tab", has_text="Header").click()
+    shards.locator(".me-tree-row.me-node-missing.me-selected", has_text="model-00003").wait_for()
+    screenshot(notebook, "explorer-missing-rows", shards)

@@ -153,7 +153,8 @@ def test_cli_never_runs_the_payload(hostile, capsys):
         assert main(["doctor", str(p)]) == 1, name
         out = capsys.readouterr().out
         assert CALLABLES[name] in out
-        assert main(["info", str(p)]) == 0
+        assert main(["info", str(p)]) == 1, name  # the doctor's exit codes, a danger banner first
+        assert capsys.readouterr().out.splitlines()[1].startswith("!! DANGER")
         assert main(["hexdump", str(p), "--length", "64"]) == 0
         assert main(["doctor", "--json", str(p)]) == 1
     capsys.readouterr()
@@ -167,7 +168,7 @@ def test_cli_subprocess_once(hostile):
         r = subprocess.run([sys.executable, "-m", "model_explorer.cli", cmd,
                             str(files["os_system_p2"])], capture_output=True, text=True, env=env,
                            timeout=60)
-        assert r.returncode == (1 if cmd == "doctor" else 0), r.stderr
+        assert r.returncode == (0 if cmd == "hexdump" else 1), r.stderr
     assert "posix.system" in subprocess.run(
         [sys.executable, "-m", "model_explorer.cli", "doctor", str(files["os_system_p2"])],
         capture_output=True, text=True, env=env, timeout=60).stdout

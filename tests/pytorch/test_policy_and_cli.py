@@ -67,7 +67,7 @@ def test_cli_info_and_hexdump_on_a_torch_zip(tmp_path, capsys):
     torch.save({"layer.weight": torch.ones(3, 2, dtype=torch.bfloat16)}, p)
     assert main(["info", str(p)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("pytorch: 1 file(s)")
+    assert out.startswith("pytorch: 1 file,")
     assert "layer.weight" in out and "BF16" in out and "[3, 2]" in out
     assert main(["info", "--json", str(p)]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -267,8 +268,8 @@ def test_save_html_is_self_contained_and_inert(made, tmp_path):
     m = re.search(r'<script type="application/json" id="me-report-data">(.*?)</script>', text, re.S)
     data = json.loads(m.group(1))
     assert data["state"]["summary"]["tensor_count"] == 2
-    assert any(r.get("tensor") == files.XSS_NAME for r in data["tree"])
-    assert bytes.fromhex(data["pages"][0]["hex"]) == made["xss"].read_bytes()[:16384]
+    assert files.XSS_NAME in data["table"]["names"]["strings"]  # the tree is rebuilt from the table
+    assert base64.b64decode(data["pages"][0]["b64"]) == made["xss"].read_bytes()[:16384]
 
 
 def test_explore_run_tab_builds_the_demo_only_when_opened(made):
