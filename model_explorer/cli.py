@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from .units import format_bytes
+
 EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = 0, 1, 2
 
 
@@ -27,11 +29,7 @@ def _open(source: str, deep: bool = False):
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    return format_bytes(n)
 
 
 def cmd_info(args) -> int:
