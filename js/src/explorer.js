@@ -92,8 +92,26 @@ function renderExplorer(ctx, host) {
   });
   const root = h("div", { className: "me-explorer" },
     summary.el,
+    kernelNote(ctx),
     h("div", { className: "me-body" },
       h("div", { className: "me-left" }, left.bar, ...panels),
       h("div", { className: "me-right" }, h("div", { className: "me-pane-title", text: "Bytes" }), hex.el)));
   return root;
+}
+
+/**
+ * A line that appears when the kernel has not answered a first small request within a few
+ * seconds: the notebook was reopened (the widget state came from the file, its kernel is gone)
+ * or the kernel is busy. It goes away as soon as any answer arrives.
+ */
+function kernelNote(ctx, delayMs = 4000) {
+  const note = h("div", { className: "me-kernel-note", hidden: true, attrs: { role: "status" },
+    text: "Waiting for the kernel: it is busy, or this output was saved in an earlier session. The overview, summary and findings are from the saved state; re-run the cell to browse bytes, the tree and the tensors." });
+  let answered = false;
+  const timer = setTimeout(() => { if (!answered) note.hidden = false; }, delayMs);
+  const done = () => { answered = true; clearTimeout(timer); note.hidden = true; };
+  // Any answer, even an error (the offline report knows no "ping"), means someone is there.
+  ctx.rpc.request("ping", {}, { timeoutMs: 0 }).then(done, done);
+  ctx.cleanups.push(() => clearTimeout(timer));
+  return note;
 }

@@ -9,13 +9,12 @@ export function createOverviewView(ctx, opts = {}) {
   const ov = s.overview || { facts: [], metadata: [], metadata_total: 0 };
   const root = h("div", { className: "me-overview" });
 
-  const facts = h("dl", { className: "me-facts" });
+  const facts = h("table", { className: "me-facts" });
   for (const [label, value, key] of ov.facts || []) {
-    facts.append(
-      h("dt", { text: label }),
-      h("dd", {}, h("span", { className: "me-fact", text: value }),
-        key ? h("span", { className: "me-fact-key me-muted", text: key, title: `from ${key}` }) : null),
-    );
+    facts.append(h("tr", {},
+      h("th", { text: label }),
+      h("td", {}, h("span", { className: "me-fact", text: value }),
+        key ? h("span", { className: "me-fact-key me-muted", text: key, title: `from ${key}` }) : null)));
   }
   root.append(facts);
 

@@ -171,6 +171,10 @@ class BaseView(anywidget.AnyWidget):
             raise ValueError(f"unknown request {op!r}")
         return handler(**args)
 
+    def _op_ping(self):
+        """The browser asks whether anyone is listening (a reopened notebook has no kernel side)."""
+        return {"ok": True}, None
+
     def _file(self, file: str | None) -> str:
         files = [f["file"] for f in self.files]
         if not files:
