@@ -219,9 +219,6 @@ class BaseView(anywidget.AnyWidget):
         name = self.file_map.tensor_at(file, int(offset))
         return (self._tensor_selection(name) if name else None), None
 
-    def _op_tensor(self, name: str):
-        return self._tensor_selection(name), None
-
     def _tensor_selection(self, name: str) -> dict | None:
         t = self.checkpoint.tensors.get(name)
         if t is None:
