@@ -8,12 +8,12 @@ import { createVirtualList, followSelection } from "./vlist.js";
 /** key, header, width in px (name: from the names), numbers align right. */
 const COLUMNS = [
   { key: "name", label: "name", width: 0 },
-  { key: "dtype", label: "dtype", width: 72 },
-  { key: "shape", label: "shape", width: 120 },
-  { key: "params", label: "params", width: 76, num: true },
+  { key: "dtype", label: "dtype", width: 60 },
+  { key: "shape", label: "shape", width: 96 },
+  { key: "params", label: "params", width: 68, num: true },
   { key: "bytes", label: "bytes", width: 84, num: true },
   { key: "file", label: "file", width: 170 },
-  { key: "offset", label: "offset", width: 104, num: true },
+  { key: "offset", label: "offset", width: 96, num: true },
 ];
 const MIN_WIDTH = 40;
 const CELL_PAD = 10; // the cell's horizontal padding, px

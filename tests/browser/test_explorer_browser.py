@@ -160,7 +160,7 @@ def test_tensor_click_draws_histogram(notebook):
     assert "sampled" in gguf.locator(".me-sample-note").inner_text() or "exact" in gguf.locator(".me-sample-note").inner_text()
     assert gguf.locator(".me-stats").inner_text().count("\n") >= 6
     screenshot(notebook, "explorer-histogram", gguf)
-    # The README's picture (docs/explorer.png is a committed copy of this file).
+    # The README's kind of picture (docs/explorer.png shows the SmolLM2 sample on this tab).
     shutil.copy(ARTIFACTS / "explorer-histogram.png", ARTIFACTS / "explorer.png")
     # A quantized tensor also gets the histogram of its block scales.
     gguf.locator(".me-table-row", has_text="output.weight").click()
