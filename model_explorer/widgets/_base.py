@@ -111,7 +111,9 @@ class BaseView(anywidget.AnyWidget):
         """A tensor named without its bytes gets them, so every view can move to it."""
         sel = dict(proposal["value"] or {})
         name = sel.get("tensor")
-        if name and sel.get("offset") is None:
+        # Selections made in the browser carry "from" and say what they mean (a finding about
+        # a missing tensor has no bytes): they are kept as they are.
+        if name and sel.get("offset") is None and "from" not in sel:
             found = self._tensor_selection(str(name))
             if found is None:
                 raise traitlets.TraitError(f"No tensor named {name!r}; the checkpoint has "

@@ -308,6 +308,9 @@ def test_selecting_a_tensor_from_python_names_its_first_byte(made):
     assert info.file != ex.checkpoint.files[0]  # the hexdump must change file too
     with pytest.raises(traitlets.TraitError, match="No tensor named 'nope'"):
         ex.selection = {"tensor": "nope"}
+    # The browser's own selections are kept as they are, even about a tensor that is missing.
+    ex.selection = {"tensor": "nope", "offset": None, "from": "findings"}
+    assert ex.selection["offset"] is None
     # A selection that already says where its bytes are is kept as it is (a header entry).
     ex.selection = {"tensor": name, "file": info.file, "offset": 8, "length": 4}
     assert ex.selection["offset"] == 8
