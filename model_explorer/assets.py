@@ -7,12 +7,13 @@ from typing import Any
 
 STATIC = Path(__file__).parent / "widgets" / "static"
 MISSING_BUILD = """
-export function render({ el }) {
-  el.className = "me-missing-build";
-  el.textContent = "model_explorer: the widget JavaScript is not built. Run `make js` " +
-    "(cd js && npm ci && npm run build) and re-run this cell.";
-}
-export default { render };
+export default {
+  render({ el }) {
+    el.className = "me-missing-build";
+    el.textContent = "model_explorer: the widget JavaScript is not built. Run `make js` " +
+      "(cd js && npm ci && npm run build) and re-run this cell.";
+  },
+};
 """
 
 

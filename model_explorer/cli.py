@@ -7,6 +7,7 @@ import json
 import sys
 
 from .cli_info import OPTION_HELP, banner, metadata_json, plural, tensor_start, value_text
+from .units import format_bytes
 
 EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = 0, 1, 2
 
@@ -35,11 +36,7 @@ def _open(source: str, deep: bool = False):
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    return format_bytes(n)
 
 
 def cmd_info(args) -> int:

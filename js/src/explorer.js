@@ -1,11 +1,14 @@
-// The Explorer: summary bar; left pane with header tree, tensors (+ histogram), file map and
-// findings; right pane with the hexdump. Selection anywhere updates the other views.
+// The Explorer: summary bar; left pane with the overview, header tree, tensors (+ histogram),
+// file map, findings and (with run=True) the run demo; right pane with the hexdump. Selection
+// anywhere updates the other views.
 import { h } from "./dom.js";
 import { createContext } from "./context.js";
 import { createFindingsView } from "./findingsview.js";
 import { createHexView } from "./hexview.js";
 import { createHistogramView } from "./histview.js";
 import { createMapView } from "./mapview.js";
+import { createOverviewView } from "./overview.js";
+import { createRunPanel } from "./runpanel.js";
 import { createSummaryView } from "./summaryview.js";
 import { createTableView } from "./tableview.js";
 import { createTreeView } from "./treeview.js";
@@ -28,8 +31,11 @@ function tabs(names, panels, initial, onShow) {
   return { bar, show };
 }
 
-/** Render one view (or the whole explorer) into `el`; returns the cleanup function. */
-export function renderView(model, el) {
+/**
+ * Render one view (or the whole explorer) into `el`; returns the cleanup function.
+ * `host` is anywidget's host API (it draws the Run tab's child widget); absent in reports.
+ */
+export function renderView(model, el, { host } = {}) {
   const ctx = createContext(model);
   const view = model.get("view") || "explorer";
   let root;
@@ -41,7 +47,7 @@ export function renderView(model, el) {
     const map = createMapView(ctx);
     map.load();
     root = map.el;
-  } else root = renderExplorer(ctx);
+  } else root = renderExplorer(ctx, host);
   root.classList.add("me-root");
   el.append(root);
   return () => {
@@ -50,7 +56,7 @@ export function renderView(model, el) {
   };
 }
 
-function renderExplorer(ctx) {
+function renderExplorer(ctx, host) {
   const { model } = ctx;
   const summary = createSummaryView(ctx);
   const tree = createTreeView(ctx);
@@ -61,25 +67,51 @@ function renderExplorer(ctx) {
   const hex = createHexView(ctx);
   const counts = (model.get("summary") || {}).findings || {};
   const nFindings = (counts.error || 0) + (counts.warning || 0) + (counts.info || 0);
+  const FINDINGS = 4;
+  const overview = createOverviewView(ctx, { showFindings: () => left.show(FINDINGS) });
+  const run = model.get("run") ? createRunPanel(ctx, host) : null;
   const panels = [
+    h("div", { className: "me-panel me-panel-overview" }, overview.el),
     h("div", { className: "me-panel me-panel-header" }, tree.el),
     h("div", { className: "me-panel me-panel-tensors" }, table.el, hist.el),
     h("div", { className: "me-panel me-panel-files" }, map.el),
     h("div", { className: "me-panel me-panel-findings" }, findings.el),
   ];
-  const names = ["Header", "Tensors", "Files", `Findings (${nFindings})`];
-  // A broken file opens on its findings: that is what its reader came for.
-  const left = tabs(names, panels, counts.error ? 3 : 0, (i) => {
-    if (i === 0) tree.refresh();
-    if (i === 1) table.refresh();
-    if (i === 2) map.load();
+  const names = ["Overview", "Header", "Tensors", "Files", `Findings (${nFindings})`];
+  if (run) {
+    panels.push(h("div", { className: "me-panel me-panel-run" }, run.el));
+    names.push("Run");
+  }
+  // A broken file opens on its findings: that is what its reader came for. A healthy one opens
+  // on what the model is.
+  const left = tabs(names, panels, counts.error ? FINDINGS : 0, (i) => {
+    if (i === 1) tree.refresh();
+    if (i === 2) table.refresh();
+    if (i === 3) map.load();
+    if (i === 5 && run) run.open();
   });
-  // Selecting a tensor from the map or findings shows its histogram only if asked; the tensor
-  // tab is where a user picks tensors, so table selections stay there.
   const root = h("div", { className: "me-explorer" },
     summary.el,
+    kernelNote(ctx),
     h("div", { className: "me-body" },
       h("div", { className: "me-left" }, left.bar, ...panels),
       h("div", { className: "me-right" }, h("div", { className: "me-pane-title", text: "Bytes" }), hex.el)));
   return root;
+}
+
+/**
+ * A line that appears when the kernel has not answered a first small request within a few
+ * seconds: the notebook was reopened (the widget state came from the file, its kernel is gone)
+ * or the kernel is busy. It goes away as soon as any answer arrives.
+ */
+function kernelNote(ctx, delayMs = 4000) {
+  const note = h("div", { className: "me-kernel-note", hidden: true, attrs: { role: "status" },
+    text: "Waiting for the kernel: it is busy, or this output was saved in an earlier session. The overview, summary and findings are from the saved state; re-run the cell to browse bytes, the tree and the tensors." });
+  let answered = false;
+  const timer = setTimeout(() => { if (!answered) note.hidden = false; }, delayMs);
+  const done = () => { answered = true; clearTimeout(timer); note.hidden = true; };
+  // Any answer, even an error (the offline report knows no "ping"), means someone is there.
+  ctx.rpc.request("ping", {}, { timeoutMs: 0 }).then(done, done);
+  ctx.cleanups.push(() => clearTimeout(timer));
+  return note;
 }

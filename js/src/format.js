@@ -1,9 +1,13 @@
 // Number and name formatting shared by the views (pure, unit-tested).
 
-/** @param {number|null|undefined} n */
-export function humanBytes(n) {
-  if (n === null || n === undefined || !Number.isFinite(n)) return "?";
-  const units = ["B", "KB", "MB", "GB", "TB"];
+/**
+ * Bytes in binary units, as the Python side prints them (model_explorer/units.py):
+ * 512 -> "512 B", 1536 -> "1.5 KiB", 98362432 -> "93.8 MiB"; "?" when not a number.
+ * @param {number|null|undefined} n
+ */
+export function formatBytes(n) {
+  if (n === null || n === undefined || typeof n !== "number" || !Number.isFinite(n)) return "?";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let v = n;
   let i = 0;
   while (Math.abs(v) >= 1024 && i < units.length - 1) {
@@ -11,6 +15,31 @@ export function humanBytes(n) {
     i += 1;
   }
   return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+/** 1234567 -> "1,234,567" (an offset or a count people compare digit by digit). */
+export function groupDigits(n) {
+  if (n === null || n === undefined || !Number.isFinite(n)) return "?";
+  return String(Math.trunc(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+/**
+ * Shorten `text` to at most `max` characters by cutting out its middle, keeping the distinctive
+ * tail of a tensor name whole from a dot: "model.layers.17.mlp.down_proj.weight" at 30 ->
+ * "model.…17.mlp.down_proj.weight". When no dotted tail fills half the room, cut by characters.
+ * @param {string} text @param {number} max
+ */
+export function middleEllipsis(text, max) {
+  const s = String(text);
+  if (s.length <= max) return s;
+  if (max <= 1) return max === 1 ? "…" : "";
+  const room = max - 1;
+  let tail = -1;
+  for (let k = s.indexOf(".") + 1; k > 0 && k < s.length; k = s.indexOf(".", k) + 1) {
+    if (s.length - k <= room) { tail = s.length - k; break; }
+  }
+  if (tail < room / 2) tail = room - Math.floor(room / 4);
+  return `${s.slice(0, room - tail)}…${s.slice(s.length - tail)}`;
 }
 
 /** 1234567 -> "1.23M". @param {number|null|undefined} n */

@@ -2,7 +2,7 @@
 // Only the rows on screen exist in the page; 4 KB pages come from the kernel on demand.
 import { h, clear } from "./dom.js";
 import { kindColor } from "./colors.js";
-import { baseName, humanBytes, parseOffset } from "./format.js";
+import { baseName, formatBytes, parseOffset } from "./format.js";
 import { LRU, PAGE, ROW, asciiChar, clampTop, formatOffset, hexByte, pagesFor, rowCount, segmentAt, topForOffset } from "./hexlayout.js";
 
 /** @param {import("./context.js").Ctx} ctx @param {{rows?: number}} [opts] */
@@ -21,7 +21,7 @@ export function createHexView(ctx, opts = {}) {
 
   const root = h("div", { className: "me-hexdump", tabIndex: 0 });
   const fileSelect = h("select", { className: "me-file-select", attrs: { "aria-label": "file" } });
-  for (const f of files) fileSelect.append(h("option", { value: f.file, text: `${f.name} (${humanBytes(f.size)})` }));
+  for (const f of files) fileSelect.append(h("option", { value: f.file, text: `${f.name} (${formatBytes(f.size)})` }));
   const gotoInput = h("input", { className: "me-goto", attrs: { placeholder: "offset (1234 or 0x4d2)", "aria-label": "go to offset" } });
   const gotoBtn = h("button", { className: "me-goto-btn", text: "Go" });
   const prevBtn = h("button", { className: "me-step-prev", text: "◀ Previous" });

@@ -89,7 +89,8 @@ export function createHistogramView(ctx, opts = {}) {
     title.textContent = `${name}: loading…`;
     exactBtn.hidden = true;
     try {
-      const { data } = await rpc.request("stats", { name, exact });
+      // Exact statistics read every value: a 10 GB tensor takes minutes, not a spinner forever.
+      const { data } = await rpc.request("stats", { name, exact }, { timeoutMs: exact ? 900_000 : 120_000 });
       if (my !== token) return;
       stats = data;
       const shape = data.shape ? ` ${formatShape(data.shape)}` : "";

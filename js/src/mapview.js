@@ -2,7 +2,7 @@
 // segments coloured by dtype or layer; missing shards, orphan and duplicate tensors marked.
 import { h, clear } from "./dom.js";
 import { paletteColor } from "./colors.js";
-import { humanBytes } from "./format.js";
+import { formatBytes } from "./format.js";
 
 /** @param {import("./context.js").Ctx} ctx */
 export function createMapView(ctx) {
@@ -25,13 +25,16 @@ export function createMapView(ctx) {
     clear(bars);
     clear(legend);
     if (!payload) return;
-    if (mode === "dtype") payload.dtypes.forEach((d, i) => legend.append(h("span", { className: "me-chip", style: { background: paletteColor(i) }, text: d })));
+    // Each chip is a swatch beside its text, so a pattern never covers the words.
+    const chip = (label, swatchClass, background) => h("span", { className: "me-chip me-legend-chip" },
+      h("span", { className: `me-swatch${swatchClass ? ` ${swatchClass}` : ""}`, style: background ? { background } : {} }), label);
+    if (mode === "dtype") payload.dtypes.forEach((d, i) => legend.append(chip(d, "", paletteColor(i))));
     else legend.append(h("span", { className: "me-muted", text: "colour = layer number (grey: not in a layer)" }));
-    legend.append(h("span", { className: "me-chip me-chip-header", text: "header" }));
+    legend.append(chip("header", "me-swatch-header"));
     const biggest = Math.max(1, ...payload.files.map((f) => f.size));
     for (const f of payload.files) {
       const label = h("div", { className: "me-map-label" }, h("span", { text: f.name }),
-        h("span", { className: "me-muted", text: f.missing ? " missing" : ` ${humanBytes(f.size)}, ${f.tensors} tensors` }));
+        h("span", { className: "me-muted", text: f.missing ? " missing" : ` ${formatBytes(f.size)}, ${f.tensors} tensors` }));
       const bar = h("div", { className: `me-map-bar${f.missing ? " me-missing" : ""}`, style: { width: `${Math.max(2, (100 * f.size) / biggest)}%` } });
       bar.dataset.file = f.file;
       if (f.missing) bar.textContent = "file does not exist";
@@ -43,7 +46,7 @@ export function createMapView(ctx) {
             className: `me-map-seg${seg[5] ? ` me-mark-${seg[5]}` : ""}${seg[4] === selectedTensor ? " me-selected" : ""}`,
             style: { left: `${(100 * seg[0]) / f.size}%`, width: `${(100 * seg[1]) / f.size}%`, background: segColor(seg) },
           });
-          el.title = `${seg[4]}: ${humanBytes(seg[1])}${seg[5] ? ` (${seg[5]})` : ""}`;
+          el.title = `${seg[4]}: ${formatBytes(seg[1])}${seg[5] ? ` (${seg[5]})` : ""}`;
           el.dataset.tensor = seg[4];
           el.addEventListener("mouseenter", () => { status.textContent = `${f.name}: ${el.title}`; });
           el.addEventListener("click", (ev) => pick(f, seg, el, ev));
@@ -60,7 +63,7 @@ export function createMapView(ctx) {
       }
       bars.append(row);
     }
-    status.textContent = `${payload.files.length} file(s), ${humanBytes(payload.total)}. Hover a segment for its tensor; click to select it.`;
+    status.textContent = `${payload.files.length} file(s), ${formatBytes(payload.total)}. Hover a segment for its tensor; click to select it.`;
   }
 
   async function pick(f, seg, el, ev) {

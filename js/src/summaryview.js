@@ -1,6 +1,6 @@
 // The summary bar: files, format, size, tensor and parameter counts, dtype mix, findings.
 import { h } from "./dom.js";
-import { humanBytes, humanCount } from "./format.js";
+import { formatBytes, humanCount } from "./format.js";
 
 /** @param {import("./context.js").Ctx} ctx */
 export function createSummaryView(ctx) {
@@ -11,7 +11,7 @@ export function createSummaryView(ctx) {
   const root = h("div", { className: "me-summary" },
     h("span", { className: "me-format", text: s.format || "unknown" }),
     h("span", { className: "me-files", text: fileText, title: (s.files || []).join("\n") }),
-    h("span", { className: "me-stat", text: humanBytes(s.total_size) }),
+    h("span", { className: "me-stat", text: formatBytes(s.total_size) }),
     h("span", { className: "me-stat", text: `${s.tensor_count ?? 0} tensors` }),
     h("span", { className: "me-stat", text: `${humanCount(s.parameter_count)} params` }),
     // A shard index that promises more tensors than the shards hold says so up front.

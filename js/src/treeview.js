@@ -1,6 +1,6 @@
 // The header tree: collapsible, searchable, virtualised; rows are flattened by the kernel.
 import { h } from "./dom.js";
-import { formatShape, humanBytes } from "./format.js";
+import { formatShape, formatBytes } from "./format.js";
 import { createVirtualList, followSelection } from "./vlist.js";
 
 /** @param {import("./context.js").Ctx} ctx */
@@ -36,7 +36,7 @@ export function createTreeView(ctx, opts = {}) {
       row.value ? h("span", { className: "me-value", text: row.value }) : null,
       row.dtype && row.kind === "tensor" ? h("span", { className: "me-dtype", text: row.dtype }) : null,
       row.kind === "tensor" ? h("span", { className: "me-shape", text: formatShape(row.shape) }) : null,
-      row.bytes !== null && row.bytes !== undefined ? h("span", { className: "me-bytes", text: humanBytes(row.bytes) }) : null,
+      row.bytes !== null && row.bytes !== undefined ? h("span", { className: "me-bytes", text: formatBytes(row.bytes) }) : null,
     );
     el.title = row.tensor || row.label;
     el.addEventListener("click", (ev) => onRowClick(row, ev));

@@ -83,6 +83,8 @@ export function createVirtualList(o) {
       draw();
     },
     redraw: draw,
+    /** The layer that holds the rows: give it a width for lists wider than their box. */
+    rows: layer,
   };
 }
 

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import {
   agreementLabel, agreementSpans, formatBytes, formatPerplexity, formatSeconds, formatTps,
   progressFraction, statusLine,
-} from "../src/run_demo_widget.js";
+} from "../src/run_demo.js";
 
 test("tokens/s: one decimal below 100, none above, empty before a rate exists", () => {
   assert.equal(formatTps(12.345), "12.3 tokens/s");

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from ..units import format_bytes
+
 
 def _status_kib(field: str) -> int | None:
     try:
@@ -50,7 +52,7 @@ def peak_rss() -> int | None:
 
 
 def describe(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / 2**20:.0f} MiB"
+    return "n/a" if n is None else format_bytes(n)
 
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel
 from ..tensors.names import hf_to_gguf, unpermute_qk
+from ..units import format_bytes
 
 LAYER_PARTS = ("attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down")
 BIAS_PARTS = ("q_bias", "k_bias", "v_bias")
@@ -106,17 +107,13 @@ class DequantReport:
         q, d = self.quantized_bytes, self.dequantized_bytes
         ratio = f" ({d / q:.1f}x)" if q else ""
         return (f"dequantize ({self.mode}): {len(self.rows)} tensors in {self.seconds:.2f} s; "
-                f"{_mib(q)} stored -> {_mib(d)} as float32{ratio}")
+                f"{format_bytes(q)} stored -> {format_bytes(d)} as float32{ratio}")
 
     def __len__(self) -> int:
         return len(self.rows)
 
     def __repr__(self) -> str:
         return f"<DequantReport {self.summary()}>"
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.1f} MiB"
 
 
 def stored_bytes(info) -> int:

@@ -17,42 +17,115 @@ import traitlets
 
 from ..assets import MISSING_BUILD, asset
 from ..checkpoint import Checkpoint
+from ..hexview import SpanIndex
 from ..opener import as_checkpoint
-from ._pages import MAX_PAGE, PAGE, FileSpans, explain, page, span_json
+from ._overview import overview
+from ._pages import MAX_PAGE, PAGE, explain, page, span_json
 
 MAX_FINDINGS_SENT = 1000
 
 
 class BaseView(anywidget.AnyWidget):
-    """An anywidget over one Checkpoint; subclasses pick which `view` the JavaScript draws."""
+    """An anywidget over one Checkpoint; subclasses pick which view the JavaScript draws.
+
+    Takes a path, URL or `Checkpoint`, and, as keywords, only the traits listed in
+    `_init_traits` (any other keyword is a TypeError, so a typo never passes silently).
+    """
 
     _esm = asset("explorer_widget.js", MISSING_BUILD)
     _css = asset("explorer_widget.css")
+    _view = "explorer"
+    # Keywords a caller may pass; the other traits are computed from the checkpoint.
+    _init_traits: tuple[str, ...] = ("selection", "layout")
 
     view = traitlets.Unicode("explorer").tag(sync=True)
+    """Which view the JavaScript draws: "explorer", "hexdump", "tree", "shardmap", "histogram"
+    or "findings". Set by each widget class.
+
+    - Type: `str`
+    - Default: `"explorer"`
+    """
+
     summary = traitlets.Dict().tag(sync=True)
+    """Format, files, size, tensor and parameter counts, dtype mix, finding counts and the
+    overview rows (architecture, quantization, top metadata), computed when the widget opens.
+
+    - Type: `dict`
+    - Default: `{}` (filled from the checkpoint)
+    """
+
     findings = traitlets.List().tag(sync=True)
+    """The first 1,000 findings as dicts (`Finding.to_dict()`); `summary["finding_total"]`
+    says how many there are in all.
+
+    - Type: `list[dict]`
+    - Default: `[]` (filled from the checkpoint)
+    """
+
     legend = traitlets.List().tag(sync=True)
+    """The span kinds present (magic, json, tensor_data, ...), for the hexdump's colour legend.
+
+    - Type: `list[str]`
+    - Default: `[]` (filled from the checkpoint)
+    """
+
     files = traitlets.List().tag(sync=True)
+    """The files the hexdump can show: `{"file", "name", "size"}` each, in checkpoint order,
+    plus a shard index when findings point into it.
+
+    - Type: `list[dict]`
+    - Default: `[]` (filled from the checkpoint)
+    """
+
     selection = traitlets.Dict().tag(sync=True)
-    options = traitlets.Dict().tag(sync=True)
+    """What is selected, shared by every view: `{"tensor", "file", "offset", "length"}`.
+
+    Set it from Python to drive the views: `{"tensor": name}` alone is completed with the
+    tensor's file, first byte and length, so the hexdump, table, tree, map and histogram all
+    move to it. An unknown tensor name is a `traitlets.TraitError`.
+
+    - Type: `dict`
+    - Default: `{}` (nothing selected)
+    """
 
     def __init__(self, source: Any, **kwargs: Any) -> None:
+        unknown = sorted(set(kwargs) - set(self._init_traits))
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                            f"{unknown[0]!r}; it takes a source and "
+                            f"{', '.join(self._init_traits)}.")
+        selection = kwargs.pop("selection", None)
         ckpt = as_checkpoint(source)
-        state = initial_state(ckpt)
-        super().__init__(**state, **kwargs)
         self.checkpoint = ckpt
-        self._file_spans: dict[str, FileSpans] = {}
+        super().__init__(view=self._view, **initial_state(ckpt), **kwargs)
+        self._file_spans: dict[str, SpanIndex] = {}
         self._tree = None
         self._table = None
         self._map = None
         self.on_msg(self._on_request)
+        if selection:
+            self.selection = selection
+
+    @traitlets.validate("selection")
+    def _complete_selection(self, proposal) -> dict:
+        """A tensor named without its bytes gets them, so every view can move to it."""
+        sel = dict(proposal["value"] or {})
+        name = sel.get("tensor")
+        # Selections made in the browser carry "from" and say what they mean (a finding about
+        # a missing tensor has no bytes): they are kept as they are.
+        if name and sel.get("offset") is None and "from" not in sel:
+            found = self._tensor_selection(str(name))
+            if found is None:
+                raise traitlets.TraitError(f"No tensor named {name!r}; the checkpoint has "
+                                           f"{len(self.checkpoint.tensors)} tensors.")
+            sel = {**found, **{k: v for k, v in sel.items() if v is not None}}
+        return sel
 
     # -- lazily built views of the checkpoint --------------------------------------------
 
-    def file_spans(self, file: str) -> FileSpans:
+    def file_spans(self, file: str) -> SpanIndex:
         if file not in self._file_spans:
-            self._file_spans[file] = FileSpans(self.checkpoint.spans_for(file))
+            self._file_spans[file] = SpanIndex(self.checkpoint.spans_for(file))
         return self._file_spans[file]
 
     @property
@@ -99,6 +172,10 @@ class BaseView(anywidget.AnyWidget):
         if handler is None:
             raise ValueError(f"unknown request {op!r}")
         return handler(**args)
+
+    def _op_ping(self):
+        """The browser asks whether anyone is listening (a reopened notebook has no kernel side)."""
+        return {"ok": True}, None
 
     def _file(self, file: str | None) -> str:
         files = [f["file"] for f in self.files]
@@ -147,7 +224,7 @@ class BaseView(anywidget.AnyWidget):
                     "length": info.length, "dtype": info.kind, "shape": list(info.shape)}, None
         return (self._tensor_selection(info.name) if info else None), None
 
-    def _op_tensor(self, name: str):
+    def _op_tensor(self, name: str):  # the file map's "missing shard" line asks for its first tensor
         return self._tensor_selection(name), None
 
     def _tensor_selection(self, name: str) -> dict | None:
@@ -201,6 +278,7 @@ def initial_state(ckpt: Checkpoint) -> dict[str, Any]:
     summary["files"] = ckpt.files[:5]
     summary["file_count"] = len(ckpt.files)
     summary["dtypes"] = dict(list(summary["dtypes"].items())[:12])
+    summary["overview"] = overview(ckpt)
     findings = [f.to_dict() for f in ckpt.findings[:MAX_FINDINGS_SENT]]
     legend = sorted({s.kind for s in ckpt.spans})
     files = [{"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0)} for f in ckpt.files]

@@ -67,7 +67,9 @@ class FileMap:
         rows = ckpt.details.get("shards") or [
             {"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0), "missing": False}
             for f in ckpt.files]
-        dtypes: list[str] = []
+        # Every dtype is in the legend, also those that never dominate a bin (the small F32
+        # norms between big quantized matrices); most common first.
+        dtypes: list[str] = list(ckpt.dtype_mix())
         files = []
         bins = max(16, min(BINS, segment_budget // max(1, len(rows))))
         for row in rows:

@@ -6,73 +6,13 @@ holds more than the rows on screen (a 20 GB file scrolls like a 20 KB one).
 
 from __future__ import annotations
 
-import bisect
 import os
 
+from ..hexview import SpanIndex
 from ..spans import Span
 
 PAGE = 4096
 MAX_PAGE = 64 * 1024
-
-
-class FileSpans:
-    """The spans of one file: in file order for step-through, and as the innermost span per byte."""
-
-    def __init__(self, spans: list[Span]) -> None:
-        self.spans = sorted(spans, key=lambda s: (s.offset, -s.length))
-        self._starts = [s.offset for s in self.spans]
-        self.seg_start, self.seg_end, self.seg_span = _innermost_segments(self.spans)
-
-    def segments(self, start: int, end: int) -> list[tuple[int, int, int]]:
-        """(start, end, span index) of the innermost spans covering bytes [start, end)."""
-        i = max(0, bisect.bisect_right(self.seg_start, start) - 1)
-        out = []
-        while i < len(self.seg_start) and self.seg_start[i] < end:
-            if self.seg_end[i] > start:
-                out.append((max(start, self.seg_start[i]), min(end, self.seg_end[i]), self.seg_span[i]))
-            i += 1
-        return out
-
-    def index_at(self, offset: int) -> int:
-        """Index (in file order) of the first span starting at or after `offset`."""
-        return min(bisect.bisect_left(self._starts, offset), max(0, len(self.spans) - 1))
-
-
-def _innermost_segments(spans: list[Span]) -> tuple[list[int], list[int], list[int]]:
-    """Cut the file into runs owned by one innermost span (spans sorted by start, longest first).
-
-    A sweep with a stack of open spans: a nested span interrupts its parent, which resumes
-    after it. Zero-length and partly overlapping spans (damaged files) never break the sweep.
-    """
-    starts: list[int] = []
-    ends: list[int] = []
-    owners: list[int] = []
-    stack: list[int] = []
-    pos = 0
-
-    def emit(a: int, b: int, owner: int) -> None:
-        nonlocal pos
-        a = max(a, pos)
-        if b > a:
-            if owners and owners[-1] == owner and ends[-1] == a:
-                ends[-1] = b
-            else:
-                starts.append(a), ends.append(b), owners.append(owner)
-            pos = b
-
-    for i, s in enumerate(spans):
-        while stack and spans[stack[-1]].end <= s.offset:
-            top = stack.pop()
-            emit(pos, spans[top].end, top)
-        if stack:
-            emit(pos, s.offset, stack[-1])
-        pos = max(pos, s.offset)
-        if s.length > 0:
-            stack.append(i)
-    while stack:
-        top = stack.pop()
-        emit(pos, spans[top].end, top)
-    return starts, ends, owners
 
 
 def span_json(s: Span, index: int | None = None) -> dict:
@@ -83,7 +23,7 @@ def span_json(s: Span, index: int | None = None) -> dict:
     return d
 
 
-def page(fs: FileSpans, data: bytes, file: str, offset: int) -> dict:
+def page(fs: SpanIndex, data: bytes, file: str, offset: int) -> dict:
     """JSON half of a page answer: the innermost segments and the spans they point to."""
     segs = fs.segments(offset, offset + len(data))
     local: dict[int, int] = {}

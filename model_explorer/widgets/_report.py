@@ -218,7 +218,7 @@ def report_data(view) -> dict[str, Any]:
     return {
         "format": 2,
         "state": {"view": "explorer", "summary": view.summary, "findings": view.findings,
-                  "legend": view.legend, "files": view.files, "selection": {}, "options": {}},
+                  "legend": view.legend, "files": view.files, "selection": {}},
         "pages": pages,
         "steps": steps,
         "tree": tree_rows(view),

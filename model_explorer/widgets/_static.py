@@ -13,16 +13,9 @@ import os
 from typing import Any
 
 from ..checkpoint import Checkpoint
+from ..units import format_bytes
 
 MAX_HTML_FINDINGS = 50
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def _files_line(ckpt: Checkpoint) -> str:
@@ -43,7 +36,7 @@ def summary_text(ckpt: Checkpoint) -> str:
     c = ckpt.finding_counts()
     mix = ", ".join(f"{k} x{v}" for k, v in list(ckpt.dtype_mix().items())[:6])
     lines = [f"model_explorer: {ckpt.format} checkpoint {_files_line(ckpt)}",
-             f"{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
+             f"{len(ckpt.files)} file(s), {format_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
              f"{ckpt.parameter_count:,} parameters" + (f" ({mix})" if mix else ""),
              f"findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info"]
     if indexed_line(ckpt):
@@ -65,7 +58,7 @@ def summary_html(ckpt: Checkpoint) -> str:
     return (
         '<div class="me-static-summary">'
         f"<p><b>model_explorer</b>: {e(ckpt.format)} checkpoint <code>{e(_files_line(ckpt))}</code></p>"
-        f"<p>{len(ckpt.files)} file(s), {human_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
+        f"<p>{len(ckpt.files)} file(s), {format_bytes(ckpt.total_size)}, {len(ckpt.tensors)} tensors, "
         f"{ckpt.parameter_count:,} parameters{' (' + mix + ')' if mix else ''}</p>"
         + (f"<p><b>{indexed_line(ckpt)}</b></p>" if indexed_line(ckpt) else "")
         + f"<p>Findings: {c['error']} errors, {c['warning']} warnings, {c['info']} info</p>"

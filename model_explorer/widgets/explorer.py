@@ -5,19 +5,36 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import anywidget
+import traitlets
+
 from ._base import BaseView
 
 
 class Explorer(BaseView):
-    """Summary bar, bytes, header tree, file map, tensor table with histograms, findings.
+    """Overview, header tree, tensor table with histograms, file map, findings and bytes.
 
     `explorer.selection` holds what the user last selected ({tensor, file, offset, length});
     set it from Python to drive the views. `save_html(path)` writes an offline report.
+    With `run=True` the Explorer gets a "Run" tab with the demo's RunDemo widget.
     """
 
-    def __init__(self, source: Any, **kwargs: Any) -> None:
-        super().__init__(source, **kwargs)
-        self._run_demo = None
+    _init_traits = (*BaseView._init_traits, "run")
+
+    run = traitlets.Bool(False).tag(sync=True)
+    """Whether the Explorer has a "Run" tab (the demo: dequantize, generate, compare).
+    The model is only loaded when someone opens that tab and presses a button.
+
+    - Type: `bool`
+    - Default: `False`
+    """
+
+    run_widget = anywidget.WidgetTrait().tag(sync=True)
+    """The RunDemo shown in the "Run" tab, created when the tab first opens.
+
+    - Type: `RunDemo` or `None`
+    - Default: `None`
+    """
 
     def save_html(self, path: str | os.PathLike) -> str:
         """Write one self-contained HTML report (no network requests) and return its path.
@@ -44,37 +61,23 @@ class Explorer(BaseView):
     def run_demo(self):
         """The demo's RunDemo widget for this checkpoint, created on first use.
 
-        The hook for a "Run" tab: `explore(source, run=True)` puts it in a second tab and only
-        builds it when that tab opens, so exploring never loads a model.
+        The "Run" tab asks for it when it first opens, so exploring never loads a model.
         """
-        if self._run_demo is None:
+        if self.run_widget is None:
             from ..demo.widget import RunDemo
 
-            self._run_demo = RunDemo(self.checkpoint.source)
-        return self._run_demo
+            self.run_widget = RunDemo(self.checkpoint.source)
+        return self.run_widget
+
+    def _op_run_demo(self):
+        """The browser opened the Run tab: create the RunDemo and say which widget it is."""
+        demo = self.run_demo()
+        return {"ref": f"anywidget:{demo.model_id}"}, None
 
 
-def explore(source: Any, run: bool = False, **kwargs: Any):
-    """Explore a checkpoint path, URL or `Checkpoint`. With `run=True`, adds a lazy "Run" tab."""
-    explorer = Explorer(source, **kwargs)
-    if not run:
-        return explorer
-    import ipywidgets
+def explore(source: Any, run: bool = False, **kwargs: Any) -> Explorer:
+    """Explore a checkpoint path, URL or `Checkpoint`; `run=True` adds a "Run" tab.
 
-    holder = ipywidgets.VBox([ipywidgets.HTML("Open this tab to load the model and run it.")])
-    tabs = ipywidgets.Tab(children=[explorer, holder])
-    tabs.set_title(0, "Explore")
-    tabs.set_title(1, "Run")
-
-    def opened(change) -> None:
-        if change["new"] == 1 and holder.children and not hasattr(holder, "_loaded"):
-            holder._loaded = True
-            try:
-                holder.children = [explorer.run_demo()]
-            except Exception as e:  # show why, in the tab
-                holder.children = [ipywidgets.HTML(f"The demo cannot run: {type(e).__name__}",
-                                                   tooltip=str(e))]
-
-    tabs.observe(opened, names="selected_index")
-    tabs.explorer = explorer
-    return tabs
+    Keywords: `selection` (what to select first, e.g. `{"tensor": name}`) and `layout`.
+    """
+    return Explorer(source, run=run, **kwargs)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._base import BaseView
 
 
 class Findings(BaseView):
     """Standalone view; takes a path, URL or Checkpoint like `mx.explore`."""
 
-    def __init__(self, source: Any, **kwargs: Any) -> None:
-        super().__init__(source, view="findings", **kwargs)
+    _view = "findings"

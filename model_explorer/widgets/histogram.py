@@ -10,8 +10,10 @@ from ._base import BaseView
 class TensorHistogram(BaseView):
     """A tensor picker, its histogram (linear/log), statistics and block-scale histogram."""
 
+    _view = "histogram"
+
     def __init__(self, source: Any, tensor: str | None = None, **kwargs: Any) -> None:
-        super().__init__(source, view="histogram", **kwargs)
+        super().__init__(source, **kwargs)
         name = tensor or next(iter(self.checkpoint.tensors), None)
         if name is not None:
             sel = self._tensor_selection(name)

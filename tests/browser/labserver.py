@@ -44,9 +44,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+LAB_SETTINGS = ROOT / "jupyter" / "overrides.d"
+
+
 @contextlib.contextmanager
-def jupyter_lab(tmp: Path) -> Iterator[tuple[str, Path]]:
-    """Yield (base_url, notebook_dir) of a fresh JupyterLab whose folders all live in `tmp`."""
+def jupyter_lab(tmp: Path, app: str = "lab") -> Iterator[tuple[str, Path]]:
+    """Yield (base_url, notebook_dir) of a fresh JupyterLab (or, with app="notebook", Jupyter
+    Notebook 7) whose folders all live in `tmp`, with the settings `make lab` installs."""
     home = tmp / "notebooks"
     home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -60,13 +64,18 @@ def jupyter_lab(tmp: Path) -> Iterator[tuple[str, Path]]:
     settings.mkdir(parents=True, exist_ok=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     env["JUPYTERLAB_SETTINGS_DIR"] = str(tmp / "settings")
+    # The app-level overrides `make lab` copies into the venv (widget state saved with notebooks).
+    app_settings = tmp / "app-settings"
+    shutil.copytree(LAB_SETTINGS, app_settings / "overrides.d", dirs_exist_ok=True)
+    server_class = "LabApp" if app == "lab" else "JupyterNotebookApp"
     port = _free_port()
     log_path = tmp / "lab.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
+            [sys.executable, "-m", "jupyter", app, "--no-browser", "--allow-root", f"--port={port}",
              "--ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
-             "--LabApp.expose_app_in_browser=True", f"--ServerApp.root_dir={home}"],
+             f"--{server_class}.expose_app_in_browser=True", f"--{server_class}.app_settings_dir={app_settings}",
+             f"--ServerApp.root_dir={home}"],
             env=env, stdout=log, stderr=subprocess.STDOUT, cwd=home)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -77,7 +86,7 @@ def jupyter_lab(tmp: Path) -> Iterator[tuple[str, Path]]:
                     break
                 except OSError:
                     if proc.poll() is not None or time.time() > deadline:
-                        raise RuntimeError("JupyterLab did not start:\n" + log_path.read_text()[-3000:]) from None
+                        raise RuntimeError(f"jupyter {app} did not start:\n" + log_path.read_text()[-3000:]) from None
                     time.sleep(0.3)
             yield url, home
         finally:

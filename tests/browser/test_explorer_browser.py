@@ -72,7 +72,11 @@ def test_every_view_renders(notebook):
     gguf = explorer(page, 1)
     assert "GGUF" in gguf.locator(".me-summary").inner_text().upper()
     assert gguf.locator(".me-hex-row").first.inner_text().startswith("00000000")
+    # A healthy file opens on its overview: what the model is, metadata expanded.
+    assert gguf.locator(".me-panel-overview").is_visible()
+    assert "tiny test model" in gguf.locator(".me-facts").inner_text()
     # Header tree rows and byte colours arrive from the kernel.
+    gguf.locator(".me-tab", has_text="Header").click()
     gguf.locator(".me-tree-row").first.wait_for()
     gguf.locator(".me-b.me-kind-magic").first.wait_for()
     # The standalone file map draws one bar per shard, and the missing shard is marked.
@@ -88,6 +92,9 @@ def test_hover_names_the_span(notebook):
     cell = gguf.locator(".me-b[data-off='2']")
     cell.hover()
     assert gguf.locator(".me-tooltip").inner_text().startswith("magic")
+    # The tooltip sits under the byte, not 550 px to its left over the table.
+    tip, box = gguf.locator(".me-tooltip").bounding_box(), cell.bounding_box()
+    assert abs(tip["x"] - box["x"]) < 40 and 0 <= tip["y"] - (box["y"] + box["height"]) < 20, (tip, box)
     gguf.locator(".me-b[data-off='40']").hover()
     tip = gguf.locator(".me-tooltip").inner_text()
     assert "KV 0 > general.architecture > key" in tip, tip
@@ -130,6 +137,7 @@ def test_step_through_advances(notebook):
 
 def test_search_filters_the_tree(notebook):
     gguf = explorer(notebook, 1)
+    gguf.locator(".me-tab", has_text="Header").click()
     tree = gguf.locator(".me-tree")
     before = tree.locator(".me-count").inner_text()
     tree.locator(".me-search").fill("ffn_norm")
@@ -152,7 +160,7 @@ def test_tensor_click_draws_histogram(notebook):
     assert "sampled" in gguf.locator(".me-sample-note").inner_text() or "exact" in gguf.locator(".me-sample-note").inner_text()
     assert gguf.locator(".me-stats").inner_text().count("\n") >= 6
     screenshot(notebook, "explorer-histogram", gguf)
-    # The README's picture (docs/explorer.png is a committed copy of this file).
+    # The README's kind of picture (docs/explorer.png shows the SmolLM2 sample on this tab).
     shutil.copy(ARTIFACTS / "explorer-histogram.png", ARTIFACTS / "explorer.png")
     # A quantized tensor also gets the histogram of its block scales.
     gguf.locator(".me-table-row", has_text="output.weight").click()
@@ -178,6 +186,7 @@ def test_paging_past_the_first_megabyte(notebook, test_files):
 
 def test_file_strings_are_text(notebook):
     xss = explorer(notebook, 2)
+    xss.locator(".me-tab", has_text="Header").click()
     xss.locator(".me-tree-row").first.wait_for()
     xss.locator(".me-tree .me-search").fill("img")
     xss.locator(".me-tree-row .me-label", has_text="onerror").first.wait_for()

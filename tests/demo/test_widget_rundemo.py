@@ -136,3 +136,8 @@ def test_layer_table_groups_rows_by_layer_in_order():
     assert table[0]["tensors"] == 2 and table[0]["dtypes"] == ["Q8_0", "F32"]
     assert table[1]["dtypes"] == ["Q4_1", "F32"] and table[1]["seconds"] == 1.0
     assert table[2]["tensors"] == 2 and table[2]["dequantized_bytes"] == 80
+
+
+def test_unknown_keywords_are_refused(tiny_gguf):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_tokens'"):
+        RunDemo(tiny_gguf, max_tokens=5)

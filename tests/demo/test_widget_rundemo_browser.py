@@ -53,6 +53,8 @@ def page():
         pg = browser.new_page()
         pg.set_content("<html><body><div id=root></div></body></html>")
         pg.add_script_tag(content=FAKE_MODEL)
+        # anywidget loads the widget's `_css` beside its module; so does this page.
+        pg.add_style_tag(content=(STATIC / "run_demo_widget.css").read_text())
         pg.evaluate("""async (code) => {
             const url = URL.createObjectURL(new Blob([code], {type: "text/javascript"}));
             window.widget = await import(url);
@@ -72,11 +74,14 @@ def render(page, **state):
         root.replaceChildren();
         if (window.cleanup) window.cleanup();
         window.model = makeModel(state);
-        window.cleanup = widget.render({model: window.model, el: root});
+        // anywidget's current entry point: a default export with render (no bare `render`).
+        window.cleanup = widget.default.render({model: window.model, el: root});
     }""", base)
 
 
 def test_controls_send_messages_and_sync_traits(page):
+    # A bare `render` export makes anywidget print a deprecation warning.
+    assert page.evaluate("() => typeof widget.render") == "undefined"
     render(page)
     assert page.locator(".me-rundemo").count() == 1
     assert page.locator("select option").all_text_contents() == ["auto", "cpu"]

@@ -64,6 +64,8 @@ def test_norm_far_from_one(bad):
     ckpt, _ = bad
     f = _finding(ckpt, "norm_far_from_one", "model.layers.0.post_attention_layernorm.weight")
     assert f.severity == "warning"
+    # It says what it saw, not only what it expected.
+    assert "mean |w| = 5008" in f.message and "from 5000 to 5015" in f.message
     assert ("norm_far_from_one", "model.layers.0.input_layernorm.weight") not in _codes(ckpt)
 
 
@@ -113,6 +115,7 @@ def test_gguf_tied_pair_and_metadata(tmp_path):
     assert any(f.code == "config_mismatch" and "block_count = 2" in f.message for f in ckpt.findings)
 
 
-def test_clean_sample_has_no_errors():
+def test_clean_sample_has_no_findings():
+    """SmolLM2's blk.0.attn_norm (mean |w| 0.027, half negative) is healthy: no false alarm."""
     ckpt = mx.open(sample_path(), deep=True)
-    assert not ckpt.errors and all(f.severity == "info" for f in ckpt.findings)
+    assert ckpt.findings == []

@@ -26,7 +26,8 @@ def test_table_shows_missing_rows_marked_and_filterable(made):
     assert "model.layers.2.w" not in e.checkpoint.tensors
     stats = e.answer("stats", {"name": "model.layers.2.w"})[0]
     assert "error" not in stats and stats["note"].startswith("missing: shard")
-    sel = e.answer("tensor", {"name": "model.layers.2.w"})[0]
+    e.selection = {"tensor": "model.layers.2.w"}
+    sel = e.selection
     assert sel["file"] == str(made["index"]) and sel["offset"] is not None
 
 

@@ -7,19 +7,19 @@ import html
 import json
 import re
 
-import ipywidgets
 import numpy as np
 import pytest
+import traitlets
 import widget_test_files as files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import model_explorer as mx
-from model_explorer.hexview import SpanIndex
+from model_explorer.hexview import SpanIndex, _innermost_segments
 from model_explorer.spans import Span
 from model_explorer.widgets import Explorer, Findings, HeaderTree, HexDump, ShardMap, TensorHistogram
 from model_explorer.widgets._map import BINS
-from model_explorer.widgets._pages import FileSpans, _innermost_segments, explain
+from model_explorer.widgets._pages import explain
 
 
 def test_public_names_are_the_widgets(made):
@@ -89,8 +89,9 @@ def test_innermost_segments_never_break(pairs):
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(1, 30), min_size=1, max_size=8), st.data())
-def test_innermost_segments_agree_with_span_index_when_nested(sizes, data):
-    """Properly nested spans (a parser's normal output): same answer as hexview.SpanIndex."""
+def test_span_index_finds_the_innermost_span_when_nested(sizes, data):
+    """Properly nested spans (a parser's normal output): the shortest covering span wins, and
+    the page segments name the same span as the byte lookup the CLI hexdump uses."""
     spans = []
     pos = 0
     for n in sizes:
@@ -98,13 +99,15 @@ def test_innermost_segments_agree_with_span_index_when_nested(sizes, data):
         inner = data.draw(st.integers(0, n - 1))
         spans.append(Span(pos + inner, data.draw(st.integers(1, n - inner)), "inner", f"inner {pos}"))
         pos += n + data.draw(st.integers(0, 3))
-    fs = FileSpans(spans)
     index = SpanIndex(spans)
     for off in range(pos + 2):
-        segs = fs.segments(off, off + 1)
-        expected = index.at(off)
-        got = fs.spans[segs[0][2]] if segs else None
+        covering = [s for s in index.spans if s.offset <= off < s.end]
+        # Shortest wins; of two equal spans, the later one in file order is nested in the other.
+        expected = min(reversed(covering), key=lambda s: s.length) if covering else None
+        got = index.at(off)
         assert (got.path if got else None) == (expected.path if expected else None), off
+        segs = index.segments(off, off + 1)
+        assert (index.spans[segs[0][2]].path if segs else None) == (got.path if got else None)
 
 
 def test_step_through_walks_spans_in_file_order_and_explains_them(made):
@@ -272,15 +275,57 @@ def test_save_html_is_self_contained_and_inert(made, tmp_path):
     assert base64.b64decode(data["pages"][0]["b64"]) == made["xss"].read_bytes()[:16384]
 
 
-def test_explore_run_tab_builds_the_demo_only_when_opened(made):
-    tabs = mx.explore(made["gguf"], run=True)
-    assert isinstance(tabs, ipywidgets.Tab) and isinstance(tabs.explorer, Explorer)
-    assert tabs.explorer._run_demo is None
-    tabs.selected_index = 1
+def test_explore_run_is_the_explorer_with_a_run_tab_built_when_opened(made):
+    ex = mx.explore(made["gguf"], run=True)
+    assert isinstance(ex, Explorer) and ex.run and ex.run_widget is None
+    assert mx.explore(made["gguf"]).run is False
+    # The browser opens the Run tab: the RunDemo is created then, and named by reference.
+    answer = ex.answer("run_demo", {})[0]
     from model_explorer.demo.widget import RunDemo
 
-    assert isinstance(tabs.children[1].children[0], RunDemo)
-    assert tabs.children[1].children[0] is tabs.explorer.run_demo()
+    assert isinstance(ex.run_widget, RunDemo) and ex.run_widget is ex.run_demo()
+    assert answer == {"ref": f"anywidget:{ex.run_widget.model_id}"}
+    # The README's calls work on what explore() returns.
+    ex.selection = {"tensor": "blk.0.attn_q.weight"}
+    assert ex.selection["offset"] == ex.checkpoint.tensors["blk.0.attn_q.weight"].offset
+
+
+def test_unknown_keywords_are_refused(made):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tensr'"):
+        TensorHistogram(made["gguf"], tensr="blk.0.attn_q.weight")
+    with pytest.raises(TypeError, match="'options'"):
+        Explorer(made["gguf"], options={})
+    with pytest.raises(TypeError, match="'run'"):
+        HexDump(made["gguf"], run=True)
+    assert Explorer(made["gguf"], selection={"tensor": "output.weight"}).selection["tensor"] == "output.weight"
+
+
+def test_selecting_a_tensor_from_python_names_its_first_byte(made):
+    ex = Explorer(made["index"])
+    name, info = list(ex.checkpoint.tensors.items())[-1]
+    ex.selection = {"tensor": name}
+    assert ex.selection == {"tensor": name, "file": info.file, "offset": info.offset,
+                            "length": info.length, "dtype": info.kind, "shape": list(info.shape)}
+    assert info.file != ex.checkpoint.files[0]  # the hexdump must change file too
+    with pytest.raises(traitlets.TraitError, match="No tensor named 'nope'"):
+        ex.selection = {"tensor": "nope"}
+    # The browser's own selections are kept as they are, even about a tensor that is missing.
+    ex.selection = {"tensor": "nope", "offset": None, "from": "findings"}
+    assert ex.selection["offset"] is None
+    # A selection that already says where its bytes are is kept as it is (a header entry).
+    ex.selection = {"tensor": name, "file": info.file, "offset": 8, "length": 4}
+    assert ex.selection["offset"] == 8
+
+
+def test_overview_says_what_the_model_is(made):
+    facts = {row[0]: row[1] for row in Explorer(made["gguf"]).summary["overview"]["facts"]}
+    assert facts["architecture"] == "llama" and facts["name"] == "tiny test model"
+    assert facts["format"].startswith("GGUF v3, 1 file") and "KiB" in facts["format"]
+    assert "Q8_0" in facts["quantization"] and facts["layers"] == "2"
+    meta = Explorer(made["xss"]).summary["overview"]
+    assert meta["metadata"] == [["note", files.XSS_META]]
+    facts = {row[0]: row[1] for row in meta["facts"]}
+    assert facts["quantization"] == "none: F32 × 2" and "no config.json" in facts["architecture"]
 
 
 def test_histogram_needs_a_real_tensor(made):

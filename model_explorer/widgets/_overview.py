@@ -1,0 +1,152 @@
+"""The overview a file opens on: what the model is in a few rows, then its top metadata.
+
+Until the model card lands this reads what the file itself says: GGUF `general.*` and
+architecture keys, safetensors `__metadata__`, config.json beside the weights. Every row
+names the key it came from, so a reader can find it in the header tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..records import CheckpointRecord, plain_value
+from ..spans import short_repr
+from ..units import format_bytes
+
+MAX_METADATA_ROWS = 16
+VALUE_CHARS = 160
+# Side files kept in `metadata` that are shown through their keys, not as one blob.
+_SIDE_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json",
+               "special_tokens_map.json")
+# (label, GGUF key under the architecture, config.json keys) for the shape of the model.
+_SHAPE = (
+    ("layers", "block_count", ("num_hidden_layers", "n_layer", "num_layers")),
+    ("hidden size", "embedding_length", ("hidden_size", "n_embd", "d_model")),
+    ("context length", "context_length", ("max_position_embeddings", "n_positions", "max_seq_len")),
+    ("attention heads", "attention.head_count", ("num_attention_heads", "n_head")),
+    ("vocabulary", "vocab_size", ("vocab_size",)),
+)
+
+
+def overview(ckpt: CheckpointRecord) -> dict[str, Any]:
+    """{"facts": [[label, value, key]], "metadata": [[key, value]], "metadata_total": n}."""
+    rows = _metadata_rows(ckpt)
+    return {"facts": _facts(ckpt), "metadata": rows[:MAX_METADATA_ROWS], "metadata_total": len(rows)}
+
+
+def _facts(ckpt: CheckpointRecord) -> list[list[Any]]:
+    config = ckpt.meta("config.json")
+    config = config if isinstance(config, dict) else {}
+    arch = ckpt.meta("general.architecture")
+    facts: list[list[Any]] = []
+
+    def add(label: str, value: Any, key: str | None = None) -> None:
+        if value not in (None, "", []):
+            facts.append([label, short_repr(value, VALUE_CHARS), key])
+
+    add("format", _format_text(ckpt))
+    add("name", ckpt.meta("general.name"), "general.name")
+    if "general.name" not in ckpt.metadata:
+        add("name", config.get("_name_or_path"), "config.json > _name_or_path")
+    if arch is not None:
+        add("architecture", arch, "general.architecture")
+    elif config:
+        classes = config.get("architectures")
+        value = ", ".join(map(str, classes)) if isinstance(classes, list) and classes else config.get("model_type")
+        add("architecture", value, "config.json > architectures")
+    else:
+        add("architecture", "not recorded (no config.json beside the weights)")
+    n = sum(t.numel for t in ckpt.tensors.values())
+    add("parameters", f"{_count(n)} ({n:,})" if n else "no tensors")
+    add("quantization", *_quantization(ckpt, config))
+    for label, gguf_key, hf_keys in _SHAPE:
+        if arch is not None and f"{arch}.{gguf_key}" in ckpt.metadata:
+            add(label, ckpt.meta(f"{arch}.{gguf_key}"), f"{arch}.{gguf_key}")
+            continue
+        key = next((k for k in hf_keys if k in config), None)
+        if key:
+            add(label, config[key], f"config.json > {key}")
+    return facts
+
+
+def _format_text(ckpt: CheckpointRecord) -> str:
+    # The version span's value reads "u32 = 3"; the reader wants the 3.
+    version = next((str(s.value).rsplit("=", 1)[-1].strip() for s in ckpt.spans
+                    if s.kind == "version" and s.value), None)
+    files = len(ckpt.files)
+    return (f"{ckpt.format.upper() if ckpt.format == 'gguf' else ckpt.format}"
+            f"{f' v{version}' if version is not None else ''}, {files} file{'s' if files != 1 else ''}, "
+            f"{format_bytes(ckpt.total_size)}")
+
+
+def _quantization(ckpt: CheckpointRecord, config: dict) -> tuple[str, str | None]:
+    mix = ckpt.dtype_mix()
+    parts = ", ".join(f"{kind} × {n}" for kind, n in list(mix.items())[:4])
+    if len(mix) > 4:
+        parts += f", {len(mix) - 4} more"
+    q = config.get("quantization_config") or config.get("quantization")
+    if isinstance(q, dict):
+        method = q.get("quant_method") or ("mlx affine" if "group_size" in q else "quantized")
+        bits = q.get("bits") or q.get("num_bits")
+        group = q.get("group_size")
+        what = f"{method}{f', {bits}-bit' if bits else ''}{f', groups of {group}' if group else ''}"
+        return f"{what} ({parts})", "config.json > quantization_config"
+    quantized = [k for k in mix if not _is_float(k)]
+    if not quantized:
+        return f"none: {parts}" if parts else "none", None
+    file_type = _gguf_file_type(ckpt.meta("general.file_type"))
+    if file_type:
+        return f"{file_type}: {parts}", "general.file_type"
+    return parts, None
+
+
+def _gguf_file_type(value: Any) -> str | None:
+    """llama.cpp's name for `general.file_type` (3 -> MOSTLY_Q4_1), from gguf-py's own enum."""
+    if value is None:
+        return None
+    try:
+        import gguf
+
+        return gguf.LlamaFileType(int(value)).name
+    except (ImportError, ValueError, TypeError):
+        return None
+
+
+def _is_float(kind: str) -> bool:
+    return kind.upper() in ("F64", "F32", "F16", "BF16", "FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16",
+                            "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8", "U8", "BOOL")
+
+
+def _count(n: int) -> str:
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return str(n)
+
+
+def _metadata_rows(ckpt: CheckpointRecord) -> list[list[str]]:
+    """The file's own key/values first (GGUF general.* and architecture keys before the
+    tokenizer's), then config.json's scalar entries; arrays as their length and first items."""
+    own = [(str(k), v) for k, v in ckpt.metadata.items() if k not in _SIDE_FILES]
+    own.sort(key=lambda kv: 2 if kv[0].startswith("tokenizer.") else 0 if kv[0].startswith("general.") else 1)
+    rows = [[key, _value_text(plain_value(v))] for key, v in own]
+    for row in rows:
+        if row[0] == "general.file_type" and _gguf_file_type(row[1]):
+            row[1] = f"{row[1]} ({_gguf_file_type(row[1])})"
+    config = ckpt.meta("config.json")
+    if isinstance(config, dict):
+        rows += [[f"config.json > {k}", _value_text(v)] for k, v in config.items()
+                 if not isinstance(v, dict)]
+    return rows
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) and not hasattr(value, "__len__"):
+        return short_repr(value, VALUE_CHARS)
+    try:
+        n = len(value)
+        first = ", ".join(short_repr(value[i], 24) for i in range(min(n, 3)))
+    except Exception:  # an odd container: show what repr says
+        return short_repr(value, VALUE_CHARS)
+    return f"{n} item{'s' if n != 1 else ''}: [{first}{', …' if n > 3 else ''}]"
