@@ -144,6 +144,7 @@ def test_tour_explorer_renders_from_saved_state(lesson):
     magic.hover()
     status = explorer.locator(".me-hex-status")
     page.wait_for_function("el => el.textContent.includes('magic')", arg=status.element_handle())
+    explorer.locator(".me-tab", has_text="Header").click()  # a healthy file opens on the Overview
     explorer.locator(".me-tree .me-tree-row").first.wait_for()
     explorer.scroll_into_view_if_needed()
     explorer.screenshot(path=str(_artifact("course-site-explorer.png")))
