@@ -81,24 +81,20 @@ def _format_text(ckpt: CheckpointRecord) -> str:
 
 
 def _quantization(ckpt: CheckpointRecord, config: dict) -> tuple[str, str | None]:
+    """The reader's quantization summary (formats/hubquant/summary.py): scheme, bits per weight
+    and the real mix, e.g. "MOSTLY_Q4_1: 5.74 bits per weight: Q4_1 79% of weights at 5, ..."."""
+    q = ckpt.details.get("quantization")
+    if isinstance(q, dict) and q.get("text"):
+        label = q.get("label") or q.get("scheme")
+        source = ("general.file_type" if q.get("scheme") == "gguf" else
+                  "config.json > quantization_config" if isinstance(config.get("quantization_config"), dict)
+                  else None)
+        return (f"{label}: {q['text']}" if label else q["text"]), source
     mix = ckpt.dtype_mix()
     parts = ", ".join(f"{kind} × {n}" for kind, n in list(mix.items())[:4])
     if len(mix) > 4:
         parts += f", {len(mix) - 4} more"
-    q = config.get("quantization_config") or config.get("quantization")
-    if isinstance(q, dict):
-        method = q.get("quant_method") or ("mlx affine" if "group_size" in q else "quantized")
-        bits = q.get("bits") or q.get("num_bits")
-        group = q.get("group_size")
-        what = f"{method}{f', {bits}-bit' if bits else ''}{f', groups of {group}' if group else ''}"
-        return f"{what} ({parts})", "config.json > quantization_config"
-    quantized = [k for k in mix if not _is_float(k)]
-    if not quantized:
-        return f"none: {parts}" if parts else "none", None
-    file_type = _gguf_file_type(ckpt.meta("general.file_type"))
-    if file_type:
-        return f"{file_type}: {parts}", "general.file_type"
-    return parts, None
+    return (f"none: {parts}" if parts else "none"), None
 
 
 def _gguf_file_type(value: Any) -> str | None:
@@ -111,11 +107,6 @@ def _gguf_file_type(value: Any) -> str | None:
         return gguf.LlamaFileType(int(value)).name
     except (ImportError, ValueError, TypeError):
         return None
-
-
-def _is_float(kind: str) -> bool:
-    return kind.upper() in ("F64", "F32", "F16", "BF16", "FLOAT64", "FLOAT32", "FLOAT16", "BFLOAT16",
-                            "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8", "U8", "BOOL")
 
 
 def _count(n: int) -> str:
