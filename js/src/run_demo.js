@@ -4,7 +4,7 @@
  * (dom.js `h`). The pure helpers are unit-tested; run_demo_widget.js is the anywidget entry.
  *
  * Python -> JS custom messages: token, generate_start, generate_done, compare_event, notice, error.
- * JS -> Python: {type: "dequantize" | "generate" | "compare" | "stop"}.
+ * JS -> Python: {type: "dequantize" | "generate" | "compare" | "compare_backends" | "stop"}.
  */
 import { h } from "./dom.js";
 import { formatBytes } from "./format.js";
@@ -134,6 +134,29 @@ function renderComparison(box, comparison, live) {
   }
 }
 
+/**
+ * Rows of the backend comparison as table cells: what each backend reads per token, what that
+ * allows at this machine's memory bandwidth, and what it reaches.
+ */
+export function backendCells(r) {
+  const num = (x, d = 1) => (typeof x === "number" && isFinite(x) ? x.toFixed(d) : "-");
+  return [r.backend, formatSeconds(r.load_s), num(r.prefill_tps), num(r.decode_tps),
+    formatBytes(r.weight_bytes_per_token), num(r.cap_tps),
+    typeof r.share_of_cap === "number" ? `${Math.round(r.share_of_cap * 100)}%` : "-",
+    r.peak_rss ? formatBytes(r.peak_rss) : "-", r.agrees_with_numpy || "-"];
+}
+
+const BACKEND_HEADS = ["backend", "load", "prefill tok/s", "decode tok/s", "weights read per token",
+  "bandwidth cap tok/s", "of cap", "peak memory", "greedy tokens = numpy"];
+
+function renderBackends(box, rows) {
+  box.replaceChildren();
+  if (!rows || !rows.length) return;
+  box.append(el("div", { class: "me-rd-status", text: "A decode step reads every weight matrix once: "
+    + "a backend that keeps the weights quantized reads fewer bytes per token, and memory bandwidth "
+    + "divided by those bytes is the fastest it can go." }), table(BACKEND_HEADS, rows.map(backendCells)));
+}
+
 /** Draw the demo into `root`; returns the cleanup function. */
 export function renderRunDemo({ model, el: root }) {
   root.classList.add("me-rundemo");
@@ -146,6 +169,7 @@ export function renderRunDemo({ model, el: root }) {
   const bDequant = el("button", { text: "Dequantize" });
   const bGenerate = el("button", { text: "Generate" });
   const bCompare = el("button", { text: "Compare quantizations" });
+  const bBackends = el("button", { text: "Compare backends" });
   const bStop = el("button", { text: "Stop" });
   const status = el("span", { class: "me-rd-status" });
   const bar = el("progress", { max: "1" });
@@ -156,6 +180,7 @@ export function renderRunDemo({ model, el: root }) {
   const stats = el("div", { class: "me-rd-status" });
   const dequantBox = el("div");
   const compareBox = el("div");
+  const backendsBox = el("div");
 
   root.replaceChildren(
     el("div", { class: "me-rd-row" }, [status]),
@@ -166,8 +191,8 @@ export function renderRunDemo({ model, el: root }) {
       el("label", {}, [document.createTextNode("temperature "), temperature]),
       el("label", {}, [document.createTextNode("device "), device]),
     ]),
-    el("div", { class: "me-rd-row" }, [bDequant, bGenerate, bCompare, bStop, bar, barLabel]),
-    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, dequantBox, compareBox);
+    el("div", { class: "me-rd-row" }, [bDequant, bGenerate, bCompare, bBackends, bStop, bar, barLabel]),
+    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, dequantBox, compareBox, backendsBox);
 
   let live = {}; // label -> streamed text during a comparison
 
@@ -182,7 +207,7 @@ export function renderRunDemo({ model, el: root }) {
   function syncStatus() {
     const busy = model.get("busy");
     status.textContent = statusLine(model.get("status"), model.get("source_label"));
-    for (const b of [bDequant, bGenerate, bCompare]) b.disabled = busy;
+    for (const b of [bDequant, bGenerate, bCompare, bBackends]) b.disabled = busy;
     bStop.disabled = !busy;
     error.textContent = model.get("error");
     const p = model.get("progress");
@@ -205,6 +230,7 @@ export function renderRunDemo({ model, el: root }) {
   const syncOutput = () => { output.textContent = model.get("output"); };
   const syncDequant = () => renderDequant(dequantBox, model.get("dequant"), model.get("dequant_summary"));
   const syncComparison = () => renderComparison(compareBox, model.get("comparison"), live);
+  const syncBackends = () => renderBackends(backendsBox, model.get("backends"));
 
   function set(name, value) { model.set(name, value); model.save_changes(); }
   prompt.addEventListener("input", () => set("prompt", prompt.value));
@@ -215,6 +241,7 @@ export function renderRunDemo({ model, el: root }) {
   bDequant.addEventListener("click", () => model.send({ type: "dequantize" }));
   bGenerate.addEventListener("click", () => model.send({ type: "generate" }));
   bCompare.addEventListener("click", () => { live = {}; model.send({ type: "compare" }); });
+  bBackends.addEventListener("click", () => model.send({ type: "compare_backends" }));
   bStop.addEventListener("click", () => model.send({ type: "stop" }));
 
   function onMessage(msg) {
@@ -237,10 +264,11 @@ export function renderRunDemo({ model, el: root }) {
     ["change:status change:busy change:error change:progress change:source_label", syncStatus],
     ["change:stats", syncStats], ["change:output", syncOutput],
     ["change:dequant change:dequant_summary", syncDequant], ["change:comparison", syncComparison],
+    ["change:backends", syncBackends],
     ["msg:custom", onMessage],
   ];
   for (const [ev, fn] of handlers) model.on(ev, fn);
-  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncDequant(); syncComparison();
+  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncDequant(); syncComparison(); syncBackends();
   return () => { for (const [ev, fn] of handlers) model.off(ev, fn); };
 }
 

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
+  backendCells,
   agreementLabel, agreementSpans, formatBytes, formatPerplexity, formatSeconds, formatTps,
   progressFraction, statusLine,
 } from "../src/run_demo.js";
@@ -51,4 +52,12 @@ test("status line names the source and the state", () => {
   assert.equal(statusLine("idle", "model.gguf"), "model.gguf: ready");
   assert.equal(statusLine("loading", "m"), "m: dequantizing");
   assert.equal(statusLine("weird", "m"), "m: weird");
+});
+
+test("backend rows say what each backend reads per token and how close it gets to the cap", () => {
+  const cells = backendCells({ backend: "llama.cpp", load_s: 0.21, prefill_tps: 66.8, decode_tps: 38.4,
+    weight_bytes_per_token: 97 * 2 ** 20, cap_tps: 160.2, share_of_cap: 0.24, peak_rss: 173 * 2 ** 20,
+    agrees_with_numpy: "16/16" });
+  assert.deepEqual(cells, ["llama.cpp", "210 ms", "66.8", "38.4", "97.0 MiB", "160.2", "24%", "173.0 MiB", "16/16"]);
+  assert.equal(backendCells({ backend: "numpy" })[6], "-");
 });

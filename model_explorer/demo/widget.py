@@ -171,6 +171,15 @@ class RunDemo(anywidget.AnyWidget):
     - Default: `{}`
     """
 
+    backends = t.List(t.Dict()).tag(sync=True)
+    """The last "Compare backends" rows (`backends_compare.compare_backends`): per backend its
+    load time, prefill/decode tokens/s, peak memory, weight bytes per decode step, the tokens/s
+    memory bandwidth allows at that size, and agreement with the numpy reference.
+
+    - Type: `list[dict]`
+    - Default: `[]`
+    """
+
     def __init__(self, source: str | os.PathLike | None = None, device: str = "auto",
                  cache_dir: str | None = None, **kwargs) -> None:
         from ..samples import sample_path
@@ -200,7 +209,8 @@ class RunDemo(anywidget.AnyWidget):
         if kind == "stop":
             self.stop()
             return
-        action = {"dequantize": self.dequantize, "generate": self.generate, "compare": self.compare}.get(kind)
+        action = {"dequantize": self.dequantize, "generate": self.generate, "compare": self.compare,
+                  "compare_backends": self.compare_backends}.get(kind)
         if action is not None:
             action()
 
@@ -217,6 +227,11 @@ class RunDemo(anywidget.AnyWidget):
     def compare(self) -> bool:
         """The same prompt on the shipped model and its Q8_0 / F16 conversions."""
         return self._start("comparing", self._job_compare)
+
+    def compare_backends(self) -> bool:
+        """The same prompt on every backend here: numpy (the readable reference), llama.cpp
+        and torch when installed; why the engine is fast, not just that it is."""
+        return self._start("comparing", self._job_backends)
 
     def stop(self) -> None:
         self._stop.set()
@@ -340,6 +355,23 @@ class RunDemo(anywidget.AnyWidget):
                                        chat=self.chat, device=self.device, cache_dir=self.cache_dir,
                                        on_event=on_event, should_stop=self._stop.is_set)
         self.comparison = _jsonable(result.to_dict())
+
+
+    def _job_backends(self) -> None:
+        from .backends_compare import compare_backends
+
+        self._model = None  # one model in memory at a time
+        self.backends = []
+        rows: list[dict] = []
+
+        def on_row(row: dict) -> None:
+            rows.append(_jsonable({k: v for k, v in row.items() if k != "tokens"}))
+            self.backends = list(rows)
+            if self._stop.is_set():
+                raise _Stopped()
+
+        compare_backends(self.source, self.prompt, max(1, int(self.max_new_tokens)), chat=self.chat,
+                         on_row=on_row)
 
 
 def _jsonable(value):

@@ -141,3 +141,13 @@ def test_layer_table_groups_rows_by_layer_in_order():
 def test_unknown_keywords_are_refused(tiny_gguf):
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_tokens'"):
         RunDemo(tiny_gguf, max_tokens=5)
+
+
+def test_compare_backends_fills_one_row_per_backend(tiny_gguf, tmp_path):
+    w, _ = make(tiny_gguf, tmp_path, max_new_tokens=4, chat=False, prompt="the cat")
+    click(w, "compare_backends")
+    assert w.wait(120) and not w.error, w.error
+    rows = w.backends
+    assert rows[0]["backend"] == "numpy" and rows[0]["agrees_with_numpy"] == "4/4"
+    for r in rows:
+        assert r["weight_bytes_per_token"] > 0 and r["cap_tps"] > 0 and "tokens" not in r
