@@ -43,6 +43,9 @@ class Plan:
     data_bytes: int = 0
     label: str = ""  # what one unit is, for sample descriptions ("block of 256")
     strided: tuple | None = None  # PyTorch non-contiguous view: (shape, strides in bytes)
+    # Units whose bytes are not one contiguous run (a GPTQ output channel is a column of
+    # qweight): gather(ckpt, unit indices) -> (n, unit_bytes) uint8, replacing the range read.
+    gather: Callable[[CheckpointRecord, np.ndarray], np.ndarray] | None = None
 
     @property
     def numel(self) -> int:
@@ -69,6 +72,8 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
                          f"{info.numel:,} elements, more than any file holds.")
     if info.quant and info.quant.get("kind") == "mlx_affine":
         return _mlx_plan(ckpt, info)
+    if info.quant and info.quant.get("kind") in _schemes().PLANNERS:
+        return _schemes().PLANNERS[info.quant["kind"]](ckpt, info)
     if info.quant:  # a scheme without a codec here: never show its packed codes as weights
         q = info.quant
         why = f": {q['reason']}" if q.get("reason") else ""
@@ -89,6 +94,12 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
         raise ValueError(f"Tensor {info.name!r} has dtype {info.dtype!r}, which this tool cannot "
                          "decode.")
     return _plain_plan(info, dt)
+
+
+def _schemes():
+    from . import schemes  # the Hub quantization codecs build on Plan: imported on use
+
+    return schemes
 
 
 def _plain_plan(info: TensorInfo, dt: np.dtype) -> Plan:
@@ -236,6 +247,8 @@ def _check_length(plan: Plan) -> None:
 def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.ndarray:
     """Units [start, stop) as uint8 (n, unit_bytes): a view of the mmap for local files."""
     _check_length(plan)
+    if plan.gather is not None:
+        return plan.gather(ckpt, np.arange(start, stop, dtype=np.int64))
     info, ub = plan.info, plan.unit_bytes
     src = ckpt.byte_source(info.file)
     lo = info.offset + start * ub
@@ -257,6 +270,9 @@ def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.n
 def raw_picked(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray, k: int = 1) -> np.ndarray:
     """Units idx*k .. idx*k+k for each index: (len(idx) * k, unit_bytes), gathered in one go."""
     idx = np.asarray(idx, dtype=np.int64)
+    if plan.gather is not None:
+        _check_length(plan)
+        return plan.gather(ckpt, (idx[:, None] * k + np.arange(k)).reshape(-1))
     src = ckpt.byte_source(plan.info.file)
     if getattr(src, "buffer", None) is not None and len(idx):
         # Gather from a view of the mmap. A group the data ends inside (sub-byte tensors end
