@@ -310,8 +310,13 @@ def decode_raw(plan: Plan, raw: np.ndarray, index) -> np.ndarray:
     """Decode units already read, (n, unit_bytes), numbered `index`, to (n, unit_elems) values."""
     out = np.empty((len(raw), plan.unit_elems), dtype=plan.out_dtype)
     if len(raw):
-        with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are data, not errors
-            plan.decode(raw, index, out)
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are data, not errors
+                plan.decode(raw, index, out)
+        except DecodeError as e:  # bad scales met while decoding: a finding, as at plan time
+            info = plan.info
+            raise Undecodable(str(e), Finding("warning", "undecodable", str(e), info.offset,
+                                              info.length, info.name, info.file)) from None
     return out
 
 
@@ -355,6 +360,11 @@ def _read_strided(ckpt: CheckpointRecord, plan: Plan) -> np.ndarray:
     dt = dtypes.numpy_dtype(dtypes.canonical(info.dtype), info.byteorder)
     view = np.lib.stride_tricks.as_strided(raw.view(dt), shape=shape, strides=strides)
     return view.astype(plan.out_dtype)
+
+
+class DecodeError(ValueError):
+    """Values found unusable while decoding (NaN, Inf or zero scales, a group index out of
+    range): `decode_raw` turns it into an `Undecodable` with its finding."""
 
 
 class Undecodable(ValueError):

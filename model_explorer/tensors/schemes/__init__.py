@@ -3,9 +3,17 @@ logical TensorInfo with a `quant` dict into a Plan, so read, stats and blocks de
 
 from __future__ import annotations
 
-from . import intpack
+from . import intpack, scaled
 
 PLANNERS = {
     "gptq": intpack.gptq_plan,
     "awq": intpack.awq_plan,
+    "fp8_block": scaled.fp8_block_plan,
+    "ct_float": scaled.ct_plan,
+    "ct_int": scaled.ct_plan,
+    "ct_pack": scaled.ct_plan,
+    "ct_nvfp4": scaled.ct_plan,
+    "ct_mxfp4": scaled.ct_plan,
+    "bnb_int8": scaled.bnb_int8_plan,
+    "mxfp4": scaled.mxfp4_plan,
 }

@@ -7,6 +7,7 @@ import numpy as np
 
 from ... import dtypes
 from ...records import CheckpointRecord, TensorInfo
+from ..read import DecodeError
 
 
 def stored(ckpt: CheckpointRecord, t: TensorInfo, what: str = "") -> np.ndarray:
@@ -48,7 +49,7 @@ def check_scales(info: TensorInfo, role: str, s: np.ndarray, zero_ok: bool = Fal
     bad = ~np.isfinite(s) if zero_ok else ~np.isfinite(s) | (s == 0)
     if bad.any():
         at = np.argwhere(bad)[0].tolist()
-        raise ValueError(f"Tensor {info.name!r}: its {role} {info.quant[role].name!r} holds "
+        raise DecodeError(f"Tensor {info.name!r}: its {role} {info.quant[role].name!r} holds "
                          f"{int(bad.sum())} {'non-finite' if zero_ok else 'zero or non-finite'} "
                          f"value(s) (first at {at}: {s[tuple(at)]!r}); the weights they scale "
                          "cannot be dequantized.")
