@@ -3,7 +3,7 @@ logical TensorInfo with a `quant` dict into a Plan, so read, stats and blocks de
 
 from __future__ import annotations
 
-from . import intpack, scaled
+from . import bnb4, intpack, scaled
 
 PLANNERS = {
     "gptq": intpack.gptq_plan,
@@ -15,5 +15,6 @@ PLANNERS = {
     "ct_nvfp4": scaled.ct_plan,
     "ct_mxfp4": scaled.ct_plan,
     "bnb_int8": scaled.bnb_int8_plan,
+    "bnb_4bit": bnb4.bnb4_plan,
     "mxfp4": scaled.mxfp4_plan,
 }
