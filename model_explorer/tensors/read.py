@@ -26,6 +26,11 @@ CHUNK_ELEMENTS = 1 << 18
 MAX_EXPANDED = 1 << 28
 
 
+# quant["kind"] -> planner(ckpt, info) -> Plan: the Hub quantization codecs in schemes/
+# register here (they build on Plan, so this module cannot import them).
+PLANNERS: dict[str, Callable] = {}
+
+
 @dataclass
 class Plan:
     """How one tensor's bytes become values."""
@@ -72,8 +77,8 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
                          f"{info.numel:,} elements, more than any file holds.")
     if info.quant and info.quant.get("kind") == "mlx_affine":
         return _mlx_plan(ckpt, info)
-    if info.quant and info.quant.get("kind") in _schemes().PLANNERS:
-        return _schemes().PLANNERS[info.quant["kind"]](ckpt, info)
+    if info.quant and info.quant.get("kind") in PLANNERS:
+        return PLANNERS[info.quant["kind"]](ckpt, info)
     if info.quant:  # a scheme without a codec here: never show its packed codes as weights
         q = info.quant
         why = f": {q['reason']}" if q.get("reason") else ""
@@ -94,12 +99,6 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
         raise ValueError(f"Tensor {info.name!r} has dtype {info.dtype!r}, which this tool cannot "
                          "decode.")
     return _plain_plan(info, dt)
-
-
-def _schemes():
-    from . import schemes  # the Hub quantization codecs build on Plan: imported on use
-
-    return schemes
 
 
 def _plain_plan(info: TensorInfo, dt: np.dtype) -> Plan:

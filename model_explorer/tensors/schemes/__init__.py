@@ -3,9 +3,10 @@ logical TensorInfo with a `quant` dict into a Plan, so read, stats and blocks de
 
 from __future__ import annotations
 
+from ..read import PLANNERS
 from . import bnb4, intpack, scaled
 
-PLANNERS = {
+PLANNERS.update({
     "gptq": intpack.gptq_plan,
     "awq": intpack.awq_plan,
     "fp8_block": scaled.fp8_block_plan,
@@ -17,4 +18,4 @@ PLANNERS = {
     "bnb_int8": scaled.bnb_int8_plan,
     "bnb_4bit": bnb4.bnb4_plan,
     "mxfp4": scaled.mxfp4_plan,
-}
+})
