@@ -34,15 +34,30 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def _card(ckpt):
+    from .model.card import card
+
+    try:
+        return card(ckpt)
+    except Exception as e:  # noqa: BLE001 - the card is a summary: the listing below still prints
+        print(f"model card unavailable: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+
+
 def cmd_info(args) -> int:
     ckpt = _open(args.source)
+    model_card = _card(ckpt)
     if args.json:
         out = ckpt.summary()
+        out["card"] = model_card.to_dict() if model_card is not None else None
         out["tensors"] = [t.to_dict() for t in ckpt.tensors.values()]
         out["metadata_keys"] = [k for k in ckpt.metadata]
         out["findings"] = [f.to_dict() for f in ckpt.findings]
         print(json.dumps(out, indent=1, default=str))
         return EXIT_OK
+    if model_card is not None:
+        print(model_card.text())
+        print()
     s = ckpt.summary()
     print(f"{s['format']}: {len(s['files'])} file(s), {_size(s['total_size'])}, "
           f"{s['tensor_count']} tensors, {s['parameter_count']:,} parameters")
