@@ -282,7 +282,8 @@ def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer]:
     from .. import sources
 
     if ckpt.errors:
-        shown = "; ".join(f.message for f in ckpt.errors[:3])
+        # The model-level findings name the cause (a key prefix, a missing head...): their fix too.
+        shown = "; ".join(f.message + (f" Fix: {f.fix}" if f.fix else "") for f in ckpt.errors[:3])
         raise UnsupportedModel(f"{path!r} has {len(ckpt.errors)} error(s) and cannot be loaded: {shown} "
                                "(model-explorer doctor lists them all).")
     if ckpt.format == "gguf":

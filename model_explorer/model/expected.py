@@ -87,7 +87,8 @@ def builtin(hp: HParams, gguf: bool = False, config: dict | None = None,
     add("model.norm.weight", "output_norm.weight", (h,))
     add("lm_head.weight", "output.weight", (vocab, h), required=False)
     e.head = "output.weight" if gguf else "lm_head.weight"
-    e.tied[e.head] = "token_embd.weight" if gguf else "model.embed_tokens.weight"
+    if gguf or hp.get("tied_embeddings") is True:  # llama.cpp reuses token_embd when output is absent
+        e.tied[e.head] = "token_embd.weight" if gguf else "model.embed_tokens.weight"
     for i in range(min(layers, max_layers)):
         p, g = f"model.layers.{i}.", f"blk.{i}."
         add(p + "input_layernorm.weight", g + "attn_norm.weight", (h,))

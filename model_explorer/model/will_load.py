@@ -48,7 +48,7 @@ def expected_for(ckpt: CheckpointRecord, hp: HParams) -> tuple[exp_mod.Expected 
     """The expected tensors and any info finding about where they came from."""
     notes: list[Finding] = []
     # The tables list layers up to the count the tensors show (+1), never a header's bare number.
-    shown = {int(m[1]) for n in ckpt.tensors if (m := _LAYER.match(n))}
+    shown = {int(m[1]) for n in ckpt.tensors if (m := _ANY_LAYER.search(n))}
     cap = min(exp_mod.MAX_LAYERS, (max(shown) + 2) if shown else 1)
     if hp.origin == "gguf":
         e = exp_mod.for_gguf(hp, cap)
@@ -151,7 +151,8 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
 
 def _prefix_finding(ckpt: CheckpointRecord, how: tuple[str, str, int], total: int) -> Finding:
     kind, p, count = how
-    first = next(n for n in ckpt.tensors if (n.startswith(p) if kind == "strip" else True))
+    names = [n for n in ckpt.tensors if (n.startswith(p) if kind == "strip" else True)]
+    first = next((n for n in names if n.startswith(p + p)), names[0])
     info = ckpt.tensors[first]
     if kind == "add":
         return model_finding("key_prefix", f"{count:,} of {total:,} tensor names lack the {p!r} prefix the "
@@ -265,6 +266,7 @@ _UP = ("model.layers.0.mlp.up_proj.weight", "blk.0.ffn_up.weight", "model.layers
        "blk.0.ffn_gate.weight")
 _LAYER = re.compile(r"^(?:model\.(?:language_model\.)?layers|blk|transformer\.h|model\.decoder\.layers|"
                     r"gpt_neox\.layers|transformer\.blocks)\.(\d+)\.")
+_ANY_LAYER = re.compile(r"(?:^|\.)(?:layers|blk|h|blocks)\.(\d+)\.")
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 _EXPS = ("blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_exps.weight")
 
@@ -289,7 +291,8 @@ def _quantities(ckpt: CheckpointRecord, hp: HParams, by_name: dict[str, TensorIn
             return
         if s.value == found:
             return
-        explained[q] = {s.value, found}
+        scale = hp.get("head_dim") if q in ("heads", "kv_heads") else 1  # the dims the shapes show
+        explained[q] = {s.value * (scale or 1), found * (scale or 1)}
         loc = {"offset": s.offset, "length": s.length, "file": s.file} if s.offset is not None else _loc(info)
         if info is not None:
             loc["tensor"] = info.name

@@ -44,6 +44,7 @@ def test_card_from_gguf_points_at_key_values(tmp_path):
     assert c.tokenizer["pre_tokenizer"] == "smollm" and c.tokenizer["count"] == 288
 
 
+@pytest.mark.slow
 def test_card_of_the_bundled_sample_matches_gguf_py():
     import gguf
 
@@ -70,8 +71,8 @@ def test_deepseek_mla_and_moe_values(tmp_path):
            "num_experts_per_tok": 2, "vocab_size": 100, "max_position_embeddings": 4096,
            "rope_scaling": {"type": "yarn", "factor": 4.0}}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    from safetensors.numpy import save_file
     import numpy as np
+    from safetensors.numpy import save_file
 
     save_file({"model.embed_tokens.weight": np.zeros((100, 64), np.float32)}, str(tmp_path / "model.safetensors"))
     c = mx.card(str(tmp_path))
