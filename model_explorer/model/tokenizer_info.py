@@ -218,6 +218,7 @@ def _from_folder(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
                 if entry.get("id") is None:
                     entry["id"] = i
                 entry.setdefault("ids_from", []).append(f"{src_name} {name}_token_id = {i}")
+                entry.setdefault("config_ids", []).append({"id": i, "from": f"{src_name} {name}_token_id"})
                 break
     # chat template: chat_template.jinja wins over tokenizer_config.json, as transformers reads it
     jinja_text, jinja_path, problem = side_text(ckpt, "chat_template.jinja")
@@ -314,10 +315,14 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
                                      tokens=t.count, vocab_size=vocab.value))
     limit = rows or (t.count if t.count else None)
     for name, s in t.special.items():
-        i = s.get("id")
-        if isinstance(i, int) and limit is not None and not 0 <= i < limit:
-            where = s.get("from") or ", ".join(s.get("ids_from", []))
-            loc = _kv_loc(ckpt, f"tokenizer.ggml.{GGUF_SPECIAL_KEYS[name]}") if t.source == "gguf" else {}
+        candidates = [(s.get("id"), s.get("from"))] + [(c["id"], c["from"]) for c in s.get("config_ids", [])]
+        for i, where in dict(candidates).items():
+            if not (isinstance(i, int) and limit is not None and not 0 <= i < limit):
+                continue
+            if t.source == "gguf":
+                loc = _kv_loc(ckpt, f"tokenizer.ggml.{GGUF_SPECIAL_KEYS[name]}")
+            else:
+                loc = _json_loc(ckpt, where)
             out.append(model_finding("special_token_out_of_vocab", f"The {name} token id {i} ({where}) is "
                                      f"outside the vocabulary of {limit:,} ids.", token=name, id=i,
                                      **(loc or tok_loc)))
@@ -336,6 +341,18 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
                                  "tokenizer_config.json chat_template, tokenizer.chat_template).",
                                  **(tok_loc if t.source else {"file": model_dir(ckpt)})))
     return out
+
+
+def _json_loc(ckpt: CheckpointRecord, where: str | None) -> dict:
+    """{"file", "offset", "length"} of "<side file> <key>" (as the special-token sources say)."""
+    if not where or " " not in where:
+        return {}
+    name, key = where.split(" ", 1)
+    side = side_json(ckpt, name)
+    if side is None:
+        return {}
+    off, ln = side.where(key)
+    return {"file": side.path, "offset": off, "length": ln}
 
 
 def _instruct(ckpt: CheckpointRecord, hp: HParams) -> bool:
