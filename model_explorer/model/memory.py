@@ -8,8 +8,8 @@
   grouped-query attention (KV heads, not attention heads), sliding-window layers (they keep at
   most `window` positions), and DeepSeek's multi-head latent attention (one compressed vector
   of kv_lora_rank + qk_rope_head_dim per token and layer, as llama.cpp and vLLM cache it);
-- activations of one prefill chunk (attention scores chunk × heads × context, the MLP's
-  intermediate) and a margin: RUNTIME_FRACTION of weights + cache, plus RUNTIME_BYTES for the
+- activations of one prefill chunk (two copies of the attention scores chunk × heads × context,
+  the causal mask, the MLP's intermediate) and a margin: RUNTIME_FRACTION of weights + cache, plus RUNTIME_BYTES for the
   runtime itself (CUDA context or interpreter);
 - given a device size, the largest context that fits.
 """
@@ -131,14 +131,20 @@ def float32_bytes(ckpt: CheckpointRecord) -> int:
 
 
 def _activations(hp: HParams, context: int, batch: int, chunk: int) -> int:
+    """The largest live temporaries of one prefill chunk of `chunk` tokens at `context`: two
+    float32 copies of the attention scores (heads × chunk × context: the product and the
+    scaled/masked result exist together), the causal mask (query-group × chunk × context), the
+    residual stream and MLP intermediate of the chunk, and one row of logits."""
     heads = _int(hp.get("heads")) or 1
+    kvh = _int(hp.get("kv_heads")) or heads
     hidden = _int(hp.get("hidden")) or 0
     inter = _int(hp.get("intermediate")) or 4 * hidden
     vocab = _int(hp.get("vocab")) or 0
     c = min(context, chunk)
     scores = c * heads * context * 4
+    mask = c * max(1, heads // kvh) * context * 4
     stream = c * (4 * hidden + 3 * inter) * 4
-    return int(batch * (scores + stream + vocab * 4))
+    return int(batch * (2 * scores + mask + stream + vocab * 4))
 
 
 def estimate(ckpt: CheckpointRecord, context: int | None = None, batch: int = 1, kv_dtype: str = "f16",

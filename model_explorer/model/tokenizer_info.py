@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .. import sources
 from ..records import CheckpointRecord, plain_value
 from ..spans import Finding
@@ -34,7 +36,6 @@ GGUF_SPECIAL_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "pad": "paddi
                      "unk": "unknown_token_id"}
 CONTROL, USER_DEFINED = 3, 4
 MAX_LISTED = 64  # special / added tokens listed in the summary
-MAX_VOCAB = 4_000_000  # a GGUF token array longer than this is not listed (a header is not trusted)
 
 
 @dataclass
@@ -91,10 +92,15 @@ def _kv_loc(ckpt: CheckpointRecord, key: str) -> dict:
     return {"offset": kv.offset, "length": kv.length, "file": getattr(kv, "file", None) or ckpt.files[0]}
 
 
-def _as_list(value) -> list:
-    if hasattr(value, "to_list"):
-        return value.to_list()
-    return list(value) if isinstance(value, (list, tuple)) else []
+def _types(value) -> np.ndarray | None:
+    """llama.cpp token types as an integer array (None when absent or not numeric)."""
+    if value is None:
+        return None
+    try:
+        arr = value.to_numpy() if hasattr(value, "to_numpy") else np.asarray(value)
+    except (TypeError, ValueError, OSError):
+        return None
+    return arr if arr.dtype.kind in "iu" else None
 
 
 def _from_gguf(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
@@ -106,18 +112,25 @@ def _from_gguf(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
     tokens_value = ckpt.meta("tokenizer.ggml.tokens")
     n = len(tokens_value) if hasattr(tokens_value, "__len__") else None
     t.vocab_size = t.count = n
-    small = n is not None and n <= MAX_VOCAB
-    types = _as_list(ckpt.meta("tokenizer.ggml.token_type", [])) if small else []
-    tokens = _as_list(tokens_value) if small else []
-    listed = [i for i, ty in enumerate(types) if ty in (CONTROL, USER_DEFINED)]
+    types = _types(ckpt.meta("tokenizer.ggml.token_type"))
+
+    def token(i: int) -> str | None:  # read one string from the file: opening a 128k vocabulary stays fast
+        if n is None or not 0 <= i < n:
+            return None
+        try:
+            value = tokens_value[i]
+        except (IndexError, TypeError, ValueError, OSError):
+            return None
+        return value if isinstance(value, str) else None
+
+    listed = np.flatnonzero((types == CONTROL) | (types == USER_DEFINED)) if types is not None else []
     t.added_total = len(listed)
-    t.added_tokens = [{"id": i, "content": tokens[i] if i < len(tokens) else None,
-                       "special": types[i] == CONTROL} for i in listed[:MAX_LISTED]]
+    t.added_tokens = [{"id": int(i), "content": token(int(i)), "special": bool(types[i] == CONTROL)}
+                      for i in listed[:MAX_LISTED]]
     for name, key in GGUF_SPECIAL_KEYS.items():
         i = ckpt.meta(f"tokenizer.ggml.{key}")
         if isinstance(i, int) and not isinstance(i, bool):
-            t.special[name] = {"id": i, "token": tokens[i] if 0 <= i < len(tokens) else None,
-                               "from": f"tokenizer.ggml.{key}"}
+            t.special[name] = {"id": i, "token": token(i), "from": f"tokenizer.ggml.{key}"}
     template = ckpt.meta("tokenizer.chat_template")
     if isinstance(template, str):
         t.chat_template, t.template_from = template, "tokenizer.chat_template"
