@@ -55,8 +55,8 @@ def cmd_info(args) -> int:
         out["findings"] = [f.to_dict() for f in ckpt.findings]
         print(json.dumps(out, indent=1, default=str))
         return EXIT_OK
-    if model_card is not None:
-        print(model_card.text())
+    if model_card is not None and (model_card.architecture or model_card.adapter):
+        print(model_card.text())  # a loose tensor file has no model to describe
         print()
     s = ckpt.summary()
     print(f"{s['format']}: {len(s['files'])} file(s), {_size(s['total_size'])}, "

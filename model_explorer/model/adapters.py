@@ -79,6 +79,15 @@ def _pattern_value(pattern: dict, module: str, default):
     return default
 
 
+def _targets(v):
+    """target_modules as PEFT allows it: a regex string or a list of names (anything else: None)."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        return [x for x in v if isinstance(x, str)]
+    return None
+
+
 def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -96,7 +105,7 @@ def read_adapter(ckpt: CheckpointRecord) -> AdapterInfo | None:
         r=r if isinstance(r, int) and not isinstance(r, bool) else None,
         alpha=float(alpha) if _num(alpha) else None, scaling=None,
         use_rslora=bool(c.get("use_rslora")), use_dora=bool(c.get("use_dora")),
-        target_modules=c.get("target_modules"),
+        target_modules=_targets(c.get("target_modules")),
         rank_pattern={k: v for k, v in (c.get("rank_pattern") or {}).items() if isinstance(v, int)}
         if isinstance(c.get("rank_pattern"), dict) else {},
         alpha_pattern={k: v for k, v in (c.get("alpha_pattern") or {}).items() if _num(v)}

@@ -208,7 +208,8 @@ def _from_folder(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
         t.count = max(vocab_ids) + 1
     # special tokens: tokenizer_config.json, then special_tokens_map.json, then config.json ids
     by_content = {a["content"]: a["id"] for a in t.added_tokens if isinstance(a.get("content"), str)}
-    tj_vocab = (((tj.value or {}).get("model") or {}).get("vocab") if tj is not None else None)
+    tj_model = (tj.value or {}).get("model") if tj is not None else None
+    tj_vocab = tj_model.get("vocab") if isinstance(tj_model, dict) else None
     for name in SPECIAL_NAMES:
         for side in (tc, sm):
             token = _content((side.value or {}).get(f"{name}_token")) if side is not None else None

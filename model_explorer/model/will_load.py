@@ -271,6 +271,10 @@ _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 _EXPS = ("blk.0.ffn_up_exps.weight", "blk.0.ffn_gate_exps.weight")
 
 
+def _pos_int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
 def _first(by_name: dict[str, TensorInfo], names) -> TensorInfo | None:
     return next((by_name[n] for n in names if n in by_name), None)
 
@@ -291,7 +295,7 @@ def _quantities(ckpt: CheckpointRecord, hp: HParams, by_name: dict[str, TensorIn
             return
         if s.value == found:
             return
-        scale = hp.get("head_dim") if q in ("heads", "kv_heads") else 1  # the dims the shapes show
+        scale = _pos_int(hp.get("head_dim")) if q in ("heads", "kv_heads") else 1  # the dims the shapes show
         explained[q] = {s.value * (scale or 1), found * (scale or 1)}
         loc = {"offset": s.offset, "length": s.length, "file": s.file} if s.offset is not None else _loc(info)
         if info is not None:
@@ -308,8 +312,7 @@ def _quantities(ckpt: CheckpointRecord, hp: HParams, by_name: dict[str, TensorIn
         check("layers", max(layers) + 1, None, f"the tensors name layers 0 to {max(layers)}, a count")
         if "layers" in explained:
             explained["layers"] = {max(layers) + 1}
-    hd = hp.get("head_dim")
-    hidden = hp.get("hidden")
+    hd, hidden = _pos_int(hp.get("head_dim")), _pos_int(hp.get("hidden"))
     for q_name, names, what in (("heads", _Q, "heads"), ("kv_heads", _K, "key/value heads")):
         info = _first(by_name, names)
         if info is None or not hd or len(info.shape) != 2 or info.quant or info.dtype in PACKED_DTYPES:
