@@ -128,7 +128,7 @@ def write_gguf(path, cfg: dict | None = None, state: dict | None = None, pre: st
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
     n = n_tokens or cfg["vocab_size"]
-    tokens = SPECIALS + byte_tokens()
+    tokens = SPECIALS + byte_tokens() + ["Ġt"]
     tokens += [f"x{i}" for i in range(len(tokens), n)]
     w.add_tokenizer_model("gpt2")
     if pre:

@@ -141,3 +141,31 @@ def test_adapter_config_missing_r_is_reported_with_the_file(tmp_path):
     (tmp_path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "lora_alpha": 8}))
     f = only(mx.open(str(tmp_path)), "adapter_config_invalid")
     assert "'r'" in f.message and f.file.endswith("adapter_config.json")
+
+
+def test_inspector_matches_the_tokenizers_library(tmp_path):
+    from tokenizers import Tokenizer
+
+    from model_explorer.model import inspector
+
+    d = write_folder(tmp_path / "m")
+    ckpt = mx.open(d)
+    text = "héllo <|im_end|> wörld"
+    got = inspector.tokenize(ckpt, text)
+    ref = Tokenizer.from_file(str(tmp_path / "m" / "tokenizer.json")).encode(text, add_special_tokens=False)
+    assert [t["id"] for t in got] == ref.ids
+    raw = text.encode("utf-8")
+    spans = list(dict.fromkeys((t["start"], t["end"]) for t in got))  # é's two byte tokens share é
+    assert b"".join(raw[a:b] for a, b in spans) == raw  # byte boundaries tile the text
+    assert ("é".encode() in [raw[a:b] for a, b in spans]) and spans[1] == (1, 3)
+    assert inspector.find(ckpt, "<|im_end|>")[0]["id"] == ref.ids[[t["token"] for t in got].index("<|im_end|>")]
+    assert inspector.find(ckpt, 5) == [{"id": 5, "token": inspector.token(ckpt, 5)}]
+    assert [t["id"] for t in inspector.page(ckpt, 280, 20)] == list(range(280, 288))
+
+
+def test_inspector_on_a_gguf(tmp_path):
+    from model_explorer.model import inspector
+
+    ckpt = mx.open(write_gguf(tmp_path / "m.gguf"))
+    got = inspector.tokenize(ckpt, "ab<|im_start|>")
+    assert got[-1]["token"] == "<|im_start|>" and got[-1]["id"] == 1
