@@ -104,6 +104,8 @@ def cmd_doctor(args) -> int:
             print("no findings: the file reads cleanly")
         for f in ckpt.findings:
             print(f)
+            if f.fix:
+                print(f"    fix: {f.fix}")
     return EXIT_ERRORS if ckpt.errors else EXIT_OK
 
 

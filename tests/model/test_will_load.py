@@ -183,3 +183,13 @@ def test_load_model_blames_the_prefix_not_the_head(tmp_path):
         mx.load_model(d, device="cpu")
     assert "_orig_mod." in str(e.value) and "removeprefix" in str(e.value)
     assert "initialised at random" not in str(e.value) and "has no tensor" not in str(e.value)
+
+
+def test_doctor_text_prints_cause_and_fix(tmp_path, capsys):
+    from model_explorer.cli import main
+
+    state = tiny_state(tiny_cfg())
+    del state["lm_head.weight"]
+    assert main(["doctor", write_folder(tmp_path / "m", state=state)]) == 1
+    out = capsys.readouterr().out
+    assert "lm_head_missing" in out and "    fix: Save the checkpoint with its lm_head.weight" in out
