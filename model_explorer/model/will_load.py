@@ -182,10 +182,23 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
         m = layer_re.search(name)
         return bool(m and limit is not None and int(m[1]) >= limit)
 
+    # A quantized checkpoint (GPTQ/AWQ qweight + scales, bitsandbytes weight.absmax, compressed-
+    # tensors weight_packed...) stores a linear layer under other names: the module is there when
+    # any tensor of it is, and its extra tensors are not unexpected.
+    quantized = _quantized(ckpt, by_name)
+    modules = {n.rsplit(".", 1)[0] for n in by_name} if quantized else set()
+    expected_modules = {n.rsplit(".", 1)[0] for n in e.shapes} if quantized else set()
+
+    def quant_part(n: str) -> bool:
+        parts = n.split(".")
+        return any(".".join(parts[:k]) in expected_modules for k in range(len(parts) - 1, 0, -1))
+
     # missing
     missing = []
     for name in sorted(e.required, key=_natural):
         if name in by_name or e.is_ignored_missing(name):
+            continue
+        if quantized and name.rsplit(".", 1)[0] in modules:
             continue
         src = e.tied.get(name)
         if src is not None and src in by_name:
@@ -218,6 +231,7 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
     # unexpected
     if e.complete:
         extra = [n for n in by_name if n not in e.shapes and not e.is_ignored_unexpected(n)
+                 and not (quantized and quant_part(n))
                  and not (bad_layers and beyond(n, hp.get("layers")))
                  and not (n == "lm_head.weight" and e.head is None)]
         if extra:
@@ -252,6 +266,17 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
                                  f"{e.source}: {_short([i.name for i, _, _ in rest])}.",
                                  tensors=[i.name for i, _, _ in rest]))
     return out
+
+
+QUANT_SUFFIXES = (".qweight", ".qzeros", ".g_idx", ".weight_packed", ".weight_scale", ".SCB", ".absmax",
+                  ".weight_shape", ".scales", ".biases")
+
+
+def _quantized(ckpt: CheckpointRecord, by_name: dict[str, TensorInfo]) -> bool:
+    cfg = ckpt.metadata.get("config.json")
+    if isinstance(cfg, dict) and (cfg.get("quantization_config") or cfg.get("quantization")):
+        return True
+    return any(n.endswith(QUANT_SUFFIXES) or ".quant_state." in n for n in by_name)
 
 
 def _natural(name: str):

@@ -193,3 +193,20 @@ def test_doctor_text_prints_cause_and_fix(tmp_path, capsys):
     assert main(["doctor", write_folder(tmp_path / "m", state=state)]) == 1
     out = capsys.readouterr().out
     assert "lm_head_missing" in out and "    fix: Save the checkpoint with its lm_head.weight" in out
+
+
+def test_gptq_style_names_are_not_missing(tmp_path, source):
+    cfg = tiny_cfg(quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 32})
+    state = tiny_state(tiny_cfg())
+    for name in [n for n in state if n.endswith("proj.weight")]:
+        w = state.pop(name)
+        base = name.removesuffix(".weight")
+        state[base + ".qweight"] = np.zeros((w.shape[1] // 8, w.shape[0]), np.int32)
+        state[base + ".scales"] = np.ones((w.shape[1] // 32, w.shape[0]), np.float16)
+        state[base + ".qzeros"] = np.zeros((w.shape[1] // 32, w.shape[0] // 8), np.int32)
+    ckpt = mx.open(write_folder(tmp_path / "m", cfg, state))
+    assert model_findings(ckpt) == [], [str(f) for f in ckpt.findings]
+    del state["model.layers.1.mlp.up_proj.qweight"], state["model.layers.1.mlp.up_proj.scales"]
+    del state["model.layers.1.mlp.up_proj.qzeros"]
+    ckpt = mx.open(write_folder(tmp_path / "m2", cfg, state))
+    assert only(ckpt, "missing_tensors").extra["missing"] == ["model.layers.1.mlp.up_proj.weight"]
