@@ -6,6 +6,7 @@ import { createFindingsView } from "./findingsview.js";
 import { createHexView } from "./hexview.js";
 import { createHistogramView } from "./histview.js";
 import { createMapView } from "./mapview.js";
+import { createModelView } from "./modelview.js";
 import { createSummaryView } from "./summaryview.js";
 import { createTableView } from "./tableview.js";
 import { createTreeView } from "./treeview.js";
@@ -58,6 +59,7 @@ function renderExplorer(ctx) {
   const hist = createHistogramView(ctx);
   const map = createMapView(ctx);
   const findings = createFindingsView(ctx);
+  const modelView = createModelView(ctx);
   const hex = createHexView(ctx);
   const counts = (model.get("summary") || {}).findings || {};
   const nFindings = (counts.error || 0) + (counts.warning || 0) + (counts.info || 0);
@@ -66,13 +68,15 @@ function renderExplorer(ctx) {
     h("div", { className: "me-panel me-panel-tensors" }, table.el, hist.el),
     h("div", { className: "me-panel me-panel-files" }, map.el),
     h("div", { className: "me-panel me-panel-findings" }, findings.el),
+    h("div", { className: "me-panel me-panel-model" }, modelView.el),
   ];
-  const names = ["Header", "Tensors", "Files", `Findings (${nFindings})`];
+  const names = ["Header", "Tensors", "Files", `Findings (${nFindings})`, "Model"];
   // A broken file opens on its findings: that is what its reader came for.
   const left = tabs(names, panels, counts.error ? 3 : 0, (i) => {
     if (i === 0) tree.refresh();
     if (i === 1) table.refresh();
     if (i === 2) map.load();
+    if (i === 4) modelView.load();
   });
   // Selecting a tensor from the map or findings shows its histogram only if asked; the tensor
   // tab is where a user picks tensors, so table selections stay there.

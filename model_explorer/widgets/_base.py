@@ -18,12 +18,13 @@ import traitlets
 from ..assets import MISSING_BUILD, asset
 from ..checkpoint import Checkpoint
 from ..opener import as_checkpoint
+from ._model import ModelOps
 from ._pages import MAX_PAGE, PAGE, FileSpans, explain, page, span_json
 
 MAX_FINDINGS_SENT = 1000
 
 
-class BaseView(anywidget.AnyWidget):
+class BaseView(ModelOps, anywidget.AnyWidget):
     """An anywidget over one Checkpoint; subclasses pick which `view` the JavaScript draws."""
 
     _esm = asset("explorer_widget.js", MISSING_BUILD)

@@ -106,3 +106,21 @@ def test_card_fills_in_around_a_broken_side_file(tmp_path, broken):
     assert c.parameters > 0 and c.bytes > 0
     if broken != "config":
         assert c.value("layers") == 2
+
+
+def test_explorer_model_tab_requests(tmp_path):
+    from model_explorer.widgets import Explorer
+
+    d = write_folder(tmp_path / "m")
+    w = Explorer(d)
+    card_data, _ = w.answer("model_card", {})
+    json.dumps(card_data, allow_nan=False)
+    layers = next(r for r in card_data["rows"] if r["name"] == "layers")
+    assert layers["value"] == 2 and layers["where"] == "config.json num_hidden_layers"
+    assert card_data["rows"][0]["name"] == "architecture"
+    toks, _ = w.answer("tokenize", {"text": "hi<|im_end|>"})
+    assert toks["tokens"][-1]["token"] == "<|im_end|>"
+    found, _ = w.answer("find_token", {"query": "<|im_start|>"})
+    assert found["tokens"][0]["token"] == "<|im_start|>"
+    page, _ = w.answer("vocab", {"start": 0, "count": 3})
+    assert page["total"] == 288 and [t["id"] for t in page["tokens"]] == [0, 1, 2]
