@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -161,6 +162,10 @@ def for_gguf(hp: HParams, max_layers: int = MAX_LAYERS) -> Expected | None:
 # -- transformers on the meta device ---------------------------------------------------------------
 
 def transformers_available() -> bool:
+    """transformers and torch are installed, and MODEL_EXPLORER_TRANSFORMERS is not "0" (importing
+    them costs a few seconds on a process's first Hugging Face folder; "0" keeps the built-in table)."""
+    if os.environ.get("MODEL_EXPLORER_TRANSFORMERS", "1") == "0":
+        return False
     return importlib.util.find_spec("transformers") is not None and importlib.util.find_spec("torch") is not None
 
 
