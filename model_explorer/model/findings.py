@@ -51,9 +51,6 @@ MODEL_CODES: dict[str, ModelCode] = {
     "unknown_architecture": ModelCode(
         "info", "The architecture is not one the expected-tensor tables know; only built-in checks ran.",
         "Install a transformers release that knows the architecture for the full check."),
-    "no_config": ModelCode(
-        "info", "The folder has weights but no config.json, so the architecture is unknown.",
-        "Add the config.json the model was trained with (save_pretrained writes it)."),
     "model_check_failed": ModelCode(
         "info", "A model-level check failed on input it did not foresee; the rest still ran.",
         "Report it with the file: the check should have said what is wrong."),
@@ -67,9 +64,6 @@ MODEL_CODES: dict[str, ModelCode] = {
         "the tokenizer the model was trained with."),
     "unused_embedding_rows": ModelCode(
         "info", "The embedding has more rows than the tokenizer has tokens (padding for speed).", ""),
-    "vocab_size_mismatch": ModelCode(
-        "warning", "config.json vocab_size disagrees with the tokenizer's token count.",
-        "Set vocab_size in config.json to the embedding's row count."),
     "special_token_out_of_vocab": ModelCode(
         "error", "A special-token id (bos/eos/pad/unk) lies outside the vocabulary.",
         "Correct the id in config.json / generation_config.json / the GGUF tokenizer.ggml.*_token_id key."),
