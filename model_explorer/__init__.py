@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 from .checkpoint import Checkpoint, TensorInfo
-from .opener import open
+from .opener import adapter_deltas, card, memory, open
 from .spans import Finding, Span
 
 __version__ = "0.1.0"
@@ -51,4 +51,5 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["Checkpoint", "Finding", "Span", "TensorInfo", "open", "__version__", *_LAZY]
+__all__ = ["Checkpoint", "Finding", "Span", "TensorInfo", "open", "card", "memory", "adapter_deltas",
+           "__version__", *_LAZY]

@@ -177,15 +177,21 @@ def _read_side_files(directory: str, ckpt: Checkpoint, quiet: bool = False) -> N
             continue
         text, problem = sources.read_text(p, MAX_SIDE_FILE)
         value: Any = None
+        at: int | None = None
         if text is not None:
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as e:
-                problem = f"is not valid JSON ({e.msg} at character {e.pos})"
+                at = len(text[:e.pos].encode("utf-8"))
+                problem = (f"is not valid JSON ({e.msg} at byte {at}, line {e.lineno}, "
+                           f"column {e.colno})")
             except RecursionError:
                 problem = "nests JSON too deeply to read"
         if problem:
             if not quiet:
-                ckpt.findings.append(Finding("warning", "bad_config", f"{name} {problem}.", file=p))
+                ckpt.findings.append(Finding("warning", "bad_config", f"{name} {problem}.", at,
+                                             None if at is None else 1, file=p,
+                                             fix="Fix the JSON syntax at the position given; the "
+                                             "model's hyperparameters are unknown until then."))
             continue
         ckpt.metadata[name] = value

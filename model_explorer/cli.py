@@ -39,10 +39,22 @@ def _size(n: int) -> str:
     return format_bytes(n)
 
 
+def _card(ckpt):
+    from .model.card import card
+
+    try:
+        return card(ckpt)
+    except Exception as e:  # noqa: BLE001 - the card is a summary: the listing below still prints
+        print(f"model card unavailable: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+
+
 def cmd_info(args) -> int:
     ckpt = _open(args.source)
+    model_card = _card(ckpt)
     if args.json:
         out = ckpt.summary()
+        out["card"] = model_card.to_dict() if model_card is not None else None
         out["tensors"] = [t.to_dict() for t in ckpt.tensors.values()]
         out["metadata_keys"] = [k for k in ckpt.metadata]
         out["metadata"] = metadata_json(ckpt.metadata, args.full_arrays)
@@ -52,6 +64,9 @@ def cmd_info(args) -> int:
         return doctor_exit(ckpt)
     for line in banner(ckpt):
         print(line)
+    if model_card is not None and (model_card.architecture or model_card.adapter):
+        print(model_card.text())  # a loose tensor file has no model to describe
+        print()
     s = ckpt.summary()
     print(f"{s['format']}: {plural(len(s['files']), 'file')}, {_size(s['total_size'])}, "
           f"{plural(s['tensor_count'], 'tensor')}, {plural(s['parameter_count'], 'parameter')}")
@@ -140,6 +155,8 @@ def cmd_doctor(args) -> int:
             print("no findings: the file reads cleanly")
         for f in ckpt.findings:
             print(f)
+            if f.fix:
+                print(f"    fix: {f.fix}")
         for file, details in ckpt.details.get("files", {}).items():
             if "pickle" in details:
                 print(f"pickle verdict: {details['pickle']['verdict']} ({file})")

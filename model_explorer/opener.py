@@ -1,5 +1,6 @@
 """`open(source)`: the public way in. Reads every header of a model, then runs the checks
-that opening promises (`deep=True` adds the ones that decode tensor data)."""
+that need only headers and side files (model/checks.py); `deep=True` adds the ones that decode
+tensor data (checks/deep.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ from . import sources
 from .assemble import assemble
 from .checkpoint import Checkpoint
 from .gcpause import no_gc
+from .model.checks import header_checks
 
 
-def open(source: str | os.PathLike, deep: bool = False) -> Checkpoint:  # noqa: A001
+def open(source: str | os.PathLike, deep: bool = False, base: Any = None) -> Checkpoint:  # noqa: A001
     """Open a checkpoint file, directory, index or URL and read every header in it.
+
+    base: for a PEFT adapter, the base model (a path, URL or open Checkpoint): each LoRA pair
+        is checked against the base's linear layer.
 
     Raises FileNotFoundError / OSError only when the path itself cannot be read; whatever
     the bytes say, a Checkpoint comes back with findings that locate the problems.
@@ -25,11 +30,60 @@ def open(source: str | os.PathLike, deep: bool = False) -> Checkpoint:  # noqa: 
         raise FileNotFoundError(f"No such file or directory: {path!r}")
     with no_gc():
         ckpt = assemble(path)
+        # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
+        header_checks(ckpt)
+    if base is not None:
+        from .model.adapters import check_base
+
+        with opened(base) as b:
+            ckpt.details["adapter_base"] = b.source
+            ckpt.findings.extend(check_base(ckpt, b))
+            ckpt.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
     if deep:
         from .checks.deep import deep_check
 
         deep_check(ckpt)
     return ckpt
+
+
+# -- the model one level up: public functions over a path or an open Checkpoint ----------------------
+# (model/ sits below the opener, so these live here: they open what they are given.)
+
+def card(source: Any):
+    """The model card (model/card.py): architecture, hyperparameters with the bytes each came
+    from, parameters, tokenizer, chat template, adapter and a memory table."""
+    from .model.card import card as make_card
+
+    with opened(source) as ckpt:
+        return make_card(ckpt)
+
+
+def memory(source: Any, context: int | None = None, batch: int = 1, kv_dtype: str = "f16",
+           fits: str | int | None = None):
+    """Memory to run the model at `context` tokens (model/memory.py): weights as stored and as
+    the demo holds them, KV cache, activations, a stated margin; with `fits="24GB"` whether it
+    fits and the largest context that does."""
+    from .model.memory import estimate
+
+    with opened(source) as ckpt:
+        return estimate(ckpt, context, batch, kv_dtype, fits)
+
+
+def adapter_deltas(adapter: Any, base: Any = None, plot: bool = False):
+    """Per LoRA pair: ‖B·A‖·scaling and, with a base model, its ratio to the base weight's norm
+    (a DataFrame; `plot=True` also draws it)."""
+    from .model.adapters import delta_table, plot_deltas
+
+    with opened(adapter) as a:
+        base = base if base is not None else a.details.get("adapter_base")
+        if base is None:
+            table = delta_table(a)
+        else:
+            with opened(base) as b:
+                table = delta_table(a, b)
+    if plot:
+        plot_deltas(table)
+    return table
 
 
 def as_checkpoint(source: Any) -> Checkpoint:

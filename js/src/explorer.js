@@ -1,5 +1,5 @@
 // The Explorer: summary bar; left pane with the overview, header tree, tensors (+ histogram),
-// file map, findings and (with run=True) the run demo; right pane with the hexdump. Selection
+// file map, findings, the model card and (with run=True) the run demo; right pane with the hexdump. Selection
 // anywhere updates the other views.
 import { h } from "./dom.js";
 import { createContext } from "./context.js";
@@ -7,6 +7,7 @@ import { createFindingsView } from "./findingsview.js";
 import { createHexView } from "./hexview.js";
 import { createHistogramView } from "./histview.js";
 import { createMapView } from "./mapview.js";
+import { createModelView } from "./modelview.js";
 import { createOverviewView } from "./overview.js";
 import { createRunPanel } from "./runpanel.js";
 import { createSummaryView } from "./summaryview.js";
@@ -64,6 +65,7 @@ function renderExplorer(ctx, host) {
   const hist = createHistogramView(ctx);
   const map = createMapView(ctx);
   const findings = createFindingsView(ctx);
+  const modelView = createModelView(ctx);
   const hex = createHexView(ctx);
   const counts = (model.get("summary") || {}).findings || {};
   const nFindings = (counts.error || 0) + (counts.warning || 0) + (counts.info || 0);
@@ -76,8 +78,10 @@ function renderExplorer(ctx, host) {
     h("div", { className: "me-panel me-panel-tensors" }, table.el, hist.el),
     h("div", { className: "me-panel me-panel-files" }, map.el),
     h("div", { className: "me-panel me-panel-findings" }, findings.el),
+    h("div", { className: "me-panel me-panel-model" }, modelView.el),
   ];
-  const names = ["Overview", "Header", "Tensors", "Files", `Findings (${nFindings})`];
+  const names = ["Overview", "Header", "Tensors", "Files", `Findings (${nFindings})`, "Model"];
+  const RUN = names.length;
   if (run) {
     panels.push(h("div", { className: "me-panel me-panel-run" }, run.el));
     names.push("Run");
@@ -88,7 +92,8 @@ function renderExplorer(ctx, host) {
     if (i === 1) tree.refresh();
     if (i === 2) table.refresh();
     if (i === 3) map.load();
-    if (i === 5 && run) run.open();
+    if (i === 5) modelView.load();
+    if (i === RUN && run) run.open();
   });
   const root = h("div", { className: "me-explorer" },
     summary.el,

@@ -149,7 +149,6 @@ def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None]
         bar.close()
     if model_checks:
         _tied(ckpt, add)
-        _config_shapes(ckpt, add)
     order = ("error", "warning", "info")
     ckpt.findings.extend(found)
     ckpt.findings.sort(key=lambda f: order.index(f.severity))
@@ -248,82 +247,3 @@ def _tied(ckpt: CheckpointRecord, add) -> None:
             add("warning" if said_tied else "info", "tied_weights_differ",
                 f"{a!r} and {b!r} differ although {why}: max |difference| {worst:g}{at}.",
                 tb, off, ln, max_abs_diff=worst, cosine=cos, index=where)
-
-
-def _gguf_value(ckpt: CheckpointRecord, key: str):
-    kv = ckpt.metadata.get(key)
-    return getattr(kv, "value", None)
-
-
-def _expected_shapes(ckpt: CheckpointRecord) -> dict[str, tuple[str, int]]:
-    """What the config says: quantity -> (where it is said, value)."""
-    out: dict[str, tuple[str, int]] = {}
-    cfg = _config(ckpt)
-    keys = {"hidden": "hidden_size", "layers": "num_hidden_layers", "vocab": "vocab_size",
-            "heads": "num_attention_heads", "kv_heads": "num_key_value_heads", "head_dim": "head_dim"}
-    for q, k in keys.items():
-        if isinstance(cfg.get(k), int) and not isinstance(cfg.get(k), bool):
-            out[q] = (f"config.json {k}", cfg[k])
-    arch = _gguf_value(ckpt, "general.architecture")
-    if ckpt.format == "gguf" and isinstance(arch, str):
-        gkeys = {"hidden": "embedding_length", "layers": "block_count", "heads": "attention.head_count",
-                 "kv_heads": "attention.head_count_kv", "head_dim": "attention.key_length"}
-        for q, k in gkeys.items():
-            v = _gguf_value(ckpt, f"{arch}.{k}")
-            if isinstance(v, int) and not isinstance(v, bool):
-                out[q] = (f"GGUF {arch}.{k}", v)
-        tokens = ckpt.metadata.get("tokenizer.ggml.tokens")
-        if tokens is not None and hasattr(tokens.value, "__len__"):
-            out.setdefault("vocab", ("GGUF tokenizer.ggml.tokens (its length)", len(tokens.value)))
-    return out
-
-
-_PACKED_DTYPES = ("U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64")
-
-
-def _logical(info: TensorInfo | None, gguf: bool) -> TensorInfo | None:
-    """The tensor when its shape is the weight's own: a grouped quantized tensor has its
-    logical shape; a packed one left ungrouped (e.g. bitsandbytes' [n/2, 1] codes without
-    their quant state) says nothing about heads or widths."""
-    if info is None or gguf:
-        return info
-    if info.quant:
-        return None if info.quant.get("kind") == "unusable" else info
-    return None if info.dtype in _PACKED_DTYPES else info
-
-
-def _config_shapes(ckpt: CheckpointRecord, add) -> None:
-    want = _expected_shapes(ckpt)
-    if not want:
-        return
-    t = ckpt.tensors
-    gguf = ckpt.format == "gguf"
-    embed = _logical(t.get("token_embd.weight" if gguf else "model.embed_tokens.weight"), gguf)
-    q = _logical(t.get("blk.0.attn_q.weight" if gguf else "model.layers.0.self_attn.q_proj.weight"), gguf)
-    k = _logical(t.get("blk.0.attn_k.weight" if gguf else "model.layers.0.self_attn.k_proj.weight"), gguf)
-    layer_re = re.compile(r"^blk\.(\d+)\." if gguf else r"^model\.layers\.(\d+)\.")
-    layers = {int(m[1]) for n in t if (m := layer_re.match(n))}
-
-    def check(q_name, found, tensor, what):
-        if q_name not in want or found is None:
-            return
-        where, value = want[q_name]
-        if value != found:
-            add("error", "config_mismatch", f"{where} = {value}, but {what} = {found}.", tensor,
-                tensor.offset if tensor else None, tensor.length if tensor else None,
-                expected=value, found=found)
-
-    hidden = want.get("hidden", (None, None))[1]
-    if embed is not None and len(embed.shape) == 2:
-        check("hidden", embed.shape[1], embed, f"{embed.name!r} has shape {list(embed.shape)}, width")
-        check("vocab", embed.shape[0], embed, f"{embed.name!r} has {embed.shape[0]} rows (the vocabulary)")
-    if layers:
-        check("layers", max(layers) + 1, None, f"the tensors name layers 0 to {max(layers)}, a count")
-    heads = want.get("heads", (None, None))[1]
-    head_dim = want.get("head_dim", (None, None))[1] or (hidden // heads if hidden and heads else None)
-    if q is not None and head_dim and len(q.shape) == 2 and q.shape[0] % head_dim == 0:
-        check("heads", q.shape[0] // head_dim, q, f"{q.name!r} has {q.shape[0]} rows = "
-              f"{q.shape[0] // head_dim} heads of {head_dim}")
-    if k is not None and head_dim and len(k.shape) == 2 and k.shape[0] % head_dim == 0:
-        check("kv_heads", k.shape[0] // head_dim, k, f"{k.name!r} has {k.shape[0]} rows = "
-              f"{k.shape[0] // head_dim} key/value heads of {head_dim}")

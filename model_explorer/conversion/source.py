@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import sources
 from ..checkpoint import Checkpoint
+from ..model.findings import MODEL_CODES
 from ..model.tokenizer import side_text
 from ..tensors.names import gguf_to_hf, unpermute_qk
 from .common import SAFETENSORS_DTYPES, TOKENIZER_FILES, ConvertError
@@ -60,9 +61,12 @@ class _Source:
 
 
 def _check_readable(ckpt: Checkpoint) -> None:
-    if ckpt.errors:
-        first = ckpt.errors[0]
-        raise ConvertError(f"{ckpt.source!r} has {len(ckpt.errors)} error(s), so its tensors cannot "
+    # Bytes the readers could not trust stop a conversion; model-level findings (a tokenizer
+    # larger than the embedding, a missing head) are about the model, and convert checks its own.
+    errors = [f for f in ckpt.errors if f.code not in MODEL_CODES]
+    if errors:
+        first = errors[0]
+        raise ConvertError(f"{ckpt.source!r} has {len(errors)} error(s), so its tensors cannot "
                            f"all be trusted; the first: {first.message}")
     if not ckpt.tensors:
         raise ConvertError(f"{ckpt.source!r} holds no tensors to convert.")

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel, from_gguf, from_hf
+from ..model.findings import MODEL_CODES
 from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tokenizer import from_directory as tokenizer_from_directory
 from ..model.tokenizer import from_gguf as tokenizer_from_gguf
@@ -90,12 +91,14 @@ class Model:
     """
 
     config: ModelConfig
-    tokenizer: Tokenizer
+    # None when the folder has no tokenizer files: forward(ids) runs, text needs one.
+    tokenizer: Tokenizer | None
     weights: Weights
     backend: Any
     source: str
     load_seconds: float = 0.0
     load_peak_memory_bytes: int | None = None
+    tokenizer_problem: str | None = None
     decoder: Decoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -162,9 +165,18 @@ class Model:
 
     # -- generate --------------------------------------------------------------------------------
 
+    def _need_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise UnsupportedModel(f"{self.source!r} has no tokenizer, so text cannot be turned into token "
+                                   f"ids: {self.tokenizer_problem or 'no tokenizer.json'}. Add tokenizer.json "
+                                   "(and tokenizer_config.json for the chat template) from the model's "
+                                   "repository; forward(token_ids) runs without one.")
+        return self.tokenizer
+
     def encode_prompt(self, prompt: str | list[dict[str, str]], chat: bool = False) -> list[int]:
         """Token ids for a prompt; with chat=True (or a list of {"role", "content"} messages) the
         model's chat template wraps it first."""
+        self._need_tokenizer()
         if isinstance(prompt, list):
             return self.tokenizer.encode_chat(prompt)
         if chat:
@@ -277,7 +289,7 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     t0 = time.perf_counter()
     ckpt = open_checkpoint(path)
     try:
-        cfg, tokenizer = _describe(ckpt, path)
+        cfg, tokenizer, tokenizer_problem = _describe(ckpt, path)
         weights = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
     except BaseException:
         ckpt.close()
@@ -286,22 +298,35 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
         ckpt.close()  # every weight is in memory now
     be.synchronize()
     seconds = time.perf_counter() - t0
-    return Model(cfg, tokenizer, weights, be, path, seconds, be.memory_peak() or memory.peak_rss())
+    return Model(cfg, tokenizer, weights, be, path, seconds, be.memory_peak() or memory.peak_rss(),
+                 tokenizer_problem)
 
 
-def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer]:
-    """Hyperparameters and tokenizer, from GGUF metadata or the files beside the weights."""
+def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer | None, str | None]:
+    """Hyperparameters and tokenizer, from GGUF metadata or the files beside the weights. A folder
+    without a tokenizer is still a model: the tokenizer comes back None with the reason."""
     from .. import sources
 
-    if ckpt.errors:
-        shown = "; ".join(f.message for f in ckpt.errors[:3])
-        raise UnsupportedModel(f"{path!r} has {len(ckpt.errors)} error(s) and cannot be loaded: {shown} "
+    def refuse(errors) -> None:
+        # The model-level findings name the cause (a key prefix, a missing head...): their fix too.
+        shown = "; ".join(f.message + (f" Fix: {f.fix}" if f.fix else "") for f in errors[:3])
+        raise UnsupportedModel(f"{path!r} has {len(errors)} error(s) and cannot be loaded: {shown} "
                                "(model-explorer doctor lists them all).")
-    if ckpt.format == "gguf":
-        return from_gguf(ckpt.metadata, set(ckpt.tensors)), tokenizer_from_gguf(ckpt.metadata)
-    directory = path if sources.isdir(path) else sources.dirname(path)
+
+    # Bytes first, then whether the demo runs this architecture, then whether the tensors fit it.
+    unreadable = [f for f in ckpt.errors if f.code not in MODEL_CODES]
+    if unreadable:
+        refuse(unreadable)
     config = ckpt.metadata.get("config.json")
-    return from_hf(config), tokenizer_from_directory(directory, config, ckpt.metadata.get("generation_config.json"))
+    cfg = from_gguf(ckpt.metadata, set(ckpt.tensors)) if ckpt.format == "gguf" else from_hf(config)
+    if ckpt.errors:
+        refuse(ckpt.errors)
+    if ckpt.format == "gguf":
+        return cfg, tokenizer_from_gguf(ckpt.metadata), None
+    directory = path if sources.isdir(path) else sources.dirname(path)
+    if not sources.exists(sources.join(directory, "tokenizer.json")):
+        return cfg, None, f"{directory!r} holds no tokenizer.json"
+    return cfg, tokenizer_from_directory(directory, config, ckpt.metadata.get("generation_config.json")), None
 
 
 def _wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized: bool) -> bool:
@@ -328,9 +353,9 @@ def _load_llamacpp(path: str, context: int, cache_dir: str | None) -> Model:
     memory.reset_peak()
     t0 = time.perf_counter()
     with open_checkpoint(path) as ckpt:
-        cfg, tokenizer = _describe(ckpt, path)
+        cfg, tokenizer, tokenizer_problem = _describe(ckpt, path)
     gguf, converted = llamacpp.cached_gguf(path, cache_dir)
     engine = llamacpp.LlamaCppEngine(gguf, n_ctx=context)
     weights = llamacpp.EngineWeights(llamacpp.EngineReport(gguf, converted))
-    return Model(cfg, tokenizer, weights, engine, path, time.perf_counter() - t0, memory.peak_rss())
-
+    return Model(cfg, tokenizer, weights, engine, path, time.perf_counter() - t0, memory.peak_rss(),
+                 tokenizer_problem)

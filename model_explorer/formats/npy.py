@@ -109,6 +109,9 @@ def _read_array(source, base: int, length: int, name: str, rep: Report, result: 
         rep.error("npy_bad_magic", f"{label or 'The file '}should start with \\x93NUMPY; found "
                   f"{head[:6]!r}.", at(0), min(6, length))
         return
+    if len(head) < 8:
+        rep.error("npy_truncated", "The file ends inside the .npy version bytes.", at(6), len(head) - 6)
+        return
     major, minor = head[6], head[7]
     span(0, 6, "magic", "magic", "\\x93NUMPY")
     span(6, 2, "version", "version", f"{major}.{minor}")

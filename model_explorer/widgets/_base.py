@@ -19,13 +19,14 @@ from ..assets import MISSING_BUILD, asset
 from ..checkpoint import Checkpoint
 from ..hexview import SpanIndex
 from ..opener import as_checkpoint
+from ._model import ModelOps
 from ._overview import overview
 from ._pages import MAX_PAGE, PAGE, explain, page, span_json
 
 MAX_FINDINGS_SENT = 1000
 
 
-class BaseView(anywidget.AnyWidget):
+class BaseView(ModelOps, anywidget.AnyWidget):
     """An anywidget over one Checkpoint; subclasses pick which view the JavaScript draws.
 
     Takes a path, URL or `Checkpoint`, and, as keywords, only the traits listed in

@@ -229,3 +229,12 @@ def test_npz_detected_by_its_first_member_name(tmp_path):
     assert ckpt.format == "numpy"
     assert list(ckpt.tensors) == ["x" * 300] and not ckpt.errors
     assert zipfile.is_zipfile(p)
+
+
+def test_npy_cut_inside_its_version_is_a_finding(tmp_path):
+    import model_explorer as mx
+
+    p = tmp_path / "cut.npy"
+    p.write_bytes(b"\x93NUMPY\x01")
+    ckpt = mx.open(p)
+    assert [f.code for f in ckpt.errors] == ["npy_truncated"]

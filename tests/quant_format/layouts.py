@@ -13,7 +13,10 @@ from pathlib import Path
 ITEMSIZE = {"I32": 4, "I16": 2, "I8": 1, "U8": 1, "F16": 2, "BF16": 2, "F32": 4, "I64": 8,
             "F8_E4M3": 1, "F8_E8M0": 1}
 HIDDEN, INTER, VOCAB = 64, 128, 32
+# Every linear layer of a one-layer llama, so the model layer finds nothing missing.
 PROJ = {"self_attn.q_proj": (HIDDEN, HIDDEN), "self_attn.k_proj": (HIDDEN // 2, HIDDEN),
+        "self_attn.v_proj": (HIDDEN // 2, HIDDEN), "self_attn.o_proj": (HIDDEN, HIDDEN),
+        "mlp.gate_proj": (INTER, HIDDEN), "mlp.up_proj": (INTER, HIDDEN),
         "mlp.down_proj": (HIDDEN, INTER)}  # module -> (out, in)
 
 
@@ -50,6 +53,7 @@ def plain() -> dict:
     """The unquantized rest of the model (embeddings, norms, lm_head)."""
     return {"model.embed_tokens.weight": ("F16", (VOCAB, HIDDEN)),
             "model.layers.0.input_layernorm.weight": ("F16", (HIDDEN,)),
+            "model.layers.0.post_attention_layernorm.weight": ("F16", (HIDDEN,)),
             "model.norm.weight": ("F16", (HIDDEN,)),
             "lm_head.weight": ("F16", (VOCAB, HIDDEN))}
 
@@ -236,3 +240,14 @@ def ct_sparse(fmt="sparse-24-bitmask", quantized=False) -> tuple[dict, dict]:
                                                 "strategy": "channel"}))
         q["sparsity_config"] = {"format": fmt}
     return t, q
+
+
+def format_findings(ckpt) -> list:
+    """The findings of the readers, without the model layer's (a test folder has no tokenizer)."""
+    from model_explorer.model.findings import MODEL_CODES
+
+    return [f for f in ckpt.findings if f.code not in MODEL_CODES]
+
+
+def format_errors(ckpt) -> list:
+    return [f for f in format_findings(ckpt) if f.severity == "error"]

@@ -11,6 +11,8 @@ import pytest
 
 import model_explorer as mx
 
+from . import layouts as L
+
 pytestmark = [pytest.mark.reference, pytest.mark.slow]
 
 LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -41,7 +43,7 @@ def _check(ckpt, base_ckpt, label):
         if any(f".{m}." in name for m in LINEARS):
             assert t.kind == label, name
     assert ckpt.parameter_count == base_ckpt.parameter_count
-    assert not [f for f in ckpt.findings if f.severity != "info"], ckpt.findings
+    assert not [f for f in L.format_findings(ckpt) if f.severity != "info"], L.format_findings(ckpt)
     s = ckpt.summary()["quantization"]
     assert s["label"] == label and s["kinds"][0]["kind"] == label
 

@@ -1,0 +1,93 @@
+// The Model tab: what the model is (each value clickable to the bytes it was read from), the
+// chat template rendered for an example, the memory table, and a tokenizer inspector.
+import { h, clear } from "./dom.js";
+
+const MiB = 2 ** 20;
+
+/** @param {import("./context.js").Ctx} ctx */
+export function createModelView(ctx) {
+  const root = h("div", { className: "me-model" });
+  let loaded = false;
+
+  function renderCard(card) {
+    clear(root);
+    const head = `${card.architecture || "unknown architecture"}${card.family ? ` · ${card.family}` : ""}`;
+    root.append(h("div", { className: "me-model-head", text: head }));
+    root.append(h("div", { className: "me-muted",
+      text: `${(card.parameters || 0).toLocaleString()} parameters · ${(card.bytes / MiB).toFixed(1)} MiB` }));
+    const table = h("table", { className: "me-model-card" });
+    for (const r of card.rows || []) {
+      const row = h("tr", { tabIndex: 0, attrs: { role: "button" } },
+        h("td", { text: r.name }), h("td", { text: String(r.value) }),
+        h("td", { className: "me-muted", text: r.where }));
+      if (r.offset !== null && r.offset !== undefined) {
+        const pick = () => ctx.select({ file: r.file, offset: r.offset, length: r.length, tensor: r.tensor, from: "model" });
+        row.addEventListener("click", pick);
+        row.addEventListener("keydown", (e) => { if (e.key === "Enter") pick(); });
+      }
+      table.append(row);
+    }
+    root.append(table);
+    if (card.tokenizer) root.append(h("div", { className: "me-model-tok", text: `tokenizer: ${card.tokenizer.summary}` }));
+    if (card.adapter) root.append(h("div", { text: `adapter: ${card.adapter.summary}` }));
+    if ((card.memory || []).length) {
+      const mem = h("table", { className: "me-model-memory" },
+        h("tr", {}, h("th", { text: "context" }), h("th", { text: "weights" }), h("th", { text: "KV cache" }),
+          h("th", { text: "total (margin incl.)" })));
+      for (const m of card.memory) {
+        mem.append(h("tr", {}, h("td", { text: m.context.toLocaleString() }),
+          h("td", { text: `${(m.weights_bytes / MiB).toFixed(0)} MiB` }),
+          h("td", { text: `${(m.kv_bytes / MiB).toFixed(0)} MiB` }),
+          h("td", { text: `${(m.total_bytes / MiB).toFixed(0)} MiB` })));
+      }
+      root.append(mem);
+    }
+    if (card.chat_example) {
+      root.append(h("details", {}, h("summary", { text: "chat template, rendered for a two-turn example" }),
+        h("pre", { className: "me-model-chat", text: card.chat_example })));
+    }
+    if (card.tokenizer) root.append(inspector());
+  }
+
+  function inspector() {
+    const input = h("input", { className: "me-model-text", attrs: { placeholder: "type text to tokenize" } });
+    const out = h("div", { className: "me-model-tokens" });
+    const find = h("input", { className: "me-model-find", attrs: { placeholder: "find a token by id or text" } });
+    const found = h("div", { className: "me-model-found" });
+    let timer = null;
+    input.addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(async () => {
+        const { data } = await ctx.rpc.request("tokenize", { text: input.value });
+        clear(out);
+        for (const t of data.tokens) {
+          out.append(h("span", { className: "me-token", text: t.token,
+            attrs: { title: `id ${t.id}, bytes ${t.start}–${t.end}` } }), " ");
+        }
+      }, 150);
+    });
+    find.addEventListener("change", async () => {
+      const { data } = await ctx.rpc.request("find_token", { query: find.value });
+      clear(found);
+      for (const t of data.tokens) found.append(h("div", { text: `${t.id}\t${t.token}` }));
+    });
+    return h("div", { className: "me-model-inspector" }, h("div", { className: "me-pane-title", text: "Tokenizer" }),
+      input, out, find, found);
+  }
+
+  return {
+    el: root,
+    async load() {
+      if (loaded) return;
+      loaded = true;
+      root.append(h("div", { className: "me-muted", text: "reading the model…" }));
+      try {
+        const { data } = await ctx.rpc.request("model_card");
+        renderCard(data);
+      } catch (e) {
+        clear(root);
+        root.append(h("div", { className: "me-error", text: String(e.message || e) }));
+      }
+    },
+  };
+}

@@ -1,0 +1,29 @@
+"""The finding codes the model layer raises, each with its usual severity, meaning and fix.
+
+`model_finding(code, message, ...)` fills in the severity and the fix from the catalog
+(codes.py), so a code says the same thing wherever it is raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..codes import CATALOG, Code
+from ..spans import Finding
+
+# The codes this layer raises; their severity, meaning and fix live in the one catalog.
+MODEL_CODES: dict[str, Code] = {code: CATALOG[code] for code in (
+    "key_prefix", "lm_head_missing", "transposed_weight", "config_mismatch", "missing_tensors",
+    "unexpected_tensors", "shape_mismatch", "unknown_architecture", "model_check_failed",
+    "bad_side_file", "tokens_beyond_embedding", "unused_embedding_rows", "special_token_out_of_vocab",
+    "missing_pre_tokenizer", "no_chat_template", "bad_chat_template", "no_tokenizer",
+    "adapter_unpaired", "adapter_rank_mismatch", "adapter_untrained", "adapter_base_mismatch",
+    "adapter_base_missing", "adapter_config_invalid")}
+
+
+def model_finding(code: str, message: str, *, severity: str | None = None, offset: int | None = None,
+                  length: int | None = None, tensor: str | None = None, file: str | None = None,
+                  fix: str | None = None, **extra: Any) -> Finding:
+    entry = MODEL_CODES[code]
+    return Finding(severity or entry.severity, code, message, offset, length, tensor, file, extra,
+                   entry.fix if fix is None else fix)

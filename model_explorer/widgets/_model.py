@@ -1,0 +1,68 @@
+"""The Model tab's requests: the model card, and the tokenizer inspector (tokenize text, find
+tokens by id or text, page through the vocabulary). Mixed into BaseView."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe for the browser: NaN/Inf (which its JSON lacks) and odd objects as text."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+class ModelOps:
+    """`_op_*` handlers answered by BaseView.answer; `self.checkpoint` is the open Checkpoint."""
+
+    _card = None
+
+    def model_card(self):
+        if self._card is None:
+            from ..model.card import card
+
+            self._card = card(self.checkpoint)
+        return self._card
+
+    def _op_model_card(self):
+        from ..model.card import SHOWN
+
+        c = self.model_card()
+        rows = []
+        for name, s in c.hparams.items():
+            if s.value is None:
+                continue
+            v = s.value
+            rows.append({"name": name, "value": v if isinstance(v, (int, float, str, bool)) else str(v),
+                         "where": s.where(), "file": s.file, "offset": s.offset, "length": s.length,
+                         "tensor": s.tensor})
+        labels = [name for name, _ in SHOWN]
+        rows.sort(key=lambda r: labels.index(r["name"]) if r["name"] in labels else len(labels))
+        out = _plain({k: v for k, v in c.to_dict().items() if k != "hparams"})
+        out["rows"] = _plain(rows)
+        out["text"] = c.text()
+        return out, None
+
+    def _op_tokenize(self, text: str = "", add_special_tokens: bool = False):
+        from ..model import inspector
+
+        return {"tokens": inspector.tokenize(self.checkpoint, str(text), bool(add_special_tokens))}, None
+
+    def _op_find_token(self, query: str = "", limit: int = 50):
+        from ..model import inspector
+
+        return {"tokens": inspector.find(self.checkpoint, str(query), max(1, min(int(limit), 500)))}, None
+
+    def _op_vocab(self, start: int = 0, count: int = 100):
+        from ..model import inspector
+
+        tok = inspector.build(self.checkpoint)
+        return {"tokens": inspector.page(self.checkpoint, int(start), int(count)), "total": tok.vocab_size}, None
