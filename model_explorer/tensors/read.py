@@ -26,11 +26,6 @@ CHUNK_ELEMENTS = 1 << 18
 MAX_EXPANDED = 1 << 28
 
 
-# quant["kind"] -> planner(ckpt, info) -> Plan: the Hub quantization codecs in schemes/
-# register here (they build on Plan, so this module cannot import them).
-PLANNERS: dict[str, Callable] = {}
-
-
 @dataclass
 class Plan:
     """How one tensor's bytes become values."""
@@ -48,9 +43,6 @@ class Plan:
     data_bytes: int = 0
     label: str = ""  # what one unit is, for sample descriptions ("block of 256")
     strided: tuple | None = None  # PyTorch non-contiguous view: (shape, strides in bytes)
-    # Units whose bytes are not one contiguous run (a GPTQ output channel is a column of
-    # qweight): gather(ckpt, unit indices) -> (n, unit_bytes) uint8, replacing the range read.
-    gather: Callable[[CheckpointRecord, np.ndarray], np.ndarray] | None = None
 
     @property
     def numel(self) -> int:
@@ -77,8 +69,6 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
                          f"{info.numel:,} elements, more than any file holds.")
     if info.quant and info.quant.get("kind") == "mlx_affine":
         return _mlx_plan(ckpt, info)
-    if info.quant and info.quant.get("kind") in PLANNERS:
-        return PLANNERS[info.quant["kind"]](ckpt, info)
     if info.quant:  # a scheme without a codec here: never show its packed codes as weights
         q = info.quant
         why = f": {q['reason']}" if q.get("reason") else ""
@@ -246,8 +236,6 @@ def _check_length(plan: Plan) -> None:
 def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.ndarray:
     """Units [start, stop) as uint8 (n, unit_bytes): a view of the mmap for local files."""
     _check_length(plan)
-    if plan.gather is not None:
-        return plan.gather(ckpt, np.arange(start, stop, dtype=np.int64))
     info, ub = plan.info, plan.unit_bytes
     src = ckpt.byte_source(info.file)
     lo = info.offset + start * ub
@@ -269,9 +257,6 @@ def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.n
 def raw_picked(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray, k: int = 1) -> np.ndarray:
     """Units idx*k .. idx*k+k for each index: (len(idx) * k, unit_bytes), gathered in one go."""
     idx = np.asarray(idx, dtype=np.int64)
-    if plan.gather is not None:
-        _check_length(plan)
-        return plan.gather(ckpt, (idx[:, None] * k + np.arange(k)).reshape(-1))
     src = ckpt.byte_source(plan.info.file)
     if getattr(src, "buffer", None) is not None and len(idx):
         # Gather from a view of the mmap. A group the data ends inside (sub-byte tensors end
@@ -309,13 +294,8 @@ def decode_raw(plan: Plan, raw: np.ndarray, index) -> np.ndarray:
     """Decode units already read, (n, unit_bytes), numbered `index`, to (n, unit_elems) values."""
     out = np.empty((len(raw), plan.unit_elems), dtype=plan.out_dtype)
     if len(raw):
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are data, not errors
-                plan.decode(raw, index, out)
-        except DecodeError as e:  # bad scales met while decoding: a finding, as at plan time
-            info = plan.info
-            raise Undecodable(str(e), Finding("warning", "undecodable", str(e), info.offset,
-                                              info.length, info.name, info.file)) from None
+        with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are data, not errors
+            plan.decode(raw, index, out)
     return out
 
 
@@ -359,11 +339,6 @@ def _read_strided(ckpt: CheckpointRecord, plan: Plan) -> np.ndarray:
     dt = dtypes.numpy_dtype(dtypes.canonical(info.dtype), info.byteorder)
     view = np.lib.stride_tricks.as_strided(raw.view(dt), shape=shape, strides=strides)
     return view.astype(plan.out_dtype)
-
-
-class DecodeError(ValueError):
-    """Values found unusable while decoding (NaN, Inf or zero scales, a group index out of
-    range): `decode_raw` turns it into an `Undecodable` with its finding."""
 
 
 class Undecodable(ValueError):
