@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,11 @@ class Plan:
     data_bytes: int = 0
     label: str = ""  # what one unit is, for sample descriptions ("block of 256")
     strided: tuple | None = None  # PyTorch non-contiguous view: (shape, strides in bytes)
+    # Hub quantization schemes whose unit (a logical row) is not one contiguous byte run of
+    # the main tensor (GPTQ's output channel is a column of qweight): unit indices -> raw
+    # (n, unit_bytes), and the scheme's own parts (codes, zero points, groups; schemes/common.py)
+    gather: Callable[[np.ndarray | range], np.ndarray] | None = None
+    parts: Any = None
 
     @property
     def numel(self) -> int:
@@ -69,6 +75,10 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
                          f"{info.numel:,} elements, more than any file holds.")
     if info.quant and info.quant.get("kind") == "mlx_affine":
         return _mlx_plan(ckpt, info)
+    if info.quant and info.quant.get("kind"):
+        from .schemes import scheme_plan  # GPTQ, AWQ, bitsandbytes, compressed-tensors, FP8, MXFP4
+
+        return scheme_plan(ckpt, info)
     if ckpt.format == "gguf" and info.dtype in CODECS:
         return _gguf_plan(info)
     if ckpt.format == "gguf" and info.dtype in UNSUPPORTED:
@@ -230,6 +240,8 @@ def _check_length(plan: Plan) -> None:
 def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.ndarray:
     """Units [start, stop) as uint8 (n, unit_bytes): a view of the mmap for local files."""
     _check_length(plan)
+    if plan.gather is not None:
+        return plan.gather(range(start, max(start, stop)))
     info, ub = plan.info, plan.unit_bytes
     src = ckpt.byte_source(info.file)
     lo = info.offset + start * ub
@@ -251,6 +263,9 @@ def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.n
 def raw_picked(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray, k: int = 1) -> np.ndarray:
     """Units idx*k .. idx*k+k for each index: (len(idx) * k, unit_bytes), gathered in one go."""
     idx = np.asarray(idx, dtype=np.int64)
+    if plan.gather is not None:
+        _check_length(plan)
+        return plan.gather((idx[:, None] * k + np.arange(k)).reshape(-1))
     src = ckpt.byte_source(plan.info.file)
     if getattr(src, "buffer", None) is not None and len(idx):
         # Gather from a view of the mmap. A group the data ends inside (sub-byte tensors end
