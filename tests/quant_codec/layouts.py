@@ -186,7 +186,8 @@ def awq_layer(base: str, w: np.ndarray, group=32, version="gemm") -> tuple[dict,
     out_f, in_f = w.shape
     groups = in_f // group
     mult = 1 if group >= 128 else {64: 2, 32: 4}[group]
-    zw = -(-(-(-groups // 8)) // mult) * mult
+    words = -(-groups // 8)
+    zw = -(-words // mult) * mult
     qz = np.zeros((out_f, zw * 8), np.int64)
     qz[:, :groups] = z.T
     sc = np.zeros((out_f, zw * 8), np.float16)
@@ -294,7 +295,6 @@ def ct_config(fmt: str, weights: dict, ignore=("lm_head",)) -> dict:
 def _ct_scales(w, args: dict):
     """Min-max scale and zero point in the library's shapes for each strategy."""
     import torch
-
     from compressed_tensors.quantization import QuantizationArgs
     from compressed_tensors.quantization.utils import calculate_qparams
 
@@ -323,7 +323,6 @@ def ct_layer_real(base: str, w: np.ndarray, fmt: str, args: dict):
     """Quantize and compress one Linear weight with compressed-tensors' own compressor;
     the reference is the same compressor's decompress."""
     import torch
-
     from compressed_tensors.compressors.base import BaseCompressor
     from compressed_tensors.quantization import QuantizationScheme
 
@@ -445,7 +444,7 @@ def _group_one(ckpt, t, name, method, cfg):
     if method == "fp8" and name.endswith(".weight") and name + "_scale_inv" in t:
         block = cfg.get("weight_block_size")
         roles = {"weight": t[name], "weight_scale_inv": t[name + "_scale_inv"]}
-        return _logical(name, t[name], t[name].shape, {"kind": "fp8_block", "label": "FP8_E4M3_B%d" % block[0],
+        return _logical(name, t[name], t[name].shape, {"kind": "fp8_block", "label": f"FP8_E4M3_B{block[0]}",
                                                        "bits": 8, "group_size": None, "sym": True,
                                                        "block_size": block, **roles})
     if method == "mxfp4" and name.endswith("_blocks"):
