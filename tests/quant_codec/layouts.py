@@ -255,8 +255,27 @@ def bnb4_layer_real(base: str, w: np.ndarray, quant_type="nf4", nested=True, blo
     t = {base + ".weight": packed.numpy()}
     for k, v in state.as_dict(packed=True).items():
         t[base + ".weight." + k] = v.numpy()
-    reference = F.dequantize_4bit(packed, state).numpy()
-    return t, reference
+    return t, bnb4_reference(packed, state)
+
+
+def bnb4_reference(packed, state) -> np.ndarray:
+    """bitsandbytes' own dequantization: its PyTorch-native implementation (default backend).
+    Its CPU C kernel (0.50) mis-assigns absmax blocks when a row is not a whole number of
+    blocks (it disagrees with its own quantize_4bit there); for whole-block rows both agree."""
+    import bitsandbytes.functional as F
+    import torch
+    from bitsandbytes.backends.default.ops import _dequantize_4bit_compute
+    from bitsandbytes.backends.utils import _get_4bit_code
+
+    absmax = state.absmax
+    if state.nested:
+        absmax = F.dequantize_blockwise(state.absmax, state.state2) + state.offset
+    code = _get_4bit_code(state.quant_type, packed.device)
+    out = _dequantize_4bit_compute(packed.reshape(-1), absmax.float(), code, state.blocksize,
+                                   state.shape, torch.float32)
+    if state.shape[-1] % state.blocksize == 0:  # where the C kernel is right, it agrees
+        assert torch.equal(out, F.dequantize_4bit(packed, state).float())
+    return out.numpy()
 
 
 def bnb_int8_layer_real(base: str, w: np.ndarray):
@@ -380,6 +399,9 @@ def group(ckpt) -> None:
         out[logical.name] = logical
         done.update(v.name for v in logical.quant.values() if isinstance(v, TensorInfo))
     ckpt.tensors = {k: v for k, v in out.items() if k not in done or v.quant}
+    # the MLX grouping's false "scales without weight" errors on GPTQ/AWQ (the format side
+    # stops MLX from claiming them)
+    ckpt.findings = [f for f in ckpt.findings if not f.code.startswith("mlx_")]
 
 
 def _group_one(ckpt, t, name, method, cfg):

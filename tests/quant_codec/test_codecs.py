@@ -104,9 +104,10 @@ def test_mxfp4_equals_transformers(tmp_path):
 
 @pytest.mark.parametrize("quant_type", ["nf4", "fp4"])
 @pytest.mark.parametrize("nested", [False, True])
-def test_bnb_4bit_equals_bitsandbytes(tmp_path, quant_type, nested):
+@pytest.mark.parametrize("shape", [(96, 128), (64, 96)])  # rows of 96: blocks across rows
+def test_bnb_4bit_equals_bitsandbytes(tmp_path, quant_type, nested, shape):
     pytest.importorskip("bitsandbytes")
-    t, ref = L.bnb4_layer_real(BASE, L.weight(96, 128), quant_type, nested)
+    t, ref = L.bnb4_layer_real(BASE, L.weight(*shape), quant_type, nested)
     check(build(tmp_path, t, L.bnb_config(True, quant_type, nested)), ref)
 
 
