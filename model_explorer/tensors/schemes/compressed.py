@@ -190,8 +190,14 @@ def plan(ckpt, info) -> Plan:
         def codes(raw, idx):
             return raw.view(np.int8) if kind == "ct_int" else raw
 
+        table = np.arange(256, dtype=np.uint8).view(dt).astype(F32) if dt.itemsize == 1 \
+            and kind == "ct_float" else None
+
         def values(raw, idx, o):
-            o[...] = raw.view(dt)
+            if table is not None:  # FP8: one lookup per byte
+                np.take(table, raw, out=o)
+            else:
+                o[...] = raw.view(dt)
         unit_bytes, cbits = in_f * dt.itemsize, 8 * dt.itemsize
 
     zp_t = part(info, "weight_zero_point", required=False)
