@@ -48,7 +48,7 @@ def grouped_open(monkeypatch):
     monkeypatch.setattr(opener, "open", open_and_group)
 
 
-def quantized_llama(tmp_path, scheme: str):
+def quantized_llama(tmp_path, scheme: str, drop: str | None = None):
     """A tiny llama whose seven projections per layer are quantized; returns the folder, the
     config, and the state with the weights each scheme dequantizes to."""
     h = demo_helpers()
@@ -78,6 +78,8 @@ def quantized_llama(tmp_path, scheme: str):
             quant = L.ct_config("pack-quantized", args)
         tensors.update(t)
         deq[name] = exp
+    if drop:
+        tensors = {k: v for k, v in tensors.items() if not k.endswith(drop)}
     folder = L.write_folder(tmp_path / scheme, tensors, quant, {**cfg, "torch_dtype": "float32"})
     h.write_tokenizer_files(str(folder), h.tiny_vocab(cfg["vocab_size"]))
     return folder, cfg, deq, h
@@ -118,11 +120,11 @@ def test_logits_match_transformers_loading_the_same_folder(tmp_path, scheme):
     assert h.rel_error(ours, ref) < 1e-4
 
 
-def test_unscaled_fp8_is_refused_by_name(tmp_path, monkeypatch):
-    """An FP8 folder whose scales no scheme claimed: today's silent unscaled run is refused."""
-    folder, *_ = quantized_llama(tmp_path, "fp8")
-    monkeypatch.undo()  # open as today, without grouping
-    with pytest.raises(UnsupportedModel, match="F8_E4M3 codes .*quant_method 'fp8'.*unscaled"):
+def test_unscaled_fp8_is_refused_by_name(tmp_path):
+    """FP8 codes whose scales are missing: today's silent unscaled run is refused, naming FP8
+    (as raw F8_E4M3 codes before the format side groups, as an unusable FP8 layer after)."""
+    folder, *_ = quantized_llama(tmp_path, "fp8", drop="_scale_inv")
+    with pytest.raises(UnsupportedModel, match=r"(?s)(F8_E4M3|FP8).*(unscaled|cannot)"):
         load_model(folder, device="cpu")
 
 
