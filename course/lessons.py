@@ -28,6 +28,8 @@ COURSE = {
                            "histograms against F32; the effect on generated text.",
     "06_broken_checkpoint_clinic": "A gallery of broken files, each diagnosed by the Explorer with the "
                                    "finding explained.",
+    "07_hub_quantization": "A GPTQ layer (act-order groups, zero points minus one) and an FP8 "
+                           "128x128 block-scaled layer built byte by byte and decoded by hand.",
 }
 CELL_TIMEOUT = 170  # seconds; the whole notebook must stay under 3 minutes on 2 cores
 

@@ -117,13 +117,32 @@ class DequantReport:
 
 
 def stored_bytes(info) -> int:
-    """Bytes a tensor takes in the file, MLX scales and biases included."""
+    """Bytes a tensor takes in the file, every quantization component included (MLX scales and
+    biases, GPTQ qzeros/scales/g_idx, bitsandbytes absmax, FP8 block scales...)."""
     n = info.length
-    for part in ("scales", "biases"):
-        t = (info.quant or {}).get(part)
-        if t is not None:
+    main = (info.file, info.offset)
+    for t in (info.quant or {}).values():
+        if hasattr(t, "length") and hasattr(t, "offset") and (t.file, t.offset) != main:
             n += t.length
     return n
+
+
+# Stored dtypes that are weights as they are; anything else in a safetensors folder is codes
+# that need scales (FP8, int8, packed int32/uint8) and is never run as it is.
+FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
+
+
+def quant_method(ckpt) -> str | None:
+    """config.json's quantization_config quant_method (GPTQ, AWQ, bitsandbytes, fp8, ...)."""
+    cfg = ckpt.metadata.get("config.json")
+    q = cfg.get("quantization_config") if isinstance(cfg, dict) else None
+    method = q.get("quant_method") if isinstance(q, dict) else None
+    return method if isinstance(method, str) else None
+
+
+def scheme_name(info, method: str | None) -> str:
+    q = info.quant or {}
+    return str(q.get("label") or q.get("kind") or method or info.dtype)
 
 
 class Weights:
@@ -213,14 +232,40 @@ class Weights:
             p, i = missing[0]
             where = f" of layer {i}" if i is not None else ""
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            method = quant_method(self.ckpt)
+            why = (f" config.json says quant_method {method!r}: its layers were not recognised as "
+                   "a scheme this demo decodes, so it cannot run." if method else "")
             raise UnsupportedModel(f"The checkpoint has no tensor {self.name(p, i)!r} (the "
                                    f"{DESCRIPTIONS[p]}{where}){more}; a {self.cfg.architecture} "
-                                   f"model with {self.cfg.num_layers} layers needs it.")
+                                   f"model with {self.cfg.num_layers} layers needs it.{why}")
         for p, i in wanted:
             info = tensors[self.name(p, i)]
+            self._check_decodable(info)
             if tuple(info.shape) != shapes[p]:
                 raise UnsupportedModel(f"Tensor {info.name!r} has shape {list(info.shape)}; the "
                                        f"hyperparameters imply {list(shapes[p])}.")
+
+    def _check_decodable(self, info) -> None:
+        """Refuse, naming the scheme, what would run unscaled: a Hub-quantized tensor the codec
+        cannot decode, or codes (FP8, int8, packed ints) that no scheme claimed."""
+        if self.gguf:
+            return
+        method = quant_method(self.ckpt)
+        q = info.quant or {}
+        if q.get("kind") and not q["kind"].startswith("mlx"):
+            from ..tensors.read import plan_for
+
+            try:
+                plan_for(self.ckpt, info)
+            except ValueError as e:
+                raise UnsupportedModel(f"{info.name!r} is quantized as {scheme_name(info, method)}, "
+                                       f"which this demo cannot run: {e}") from None
+            return
+        if not q and info.dtype not in FLOAT_DTYPES:
+            said = f" (config.json says quant_method {method!r})" if method else ""
+            raise UnsupportedModel(f"{info.name!r} is stored as {info.dtype} codes{said} with no "
+                                   "scales applied to it; running it would use unscaled weights, "
+                                   f"so the demo refuses {method or info.dtype} here.")
 
     # -- dequantization ------------------------------------------------------------------------
 

@@ -38,6 +38,10 @@ class QuantBlocks:
     codes: np.ndarray | None
     values: np.ndarray  # (n, block_elems) float32, decoded
     error: np.ndarray | None = None  # values - reference, when a reference was given
+    # Hub schemes with zero points (GPTQ, AWQ, asymmetric compressed-tensors):
+    # value = scale * (code - zero_point)
+    zero_point: np.ndarray | None = None
+    scale_name: str = "scale"  # what the scale is called in the file ("absmax", "scale_inv"...)
 
     def table(self):
         """One row per block: index, offset, scale, min, max |error| and RMS error."""
@@ -49,10 +53,12 @@ class QuantBlocks:
             rows["scale"] = self.scale
         if self.min is not None:
             rows["min"] = self.min
-        rows["abs_max"] = np.abs(self.values).max(axis=1) if n else []
+        if self.zero_point is not None:
+            rows["zero_point"] = self.zero_point
+        rows["abs_max"] = np.nanmax(np.abs(self.values), axis=1) if n else []
         if self.error is not None:
-            rows["max_abs_error"] = np.abs(self.error).max(axis=1)
-            rows["rms_error"] = np.sqrt((self.error.astype(np.float64) ** 2).mean(axis=1))
+            rows["max_abs_error"] = np.nanmax(np.abs(self.error), axis=1)  # NaN: padding of an
+            rows["rms_error"] = np.sqrt(np.nanmean(self.error.astype(np.float64) ** 2, axis=1))  # edge block
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict:
@@ -69,7 +75,8 @@ class QuantBlocks:
                 "block_bytes": self.block_bytes, "n_blocks": self.n_blocks, "start": self.start,
                 "offsets": lst(self.offsets), "scale": lst(self.scale), "min": lst(self.min),
                 "sub_scales": lst(self.sub_scales), "sub_mins": lst(self.sub_mins),
-                "codes": lst(self.codes), "values": lst(self.values), "error": lst(self.error)}
+                "codes": lst(self.codes), "values": lst(self.values), "error": lst(self.error),
+                "zero_point": lst(self.zero_point), "scale_name": self.scale_name}
 
 
 def _f16(blocks, at):
@@ -128,6 +135,8 @@ def blocks(ckpt: CheckpointRecord, name: str | TensorInfo, reference=None, start
     mlx = bool(info.quant and info.quant.get("kind") == "mlx_affine")
     if mlx:
         return _mlx_blocks(ckpt, info, plan, reference, start, count)
+    if plan.parts is not None:
+        return _scheme_blocks(ckpt, info, plan, reference, start, count)
     n_total = plan.n_units
     start = max(0, min(int(start), n_total))
     stop = min(n_total, start + max(0, int(count)))
@@ -177,4 +186,65 @@ def _mlx_blocks(ckpt, info, plan, reference, start, count) -> QuantBlocks:
     out = QuantBlocks(info.name, info.kind, group, n_total, start, offsets, group_bytes,
                       scales[sel], biases[sel], None, None, codes[sel], values[sel])
     out.error = _error(out.values, reference, start * group, info)
+    return out
+
+
+def _scheme_blocks(ckpt, info, plan, reference, start, count) -> QuantBlocks:
+    """Hub schemes: a block is one group of a logical row sharing a scale (and zero point):
+    a GPTQ/AWQ group, a bitsandbytes absmax block, an FP8 block's slice of the row, an MXFP4
+    block of 32. GPTQ act-order groups are gathered from their columns (g_idx order)."""
+    parts = plan.parts
+    gw, row = parts.group, plan.unit_elems
+    if not gw:
+        raise ValueError(f"Tensor {info.name!r}: its groups are not equal runs of a row "
+                         "(irregular act-order or blocks across rows); no blocks view.")
+    per_row = -(-row // gw)
+    n_total = plan.n_units * per_row
+    start = max(0, min(int(start), n_total))
+    stop = min(n_total, start + max(0, int(count)))
+    r0, r1 = (start // per_row, (stop - 1) // per_row + 1) if stop > start else (0, 0)
+    idx = range(r0, r1)
+    raw = raw_units(ckpt, plan, r0, r1)
+    values = decode_raw(plan, raw, idx)
+    codes = np.asarray(parts.codes(raw, idx)) if parts.codes is not None else None
+    err = None
+    if reference is not None:
+        ref = np.asarray(reference, dtype=np.float32).reshape(-1)
+        if ref.size != info.numel:
+            raise ValueError(f"The reference has {ref.size} elements; {info.name!r} has {info.numel}.")
+        err = values - ref[r0 * row:r1 * row].reshape(values.shape)
+
+    def per_group(a, fill):
+        if a is None:
+            return None
+        if parts.perm is not None:
+            a = a[:, parts.perm]
+        if per_row * gw != row:  # a partial last group (FP8 edge block): padded
+            a = np.concatenate([a, np.full((len(a), per_row * gw - row), fill, a.dtype)], axis=1)
+        return a.reshape(-1, gw)
+
+    def per_block(a):
+        if a is None:
+            return None
+        a = np.asarray(a, dtype=np.float32)
+        if a.shape[1] == 1 and per_row > 1:
+            a = np.repeat(a, per_row, axis=1)
+        return a.reshape(-1)
+
+    scales = per_block(parts.scales(raw, idx))
+    zeros = per_block(parts.zeros(raw, idx)) if parts.zeros is not None else None
+    sel = slice(start - r0 * per_row, stop - r0 * per_row)
+    rows = np.repeat(np.arange(r0, r1), per_row)[sel]
+    groups = np.tile(np.arange(per_row), r1 - r0)[sel]
+    offsets = np.asarray(parts.unit_offset(rows), dtype=np.int64)
+    if parts.perm is None and plan.gather is not None and parts.unit_offset(np.array([1]))[0] - \
+            parts.unit_offset(np.array([0]))[0] == plan.unit_bytes:  # row-major bytes
+        offsets = offsets + groups * gw * parts.bits // 8
+    label = (info.quant or {}).get("label") or info.kind
+    vals = per_group(values, np.nan)[sel]
+    out = QuantBlocks(info.name, label, gw, n_total, start, offsets, gw * parts.bits // 8,
+                      None if scales is None else scales[sel], None, None, None,
+                      None if codes is None else per_group(codes, 0)[sel], vals,
+                      None if err is None else per_group(err, np.nan)[sel],
+                      None if zeros is None else zeros[sel], parts.scale_name)
     return out

@@ -9,8 +9,7 @@ it needs and memory stays bounded by the chunk size.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -18,39 +17,13 @@ from .. import dtypes
 from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
 from .dequant import CODECS, GGML_PLAIN, UNSUPPORTED
+from .plan import Plan
 
 # Elements decoded per step when streaming: big enough for numpy, small enough for the cache.
 CHUNK_ELEMENTS = 1 << 18
 # A PyTorch view with zero strides may claim far more elements than it stores; expanding more
 # than this many from a file that small is refused (the shape is not to be trusted).
 MAX_EXPANDED = 1 << 28
-
-
-@dataclass
-class Plan:
-    """How one tensor's bytes become values."""
-
-    info: TensorInfo
-    unit_elems: int
-    unit_bytes: int
-    n_units: int
-    out_dtype: np.dtype
-    # decode(raw (n, unit_bytes) uint8, unit indices (a range or an array), out (n, unit_elems))
-    decode: Callable[[np.ndarray, np.ndarray, np.ndarray], None]
-    # per-unit quantization scales (n,) or (n, k) as float32, for quantized tensors
-    scales: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
-    # bytes the file really holds for the tensor (sub-byte tensors end mid-unit)
-    data_bytes: int = 0
-    label: str = ""  # what one unit is, for sample descriptions ("block of 256")
-    strided: tuple | None = None  # PyTorch non-contiguous view: (shape, strides in bytes)
-
-    @property
-    def numel(self) -> int:
-        return self.info.numel
-
-    @property
-    def quantized(self) -> bool:
-        return self.scales is not None
 
 
 def tensor_info(ckpt: CheckpointRecord, name: str | TensorInfo) -> TensorInfo:
@@ -69,12 +42,10 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
                          f"{info.numel:,} elements, more than any file holds.")
     if info.quant and info.quant.get("kind") == "mlx_affine":
         return _mlx_plan(ckpt, info)
-    if info.quant:  # a scheme without a codec here: never show its packed codes as weights
-        q = info.quant
-        why = f": {q['reason']}" if q.get("reason") else ""
-        raise ValueError(f"Tensor {info.name!r} is {q.get('label') or q.get('kind')} "
-                         f"({q.get('scheme') or q.get('kind')}), which this tool cannot dequantize"
-                         f"{why}; its stored values are packed codes, not weights.")
+    if info.quant:  # every scheme, or a clear refusal: never packed codes shown as weights
+        from .schemes import scheme_plan  # GPTQ, AWQ, bitsandbytes, compressed-tensors, FP8, MXFP4
+
+        return scheme_plan(ckpt, info)
     if ckpt.format == "gguf" and info.dtype in CODECS:
         return _gguf_plan(info)
     if ckpt.format == "gguf" and info.dtype in UNSUPPORTED:
@@ -236,6 +207,8 @@ def _check_length(plan: Plan) -> None:
 def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.ndarray:
     """Units [start, stop) as uint8 (n, unit_bytes): a view of the mmap for local files."""
     _check_length(plan)
+    if plan.gather is not None:
+        return plan.gather(range(start, max(start, stop)))
     info, ub = plan.info, plan.unit_bytes
     src = ckpt.byte_source(info.file)
     lo = info.offset + start * ub
@@ -257,6 +230,9 @@ def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.n
 def raw_picked(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray, k: int = 1) -> np.ndarray:
     """Units idx*k .. idx*k+k for each index: (len(idx) * k, unit_bytes), gathered in one go."""
     idx = np.asarray(idx, dtype=np.int64)
+    if plan.gather is not None:
+        _check_length(plan)
+        return plan.gather((idx[:, None] * k + np.arange(k)).reshape(-1))
     src = ckpt.byte_source(plan.info.file)
     if getattr(src, "buffer", None) is not None and len(idx):
         # Gather from a view of the mmap. A group the data ends inside (sub-byte tensors end

@@ -31,6 +31,7 @@ EXPECTED = {
     "05_quantization_lab": ["bit-identical to gguf.quants.dequantize", "scale * q + bias", "tokens agree"],
     "06_broken_checkpoint_clinic": ["data_past_end", "size_mismatch", "header_too_large", "bad_magic",
                                     "dangerous_import", "exit code: 1", "missing_shard", "unknown_tensor_type"],
+    "07_hub_quantization": ["scale * (q - zero)", "FP8 value * block scale", "GPTQ_Q4"],
 }
 
 

@@ -1,0 +1,53 @@
+"""Codecs of the Hub quantization schemes: one module per scheme, chosen by quant["kind"].
+
+The format layer (formats/hubquant) groups each quantized layer's components into one logical
+tensor [out, in] with `quant = {"kind", "label", "bits", ..., role: TensorInfo}`; these build
+its decoding `Plan` (tensors/read.py): one unit per logical row, so row slices, sampling and
+streaming decode only the rows they touch.
+"""
+
+from __future__ import annotations
+
+from ...records import CheckpointRecord, TensorInfo
+from . import awq, bnb, compressed, fp8, gptq, mxfp4
+
+PLANS = {
+    "gptq": gptq.plan,
+    "awq": awq.plan,
+    "bnb_4bit": bnb.plan_4bit,
+    "bnb_int8": bnb.plan_int8,
+    "ct_pack": compressed.plan,
+    "ct_int": compressed.plan,
+    "ct_float": compressed.plan,
+    "ct_nvfp4": compressed.plan,
+    "ct_mxfp4": compressed.plan,
+    "fp8_block": fp8.plan,
+    "mxfp4": mxfp4.plan,
+}
+# Recognised by the format layer but without a decoder here, with the reason.
+NOT_DECODED = {
+    "ct_sparse_24": "compressed-tensors 2:4 sparse weights (sparse-24-bitmask) are not decoded yet",
+    "ct_sparse_bitmask": "compressed-tensors sparse-bitmask weights are not decoded yet",
+}
+
+
+def scheme_plan(ckpt: CheckpointRecord, info: TensorInfo):
+    """The Plan of a grouped quantized tensor; ValueError naming the scheme when it cannot be
+    decoded (never a plan that would show packed or unscaled values)."""
+    q = info.quant
+    kind = q.get("kind")
+    name = q.get("label") or kind
+    if kind == "unusable":
+        raise ValueError(f"Tensor {info.name!r} ({name}) cannot be dequantized: "
+                         f"{q.get('reason', 'its quantization components are incomplete')}.")
+    build = PLANS.get(kind)
+    if build is None:
+        why = NOT_DECODED.get(kind, f"quantization kind {kind!r} has no decoder in this tool")
+        raise ValueError(f"Tensor {info.name!r} ({name}) is not decoded: {why}; its stored "
+                         "values are packed codes, not weights.")
+    try:
+        return build(ckpt, info)
+    except (KeyError, TypeError, IndexError, ArithmeticError) as e:
+        # shapes or parameters no check above foresaw: still a clear refusal, never a traceback
+        raise ValueError(f"Tensor {info.name!r} ({name}) cannot be dequantized: its components "
+                         f"do not fit together ({type(e).__name__}: {e}).") from None
