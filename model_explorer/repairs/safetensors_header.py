@@ -1,0 +1,166 @@
+"""safetensors headers that are wrong while the data is intact: an unpadded header, metadata
+values that are not strings, a dtype, shape or byte range that disagrees with the others, gaps
+and trailing bytes, and a truncated last tensor (dropped, and said so as an error)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ..dtypes import SAFETENSORS_BITS, nbytes_for
+from ..spans import Finding
+from .build import Build, OutFile, OutTensor
+from .fix import Fix, Unfixable
+
+# A dtype is re-read only within its family: a float tensor is never reinterpreted as integers.
+FAMILIES = (("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"), ("I64", "I32", "I16", "I8"),
+            ("U64", "U32", "U16", "U8"))
+
+
+def _by_code(f: OutFile, *codes: str) -> list[Finding]:
+    return [x for x in f.result.report.findings if x.code in codes] if f.result else []
+
+
+def _origin(f: OutFile, name: str) -> OutTensor | None:
+    return next((t for t in f.tensors if t.origin == name), None)
+
+
+def readings(f: OutFile, t: OutTensor) -> list[tuple[str, dict]]:
+    """Every way the entry of `t` can be made consistent by changing one thing: its byte range
+    (the bytes up to the next tensor fit dtype x shape), its dtype (same family) or one
+    dimension of its shape."""
+    out: list[tuple[str, dict]] = []
+    bits = SAFETENSORS_BITS.get(t.dtype)
+    if bits is None:
+        return out
+    numel = math.prod(t.shape) if t.shape else 1
+    declared = nbytes_for(bits, numel)
+    later = [u.src_offset for u in f.tensors if u.src_offset > t.src_offset]
+    room = (min(later) if later else f.result.size) - t.src_offset
+    if declared == room and declared != t.length:
+        out.append((f"data_offsets end moved so the range holds {declared} bytes "
+                    f"({t.dtype} {list(t.shape)})", {"length": declared}))
+    family = next((fam for fam in FAMILIES if t.dtype in fam), ())
+    for d in family:
+        if d != t.dtype and nbytes_for(SAFETENSORS_BITS[d], numel) == t.length:
+            out.append((f"dtype {t.dtype} -> {d}", {"dtype": d}))
+    shapes = set()
+    for i in range(len(t.shape)):
+        others = math.prod(t.shape[:i] + t.shape[i + 1:]) * bits
+        if others and (t.length * 8) % others == 0:
+            dim = t.length * 8 // others
+            if dim != t.shape[i]:
+                shapes.add(t.shape[:i] + (dim,) + t.shape[i + 1:])
+    for s in sorted(shapes):
+        out.append((f"shape {list(t.shape)} -> {list(s)}", {"shape": s}))
+    return out
+
+
+def propose(build: Build) -> tuple[list[Fix], list[Unfixable]]:
+    fixes: list[Fix] = []
+    unfixable: list[Unfixable] = []
+    for f in build.files:
+        if f.result is None:
+            continue
+        fixes += _repad(f) + _metadata(f)
+        size_fixes, size_unfixable, absorbed = _sizes(f)
+        fixes += size_fixes
+        unfixable += size_unfixable
+        fixes += _contiguous(f, absorbed) + _truncated(build, f)
+        for x in _by_code(f, "data_overlap"):
+            unfixable.append(Unfixable(x.code, x.message, "The header says two tensors share bytes, so "
+                                       "at least one range is wrong and nothing says which: "
+                                       "re-export the checkpoint.", x))
+    return fixes, unfixable
+
+
+def _repad(f: OutFile) -> list[Fix]:
+    found = _by_code(f, "header_unaligned")
+    if not found:
+        return []
+    return [Fix("repad_header", f"{f.name}: header padded with spaces so tensor data starts "
+                "8-byte aligned (tensor bytes unchanged).", found,
+                {"files": [f.name], "bytes": 8}, lambda b, f=f: f.touch())]
+
+
+def _metadata(f: OutFile) -> list[Fix]:
+    found = _by_code(f, "metadata_not_string")
+    meta = f.metadata or {}
+    keys = [k for k, v in meta.items() if not isinstance(v, str)]
+    if not found or not keys:
+        return []
+
+    def apply(build: Build, f=f) -> None:
+        changed = []
+        for k in list(f.metadata):
+            v = f.metadata[k]
+            if not isinstance(v, str):
+                f.metadata[k] = json.dumps(v)
+                changed.append(f"__metadata__[{k!r}]: {v!r} -> {f.metadata[k]!r}")
+        build.notes += [f"{f.name}: stringified {c}" for c in changed]
+        f.touch()
+
+    return [Fix("stringify_metadata", f"{f.name}: __metadata__ values {keys} written as JSON strings.",
+                found, {"files": [f.name], "keys": [f"__metadata__.{k}" for k in keys]}, apply)]
+
+
+def _sizes(f: OutFile) -> tuple[list[Fix], list[Unfixable], set[str]]:
+    fixes, unfixable, absorbed = [], [], set()
+    for x in _by_code(f, "size_mismatch"):
+        t = _origin(f, x.tensor)
+        if t is None:
+            continue
+        options = readings(f, t)
+        if len(options) != 1:
+            said = "; ".join(o[0] for o in options) if options else "none"
+            unfixable.append(Unfixable(x.code, x.message, f"Readings that fit the bytes: {said}. "
+                                       "Only a single reading is repaired; re-export the tensor.", x))
+            continue
+        what, change = options[0]
+        if "length" in change:
+            absorbed.add(t.name)  # the gap after it was its own bytes
+
+        def apply(build: Build, f=f, name=t.origin, change=change, what=what) -> None:
+            u = _origin(f, name)
+            for k, v in change.items():
+                setattr(u, k, v)
+            u.changed.append(what)
+            f.touch()
+
+        fixes.append(Fix("fix_entry", f"{f.name}: {t.name!r}: {what}.", [x],
+                         {"files": [f.name], "tensors": [t.name], "bytes": change.get("length", 0)},
+                         apply))
+    return fixes, unfixable, absorbed
+
+
+def _contiguous(f: OutFile, absorbed: set[str]) -> list[Fix]:
+    found = _by_code(f, "data_gap", "trailing_bytes")
+    if not found:
+        return []
+    # A gap a fixed entry now covers is resolved by that fix; say so in the findings it lists.
+    gap_bytes = sum(x.length or 0 for x in found)
+    return [Fix("make_contiguous", f"{f.name}: tensors rewritten back to back in offset order "
+                f"({gap_bytes} unclaimed bytes dropped, tensor bytes unchanged).", found,
+                {"files": [f.name], "bytes": -gap_bytes}, lambda b, f=f: f.touch())]
+
+
+def _truncated(build: Build, f: OutFile) -> list[Fix]:
+    found = _by_code(f, "data_past_end")
+    if not found:
+        return []
+    names = [x.tensor for x in found if x.tensor]
+
+    def apply(b: Build, f=f, names=names) -> None:
+        kept = []
+        for t in f.tensors:
+            if t.origin in names:
+                b.errors.append(f"{f.name}: {t.name!r} dropped: its bytes run past the end of the "
+                                "file (truncated). Copy or download the file again to get it back.")
+            else:
+                kept.append(t)
+        f.tensors = kept
+        f.touch()
+
+    return [Fix("drop_truncated", f"{f.name}: {len(names)} truncated tensor(s) dropped ({names}); "
+                "the report lists each as an error.", found,
+                {"files": [f.name], "tensors": names}, apply)]
