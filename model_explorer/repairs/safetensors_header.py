@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from ..dtypes import SAFETENSORS_BITS, nbytes_for
 from ..spans import Finding
@@ -25,10 +26,15 @@ def _origin(f: OutFile, name: str) -> OutTensor | None:
     return next((t for t in f.tensors if t.origin == name), None)
 
 
-def readings(f: OutFile, t: OutTensor) -> list[tuple[str, dict]]:
-    """Every way the entry of `t` can be made consistent by changing one thing: its byte range
-    (the bytes up to the next tensor fit dtype x shape), its dtype (same family) or one
-    dimension of its shape."""
+def _pattern(name: str) -> str:
+    return re.sub(r"\d+", "#", name)
+
+
+def readings(f: OutFile, t: OutTensor, build: Build) -> list[tuple[str, dict]]:
+    """Every way the entry of `t` can be made consistent by changing one thing, where the rest
+    of the checkpoint backs it: its byte range (the bytes up to the next tensor fit dtype x
+    shape), its dtype (one the other tensors use, same family), or its shape (the shape of a
+    sibling such as the same weight in another layer)."""
     out: list[tuple[str, dict]] = []
     bits = SAFETENSORS_BITS.get(t.dtype)
     if bits is None:
@@ -40,19 +46,16 @@ def readings(f: OutFile, t: OutTensor) -> list[tuple[str, dict]]:
     if declared == room and declared != t.length:
         out.append((f"data_offsets end moved so the range holds {declared} bytes "
                     f"({t.dtype} {list(t.shape)})", {"length": declared}))
+    others = [u for _, u in build.tensors() if u is not t]
+    used = {u.dtype for u in others}
     family = next((fam for fam in FAMILIES if t.dtype in fam), ())
     for d in family:
-        if d != t.dtype and nbytes_for(SAFETENSORS_BITS[d], numel) == t.length:
+        if d != t.dtype and d in used and nbytes_for(SAFETENSORS_BITS[d], numel) == t.length:
             out.append((f"dtype {t.dtype} -> {d}", {"dtype": d}))
-    shapes = set()
-    for i in range(len(t.shape)):
-        others = math.prod(t.shape[:i] + t.shape[i + 1:]) * bits
-        if others and (t.length * 8) % others == 0:
-            dim = t.length * 8 // others
-            if dim != t.shape[i]:
-                shapes.add(t.shape[:i] + (dim,) + t.shape[i + 1:])
-    for s in sorted(shapes):
-        out.append((f"shape {list(t.shape)} -> {list(s)}", {"shape": s}))
+    siblings = {u.shape for u in others if _pattern(u.name) == _pattern(t.name)}
+    for s in sorted(siblings):
+        if s != t.shape and nbytes_for(bits, math.prod(s) if s else 1) == t.length:
+            out.append((f"shape {list(t.shape)} -> {list(s)} (as its siblings)", {"shape": s}))
     return out
 
 
@@ -63,7 +66,7 @@ def propose(build: Build) -> tuple[list[Fix], list[Unfixable]]:
         if f.result is None:
             continue
         fixes += _repad(f) + _metadata(f)
-        size_fixes, size_unfixable, absorbed = _sizes(f)
+        size_fixes, size_unfixable, absorbed = _sizes(f, build)
         fixes += size_fixes
         unfixable += size_unfixable
         fixes += _contiguous(f, absorbed) + _truncated(build, f)
@@ -104,13 +107,13 @@ def _metadata(f: OutFile) -> list[Fix]:
                 found, {"files": [f.name], "keys": [f"__metadata__.{k}" for k in keys]}, apply)]
 
 
-def _sizes(f: OutFile) -> tuple[list[Fix], list[Unfixable], set[str]]:
+def _sizes(f: OutFile, build: Build) -> tuple[list[Fix], list[Unfixable], set[str]]:
     fixes, unfixable, absorbed = [], [], set()
     for x in _by_code(f, "size_mismatch"):
         t = _origin(f, x.tensor)
         if t is None:
             continue
-        options = readings(f, t)
+        options = readings(f, t, build)
         if len(options) != 1:
             said = "; ".join(o[0] for o in options) if options else "none"
             unfixable.append(Unfixable(x.code, x.message, f"Readings that fit the bytes: {said}. "
