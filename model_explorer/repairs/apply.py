@@ -47,7 +47,8 @@ def repair(source: Any, dest: str | os.PathLike, fixes: list[str] | None = None,
     originals = {t.origin: (t.src_file, t.src_offset, t.length) for _, t in build.tensors()}
     for fix in selected:
         fix.apply(build)
-    build.files = [f for f in build.files if f.tensors or f.verbatim]
+    # A shard every tensor of which went elsewhere is not written (a converted pickle always is).
+    build.files = [f for f in build.files if f.tensors or f.verbatim or build.kind == "pytorch"]
     report.notes += build.notes
     report.errors += build.errors
     file_mode = build.single_file and dest.endswith(FILE_SUFFIXES)
@@ -230,8 +231,11 @@ def _remaining(report: RepairReport, out, choices: dict) -> None:
                 report.remaining.append(f"{fix.name}: {f.code} still found ({f.message})")
     # Detected faults: the plan of the output must not propose the same fix again.
     again_choices = {k: v for k, v in choices.items() if k in ("tie", "fix_config", "trim_tokens")}
-    again = repair_plan(out, **again_choices)
-    names = {f.name for f in again.fixes}
+    try:
+        names = {f.name for f in repair_plan(out, **again_choices).fixes}
+    except RepairError as e:
+        report.remaining.append(f"the output cannot be planned again: {e}")
+        return
     for fix in report.applied:
         if fix.name in names and fix.name not in ("rename", "gguf_set", "gguf_remove",
                                                    "pickle_to_safetensors"):

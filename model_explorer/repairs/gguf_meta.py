@@ -41,13 +41,13 @@ class GGUFEdit:
     data_start: int
     size: int
     alignment: int
-    set: dict[str, tuple[int, Any, int | None]] = field(default_factory=dict)  # key -> (type, value, elem type)
+    values: dict[str, tuple[int, Any, int | None]] = field(default_factory=dict)  # set: key -> (type, value, elem type)
     remove: set[str] = field(default_factory=set)
     trim: dict[str, int] = field(default_factory=dict)  # array key -> elements kept
 
     @property
     def verbatim(self) -> bool:
-        return not (self.set or self.remove or self.trim)
+        return not (self.values or self.remove or self.trim)
 
 
 def edit_for(ckpt: CheckpointRecord) -> GGUFEdit:
@@ -141,14 +141,14 @@ def header_bytes(e: GGUFEdit) -> bytes:
         for kv in e.kvs:
             if kv.key in e.remove:
                 continue
-            if kv.key in e.set:
-                kv_parts.append(encode_kv(e.byteorder, kv.key, *e.set[kv.key]))
+            if kv.key in e.values:
+                kv_parts.append(encode_kv(e.byteorder, kv.key, *e.values[kv.key]))
             elif kv.key in e.trim:
                 kv_parts.append(_trimmed_kv(e, kv, e.trim[kv.key], read))
             else:
                 kv_parts.append(read(kv.offset, kv.length))
         present = {kv.key for kv in e.kvs}
-        for key, (t, value, elem) in e.set.items():
+        for key, (t, value, elem) in e.values.items():
             if key not in present:
                 kv_parts.append(encode_kv(e.byteorder, key, t, value, elem))
         infos = b"".join(read(o, n) for o, n in e.infos)
@@ -190,7 +190,7 @@ def propose(ckpt: CheckpointRecord, e: GGUFEdit, gguf_set: dict | None, gguf_rem
         changes[key] = (t, v, elem)
     if changes:
         def apply_set(b, changes=changes) -> None:
-            b.gguf.set.update(changes)
+            b.gguf.values.update(changes)
         fixes.append(Fix("gguf_set", "GGUF metadata set: " + ", ".join(
             f"{k} = {v[1]!r}" for k, v in changes.items()) + ".",
             changes={"keys": sorted(changes), "bytes": 0}, apply=apply_set))

@@ -103,6 +103,7 @@ def base(ckpt: CheckpointRecord, build: Build) -> list[str]:
                     lost.append(f"{info.name!r} is a {dtype} view that cannot be made contiguous here.")
                     continue
                 t.produce = _strided(info, dt)
+                t.changed.append("made contiguous little-endian (a strided view or a big-endian storage)")
             out.tensors.append(t)
         build.files.append(out)
     if len(build.files) > 1 or build.index_source:
