@@ -121,6 +121,10 @@ def _write_all(build: Build, staging: Staging, file_dest: str | None, progress) 
     total += sum(os.path.getsize(f.source) for f in build.files if f.verbatim and f.source)
     if build.gguf is not None:
         total += build.gguf.size
+    total += sum(os.path.getsize(p) for n, p in build.side_files.items()
+                 if not (n == "config.json" and build.config_changed))
+    if build.index_name and not build.single_file and not (build.index_rewrite or build.index_source is None):
+        total += os.path.getsize(build.index_source)
     counter = Counter(total, progress)
     staged: dict[str, str] = {}
     if build.gguf is not None:
