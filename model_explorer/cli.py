@@ -237,6 +237,7 @@ def cmd_repair(args) -> int:
     """Write a repaired copy; exit 0 when every selected fix applied and the output reopens
     without the fixed findings, 1 when some remain, 2 when the repair was refused."""
     import model_explorer as mx
+
     from .repairs import RepairError
 
     choices = {"tie": args.tie, "deep": args.deep}

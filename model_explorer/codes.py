@@ -62,8 +62,6 @@ CATALOG: dict[str, Code] = {
                            "Rewrite without them: mx.repair(src, dest) (fix make_contiguous)."),
     "truncated": Code("error", "The file ends before the data its header describes.",
                       "Download or copy the file again; compare its size with the source's."),
-    "header_unaligned": Code("warning", "The header does not end on a multiple of 8 bytes, so tensor data is not 8-byte aligned.",
-                             "Re-pad the header with spaces: mx.repair(src, dest) (fix repad_header)."),
     "duplicate_key": Code("error", "A key appears twice in a header (the readers keep different copies)."),
     # -- GGUF ----------------------------------------------------------------------------------
     "bad_magic": Code("error", "The file does not start with 'GGUF'."),

@@ -89,11 +89,6 @@ def read_safetensors(source) -> FileResult:
     elif trailing:
         rep.span(8 + end, len(trailing), "padding", "header padding (spaces)",
                  f"{len(trailing)} bytes")
-    if data_start % 8 and result.tensors:
-        # The reference writer pads the header so tensor data starts 8-byte aligned; loaders
-        # that map the file zero-copy need it.
-        rep.warning("header_unaligned", f"The header ends at byte {data_start}, not a multiple of 8: "
-                    "tensor data is not 8-byte aligned, so zero-copy loaders must copy it.", 0, 8)
     _check_layout(result, data_start)
     return result
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats.gguf import GGUFArray, KeyValue
-from ..ggml import DEFAULT_ALIGNMENT, SCALAR_FORMATS, Keys, ValueType
+from ..ggml import SCALAR_FORMATS, Keys, ValueType
 from ..records import CheckpointRecord
 from .build import RepairError
 from .fix import Fix, Unfixable

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..dtypes import SAFETENSORS_BITS
-from .build import Build, OutTensor
+from .build import Build, OutTensor, Producer
 from .fix import Fix
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -79,7 +79,7 @@ def copy_head(embed: str, head: str, length: int) -> Fix:
                changes={"tensors": [head], "bytes": length}, apply=apply, codes=("lm_head_missing",))
 
 
-def _transposed_chunks(path: str, offset: int, shape: tuple[int, int], itemsize: int) -> "callable":
+def _transposed_chunks(path: str, offset: int, shape: tuple[int, int], itemsize: int) -> Producer:
     rows, cols = shape  # the source's shape; the output is (cols, rows)
 
     def produce(chunk: int) -> Iterator[bytes]:

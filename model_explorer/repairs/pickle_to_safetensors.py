@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import dtypes
 from ..records import CheckpointRecord, TensorInfo
-from .build import Build, OutFile, OutTensor
+from .build import Build, OutFile, OutTensor, Producer
 from .fix import Fix
 
 # The findings the conversion leaves behind, because nothing of the pickle is kept.
@@ -48,7 +48,7 @@ def _contiguous(info: TensorInfo) -> bool:
     return all(s == e for s, e, d in zip(info.stride, expected, info.shape) if d > 1)
 
 
-def _strided(info: TensorInfo, dt: np.dtype) -> "callable":
+def _strided(info: TensorInfo, dt: np.dtype) -> Producer:
     """A view or a big-endian storage, made contiguous little-endian one tensor at a time."""
 
     def produce(chunk: int) -> Iterator[bytes]:

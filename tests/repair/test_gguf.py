@@ -62,7 +62,7 @@ def test_set_change_and_remove(tmp_path, checked, alignment):
     assert a.pop("tokenizer.ggml.bos_token_id") == 1
     assert a == b
     assert {k: v[:3] for k, v in ta.items()} == {k: v[:3] for k, v in tb.items()}
-    for name, (_, _, _, off) in tb.items():
+    for _, _, _, off in tb.values():
         assert off % (alignment or 32) == 0
     assert all(t.identical for t in report.tensors) and len(report.tensors) == 3
 
