@@ -109,7 +109,7 @@ def _metadata(f: OutFile) -> list[Fix]:
                 found, {"files": [f.name], "keys": [f"__metadata__.{k}" for k in keys]}, apply)]
 
 
-def _sizes(f: OutFile, build: Build) -> tuple[list[Fix], list[Unfixable], set[str]]:
+def _sizes(f: OutFile, build: Build) -> tuple[list[Fix], list[Unfixable], set[int]]:
     fixes, unfixable, absorbed = [], [], set()
     for x in _by_code(f, "size_mismatch"):
         t = _origin(f, x.tensor)
@@ -122,8 +122,12 @@ def _sizes(f: OutFile, build: Build) -> tuple[list[Fix], list[Unfixable], set[st
                                        "Only a single reading is repaired; re-export the tensor.", x))
             continue
         what, change = options[0]
-        if "length" in change:
-            absorbed.add(t.name)  # the gap after it was its own bytes
+        resolves = [x]
+        if "length" in change:  # the gap after it was its own bytes
+            end = t.src_offset + t.length
+            gaps = [g for g in _by_code(f, "data_gap") if g.offset == end]
+            resolves += gaps
+            absorbed.update(id(g) for g in gaps)
 
         def apply(build: Build, f=f, name=t.origin, change=change, what=what) -> None:
             u = _origin(f, name)
@@ -132,17 +136,17 @@ def _sizes(f: OutFile, build: Build) -> tuple[list[Fix], list[Unfixable], set[st
             u.changed.append(what)
             f.touch()
 
-        fixes.append(Fix("fix_entry", f"{f.name}: {t.name!r}: {what}.", [x],
+        fixes.append(Fix("fix_entry", f"{f.name}: {t.name!r}: {what}.", resolves,
                          {"files": [f.name], "tensors": [t.name], "bytes": change.get("length", 0)},
                          apply))
     return fixes, unfixable, absorbed
 
 
-def _contiguous(f: OutFile, absorbed: set[str]) -> list[Fix]:
-    found = _by_code(f, "data_gap", "trailing_bytes")
+def _contiguous(f: OutFile, absorbed: set[int]) -> list[Fix]:
+    # A gap a fixed entry now covers is resolved by that fix, not by this one.
+    found = [x for x in _by_code(f, "data_gap", "trailing_bytes") if id(x) not in absorbed]
     if not found:
         return []
-    # A gap a fixed entry now covers is resolved by that fix; say so in the findings it lists.
     gap_bytes = sum(x.length or 0 for x in found)
     return [Fix("make_contiguous", f"{f.name}: tensors rewritten back to back in offset order "
                 f"({gap_bytes} unclaimed bytes dropped, tensor bytes unchanged).", found,

@@ -60,6 +60,7 @@ def test_gap_after_a_short_range_is_the_tensor_s_own(tmp_path, checked):
     for k, v in SMALL.items():
         np.testing.assert_array_equal(out[k], v)
     assert {t.name for t in report.tensors if not t.identical} == {"a"}
+    assert [f.name for f in report.applied] == ["fix_entry"]  # the gap was a's own bytes
 
 
 def test_wrong_dtype_where_one_reading_fits(tmp_path, checked):
