@@ -37,6 +37,7 @@ _LAZY = {
     "layer_findings": "model_explorer.checks.layers",
     "repair": "model_explorer.repairs",
     "repair_plan": "model_explorer.repairs",
+    "FixDialog": "model_explorer.widgets.fix_dialog",
 }
 
 
