@@ -83,3 +83,14 @@ def test_missing_shard_with_no_source_cannot_be_fixed(tmp_path):
     (src / "model-00002-of-00002.safetensors").unlink()
     plan = mx.repair_plan(src)
     assert any(u.code == "missing_shard" for u in plan.unfixable)
+
+
+def test_fixes_chosen_by_finding_code_and_index_path_as_source(tmp_path, checked):
+    src = write_folder(tmp_path / "src", {"module." + k: v for k, v in llama_tensors().items()}, shards=2)
+    index = _index(src)
+    index["metadata"]["total_size"] = 3
+    _set_index(src, index)
+    report = checked(src / INDEX, fixes=["total_size_mismatch"])
+    assert [f.name for f in report.applied] == ["rebuild_index"]
+    # the prefix was not asked for: still there, the index follows the shards as they are
+    assert all(k.startswith("module.") for k in _index(tmp_path / "fixed")["weight_map"])
