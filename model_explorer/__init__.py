@@ -35,6 +35,9 @@ _LAZY = {
     "plot_layers": "model_explorer.checks.layers",
     "layer_profile": "model_explorer.checks.layers",
     "layer_findings": "model_explorer.checks.layers",
+    "repair": "model_explorer.repairs",
+    "repair_plan": "model_explorer.repairs",
+    "FixDialog": "model_explorer.widgets.fix_dialog",
 }
 
 

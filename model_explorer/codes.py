@@ -17,7 +17,7 @@ class Code(NamedTuple):
 
 
 _RE_EXPORT = "Re-export the checkpoint from the original weights with the library that wrote it."
-_REINDEX = "Rebuild the index from the shards' own headers (mx.repair, when it lands)."
+_REINDEX = "Rebuild the index from the shards' own headers: mx.repair(src, dest) (fix rebuild_index)."
 _TRUST = "Do not load this file with pickle or torch.load(weights_only=False); convert it without running it."
 
 CATALOG: dict[str, Code] = {
@@ -52,11 +52,14 @@ CATALOG: dict[str, Code] = {
     "negative_shape": Code("error", "A tensor's shape has a negative dimension."),
     "shape_too_large": Code("error", "A tensor's shape has more dimensions or elements than any file holds."),
     "bad_offsets": Code("error", "A tensor's data_offsets are not two ordered integers."),
-    "size_mismatch": Code("error", "A tensor's byte range does not equal its shape times its dtype size."),
+    "size_mismatch": Code("error", "A tensor's byte range does not equal its shape times its dtype size.",
+                          "Where one reading fits the bytes, mx.repair(src, dest) corrects the entry (fix fix_entry)."),
     "data_overlap": Code("error", "Two tensors' byte ranges overlap."),
-    "data_gap": Code("error", "Bytes between tensors belong to none of them."),
+    "data_gap": Code("error", "Bytes between tensors belong to none of them.",
+                     "Rewrite the tensors back to back: mx.repair(src, dest) (fix make_contiguous)."),
     "data_past_end": Code("error", "A tensor's bytes run past the end of the file.", _RE_EXPORT),
-    "trailing_bytes": Code("warning", "Bytes after the last tensor belong to none."),
+    "trailing_bytes": Code("warning", "Bytes after the last tensor belong to none.",
+                           "Rewrite without them: mx.repair(src, dest) (fix make_contiguous)."),
     "truncated": Code("error", "The file ends before the data its header describes.",
                       "Download or copy the file again; compare its size with the source's."),
     "duplicate_key": Code("error", "A key appears twice in a header (the readers keep different copies)."),

@@ -18,6 +18,6 @@ def test_public_names_are_not_shadowed_by_subpackages():
             importlib.import_module(info.name)
         except ImportError:
             continue  # an optional extra is missing
-    for name in ("open", "diff", "convert", "audit", "scan", "load_model", "generate"):
+    for name in ("open", "diff", "convert", "audit", "scan", "load_model", "generate", "repair", "repair_plan"):
         value = getattr(mx, name)
         assert inspect.isfunction(value), f"mx.{name} is {type(value).__name__}, not a function"

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from model_explorer.model.config import UnsupportedModel
 
 from model_explorer.demo import load_model
+from model_explorer.model.config import UnsupportedModel
 
 from . import layouts as L
 

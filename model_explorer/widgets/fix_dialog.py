@@ -1,0 +1,95 @@
+"""The Fix… dialog: the repair plan of a checkpoint, the fixes to apply (checkboxes), where the
+copy goes (next to the source, under a new name), a progress bar, and the report; then the
+fixed copy opened in a second Explorer or compared with `mx.diff`.
+
+Plain ipywidgets: every string from the file is shown as text (Output/print, Checkbox
+descriptions), never as HTML.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ipywidgets as w
+
+from ..repairs import RepairError, repair, repair_plan
+
+
+def fixed_name(source: str) -> str:
+    """A new name next to the source that does not exist yet: m.fixed.safetensors, model.fixed/."""
+    source = os.path.abspath(os.fspath(source)).rstrip(os.sep)
+    if source.endswith(".index.json"):
+        source = os.path.dirname(source)
+    stem, ext = (source, "") if os.path.isdir(source) else os.path.splitext(source)
+    if ext in (".bin", ".pt", ".pth", ".pkl", ".ckpt"):
+        ext = ".safetensors"
+    for k in range(1, 1000):
+        cand = f"{stem}.fixed{'' if k == 1 else f'-{k}'}{ext}"
+        if not os.path.exists(cand):
+            return cand
+    raise RepairError(f"No free name next to {source!r}.")
+
+
+class FixDialog(w.VBox):
+    """`FixDialog(source, **choices)`: review the plan, pick fixes, write a verified copy."""
+
+    def __init__(self, source: Any, dest: str | None = None, **choices) -> None:
+        self.source = os.fspath(getattr(source, "source", source))
+        self.choices = choices
+        self.plan = repair_plan(source, **choices)
+        self.report = None
+        self.boxes = [w.Checkbox(value=True, description=str(f), indent=False,
+                                 layout=w.Layout(width="100%")) for f in self.plan.fixes]
+        self.dest = w.Text(value=dest or fixed_name(self.source), description="copy to",
+                           layout=w.Layout(width="100%"))
+        self.write = w.Button(description="Write fixed copy", button_style="primary",
+                              disabled=not self.plan.fixes)
+        self.bar = w.IntProgress(min=0, max=100, value=0, layout=w.Layout(width="100%"))
+        self.out = w.Output()
+        self.open_fixed = w.Button(description="Open in Explorer", disabled=True)
+        self.compare = w.Button(description="Compare (mx.diff)", disabled=True)
+        self.write.on_click(lambda _: self.run())
+        self.open_fixed.on_click(lambda _: self._show("explore"))
+        self.compare.on_click(lambda _: self._show("diff"))
+        plan_text = w.Output()
+        with plan_text:
+            print(self.plan if self.plan.fixes or self.plan.unfixable else "Nothing to fix.")
+        super().__init__([plan_text, *self.boxes, self.dest, w.HBox([self.write, self.open_fixed, self.compare]),
+                          self.bar, self.out])
+
+    def selected(self) -> list[str]:
+        return [f.name for f, box in zip(self.plan.fixes, self.boxes) if box.value]
+
+    def run(self):
+        """Write the copy with the ticked fixes; the report is shown and kept in `.report`."""
+        self.write.disabled = True
+        self.out.clear_output()
+
+        def progress(done: int, total: int, what: str) -> None:
+            self.bar.value = int(100 * done / total) if total else 100
+
+        with self.out:
+            try:
+                self.report = repair(self.source, self.dest.value, fixes=self.selected(),
+                                     progress=progress, **self.choices)
+            except (RepairError, OSError) as e:
+                print(f"Not written: {e}")
+                self.write.disabled = False
+                return None
+            self.bar.value = 100
+            print(self.report)
+        self.open_fixed.disabled = self.compare.disabled = False
+        return self.report
+
+    def _show(self, what: str) -> None:
+        from IPython.display import display
+
+        import model_explorer as mx
+
+        with self.out:
+            if what == "explore":
+                display(mx.explore(self.report.dest if len(self.report.files) != 1 else self.report.files[0]))
+            else:
+                display(mx.diff(self.source, self.report.dest if len(self.report.files) != 1
+                                else self.report.files[0]))
