@@ -105,7 +105,8 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
     base = sources.dirname(index_path)
     expected: dict[str, list[str]] = {}
     for name, shard in weight_map.items():
-        if not _plain_relative(shard):  # first: a list or a dict cannot be a dict key
+        # a shard name repeats for every tensor it holds: judge each name once
+        if not (type(shard) is str and shard in expected) and not _plain_relative(shard):
             ckpt.findings.append(_finding("error", "bad_shard_name", f"The index maps {name!r} to "
                                           f"{shard!r}, which is not a file name under the index's "
                                           "folder; it is ignored.", index_path, name,
