@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ggml import Keys
 from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
 from ..tensors.read import Plan, iter_chunks, plan_for, read
@@ -210,7 +211,7 @@ def _config(ckpt: CheckpointRecord) -> dict:
 
 
 def _arch(ckpt: CheckpointRecord):
-    kv = ckpt.metadata.get("general.architecture")
+    kv = ckpt.metadata.get(Keys.ARCHITECTURE)
     return getattr(kv, "value", None) or _config(ckpt).get("model_type")
 
 

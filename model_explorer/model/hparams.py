@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..ggml import Keys
 from ..records import CheckpointRecord, plain_value
 from .sidefiles import side_json
 
@@ -142,7 +143,7 @@ def read_hparams(ckpt: CheckpointRecord) -> HParams:
     cached = ckpt.details.get("model_hparams")
     if cached is not None:
         return cached
-    if ckpt.format == "gguf" and ckpt.meta("general.architecture") is not None:
+    if ckpt.format == "gguf" and ckpt.meta(Keys.ARCHITECTURE) is not None:
         hp = _from_gguf(ckpt)
     else:
         hp = _from_config(ckpt)
@@ -211,7 +212,7 @@ def _kv(ckpt: CheckpointRecord, key: str) -> Sourced | None:
 
 
 def _from_gguf(ckpt: CheckpointRecord) -> HParams:
-    arch = ckpt.meta("general.architecture")
+    arch = ckpt.meta(Keys.ARCHITECTURE)
     values: dict[str, Sourced] = {}
     for name, key in GGUF_KEYS.items():
         s = _kv(ckpt, f"{arch}.{key}")
@@ -219,10 +220,10 @@ def _from_gguf(ckpt: CheckpointRecord) -> HParams:
             if isinstance(s.value, list):  # per-layer counts: the largest governs memory
                 s.value = max((v for v in s.value if _is_int(v)), default=None)
             values[name] = s
-    kind = _kv(ckpt, f"{arch}.rope.scaling.type")
+    kind = _kv(ckpt, Keys.arch(arch, Keys.ROPE_SCALING_TYPE))
     if kind is not None and kind.value not in (None, "none"):
         scaling = {"rope_type": kind.value}
-        factor = ckpt.meta(f"{arch}.rope.scaling.factor")
+        factor = ckpt.meta(Keys.arch(arch, Keys.ROPE_SCALING_FACTOR))
         if factor is not None:
             scaling["factor"] = factor
         orig = ckpt.meta(f"{arch}.rope.scaling.original_context_length")
@@ -230,14 +231,14 @@ def _from_gguf(ckpt: CheckpointRecord) -> HParams:
             scaling["original_max_position_embeddings"] = orig
         kind.value = scaling
         values["rope_scaling"] = kind
-    for key, name in (("general.architecture", "architecture"), ("general.name", "name"),
+    for key, name in ((Keys.ARCHITECTURE, "architecture"), (Keys.NAME, "name"),
                       ("general.finetune", "finetune")):
         s = _kv(ckpt, key)
         if s is not None:
             values[name] = s
     values["model_type"] = values["architecture"]
     if "vocab" not in values:
-        tokens = _kv(ckpt, "tokenizer.ggml.tokens")
+        tokens = _kv(ckpt, Keys.TOKENS)
         if tokens is not None and hasattr(tokens.value, "__len__"):
             tokens.value = len(tokens.value)
             tokens.key += " (its length)"

@@ -16,6 +16,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from ..ggml import Keys
 from .config import UnsupportedModel
 
 MAX_TOKENIZER_FILE = 64 * 1024 * 1024
@@ -194,28 +195,28 @@ def from_gguf(metadata: dict) -> Tokenizer:
     """The tokenizer a GGUF file describes (`tokenizer.ggml.*` keys)."""
     from tokenizers import AddedToken
 
-    kind = _value(metadata, "tokenizer.ggml.model")
-    tokens = _value(metadata, "tokenizer.ggml.tokens")
+    kind = _value(metadata, Keys.TOKENIZER_MODEL)
+    tokens = _value(metadata, Keys.TOKENS)
     if kind is None or tokens is None:
         raise UnsupportedModel("The GGUF metadata has no tokenizer (tokenizer.ggml.model and "
                                "tokenizer.ggml.tokens are needed).")
-    tokens = _as_list(tokens, "tokenizer.ggml.tokens")
+    tokens = _as_list(tokens, Keys.TOKENS)
     if not all(isinstance(t, str) for t in tokens):
         raise UnsupportedModel("tokenizer.ggml.tokens is not an array of strings.")
-    types = _as_list(_value(metadata, "tokenizer.ggml.token_type", []), "tokenizer.ggml.token_type")
-    merges = _value(metadata, "tokenizer.ggml.merges")
-    merges = _as_list(merges, "tokenizer.ggml.merges") if merges is not None else None
+    types = _as_list(_value(metadata, Keys.TOKEN_TYPE, []), Keys.TOKEN_TYPE)
+    merges = _value(metadata, Keys.MERGES)
+    merges = _as_list(merges, Keys.MERGES) if merges is not None else None
     if kind not in ("gpt2", "llama"):
         raise UnsupportedModel(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 or llama).")
     try:
         if kind == "gpt2":
-            backend = _byte_level(tokens, merges, _value(metadata, "tokenizer.ggml.pre"))
+            backend = _byte_level(tokens, merges, _value(metadata, Keys.TOKENIZER_PRE))
             alphabet, add_bos_default = set(byte_alphabet().values()), False
         else:
-            scores = _value(metadata, "tokenizer.ggml.scores")
-            scores = _as_list(scores, "tokenizer.ggml.scores") if scores is not None else None
+            scores = _value(metadata, Keys.SCORES)
+            scores = _as_list(scores, Keys.SCORES) if scores is not None else None
             backend = _sentencepiece(tokens, merges, scores,
-                                     bool(_value(metadata, "tokenizer.ggml.add_space_prefix", True)))
+                                     bool(_value(metadata, Keys.ADD_SPACE_PREFIX, True)))
             alphabet, add_bos_default = None, True
     except UnsupportedModel:
         raise
@@ -247,11 +248,11 @@ def from_gguf(metadata: dict) -> Tokenizer:
             if ty == USER_DEFINED and backend.token_to_id(t) is not None]
     if user:
         backend.add_tokens(user)
-    template = _value(metadata, "tokenizer.chat_template")
+    template = _value(metadata, Keys.CHAT_TEMPLATE)
     return Tokenizer(backend, bos_id=token_id("bos_token_id"),
                      eos_ids=tuple(i for i in map(token_id, ("eos_token_id", "eot_token_id", "eom_token_id"))
                                    if i is not None),
-                     add_bos=bool(_value(metadata, "tokenizer.ggml.add_bos_token", add_bos_default)),
+                     add_bos=bool(_value(metadata, Keys.ADD_BOS, add_bos_default)),
                      chat_template=template if isinstance(template, str) else None, special_tokens=named)
 
 

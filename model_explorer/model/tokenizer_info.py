@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import sources
+from ..ggml import Keys
 from ..records import CheckpointRecord, plain_value
 from ..spans import Finding
 from .findings import model_finding
@@ -74,7 +75,7 @@ def read_tokenizer(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]
     cached = ckpt.details.get("model_tokenizer")
     if cached is not None:
         return cached
-    if ckpt.format == "gguf" and ckpt.meta("tokenizer.ggml.model") is not None:
+    if ckpt.format == "gguf" and ckpt.meta(Keys.TOKENIZER_MODEL) is not None:
         result = _from_gguf(ckpt)
     else:
         result = _from_folder(ckpt)
@@ -105,14 +106,14 @@ def _types(value) -> np.ndarray | None:
 
 def _from_gguf(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
     t = TokenizerInfo(source="gguf", file=ckpt.files[0] if ckpt.files else None)
-    kind = ckpt.meta("tokenizer.ggml.model")
+    kind = ckpt.meta(Keys.TOKENIZER_MODEL)
     t.model = GGUF_MODELS.get(kind, str(kind))
-    pre = ckpt.meta("tokenizer.ggml.pre")
+    pre = ckpt.meta(Keys.TOKENIZER_PRE)
     t.pre_tokenizer = pre if isinstance(pre, str) else None
-    tokens_value = ckpt.meta("tokenizer.ggml.tokens")
+    tokens_value = ckpt.meta(Keys.TOKENS)
     n = len(tokens_value) if hasattr(tokens_value, "__len__") else None
     t.vocab_size = t.count = n
-    types = _types(ckpt.meta("tokenizer.ggml.token_type"))
+    types = _types(ckpt.meta(Keys.TOKEN_TYPE))
 
     def token(i: int) -> str | None:  # read one string from the file: opening a 128k vocabulary stays fast
         if n is None or not 0 <= i < n:
@@ -131,9 +132,9 @@ def _from_gguf(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
         i = ckpt.meta(f"tokenizer.ggml.{key}")
         if isinstance(i, int) and not isinstance(i, bool):
             t.special[name] = {"id": i, "token": token(i), "from": f"tokenizer.ggml.{key}"}
-    template = ckpt.meta("tokenizer.chat_template")
+    template = ckpt.meta(Keys.CHAT_TEMPLATE)
     if isinstance(template, str):
-        t.chat_template, t.template_from = template, "tokenizer.chat_template"
+        t.chat_template, t.template_from = template, Keys.CHAT_TEMPLATE
     t.files = list(ckpt.files[:1])
     return t, []
 
@@ -272,8 +273,8 @@ def _render(t: TokenizerInfo, problems: list[Finding]) -> None:
 
 
 def _template_location(ckpt: CheckpointRecord, t: TokenizerInfo) -> dict:
-    if t.template_from == "tokenizer.chat_template":
-        return _kv_loc(ckpt, "tokenizer.chat_template")
+    if t.template_from == Keys.CHAT_TEMPLATE:
+        return _kv_loc(ckpt, Keys.CHAT_TEMPLATE)
     if t.template_from == "chat_template.jinja":
         path = side_path(ckpt, "chat_template.jinja")
         line = t.template_error.split(":")[0] if t.template_error else ""
@@ -300,7 +301,7 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
         return out
     embed = embedding(ckpt)
     rows = embed.shape[0] if embed is not None and len(embed.shape) == 2 and not embed.quant else None
-    tok_loc = ({"file": t.file} if t.source != "gguf" else _kv_loc(ckpt, "tokenizer.ggml.tokens"))
+    tok_loc = ({"file": t.file} if t.source != "gguf" else _kv_loc(ckpt, Keys.TOKENS))
     if t.source is None and hp.origin == "config.json":
         out.append(model_finding("no_tokenizer", "The folder has no tokenizer.json or tokenizer_config.json: "
                                  "the model runs on token ids; turning text into ids needs tokenizer.json.",
@@ -340,12 +341,12 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
             out.append(model_finding("special_token_out_of_vocab", f"The {name} token id {i} ({where}) is "
                                      f"outside the vocabulary of {limit:,} ids.", token=name, id=i,
                                      **(loc or tok_loc)))
-    if t.source == "gguf" and ckpt.meta("tokenizer.ggml.model") == "gpt2" and not t.pre_tokenizer:
+    if t.source == "gguf" and ckpt.meta(Keys.TOKENIZER_MODEL) == "gpt2" and not t.pre_tokenizer:
         out.append(model_finding("missing_pre_tokenizer", "The GGUF has a BPE (gpt2) tokenizer but no "
                                  "tokenizer.ggml.pre: llama.cpp warns 'missing pre-tokenizer type, using: "
                                  "default' and splits text the GPT-2 way, which degrades generation for "
                                  "models trained with another split.",
-                                 **_kv_loc(ckpt, "tokenizer.ggml.model")))
+                                 **_kv_loc(ckpt, Keys.TOKENIZER_MODEL)))
     if t.template_error:
         out.append(model_finding("bad_chat_template", f"The chat template ({t.template_from}) fails on a "
                                  f"two-turn conversation: {t.template_error}.", **_template_location(ckpt, t)))
@@ -370,7 +371,7 @@ def _json_loc(ckpt: CheckpointRecord, where: str | None) -> dict:
 
 
 def _instruct(ckpt: CheckpointRecord, hp: HParams) -> bool:
-    names = [str(plain_value(ckpt.metadata.get(k)) or "") for k in ("general.name", "general.finetune")]
+    names = [str(plain_value(ckpt.metadata.get(k)) or "") for k in (Keys.NAME, "general.finetune")]
     names.append(str(hp.get("name_or_path", "")))
     names.append(sources.basename(ckpt.source))
     if not sources.isdir(ckpt.source):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..ggml import Keys
 from ..records import CheckpointRecord, plain_value
 from ..spans import short_repr
 from ..units import format_bytes
@@ -38,7 +39,7 @@ def overview(ckpt: CheckpointRecord) -> dict[str, Any]:
 def _facts(ckpt: CheckpointRecord) -> list[list[Any]]:
     config = ckpt.meta("config.json")
     config = config if isinstance(config, dict) else {}
-    arch = ckpt.meta("general.architecture")
+    arch = ckpt.meta(Keys.ARCHITECTURE)
     facts: list[list[Any]] = []
 
     def add(label: str, value: Any, key: str | None = None) -> None:
@@ -46,11 +47,11 @@ def _facts(ckpt: CheckpointRecord) -> list[list[Any]]:
             facts.append([label, short_repr(value, VALUE_CHARS), key])
 
     add("format", _format_text(ckpt))
-    add("name", ckpt.meta("general.name"), "general.name")
-    if "general.name" not in ckpt.metadata:
+    add("name", ckpt.meta(Keys.NAME), Keys.NAME)
+    if Keys.NAME not in ckpt.metadata:
         add("name", config.get("_name_or_path"), "config.json > _name_or_path")
     if arch is not None:
-        add("architecture", arch, "general.architecture")
+        add("architecture", arch, Keys.ARCHITECTURE)
     elif config:
         classes = config.get("architectures")
         value = ", ".join(map(str, classes)) if isinstance(classes, list) and classes else config.get("model_type")
@@ -86,7 +87,7 @@ def _quantization(ckpt: CheckpointRecord, config: dict) -> tuple[str, str | None
     q = ckpt.details.get("quantization")
     if isinstance(q, dict) and q.get("text"):
         label = q.get("label") or q.get("scheme")
-        source = ("general.file_type" if q.get("scheme") == "gguf" else
+        source = (Keys.FILE_TYPE if q.get("scheme") == "gguf" else
                   "config.json > quantization_config" if isinstance(config.get("quantization_config"), dict)
                   else None)
         return (f"{label}: {q['text']}" if label else q["text"]), source
@@ -123,7 +124,7 @@ def _metadata_rows(ckpt: CheckpointRecord) -> list[list[str]]:
     own.sort(key=lambda kv: 2 if kv[0].startswith("tokenizer.") else 0 if kv[0].startswith("general.") else 1)
     rows = [[key, _value_text(plain_value(v))] for key, v in own]
     for row in rows:
-        if row[0] == "general.file_type" and _gguf_file_type(row[1]):
+        if row[0] == Keys.FILE_TYPE and _gguf_file_type(row[1]):
             row[1] = f"{row[1]} ({_gguf_file_type(row[1])})"
     config = ckpt.meta("config.json")
     if isinstance(config, dict):

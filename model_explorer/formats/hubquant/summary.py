@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...ggml import Keys
 from ...records import CheckpointRecord, TensorInfo
 
 MAX_MODULES = 64
@@ -48,7 +49,7 @@ def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
 
 
 def _gguf(ckpt: CheckpointRecord) -> dict[str, Any] | None:
-    kv = ckpt.metadata.get("general.file_type")
+    kv = ckpt.metadata.get(Keys.FILE_TYPE)
     ftype = getattr(kv, "value", kv)
     rows = _kinds(ckpt.tensors.values(), lambda t: t.dtype)
     if not rows:
