@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..ggml import Keys
+from ..model.tokenizer_compare import compare_tokenizers
 from ..opener import opened
 from ..records import CheckpointRecord, TensorInfo
 from ..tensors import names
@@ -113,12 +114,17 @@ def _wide(t: TensorInfo) -> bool:
     return t.dtype in ("F64", "I64", "U64", "I32", "U32")
 
 
-def diff(a, b, values: bool = True):
+def diff(a, b, values: bool = True, tokenizers: bool = True):
     """Compare two checkpoints (paths, URLs or open Checkpoints); returns a pandas DataFrame.
 
     One row per tensor: status "removed" (only in a), "added" (only in b), "shape" (shapes
-    differ), "dtype" (dtypes differ; values still compared), "changed" or "same". For tensors
+    differ), "dtype" (dtypes differ, e.g. a quantized layer against its float base; values
+    still compared, so rel_l2 is the quantization error), "changed" or "same". For tensors
     in both with the same shape: max |a - b|, relative L2 difference and cosine similarity.
+
+    With `tokenizers`, both checkpoints' tokenizers encode a few test sentences:
+    `table.attrs["tokenizer"]` holds the comparison (model/tokenizer_compare.py) and
+    `table.attrs["findings"]` a `tokenizer_mismatch` finding when they encode one differently.
     """
     import pandas as pd
 
@@ -155,4 +161,7 @@ def diff(a, b, values: bool = True):
                     if row["status"] == "same" and row["max_abs_diff"] != 0:
                         row["status"] = "changed"
             rows.append(row)
-        return pd.DataFrame(rows, columns=COLUMNS)
+        table = pd.DataFrame(rows, columns=COLUMNS)
+        table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
+                                                             else (None, []))
+        return table
