@@ -170,6 +170,7 @@ CATALOG: dict[str, Code] = {
     "pickle_out_of_band": Code("error", "The pickle asks for out-of-band buffers (protocol 5) a checkpoint never has."),
     "pickle_persistent_id": Code("error", "A persistent id that is not torch's storage tuple."),
     "pickle_work_capped": Code("warning", "The pickle asks for more work than its size explains; the walk was cut short."),
+    "pickle_imports_capped": Code("warning", "The pickle makes more imports than are kept with their detail; the rest were judged by name, the denied and called ones reported, the others only counted."),
     "opcode_spans_capped": Code("info", "Too many opcodes to label each one; the first are labelled."),
     # -- pickle verdicts by semantics, frames (issue 18) -----------------------------------------
     "unlisted_call": Code("error", "The pickle calls (REDUCE, NEWOBJ, OBJ, INST, BUILD) a name outside the allow-list, so loading runs its code.", _TRUST),

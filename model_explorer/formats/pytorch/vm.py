@@ -22,7 +22,7 @@ from typing import Any
 
 from ...spans import Report, Span, short_repr
 from .frames import LoaderReading
-from .policy import classify_normalized, normalize
+from .policy import classify_normalized, normalize, tolerated_when_invoked
 
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000
@@ -33,6 +33,12 @@ BLOB_MIN = 4096
 WHOLE_READ_MAX = 64 * 1024 * 1024
 MAX_LINE = 1 << 20  # a text opcode's line (protocol 0) without a newline stops here
 MAX_CALLS_KEPT = 5  # calls remembered per import, for messages
+# Imports kept with their detail (a `Global` each, in `PickleRun.imports`). Past this, every
+# import is still judged by name, but only what changes the verdict is kept (see `_past_cap`):
+# a file can name millions of distinct callables in 30 MB.
+MAX_IMPORTS_KEPT = 100_000
+MAX_PAST_CAP_KEPT = 1_000  # errors (and the first warning) past the cap still kept in full
+MAX_SHARED = 4096  # allowed / tolerated names past the cap: one shared Global per name
 SCALARS = (str, int, float, bool, type(None), bytes)
 
 
@@ -54,6 +60,7 @@ class Global:
     invoked: tuple[str, int] | None = None  # (opcode, offset) of the first call of it
     opcode_called: bool = False  # an error only because the pickle calls it (report.judge_calls)
     label: str = ""  # which pickle of the file ("data.pkl", "legacy data", ...)
+    past_cap: bool = False  # shared by imports past MAX_IMPORTS_KEPT (in `imports` once called)
 
     def __post_init__(self) -> None:
         if not self.dotted:
@@ -118,6 +125,8 @@ class PickleRun:
     byte_offsets: dict[int, tuple[Any, int]] = field(default_factory=dict)
     watched: list[Call] = field(default_factory=list)  # calls of PickleMachine.watch names
     irregular_frames: bool = False  # genops and the C unpickler may read these bytes differently
+    # imports past MAX_IMPORTS_KEPT, judged by name but not all kept: severity -> count
+    past_cap: dict[str, int] = field(default_factory=dict)
 
 
 Reducer = Callable[["PickleMachine", tuple, int], Any]
@@ -285,6 +294,9 @@ class PickleMachine:
         self.frame_end = NO_FRAME  # end of the current FRAME, relative to base
         self.length = 0
         self.loader_view = False  # this machine reads through LoaderReading
+        self._kept_past_cap = 0  # imports past the cap kept in full (errors, first warning)
+        self._shared: dict[str, Global] = {}  # allowed / tolerated names past the cap
+        self._flyweights: dict[str, Global] = {}  # severity -> stand-in once nothing is kept
 
     # Findings that can repeat many times are reported once per machine.
     def once(self, code: str, message: str, offset: int, length: int = 1,
@@ -358,6 +370,8 @@ class PickleMachine:
             run.failed = True
         run.opcode_count = count
         run.end = base + end
+        if run.past_cap:
+            self._report_cap(run)
         if run.irregular_frames and not loader_view:
             self._compare_loader_view(source, start, length, run)
         return run
@@ -445,6 +459,8 @@ class PickleMachine:
     # -- imports and calls --
 
     def make_global(self, module: Any, name: Any, pos: int, opcode: str) -> Global:
+        if len(self.run_info.imports) >= MAX_IMPORTS_KEPT:
+            return self._past_cap(module, name, pos, opcode)
         if isinstance(module, str) and isinstance(name, str):
             m, n = normalize(module, name)
             sev, why = classify_normalized(m, n)
@@ -458,7 +474,70 @@ class PickleMachine:
         self.run_info.imports.append(g)
         return g
 
+    def _past_cap(self, module: Any, name: Any, pos: int, opcode: str) -> Global:
+        """An import past MAX_IMPORTS_KEPT: judged by its name like any other, then kept only
+        if it changes the verdict, so memory stays bounded by the cap, not by the file:
+        - a denied name, and the first name outside the allow-list: kept in full, once per
+          name (up to MAX_PAST_CAP_KEPT names; past that the verdict is already "dangerous");
+        - any other name: one Global shared by every import of that name (up to MAX_SHARED
+          names, then one stand-in), kept only once the pickle calls it (`invoke`), when an
+          unknown name becomes an error with its name and arguments."""
+        run = self.run_info
+        if isinstance(module, str) and isinstance(name, str):
+            m, n = normalize(module, name)
+            dotted = f"{m}.{n}"
+            sev, why = classify_normalized(m, n)
+        else:
+            m, n = render(module, 1, 80), render(name, 1, 80)
+            dotted, sev = f"{render(module, 2)}.{render(name, 2)}", "error"
+            why = "imports a name computed while loading, to hide what it imports"
+        run.past_cap[sev] = run.past_cap.get(sev, 0) + 1
+        if sev == "error" and dotted in self._shared:  # a denied name kept already
+            return self._shared[dotted]
+        if (sev == "error" or (sev == "warning" and run.past_cap[sev] == 1)) and \
+                self._kept_past_cap < MAX_PAST_CAP_KEPT:
+            self._kept_past_cap += 1
+            g = Global(m, n, self.base + pos, opcode, sev, why, dotted=dotted, label=self.label,
+                       computed=None if sev != "error" or isinstance(module, str) and
+                       isinstance(name, str) else dotted)
+            run.imports.append(g)
+            if sev == "error" and len(self._shared) < MAX_SHARED:
+                self._shared[dotted] = g  # its repeats share it: the budget is for new names
+            return g
+        if sev != "error":
+            g = self._shared.get(dotted)
+            if g is None and len(self._shared) < MAX_SHARED:
+                g = self._shared[dotted] = Global(m, n, self.base + pos, opcode, sev, why,
+                                                  dotted=dotted, label=self.label,
+                                                  past_cap=sev != "ok")
+            if g is not None:
+                return g
+        fly = self._flyweights.get(sev)
+        if fly is None:
+            fly = self._flyweights[sev] = Global(
+                "", "", self.base + pos, opcode, sev, why, label=self.label, past_cap=True,
+                dotted=f"<one of the imports past the first {MAX_IMPORTS_KEPT:,}>")
+        return fly
+
+    def _report_cap(self, run: PickleRun) -> None:
+        total = sum(run.past_cap.values())
+        parts = ", ".join(f"{run.past_cap[s]:,} {w}" for s, w in
+                          (("error", "denied"), ("warning", "outside the allow-list"),
+                           ("ok", "allowed")) if run.past_cap.get(s))
+        self.report.warning("pickle_imports_capped", f"The pickle makes {total:,} more imports "
+                            f"than the {MAX_IMPORTS_KEPT:,} kept with their detail ({parts}). Each "
+                            "was judged by its name and every one that is denied or called is "
+                            f"reported (up to {MAX_PAST_CAP_KEPT:,}); the others are only counted "
+                            "and are not listed among the imports.", run.start, 1)
+
     def apply(self, func: Any, args: Any, pos: int, opcode: str, kwargs: Any = None) -> Any:
+        if isinstance(func, Global) and func.past_cap:  # a shared Global: record the first
+            self.invoke(func, pos, opcode)  # calls, but hold no Call per import in memory
+            if func.calls is None:
+                func.calls = []
+            if len(func.calls) < MAX_CALLS_KEPT:
+                func.calls.append((func, args, self.base + pos, opcode))
+            return _CALL_PAST_CAP
         root = func
         for _ in range(8):  # getattr(__import__('os'), 'system')(...): credit the import used
             if isinstance(root, Call):
@@ -493,6 +572,12 @@ class PickleMachine:
         """Loading calls `target` (a function, a class's constructor or its __setstate__)."""
         if isinstance(target, Global) and target.invoked is None:
             target.invoked = (opcode, self.base + pos)
+            if target.past_cap and target.severity == "warning" and \
+                    not tolerated_when_invoked(target.dotted):
+                # an unknown name past the cap that the pickle calls: keep it, it is an error
+                # (at most MAX_SHARED of them and the stand-in: no budget to share with the
+                # denied names, so calling junk cannot push a denied one out)
+                self.run_info.imports.append(target)
 
     def _afford(self, args: tuple, pos: int) -> bool:
         """Reconstructors copy their arguments. Through the memo a file can pass one big value
@@ -510,6 +595,7 @@ class PickleMachine:
 
 
 _SIZED = (str, bytes, bytearray, list, tuple, dict)
+_CALL_PAST_CAP = Unknown("a call of an import past the cap")
 # Allowed reconstructors that call a class they are given: (dotted name -> argument index).
 # copyreg._reconstructor(cls, base, state) calls base.__new__ / base.__init__; torch's
 # _rebuild_from_type_v2(func, new_type, args, state) and _rebuild_wrapper_subclass(cls, ...)

@@ -86,6 +86,7 @@ def walk(root: Any, rep: Report) -> Walked:
     # ("enter", value, path parts, parent json, key in parent) or ("exit", id, tensors so far)
     todo: list = [("enter", root, (), box, "root")]
     warned = set()
+    global_texts: dict[int, str] = {}  # the Globals live as long as the walk: ids stay unique
     while todo:
         item = todo.pop()
         if item[0] == "exit":
@@ -117,7 +118,13 @@ def walk(root: Any, rep: Report) -> Walked:
         kids = _children(v)
         if kids is None:
             if parent is not None:
-                parent[key] = _leaf(v)
+                if isinstance(v, Global):  # one text per import, however often it is shared
+                    text = global_texts.get(id(v))
+                    if text is None:
+                        text = global_texts[id(v)] = _leaf(v)
+                    parent[key] = text
+                else:
+                    parent[key] = _leaf(v)
             continue
         if id(v) in on_path or id(v) in tensor_free:
             if parent is not None:
