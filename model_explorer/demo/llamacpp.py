@@ -99,8 +99,11 @@ class LlamaCppEngine:
         import llama_cpp
 
         self._lib = llama_cpp
-        self.threads = threads or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                      else os.cpu_count() or 1)
+        # llama.cpp's threads: as asked, else OMP_NUM_THREADS (it runs on OpenMP), else every core
+        # this process may use.
+        omp = os.environ.get("OMP_NUM_THREADS", "")
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self.threads = threads or (int(omp) if omp.isdigit() and int(omp) > 0 else max(1, cores))
         self.llm = llama_cpp.Llama(model_path=gguf_path, n_ctx=n_ctx, n_threads=self.threads,
                                    n_threads_batch=self.threads, n_batch=512, logits_all=False,
                                    n_gpu_layers=0, verbose=False)
