@@ -26,7 +26,7 @@ from .policy import classify_normalized, normalize, tolerated_when_invoked
 
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000
-MAX_OPCODE_SPANS = 1_000_000  # about 270 bytes each with their paths
+MAX_OPCODE_SPANS = 250_000  # about 270 bytes each with their paths: ~70 MB at most
 # Bytes arguments at least this long are kept as a Blob (offset, length), not copied.
 BLOB_MIN = 4096
 # Pickles larger than this are decoded through a buffered window over the source.
