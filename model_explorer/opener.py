@@ -16,7 +16,36 @@ from .gcpause import no_gc
 from .model.checks import header_checks
 
 
-def open(source: str | os.PathLike, deep: bool = False, base: Any = None) -> Checkpoint:  # noqa: A001
+class OpenCheckpoint(Checkpoint):
+    """What `mx.open` returns: a `Checkpoint` with the model layer's questions as methods.
+
+    `Checkpoint` sits below the model layer (the tensor code and the readers use it), so these
+    shortcuts live here, one floor up, where `model/` and `checks/` may be imported."""
+
+    def card(self):
+        """The model card: architecture, hyperparameters with the bytes each came from, parameters,
+        quantization, tokenizer, chat template, adapter and a memory table (`mx.card`)."""
+        return card(self)
+
+    def memory(self, context: int | None = None, batch: int = 1, kv_dtype: str = "f16",
+               fits: str | int | None = None):
+        """Memory to run the model at `context` tokens (`mx.memory`)."""
+        return memory(self, context, batch, kv_dtype, fits)
+
+    def adapter_deltas(self, base: Any = None, plot: bool = False):
+        """For a PEFT adapter: ‖B·A‖·scaling per LoRA pair, relative to the base (`mx.adapter_deltas`)."""
+        return adapter_deltas(self, base, plot)
+
+    def layer_profile(self, stat: str = "norm"):
+        """Sampled statistics pivoted to layers x roles (`mx.layer_profile`; exact: `mx.scan`)."""
+        return layer_profile(self, stat)
+
+    def plot_layers(self, stat: str = "norm", ax=None):
+        """The layer profile as a heatmap with outliers boxed (`mx.plot_layers`)."""
+        return plot_layers(self, stat, ax=ax)
+
+
+def open(source: str | os.PathLike, deep: bool = False, base: Any = None) -> OpenCheckpoint:  # noqa: A001
     """Open a checkpoint file, directory, index or URL and read every header in it.
 
     base: for a PEFT adapter, the base model (a path, URL or open Checkpoint): each LoRA pair
@@ -30,6 +59,8 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None) -> Che
         raise FileNotFoundError(f"No such file or directory: {path!r}")
     with no_gc():
         ckpt = assemble(path)
+        # The readers build a plain Checkpoint; the subclass adds methods only, no state.
+        ckpt.__class__ = OpenCheckpoint
         # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
         header_checks(ckpt)
     if base is not None:
@@ -84,6 +115,38 @@ def adapter_deltas(adapter: Any, base: Any = None, plot: bool = False):
     if plot:
         plot_deltas(table)
     return table
+
+
+def _layer_source(source: Any):
+    """A per-tensor table as is; anything else as an open checkpoint, for a moment."""
+    import pandas as pd
+
+    return contextlib.nullcontext(source) if isinstance(source, pd.DataFrame) else opened(source)
+
+
+def layer_profile(source: Any, stat: str = "norm"):
+    """Layers x tensor roles of `stat` (checks/layers.py) from a per-tensor table (`mx.scan`,
+    `stats_table`), an open checkpoint or a path (sampled statistics)."""
+    from .checks import layers
+
+    with _layer_source(source) as s:
+        return layers.layer_profile(s, stat)
+
+
+def layer_findings(source: Any, stat: str = "norm"):
+    """`layer_outlier` / `layer_duplicate` findings of the layer profile."""
+    from .checks import layers
+
+    with _layer_source(source) as s:
+        return layers.layer_findings(s, stat)
+
+
+def plot_layers(source: Any, stat: str = "norm", ax=None, mark: bool = True):
+    """The layer profile as a matplotlib heatmap, outliers boxed; returns the Axes."""
+    from .checks import layers
+
+    with _layer_source(source) as s:
+        return layers.plot_layers(s, stat, ax=ax, mark=mark)
 
 
 def as_checkpoint(source: Any) -> Checkpoint:

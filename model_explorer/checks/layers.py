@@ -68,20 +68,21 @@ def layer_role(name: str) -> tuple[int, str] | None:
 
 
 def _as_table(source: Any, stat: str):
-    """A per-tensor DataFrame from a table, or the sampled stats_table of a checkpoint."""
+    """A per-tensor DataFrame from a table, or the sampled stats_table of an open checkpoint
+    (paths are opened one floor up: `mx.layer_profile` & co. in opener.py)."""
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
         table = source
+    elif hasattr(source, "stats_table"):
+        ckpt = source
+        names = [n for n in ckpt.tensors if layer_role(n)]
+        table = ckpt.stats_table(names, progress=False)
+        table["file"] = [ckpt.tensors[n].file for n in names]
+        table["offset"] = [ckpt.tensors[n].offset for n in names]
+        table["length"] = [ckpt.tensors[n].length for n in names]
     else:
-        from ..opener import opened
-
-        with opened(source) as ckpt:
-            names = [n for n in ckpt.tensors if layer_role(n)]
-            table = ckpt.stats_table(names, progress=False)
-            table["file"] = [ckpt.tensors[n].file for n in names]
-            table["offset"] = [ckpt.tensors[n].offset for n in names]
-            table["length"] = [ckpt.tensors[n].length for n in names]
+        raise TypeError(f"expected a per-tensor DataFrame or an open Checkpoint, not {type(source).__name__}")
     return with_derived(table)
 
 

@@ -123,3 +123,16 @@ def test_cli_scan_prints_the_table_and_layer_findings(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "layer_outlier" in out and "Layer 2 down" in out
     assert (tmp_path / "l.png").stat().st_size > 1000 and (tmp_path / "t.csv").is_file()
+
+
+def test_open_checkpoint_methods_match_the_functions(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    t = llama_like(layers=8)
+    t["model.layers.3.self_attn.q_proj.weight"][:] = 0
+    ckpt = _open(tmp_path, t)
+    assert ckpt.layer_profile().equals(layer_profile(ckpt))
+    ax = ckpt.plot_layers()
+    assert len([p for p in ax.patches if p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]) == 1

@@ -124,3 +124,14 @@ def test_explorer_model_tab_requests(tmp_path):
     assert found["tokens"][0]["token"] == "<|im_start|>"
     page, _ = w.answer("vocab", {"start": 0, "count": 3})
     assert page["total"] == 288 and [t["id"] for t in page["tokens"]] == [0, 1, 2]
+
+
+def test_open_returns_a_checkpoint_with_card_and_memory_methods(tmp_path):
+    from model_explorer.checkpoint import Checkpoint
+
+    d = write_folder(tmp_path / "m", tiny_cfg())
+    ckpt = mx.open(d)
+    assert isinstance(ckpt, Checkpoint)  # everything a Checkpoint does still works
+    assert ckpt.card().to_dict() == mx.card(ckpt).to_dict()
+    assert ckpt.memory(context=128) == mx.memory(ckpt, context=128)
+    assert ckpt.memory(context=128, fits="1GB").fits is True
