@@ -194,12 +194,12 @@ def bench_deep(tmp: str, shards: int, elems: int, rounds: int = 3) -> dict:
     try:
         for client in clients.values():
             client.run(_blas_one_thread)
-            mx.scan(folder, client=client, progress=False, part_bytes=4 * 2**20)  # warm: page cache, headers
+            mx.scan(folder, client=client, progress=False)  # warm: page cache, headers
         # Rounds alternate 1, 2, 1, 2...: a busy shared machine slows both alike; best round kept.
         for _ in range(rounds):
             for w, client in clients.items():
                 t = time.perf_counter()
-                tables[w] = mx.scan(folder, client=client, progress=False, part_bytes=4 * 2**20)
+                tables[w] = mx.scan(folder, client=client, progress=False)
                 out[w] = min(out.get(w, math.inf), time.perf_counter() - t)
         for w, client in clients.items():
             peaks = client.run(_peak_rss_mb)

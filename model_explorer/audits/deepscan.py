@@ -57,17 +57,32 @@ def _frame(rows: list[dict]):
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _parts(ckpt, part_bytes: int) -> list[list[str]]:
+def _parts(items: list[tuple[str, int]], part_bytes: int, min_parts: int = 1) -> list[list[str]]:
+    """(name, bytes) in file order cut into ranges of about equal bytes: at most `part_bytes`
+    each and at least `min_parts` of them (when there are that many tensors), so every worker
+    gets an even share and the last range does not leave the others idle."""
+    items = [(name, max(1, size)) for name, size in items]
+    total = sum(size for _, size in items)
+    count = max(math.ceil(total / part_bytes), min(min_parts, len(items)), 1)
+    target = total / count
     parts, cur, size = [], [], 0
-    for name, info in ckpt.tensors.items():
+    for name, nbytes in items:
         cur.append(name)
-        size += info.stored_bytes
-        if size >= part_bytes:
+        size += nbytes
+        if size >= target * (len(parts) + 1) - nbytes / 2 and len(parts) < count - 1:
             parts.append(cur)
-            cur, size = [], 0
+            cur = []
     if cur:
         parts.append(cur)
     return parts
+
+
+def _slots(client) -> int:
+    """Threads across the cluster's workers (1 when the scheduler cannot say)."""
+    try:
+        return max(1, sum(client.nthreads().values()))
+    except Exception:  # noqa: BLE001 - a scheduler that does not answer still runs the scan
+        return 1
 
 
 def scan(source: Any, client=None, bins: int = BINS, part_bytes: int = PART_BYTES,
@@ -88,8 +103,8 @@ def scan(source: Any, client=None, bins: int = BINS, part_bytes: int = PART_BYTE
 
                 names = tqdm(names, desc="scan", unit="tensor", file=sys.stderr)
             return _frame([tensor_row(ckpt, n, bins) for n in names])
-        parts = _parts(ckpt, part_bytes)
         src = ckpt.source
+        sizes = [(name, info.stored_bytes) for name, info in ckpt.tensors.items()]
     from .runner import close_client, make_client
     from .task import fingerprint
 
@@ -100,6 +115,10 @@ def scan(source: Any, client=None, bins: int = BINS, part_bytes: int = PART_BYTE
     client, owned = make_client(client, scheduler, workers, threads)
     try:
         from dask.distributed import as_completed
+
+        # Four ranges per worker thread at least: even shares, and a slow worker's last range
+        # is a small one. Each range is one task; fewer, larger tasks cost less scheduling.
+        parts = _parts(sizes, part_bytes, 4 * _slots(client))
 
         futures = {client.submit(scan_part, src, key, names, bins, pure=False): i
                    for i, names in enumerate(parts)}

@@ -109,3 +109,14 @@ def test_batch_survives_a_hang_and_a_crash():
     got = dict(run_isolated_batch(_item, [1, "hang", "die", 3], timeout=1.0, memory_limit=2**28))
     assert got[0] == 2 and got[3] == 6
     assert (got[1].kind, got[2].kind) == ("timeout", "crashed")
+
+
+def test_scan_ranges_share_bytes_evenly():
+    from model_explorer.audits.deepscan import _parts
+
+    items = [(f"t{i}", 10) for i in range(10)]
+    assert [len(p) for p in _parts(items, 1000, 2)] == [5, 5]  # at least one range per slot
+    assert [len(p) for p in _parts(items, 25, 1)] == [2, 3, 2, 3]  # at most part_bytes each
+    assert _parts([("a", 100), ("b", 1), ("c", 1), ("d", 100)], 10**6, 2) == [["a"], ["b", "c", "d"]]
+    assert sum(_parts(items, 1000, 50), []) == [n for n, _ in items]  # never more ranges than tensors
+    assert _parts([], 100, 4) == []
