@@ -18,6 +18,7 @@ from ..spans import Finding
 from . import expected as exp_mod
 from .findings import model_finding
 from .hparams import HParams, Sourced, embedding, info_span
+from .renames import one_to_one
 from .sidefiles import side_path
 
 # prefix -> (what leaves it, how to strip it)
@@ -208,8 +209,18 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
         if bad_layers and beyond(name, n_layers):
             continue  # explained by the layer-count mismatch
         missing.append(name)
-    head_missing = e.head is not None and e.head not in by_name
-    if head_missing and hp.origin == "config.json" and not e.tied.get(e.head) and tied_cfg is not True:
+    head_missing = (e.head is not None and e.head not in by_name and hp.origin == "config.json"
+                    and not e.tied.get(e.head) and tied_cfg is not True)
+    extra = _unexpected(hp, e, by_name, bad_layers, quantized, quant_part, beyond) if e.complete else []
+    wanted = {n: e.shapes.get(n) for n in missing}
+    if head_missing and e.head in e.shapes:
+        wanted[e.head] = e.shapes[e.head]
+    # {stored name: expected name} when the names are one module renamed in every layer
+    renames = one_to_one(wanted, {n: by_name[n].shape for n in extra})
+    rename_fix = _rename_fix(renames) if renames else None
+    if head_missing and e.head in renames.values():
+        head_missing = False  # stored under another name: the rename below is the finding
+    if head_missing:
         tie = hp.values.get("tied_embeddings")
         said = (f"{tie.where()} is {tie.value!r}" if tie is not None and tie.source != "default"
                 else "config.json does not set tie_word_embeddings" if tie is None
@@ -222,22 +233,23 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
     if missing:
         out.append(model_finding("missing_tensors", f"{len(missing):,} tensor(s) that {e.source} expects "
                                  f"are not in the checkpoint: {_short(missing)}.", missing=missing,
-                                 source=e.source))
+                                 source=e.source, fix=rename_fix, **({"renames": renames} if renames else {})))
+    elif renames:  # only the head was renamed
+        out.append(model_finding("missing_tensors", f"{e.head!r} is not in the checkpoint, but "
+                                 f"{_short([k for k, v in renames.items() if v == e.head])} has its shape.",
+                                 missing=[e.head], source=e.source, fix=rename_fix, renames=renames,
+                                 tensor=e.head))
     # A GGUF none of whose names llama.cpp knows is not a model of its architecture (a test or
     # scratch file of tensors): there is no model to compare with.
     overlap = any(n in e.shapes or (e.known is not None and e.known.match(n)) for n in by_name)
     if hp.origin == "gguf" and not overlap:
         return []
     # unexpected
-    if e.complete:
-        extra = [n for n in by_name if n not in e.shapes and not e.is_ignored_unexpected(n)
-                 and not (quantized and quant_part(n))
-                 and not (bad_layers and beyond(n, hp.get("layers")))
-                 and not (n == "lm_head.weight" and e.head is None)]
-        if extra:
-            out.append(model_finding("unexpected_tensors", f"{len(extra):,} tensor(s) are not part of "
-                                     f"{e.source}: {_short(extra)}; a loader ignores them.",
-                                     unexpected=extra, source=e.source, **_loc(by_name[extra[0]])))
+    if extra:
+        out.append(model_finding("unexpected_tensors", f"{len(extra):,} tensor(s) are not part of "
+                                 f"{e.source}: {_short(extra)}; a loader ignores them.",
+                                 unexpected=extra, source=e.source, **_loc(by_name[extra[0]]),
+                                 fix=rename_fix, **({"renames": renames} if renames else {})))
     # shapes
     odd = []
     skip_values = set().union(*(v for q, v in explained.items() if q != "layers"))
@@ -270,6 +282,24 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
 
 QUANT_SUFFIXES = (".qweight", ".qzeros", ".g_idx", ".weight_packed", ".weight_scale", ".SCB", ".absmax",
                   ".weight_shape", ".scales", ".biases")
+
+
+def _unexpected(hp: HParams, e: exp_mod.Expected, by_name: dict[str, TensorInfo], bad_layers, quantized: bool,
+                quant_part, beyond) -> list[str]:
+    """Stored names the architecture does not have, leaving out what another finding explains."""
+    return [n for n in by_name if n not in e.shapes and not e.is_ignored_unexpected(n)
+            and not (quantized and quant_part(n))
+            and not (bad_layers and beyond(n, hp.get("layers")))
+            and not (n == "lm_head.weight" and e.head is None)]
+
+
+def _rename_fix(renames: dict[str, str]) -> str:
+    pairs = {}
+    for old, new in renames.items():  # one line per pattern, not per layer
+        pairs.setdefault((re.sub(r"\.\d+\.", ".N.", old), re.sub(r"\.\d+\.", ".N.", new)), 0)
+    shown = "; ".join(f"{a} -> {b}" for a, b in list(pairs)[:4])
+    return (f"The names are one module renamed: {shown} ({len(renames)} tensor(s), shapes match). "
+            "mx.repair(src, dest) writes a copy with the expected names.")
 
 
 def _shape_says(info: TensorInfo) -> bool:

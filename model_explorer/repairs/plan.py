@@ -199,6 +199,27 @@ def base_build(ckpt) -> Build:
     return build
 
 
+def _expected_names(ckpt, names: list[str], renamed: dict[str, str], prefix_fix):
+    """The renaming the model layer found forced (model/renames.py), from source names to the
+    names the architecture expects; None when it found none."""
+    said = next((f for f in ckpt.findings if f.code in ("missing_tensors", "unexpected_tensors")
+                 and isinstance(f.extra.get("renames"), dict)), None)
+    if said is None:
+        return None
+    # The model layer judged the names without a wrapper's prefix: map back to the stored names.
+    source_of = {v: k for k, v in renamed.items()}
+    mapping = {source_of.get(a, a): b for a, b in said.extra["renames"].items()
+               if isinstance(a, str) and isinstance(b, str)}
+    fix = keys.rename(names, mapping)
+    if fix is None:
+        return None
+    fix.name = "rename_expected"
+    fix.codes = ("missing_tensors", "unexpected_tensors")
+    if prefix_fix is not None:  # the prefix fix names these tensors the same, so the two agree
+        prefix_fix.renames.update({a: b for a, b in fix.renames.items() if a in prefix_fix.renames})
+    return fix
+
+
 def _tensor_plan(ckpt, plan: RepairPlan, tie, strip, rename, transpose, fix_config) -> None:
     build = base_build(ckpt)
     plan.build = build
@@ -225,15 +246,21 @@ def _tensor_plan(ckpt, plan: RepairPlan, tie, strip, rename, transpose, fix_conf
         plan.notes.append(f"strip_prefix: no tensor name starts with {strip!r}; skipped.")
         prefix = None
     renamed = {n: n for n in names}
+    prefix_fix = None
     if prefix:
-        fix = keys.strip_prefix(names, prefix)
-        if fix:
-            plan.fixes.append(fix)
-            renamed.update(fix.renames)
+        prefix_fix = keys.strip_prefix(names, prefix)
+        if prefix_fix:
+            plan.fixes.append(prefix_fix)
+            renamed.update(prefix_fix.renames)
     if rename:
         missing = [a for a in rename if a not in shapes]
         plan.notes += [f"rename: no tensor {a!r}; skipped." for a in missing]
         fix = keys.rename(names, rename)
+        if fix:
+            plan.fixes.append(fix)
+            renamed.update(fix.renames)
+    elif rename is None:
+        fix = _expected_names(ckpt, names, renamed, prefix_fix)
         if fix:
             plan.fixes.append(fix)
             renamed.update(fix.renames)
