@@ -105,9 +105,11 @@ def _refuse_dest(source: str, dest: str, overwrite: bool) -> None:
 def _refuse_overwriting_source(build: Build, folder: str, file_dest: str | None) -> None:
     sources = {os.path.realpath(f.source) for f in build.files if f.source}
     if build.gguf is not None:
-        sources.add(os.path.realpath(build.gguf.path))
+        sources |= {os.path.realpath(e.path) for e in [build.gguf, *build.gguf_more]}
     sources |= {os.path.realpath(p) for p in build.side_files.values()}
     targets = [file_dest] if file_dest else [os.path.join(folder, f.name) for f in build.files]
+    if build.gguf is not None and not file_dest:
+        targets += [os.path.join(folder, os.path.basename(e.path)) for e in [build.gguf, *build.gguf_more]]
     if build.config_changed or build.side_files:
         targets.append(os.path.join(folder, "config.json"))
     for t in targets:
@@ -120,7 +122,7 @@ def _write_all(build: Build, staging: Staging, file_dest: str | None, progress) 
     total = sum(t.length for _, t in build.tensors())
     total += sum(os.path.getsize(f.source) for f in build.files if f.verbatim and f.source)
     if build.gguf is not None:
-        total += build.gguf.size
+        total += sum(e.size for e in [build.gguf, *build.gguf_more])
     total += sum(os.path.getsize(p) for n, p in build.side_files.items()
                  if not (n == "config.json" and build.config_changed))
     if build.index_name and not build.single_file and not (build.index_rewrite or build.index_source is None):
@@ -128,9 +130,10 @@ def _write_all(build: Build, staging: Staging, file_dest: str | None, progress) 
     counter = Counter(total, progress)
     staged: dict[str, str] = {}
     if build.gguf is not None:
-        name = os.path.basename(file_dest or build.gguf.path)
-        staged[name] = p = staging.path(name)
-        write_gguf(build.gguf, p, counter)
+        for edit in [build.gguf, *build.gguf_more]:  # a split model keeps its files' names
+            name = os.path.basename(file_dest or edit.path)
+            staged[name] = p = staging.path(name)
+            write_gguf(edit, p, counter)
     for f in build.files:
         name = os.path.basename(file_dest) if file_dest else f.name
         staged[name] = p = staging.path(name)
@@ -179,6 +182,8 @@ def _verify(report: RepairReport, plan: RepairPlan, build: Build, staged: dict[s
             originals: dict[str, tuple], choices: dict) -> None:
     """Hash every tensor, reopen the output, and list the fixed faults still found there."""
     out_path = report.files[0] if build.single_file and len(report.files) == 1 else report.dest
+    if build.gguf_more:  # a split model is opened at its first split
+        out_path = os.path.join(report.dest, os.path.basename(build.gguf.path))
     out = open_checkpoint(out_path)
     try:
         report.findings = list(out.findings)  # the model layer's config checks run at open

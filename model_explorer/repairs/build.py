@@ -80,7 +80,8 @@ class Build:
     side_files: dict[str, str] = field(default_factory=dict)  # dest name -> source path
     notes: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # losses the report must show as errors
-    gguf: Any = None  # the GGUF plan (gguf_meta.GGUFEdit) for GGUF sources
+    gguf: Any = None  # the GGUF plan (gguf_meta.GGUFEdit) for GGUF sources (the first split)
+    gguf_more: list[Any] = field(default_factory=list)  # the other splits of a split GGUF, in order
     single_file: bool = False  # the source is one file, not a folder
 
     def tensors(self) -> Iterator[tuple[OutFile, OutTensor]]:

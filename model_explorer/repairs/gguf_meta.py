@@ -50,18 +50,41 @@ class GGUFEdit:
         return not (self.values or self.remove or self.trim)
 
 
-def edit_for(ckpt: CheckpointRecord) -> GGUFEdit:
-    if len(ckpt.files) != 1:
-        raise RepairError("Split GGUF models are not repaired yet: merge them with llama-gguf-split first.")
-    path = ckpt.files[0]
-    d = ckpt.details.get("files", {}).get(path, {})
-    if "header_end" not in d:
+def _edit(path: str, details: dict, kvs, tensors, size: int) -> GGUFEdit:
+    if "header_end" not in details:
         raise RepairError(f"{path!r}: the GGUF header cannot be read to its end, so the tensor data "
                           "cannot be located; nothing to repair from.")
-    kvs = sorted((v for v in ckpt.metadata.values() if isinstance(v, KeyValue)), key=lambda kv: kv.offset)
-    infos = sorted(t.extra["info_span"] for t in ckpt.tensors.values())
-    return GGUFEdit(path, d.get("byteorder", "<"), d["version"], kvs, infos, d["header_end"],
-                    -(-d["header_end"] // d["alignment"]) * d["alignment"], ckpt.sizes[path], d["alignment"])
+    kvs = sorted((v for v in kvs if isinstance(v, KeyValue)), key=lambda kv: kv.offset)
+    infos = sorted(t.extra["info_span"] for t in tensors)
+    return GGUFEdit(path, details.get("byteorder", "<"), details["version"], kvs, infos, details["header_end"],
+                    -(-details["header_end"] // details["alignment"]) * details["alignment"], size,
+                    details["alignment"])
+
+
+def edit_for(ckpt: CheckpointRecord) -> GGUFEdit:
+    """The edit of a one-file GGUF, or of the first split of a split model (its metadata)."""
+    path = ckpt.files[0]
+    if len(ckpt.files) == 1:
+        return _edit(path, ckpt.details.get("files", {}).get(path, {}), ckpt.metadata.values(),
+                     ckpt.tensors.values(), ckpt.sizes[path])
+    return split_edits(ckpt)[0]
+
+
+def split_edits(ckpt: CheckpointRecord) -> list[GGUFEdit]:
+    """One edit per split, each from its own header: the checkpoint keeps one value per key
+    for the model, but every split carries its own split.no and tensor infos."""
+    from ..formats.gguf import read_gguf
+    from ..sources import open_source
+
+    out = []
+    for path in ckpt.files:
+        src = open_source(path)
+        try:
+            r = read_gguf(src)
+        finally:
+            src.close()
+        out.append(_edit(path, r.details, r.metadata.values(), r.tensors.values(), r.size))
+    return out
 
 
 # -- encoding ---------------------------------------------------------------------------------
@@ -251,3 +274,41 @@ def token_trim(ckpt: CheckpointRecord, by_key: dict[str, KeyValue]) -> Fix | Unf
                f"({tail[:3]}...): {', '.join(arrays)} cut to {rows}.", [finding] if finding else [],
                {"keys": arrays, "bytes": 0}, apply,
                codes=("tokens_beyond_embedding", "config_mismatch"))
+
+
+def propose_splits(ckpt: CheckpointRecord, edits: list[GGUFEdit]) -> tuple[list[Fix], list[Unfixable]]:
+    """The `split.*` keys of a split model set right; what no key can fix said so."""
+    fixes: list[Fix] = []
+    lost: list[Unfixable] = []
+    at = {e.path: i for i, e in enumerate(edits)}
+    for f in ckpt.findings:
+        if f.code == "missing_split":
+            lost.append(Unfixable("missing_split", f.message, "A split that is not there cannot be "
+                                  "rebuilt from the others: download it again."))
+        elif f.code == "duplicate_tensor" and f.file in at:
+            lost.append(Unfixable("duplicate_tensor", f.message, "Two splits hold one tensor: re-split "
+                                  "the model with llama-gguf-split (llama.cpp refuses the copy)."))
+        elif f.code == "split_number" and f.file in at:
+            e = edits[at[f.file]]
+            kv = next((kv for kv in e.kvs if kv.key == Keys.SPLIT_NO), None)
+            want = at[f.file]
+            value = typed(kv, want)
+
+            def apply_no(b, path=e.path, value=value) -> None:
+                next(x for x in [b.gguf, *b.gguf_more] if x.path == path).values[Keys.SPLIT_NO] = value
+
+            fixes.append(Fix("split_number", f"{f.file.rsplit('/', 1)[-1]}: split.no set to {want}.", [f],
+                             {"files": [f.file], "keys": [Keys.SPLIT_NO], "bytes": 0}, apply_no))
+        elif f.code == "split_tensor_count":
+            if any(g.code in ("duplicate_tensor", "missing_split") for g in ckpt.findings):
+                continue  # the count is right about the model; the splits are what is wrong
+            kv = next((kv for kv in edits[0].kvs if kv.key == Keys.SPLIT_TENSORS_COUNT), None)
+            count = len(ckpt.tensors)
+            value = typed(kv, count)
+
+            def apply_count(b, value=value) -> None:
+                b.gguf.values[Keys.SPLIT_TENSORS_COUNT] = value
+
+            fixes.append(Fix("split_tensor_count", f"split.tensors.count set to {count}, the tensors the "
+                             "splits hold.", [f], {"keys": [Keys.SPLIT_TENSORS_COUNT], "bytes": 0}, apply_count))
+    return fixes, lost

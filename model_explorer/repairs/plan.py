@@ -166,10 +166,15 @@ def _open(source: Any, deep: bool) -> Checkpoint:
 
 
 def _gguf_plan(ckpt, plan: RepairPlan, gguf_set, gguf_remove, trim_tokens) -> None:
-    edit = gguf_meta.edit_for(ckpt)
-    build = Build(ckpt.source, "gguf", gguf=edit, single_file=not os.path.isdir(ckpt.source))
+    edits = gguf_meta.split_edits(ckpt) if len(ckpt.files) > 1 else [gguf_meta.edit_for(ckpt)]
+    build = Build(ckpt.source, "gguf", gguf=edits[0], gguf_more=edits[1:],
+                  single_file=not os.path.isdir(ckpt.source) and len(edits) == 1)
     plan.build = build
-    fixes, unfixable, notes = gguf_meta.propose(ckpt, edit, gguf_set, gguf_remove, trim_tokens)
+    fixes, unfixable, notes = gguf_meta.propose(ckpt, edits[0], gguf_set, gguf_remove, trim_tokens)
+    if len(edits) > 1:
+        more, lost = gguf_meta.propose_splits(ckpt, edits)
+        fixes += more
+        unfixable += lost
     plan.fixes += fixes
     plan.unfixable += unfixable
     plan.notes += notes

@@ -11,8 +11,8 @@ import model_explorer as mx
 gguf = pytest.importorskip("gguf")
 
 
-def make_gguf(path, tokens=32, rows=32, pad_names=True, alignment=None):
-    w = gguf.GGUFWriter(str(path), arch="llama")
+def make_gguf(path, tokens=32, rows=32, pad_names=True, alignment=None, split_max_tensors=0):
+    w = gguf.GGUFWriter(str(path), arch="llama", split_max_tensors=split_max_tensors)
     if alignment:
         w.add_custom_alignment(alignment)
     w.add_name("tiny")
@@ -104,3 +104,53 @@ def test_alignment_cannot_be_changed(tmp_path):
     with pytest.raises(mx.repairs.RepairError, match="alignment"):
         mx.repair(src, tmp_path / "out.gguf", gguf_set={"general.alignment": 64})
     assert not (tmp_path / "out.gguf").exists()
+
+
+def make_split(directory, per_split=1):
+    """The tiny model of make_gguf written as llama.cpp's split files (one tensor a split)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    make_gguf(directory / "m.gguf", split_max_tensors=per_split)
+    return sorted(directory.iterdir())
+
+
+def test_split_model_metadata_set_in_its_first_split(tmp_path, checked):
+    parts = make_split(tmp_path / "src")
+    assert len(parts) == 3
+    report = checked(parts[1], tmp_path / "out", gguf_set={"tokenizer.ggml.pre": "llama-bpe"})
+    assert [f.name for f in report.applied] == ["gguf_set"]
+    out = sorted((tmp_path / "out").iterdir())
+    assert [p.name for p in out] == [p.name for p in parts]
+    a, ta, _ = fields(parts[0])
+    b, tb, _ = fields(out[0])
+    assert b.pop("tokenizer.ggml.pre") == "llama-bpe" and a == b
+    assert {k: v[:3] for k, v in ta.items()} == {k: v[:3] for k, v in tb.items()}
+    for p, q in zip(parts[1:], out[1:]):  # the other splits hold no model metadata: copied as they are
+        assert p.read_bytes() == q.read_bytes()
+    assert all(t.identical for t in report.tensors) and len(report.tensors) == 3
+    assert mx.open(out[0]).metadata["tokenizer.ggml.pre"].value == "llama-bpe"
+
+
+def test_split_keys_set_right(tmp_path, checked):
+    parts = make_split(tmp_path / "src")
+    # A wrong tensor count in the first split (written by a repair) and a wrong split.no in the second.
+    mx.repair(parts[0], tmp_path / "bad", gguf_set={"split.tensors.count": 7})
+    bad = sorted((tmp_path / "bad").iterdir())
+    r = gguf.GGUFReader(str(bad[1]), "r+")
+    r.fields["split.no"].parts[-1][0] = 5
+    del r
+    found = {f.code for f in mx.open(bad[0]).findings}
+    assert {"split_tensor_count", "split_number"} <= found
+    report = checked(bad[0], tmp_path / "fixed")
+    assert sorted(f.name for f in report.applied) == ["split_number", "split_tensor_count"]
+    fixed = sorted((tmp_path / "fixed").iterdir())
+    assert not {f.code for f in mx.open(fixed[0]).findings} & found
+    assert fields(fixed[1])[0]["split.no"] == 1 and fields(fixed[0])[0]["split.tensors.count"] == 3
+    assert fixed[2].read_bytes() == parts[2].read_bytes()
+
+
+def test_missing_split_cannot_be_fixed(tmp_path):
+    parts = make_split(tmp_path / "src")
+    parts[1].unlink()
+    plan = mx.repair_plan(parts[0])
+    assert "missing_split" in [u.code for u in plan.unfixable]
+    assert plan.fixes == []  # split.tensors.count is right about the model: not "fixed" to what is left
