@@ -109,10 +109,10 @@ def apply_row_groups(o: np.ndarray, z: np.ndarray | None, s: np.ndarray, group: 
             v -= z[:, :, None]
         v *= s[:, :, None]
         return
-    g = np.arange(cols) // group
+    g = np.arange(cols) // group  # a short last group: np.take gathers the columns' group fast
     if z is not None:
-        o -= z[:, g]
-    o *= s[:, g]
+        o -= np.take(z, g, axis=1)
+    o *= np.take(s, g, axis=1)
 
 
 def scale_values(ckpt, t, kind: str) -> np.ndarray:
