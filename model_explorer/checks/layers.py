@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -208,6 +209,8 @@ def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
         vals = tuple(rec[1:])
         if lr is None or any(v is None or not np.isfinite(v) for v in vals) or not any(vals):
             continue  # an all-zero tensor is not a copy of another all-zero one
+        if "min" in cols and "max" in cols and vals[cols.index("min")] == vals[cols.index("max")]:
+            continue  # nor is a constant one (norms still at their initial ones) a copy
         groups.setdefault((lr[1], *vals), []).append((lr[0], lr[1], str(rec[0])))
     return {k: v for k, v in groups.items() if len({x[0] for x in v}) > 1}
 
@@ -237,7 +240,7 @@ def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
             first = names[0] if names else None
             col = grid[o["role"]].drop(o["layer"]).dropna()
             typical = float(col.median()) if len(col) else math.nan
-            what = {"zeroed": "is zero", "high": "is far above", "low": "is far below"}[o["kind"]]
+            what = {"zeroed": "is zero, against", "high": "is far above", "low": "is far below"}[o["kind"]]
             z = "" if o["kind"] == "zeroed" else f" (robust z = {o['z']:+.1f})"
             out.append(Finding(
                 "warning", "layer_outlier",
@@ -258,6 +261,25 @@ def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
     return out
 
 
+def relative_grid(grid, stat: str) -> tuple[np.ndarray, str]:
+    """What a heatmap colours: each cell relative to its role, clipped to [-4, 4] (NaN where the
+    cell has no value). Log statistics as log2(value / role median), a zero as -4; the others as
+    (value - role median) / role spread. Returns (matrix, a label saying which)."""
+    vals = grid.to_numpy(dtype=float)
+    log = stat in LOG_STATS
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column is a column of NaN
+        if log:
+            med = np.nanmedian(np.where(vals > 0, vals, np.nan), axis=0)
+            shown = np.log2(vals / med)
+        else:
+            spread = np.nanstd(vals, 0)
+            shown = (vals - np.nanmedian(vals, 0)) / np.where(spread > 0, spread, 1.0)
+    shown = np.where(np.isneginf(shown), -4.0, np.where(np.isposinf(shown), 4.0, shown))
+    label = "log2 of value / role median" if log else "z within role"
+    return np.clip(shown, -4, 4), label
+
+
 def plot_layers(source: Any, stat: str = "norm", ax=None, mark: bool = True):
     """A heatmap of the layer profile: each role's column relative to its median (log2), outliers
     boxed in red and duplicates in blue. Returns the matplotlib Axes."""
@@ -270,22 +292,14 @@ def plot_layers(source: Any, stat: str = "norm", ax=None, mark: bool = True):
     if grid.empty:
         ax.set_title(f"no layer tensors to profile by {stat}")
         return ax
-    vals = grid.to_numpy(dtype=float)
-    med = np.nanmedian(np.where(vals > 0, vals, np.nan), axis=0) if stat in LOG_STATS else None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if med is not None:
-            shown = np.log2(vals / med)
-        else:
-            spread = np.nanstd(vals, 0)
-            shown = (vals - np.nanmedian(vals, 0)) / np.where(spread > 0, spread, 1.0)
-    shown = np.clip(np.nan_to_num(shown, nan=0.0, neginf=-4, posinf=4), -4, 4)
+    shown, label = relative_grid(grid, stat)
+    shown = np.nan_to_num(shown, nan=0.0)
     im = ax.imshow(shown, aspect="auto", cmap="RdBu_r", vmin=-4, vmax=4, interpolation="nearest")
     ax.set_xticks(range(grid.shape[1]), list(grid.columns), rotation=60, ha="right")
     step = max(1, len(grid) // 40)
     ax.set_yticks(range(0, len(grid), step), [str(x) for x in grid.index[::step]])
     ax.set_ylabel("layer")
-    ax.set_title(f"{stat} by layer and role (log2 of value / role median)" if med is not None
-                 else f"{stat} by layer and role (z within role)")
+    ax.set_title(f"{stat} by layer and role ({label})")
     ax.figure.colorbar(im, ax=ax, fraction=0.04)
     if mark:
         rows = {layer: i for i, layer in enumerate(grid.index)}
