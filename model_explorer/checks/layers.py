@@ -13,6 +13,7 @@ table); the statistics used are `norm`, `std`, `absmax`, `mean_abs` or `mean`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import warnings
@@ -56,6 +57,7 @@ REL_FLOOR = 0.02  # a residual spread below 2% is treated as 2%, so a flat trend
 WINDOW = 3  # neighbouring layers on each side the trend is fitted through
 
 
+@functools.lru_cache(maxsize=1 << 18)  # a profile reads each name several times; 90,000-tensor files exist
 def layer_role(name: str) -> tuple[int, str] | None:
     """(layer, role) of a weight tensor, or None for biases and tensors outside the blocks."""
     m = _LAYER.match(name)
@@ -134,17 +136,24 @@ def layer_profile(source: Any, stat: str = "norm"):
         return pd.DataFrame()
     layers = sorted({lr[0] for lr in cells})
     roles = [r for r in ROLE_ORDER if any(lr[1] == r for lr in cells)]
-    grid = pd.DataFrame(math.nan, index=pd.Index(layers, name="layer"), columns=roles)
-    for (layer, role), vals in cells.items():
-        grid.loc[layer, role] = _combine(stat, np.asarray(vals, dtype=float))
-    return grid
+    row = {layer: i for i, layer in enumerate(layers)}
+    col = {role: j for j, role in enumerate(roles)}
+    values = np.full((len(layers), len(roles)), math.nan)
+    for (layer, role), vals in cells.items():  # into numpy: a pandas .loc per cell costs ~0.2 ms
+        values[row[layer], col[role]] = _combine(stat, np.asarray(vals, dtype=float))
+    return pd.DataFrame(values, index=pd.Index(layers, name="layer"), columns=roles)
+
+
+@functools.lru_cache(maxsize=16)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n, 1)
 
 
 def _line_at(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
     """Theil-Sen line through (xs, ys) evaluated at x: robust to an odd point among them."""
     if len(xs) == 1:
         return float(ys[0])
-    i, j = np.triu_indices(len(xs), 1)
+    i, j = _pairs(len(xs))
     slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
     intercept = float(np.median(ys - slope * xs))
     return intercept + slope * x
