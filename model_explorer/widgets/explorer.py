@@ -9,9 +9,10 @@ import anywidget
 import traitlets
 
 from ._base import BaseView
+from ._layers import LayerOps
 
 
-class Explorer(BaseView):
+class Explorer(LayerOps, BaseView):
     """Overview, header tree, tensor table with histograms, file map, findings and bytes.
 
     `explorer.selection` holds what the user last selected ({tensor, file, offset, length});
