@@ -27,6 +27,19 @@ export function cellColor(v) {
   return `hsla(${hue}, 85%, 50%, ${(0.05 + 0.85 * Math.sqrt(a)).toFixed(3)})`;
 }
 
+/**
+ * The first tensor of cell (i, j): its role's template with the layer number in place of
+ * "{L}", or the name the kernel listed apart; null for a cell without tensors.
+ * @param {any} s the summary @param {number} i @param {number} j
+ */
+export function cellTensor(s, i, j) {
+  if (!s.counts[i][j]) return null;
+  const listed = s.names.extra[`${i},${j}`];
+  if (listed !== undefined) return listed;
+  const t = s.names.templates[j];
+  return t ? t.replace("{L}", String(s.layers[i])) : null;
+}
+
 /** The mark of cell (i, j), if the kernel flagged it. @param {any} summary */
 export function markIndex(summary) {
   const marks = new Map();
@@ -45,7 +58,7 @@ export function cellText(s, i, j, mark) {
   const parts = [`layer ${s.layers[i]}`, s.roles[j]];
   const v = s.values[i][j];
   parts.push(`${s.stat} ${v === null ? "no value" : formatStat(v)}`);
-  const name = s.tensors[i][j];
+  const name = cellTensor(s, i, j);
   const n = s.counts[i][j];
   if (name) parts.push(n > 1 ? `${name} (+${n - 1} more)` : name);
   const z = s.z[i][j];
@@ -148,7 +161,8 @@ export function createLayersView(ctx) {
         cell.dataset.col = String(j);
         cell.dataset.layer = String(layer);
         cell.dataset.role = role;
-        if (s.tensors[i][j]) cell.dataset.tensor = s.tensors[i][j];
+        const name = cellTensor(s, i, j);
+        if (name) cell.dataset.tensor = name;
         const bg = cellColor(s.shown[i][j]);
         if (bg) cell.style.backgroundColor = bg;
         if (selected && cell.dataset.tensor === selected) cell.classList.add("me-selected");

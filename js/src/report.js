@@ -278,7 +278,7 @@ export function createStaticModel(data) {
     if (op === "layers_profile") {
       const L = data.layers;
       if (!L || !L.summaries) throw new Error(OFFLINE_LAYERS);
-      return [{ ...(L.summaries[args.stat] || L.summaries.norm), tensors: L.tensors, counts: L.counts }, []];
+      return [{ ...(L.summaries[args.stat] || L.summaries.norm), names: L.names, counts: L.counts }, []];
     }
     throw new Error(`unknown request ${op}`);
   }

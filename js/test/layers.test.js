@@ -1,11 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cellColor, cellText, GLYPHS, markIndex } from "../src/layersview.js";
+import { cellColor, cellTensor, cellText, GLYPHS, markIndex } from "../src/layersview.js";
 
 const summary = {
   stat: "norm", layers: [0, 1], roles: ["q", "experts"],
   values: [[1.5, 0], [60.25, null]], z: [[0.3, null], [151, null]],
-  tensors: [["model.layers.0.q.weight", "model.layers.0.experts.0.w"], ["model.layers.1.q.weight", null]],
+  names: { templates: ["model.layers.{L}.q.weight", null], extra: { "0,1": "model.layers.0.experts.0.w" } },
   counts: [[1, 8], [1, 0]],
   marks: [{ row: 0, col: 1, kind: "zeroed" }, { row: 1, col: 0, kind: "high" }, { row: 1, col: 0, kind: "duplicate" }],
 };
@@ -29,4 +29,10 @@ test("hovering says layer, role, value, tensor, z and the mark", () => {
     "layer 0 · experts · norm 0 · model.layers.0.experts.0.w (+7 more) · z −∞ · all zeros");
   assert.equal(cellText(summary, 1, 1), "layer 1 · experts · norm no value");
   assert.deepEqual(Object.keys(GLYPHS), ["high", "low", "zeroed", "duplicate"]);
+});
+
+test("a cell's tensor: the role's template with the layer in it, or the name listed apart", () => {
+  assert.equal(cellTensor(summary, 1, 0), "model.layers.1.q.weight");
+  assert.equal(cellTensor(summary, 0, 1), "model.layers.0.experts.0.w");
+  assert.equal(cellTensor(summary, 1, 1), null); // no tensors in that cell
 });

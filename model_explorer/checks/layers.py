@@ -213,7 +213,9 @@ def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
     """Tensors of one role whose statistics agree exactly: candidates for a copied layer."""
     cols = [c for c in ("min", "max", "mean", "std", "mean_abs", "absmax") if c in table]
     groups: dict[tuple, list[tuple[int, str, str]]] = {}
-    for rec in table[["name", *cols]].itertuples(index=False):
+    # Only rows whose statistics occur more than once can be copies: hashing finds them at once.
+    twice = table[table.duplicated(subset=cols, keep=False)] if cols else table.iloc[:0]
+    for rec in twice[["name", *cols]].itertuples(index=False):
         lr = layer_role(str(rec[0]))
         vals = tuple(rec[1:])
         if lr is None or any(v is None or not np.isfinite(v) for v in vals) or not any(vals):
@@ -227,11 +229,12 @@ def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
 def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
     """Findings for outlying and duplicated layers (code layer_outlier, layer_duplicate)."""
     table = _as_table(source, stat)
-    where = {str(r["name"]): r for r in table.to_dict("records")}
+    where = {str(n): i for i, n in enumerate(table["name"])}  # the row of each name
     out: list[Finding] = []
 
     def loc(name: str) -> dict:
-        r = where.get(name, {})
+        i = where.get(name)
+        r = {} if i is None else table.iloc[i]
         off, ln = r.get("offset"), r.get("length")
         return {"offset": None if off is None or off != off else int(off),
                 "length": None if ln is None or ln != ln else int(ln),

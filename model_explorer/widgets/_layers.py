@@ -8,6 +8,7 @@ Nothing is computed when the Explorer opens: only when the tab is opened. Mixed 
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Any
 
@@ -37,9 +38,31 @@ def too_few(layers: set[int]) -> str:
             "each other, so there is nothing to compare.")
 
 
-def _round(v: Any, digits: int) -> float | None:
+def _round(v: Any, digits: int, significant: bool = False) -> float | None:
     v = _num(v)
-    return None if v is None else round(v, digits)
+    if v is None:
+        return None
+    return float(f"{v:.{digits}g}") if significant else round(v, digits)
+
+
+_NUMBER = re.compile(r"((?:^|\.)(?:layers|h|blocks|block|blk)\.)(\d+)(\.)")
+
+
+def name_templates(names: list[list[str | None]], layers: list[int]) -> dict[str, Any]:
+    """The first tensor of each cell, compactly: per role a template with "{L}" where the layer
+    number goes (model.layers.{L}.self_attn.q_proj.weight), and the cells it does not give.
+    A cell without tensors has no name (its count is 0)."""
+    templates: list[str | None] = []
+    extra: dict[str, str] = {}
+    for j in range(len(names[0]) if names else 0):
+        first = next((names[i][j] for i in range(len(layers)) if names[i][j]), None)
+        t = None if first is None or "{L}" in first else _NUMBER.sub(r"\1{L}\3", first, count=1)
+        templates.append(t if t and "{L}" in t else None)
+        for i, layer in enumerate(layers):
+            name = names[i][j]
+            if name is not None and (templates[j] is None or templates[j].replace("{L}", str(layer)) != name):
+                extra[f"{i},{j}"] = name
+    return {"templates": templates, "extra": extra}
 
 
 class LayerOps:
@@ -161,9 +184,10 @@ def layer_summary(table, stat: str, exact: bool = False) -> dict[str, Any]:
                       "tensor": f.tensor, "z": _num(f.extra.get("z"))})
     return {
         "stat": stat, "exact": exact, "label": label, "layers": layers, "roles": roles,
-        "values": [[_num(v) for v in row] for row in grid.to_numpy(dtype=float)],
+        "values": [[_round(v, 6, significant=True) for v in row] for row in grid.to_numpy(dtype=float)],
         "shown": [[_round(v, 3) for v in row] for row in shown],  # a colour: 3 decimals are plenty
-        "z": [[_round(v, 2) for v in row] for row in z], "tensors": names, "counts": counts,
+        "z": [[_round(v, 2) for v in row] for row in z], "names": name_templates(names, layers),
+        "counts": counts,
         "marks": marks,
         "tensor_count": int(len(table)),
     }
@@ -187,10 +211,10 @@ def report_profiles(rows: list[dict]) -> dict[str, Any]:
                 "report holds: in a notebook, mx.explore(path), Layers."}
     table = pd.DataFrame(rows)
     first = layer_summary(table, STATS[0])
-    out = {"total": len(rows), "tensors": first.pop("tensors"), "counts": first.pop("counts"),
+    out = {"total": len(rows), "names": first.pop("names"), "counts": first.pop("counts"),
            "summaries": {STATS[0]: first}}
     for stat in STATS[1:]:
         summary = layer_summary(table, stat)
-        del summary["tensors"], summary["counts"]
+        del summary["names"], summary["counts"]
         out["summaries"][stat] = summary
     return out

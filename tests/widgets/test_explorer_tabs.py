@@ -37,13 +37,16 @@ def test_profile_marks_the_zeroed_and_the_scaled_layer(llama):
     assert s["layers"] == list(range(6))
     assert s["roles"] == ["attn_norm", "ffn_norm", "q", "k", "v", "o", "gate", "up", "down"]
     assert {k for k in s} == {"stat", "exact", "label", "layers", "roles", "values", "shown", "z",
-                              "tensors", "counts", "marks", "tensor_count"}
-    for key in ("values", "shown", "z", "tensors", "counts"):
+                              "names", "counts", "marks", "tensor_count"}
+    for key in ("values", "shown", "z", "counts"):
         assert len(s[key]) == 6 and all(len(row) == 9 for row in s[key]), key
     marks = {(m["layer"], m["role"], m["kind"]) for m in s["marks"]}
     assert marks == {(4, "q", "high"), (2, "down", "zeroed")}
     q = s["roles"].index("q")
-    assert s["tensors"][4][q] == "model.layers.4.self_attn.q_proj.weight" and s["counts"][4][q] == 1
+    # Tensor names travel as one template per role, not one name per cell.
+    assert s["names"] == {"templates": [f"model.layers.{{L}}.{t}.weight" for t in (
+        "input_layernorm", "post_attention_layernorm", *(p for p in files.LLAMA_PROJ))], "extra": {}}
+    assert s["counts"][4][q] == 1
     assert s["z"][4][q] > 6 and s["shown"][4][q] == 4.0  # 40x the median: clipped at the top
     down = s["roles"].index("down")
     assert s["values"][2][down] == 0 and s["shown"][2][down] == -4.0 and s["z"][2][down] is None
@@ -120,3 +123,12 @@ def test_a_checkpoint_the_repairs_cannot_read_has_a_note_not_an_error(tmp_path):
     np.save(tmp_path / "a.npy", np.ones(3, np.float32))
     fx = Explorer(tmp_path / "a.npy").answer("fixable", {})[0]
     assert fx["by_finding"] == {} and fx["note"].startswith("No repair plan")
+
+
+def test_names_that_do_not_follow_their_role_are_listed_apart():
+    from model_explorer.widgets._layers import name_templates
+
+    names = [["model.layers.0.mlp.experts.0.w", None], ["model.layers.1.mlp.experts.3.w", "blk.1.{L}.q"]]
+    assert name_templates(names, [0, 1]) == {
+        "templates": ["model.layers.{L}.mlp.experts.0.w", None],
+        "extra": {"1,0": "model.layers.1.mlp.experts.3.w", "1,1": "blk.1.{L}.q"}}

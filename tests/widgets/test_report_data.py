@@ -118,7 +118,7 @@ def test_report_carries_the_layer_profile_of_its_sampled_statistics(tmp_path):
     assert layers["total"] == 54 and set(layers["summaries"]) == {"norm", "std", "absmax"}
     live = files.profile_by_requests(Explorer(llama))
     norm = layers["summaries"]["norm"]
-    assert layers["tensors"] == live["tensors"] and layers["counts"] == live["counts"]
+    assert layers["names"] == live["names"] and layers["counts"] == live["counts"]
     for got, want in zip(norm["values"], live["values"]):
         assert got == pytest.approx(want, rel=1e-6)
     assert [(m["layer"], m["role"], m["kind"]) for m in norm["marks"]] == \
