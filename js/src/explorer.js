@@ -1,11 +1,12 @@
 // The Explorer: summary bar; left pane with the overview, header tree, tensors (+ histogram),
-// file map, findings, the model card and (with run=True) the run demo; right pane with the hexdump. Selection
-// anywhere updates the other views.
+// layer profile, file map, findings, the model card and (with run=True) the run demo; right pane
+// with the hexdump. Selection anywhere updates the other views.
 import { h } from "./dom.js";
 import { createContext } from "./context.js";
 import { createFindingsView } from "./findingsview.js";
 import { createHexView } from "./hexview.js";
 import { createHistogramView } from "./histview.js";
+import { createLayersView } from "./layersview.js";
 import { createMapView } from "./mapview.js";
 import { createModelView } from "./modelview.js";
 import { createOverviewView } from "./overview.js";
@@ -42,8 +43,11 @@ export function renderView(model, el, { host } = {}) {
   let root;
   if (view === "hexdump") root = createHexView(ctx).el;
   else if (view === "tree") root = createTreeView(ctx).el;
-  else if (view === "findings") root = createFindingsView(ctx).el;
-  else if (view === "histogram") root = createHistogramView(ctx, { picker: true }).el;
+  else if (view === "findings") {
+    const findings = createFindingsView(ctx, { host });
+    findings.load();
+    root = findings.el;
+  } else if (view === "histogram") root = createHistogramView(ctx, { picker: true }).el;
   else if (view === "shardmap") {
     const map = createMapView(ctx);
     map.load();
@@ -63,37 +67,33 @@ function renderExplorer(ctx, host) {
   const tree = createTreeView(ctx);
   const table = createTableView(ctx);
   const hist = createHistogramView(ctx);
+  const layers = createLayersView(ctx);
   const map = createMapView(ctx);
-  const findings = createFindingsView(ctx);
+  const findings = createFindingsView(ctx, { host });
   const modelView = createModelView(ctx);
   const hex = createHexView(ctx);
   const counts = (model.get("summary") || {}).findings || {};
   const nFindings = (counts.error || 0) + (counts.warning || 0) + (counts.info || 0);
-  const FINDINGS = 4;
   const overview = createOverviewView(ctx, { showFindings: () => left.show(FINDINGS) });
   const run = model.get("run") ? createRunPanel(ctx, host) : null;
-  const panels = [
-    h("div", { className: "me-panel me-panel-overview" }, overview.el),
-    h("div", { className: "me-panel me-panel-header" }, tree.el),
-    h("div", { className: "me-panel me-panel-tensors" }, table.el, hist.el),
-    h("div", { className: "me-panel me-panel-files" }, map.el),
-    h("div", { className: "me-panel me-panel-findings" }, findings.el),
-    h("div", { className: "me-panel me-panel-model" }, modelView.el),
+  // Each tab: its name, the panel's class, what it holds, and what showing it starts (the
+  // views that ask the kernel for anything ask when first shown, never when the Explorer opens).
+  const defs = [
+    ["Overview", "overview", [overview.el]],
+    ["Header", "header", [tree.el], () => tree.refresh()],
+    ["Tensors", "tensors", [table.el, hist.el], () => table.refresh()],
+    ["Layers", "layers", [layers.el], () => layers.load()],
+    ["Files", "files", [map.el], () => map.load()],
+    [`Findings (${nFindings})`, "findings", [findings.el], () => findings.load()],
+    ["Model", "model", [modelView.el], () => modelView.load()],
   ];
-  const names = ["Overview", "Header", "Tensors", "Files", `Findings (${nFindings})`, "Model"];
-  const RUN = names.length;
-  if (run) {
-    panels.push(h("div", { className: "me-panel me-panel-run" }, run.el));
-    names.push("Run");
-  }
+  if (run) defs.push(["Run", "run", [run.el], () => run.open()]);
+  const FINDINGS = defs.findIndex((d) => d[1] === "findings");
+  const panels = defs.map(([, cls, els]) => h("div", { className: `me-panel me-panel-${cls}` }, ...els));
   // A broken file opens on its findings: that is what its reader came for. A healthy one opens
   // on what the model is.
-  const left = tabs(names, panels, counts.error ? FINDINGS : 0, (i) => {
-    if (i === 1) tree.refresh();
-    if (i === 2) table.refresh();
-    if (i === 3) map.load();
-    if (i === 5) modelView.load();
-    if (i === RUN && run) run.open();
+  const left = tabs(defs.map((d) => d[0]), panels, counts.error ? FINDINGS : 0, (i) => {
+    if (defs[i][3]) defs[i][3]();
   });
   const root = h("div", { className: "me-explorer" },
     summary.el,

@@ -1,6 +1,9 @@
 // Findings grouped by severity, in plain words; clicking one selects its bytes and tensor.
+// A finding a repair resolves gets a "Fix…" button (asked of the kernel when the view is first
+// shown, not when the Explorer opens); it opens the FixDialog in a panel above the list.
 import { h } from "./dom.js";
 import { baseName } from "./format.js";
+import { createFixPanel } from "./fixpanel.js";
 
 const SEVERITIES = ["error", "warning", "info"];
 
@@ -11,24 +14,30 @@ export function groupFindings(findings) {
   return groups;
 }
 
-/** @param {import("./context.js").Ctx} ctx */
-export function createFindingsView(ctx) {
+/** @param {import("./context.js").Ctx} ctx @param {{host?: any}} [opts] */
+export function createFindingsView(ctx, opts = {}) {
   const { model } = ctx;
   const findings = model.get("findings") || [];
   const total = (model.get("summary") || {}).finding_total ?? findings.length;
   const root = h("div", { className: "me-findings" });
   if (!findings.length) {
     root.append(h("div", { className: "me-ok", text: "No findings: every check passed." }));
-    return { el: root };
+    return { el: root, load() {} };
   }
+  const fixer = createFixPanel(ctx, opts.host);
+  const fixNote = h("div", { className: "me-muted me-fix-note", hidden: true });
+  root.append(fixer.el, fixNote);
   const groups = groupFindings(findings);
+  const indexOf = new Map(findings.map((f, i) => [f, i]));
+  /** @type {Map<number, HTMLElement>} */
+  const items = new Map();
   let selectedEl = null;
   for (const sev of SEVERITIES) {
-    const items = groups[sev];
-    if (!items.length) continue;
+    const list = groups[sev];
+    if (!list.length) continue;
     const section = h("details", { className: `me-finding-group me-sev-${sev}`, open: true },
-      h("summary", { text: `${sev === "info" ? "info" : `${sev}s`} (${items.length})` }));
-    for (const f of items) {
+      h("summary", { text: `${sev === "info" ? "info" : `${sev}s`} (${list.length})` }));
+    for (const f of list) {
       const where = [];
       if (f.offset !== null && f.offset !== undefined) where.push(`byte ${f.offset}${f.length ? ` (+${f.length})` : ""}`);
       if (f.file) where.push(baseName(f.file));
@@ -36,6 +45,7 @@ export function createFindingsView(ctx) {
         h("span", { className: "me-code", text: f.code }),
         h("span", { className: "me-message", text: f.message }),
         where.length ? h("span", { className: "me-where me-muted", text: where.join(" in ") }) : null);
+      item.dataset.index = String(indexOf.get(f));
       const pick = () => {
         if (selectedEl) selectedEl.classList.remove("me-selected");
         item.classList.add("me-selected");
@@ -43,11 +53,45 @@ export function createFindingsView(ctx) {
         ctx.select({ file: f.file, offset: f.offset, length: f.length, tensor: f.tensor, from: "findings" });
       };
       item.addEventListener("click", pick);
-      item.addEventListener("keydown", (ev) => { if (ev.key === "Enter") pick(); });
+      item.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && ev.target === item) pick(); });
+      items.set(indexOf.get(f), item);
       section.append(item);
     }
     root.append(section);
   }
   if (total > findings.length) root.append(h("div", { className: "me-muted", text: `${total - findings.length} more findings are not shown here; see checkpoint.findings.` }));
-  return { el: root };
+
+  function addButtons(data) {
+    const by = data.by_finding || {};
+    for (const [key, fixes] of Object.entries(by)) {
+      const i = Number(key);
+      const item = items.get(i);
+      if (!item || item.querySelector(".me-fix-btn")) continue;
+      const btn = h("button", { className: "me-fix-btn", text: "Fix…",
+        title: data.offline ? "Fixes are written from a live notebook" : `Open the fix dialog: ${fixes.join(", ")}` });
+      if (data.offline) btn.disabled = true;
+      btn.addEventListener("click", (ev) => {
+        ev.stopPropagation();
+        fixer.open(i, findings[i]);
+      });
+      item.append(btn);
+    }
+    if (data.note && Object.keys(by).length) {
+      fixNote.textContent = data.note;
+      fixNote.hidden = false;
+    }
+  }
+
+  let asked = false;
+  return {
+    el: root,
+    /** Ask the kernel which findings have a fix (once; the plan may read headers again). */
+    load() {
+      if (asked) return;
+      asked = true;
+      ctx.rpc.request("fixable", {}, { timeoutMs: 120_000 }).then(({ data }) => addButtons(data), () => {
+        asked = false; // no kernel now (a reopened notebook): showing the tab again asks again
+      });
+    },
+  };
 }

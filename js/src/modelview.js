@@ -46,33 +46,51 @@ export function createModelView(ctx) {
       root.append(h("details", {}, h("summary", { text: "chat template, rendered for a two-turn example" }),
         h("pre", { className: "me-model-chat", text: card.chat_example })));
     }
-    if (card.tokenizer) root.append(inspector());
+    if (card.tokenizer) root.append(inspector(Boolean(card.offline)));
   }
 
-  function inspector() {
+  // Answers to typing are drawn only if no later keystroke asked again; a failed request says why.
+  async function ask(op, args, into, draw) {
+    const mine = (into.dataset.asked = String(Number(into.dataset.asked || 0) + 1));
+    try {
+      const { data } = await ctx.rpc.request(op, args);
+      if (into.dataset.asked !== mine) return;
+      clear(into);
+      draw(data);
+    } catch (e) {
+      if (into.dataset.asked !== mine) return;
+      clear(into);
+      into.append(h("div", { className: "me-error", text: String(e.message || e) }));
+    }
+  }
+
+  function inspector(offline) {
     const input = h("input", { className: "me-model-text", attrs: { placeholder: "type text to tokenize" } });
     const out = h("div", { className: "me-model-tokens" });
     const find = h("input", { className: "me-model-find", attrs: { placeholder: "find a token by id or text" } });
     const found = h("div", { className: "me-model-found" });
+    const title = h("div", { className: "me-pane-title", text: "Tokenizer" });
+    if (offline) {
+      // A saved report has no tokenizer to run: say so instead of inputs that answer nothing.
+      input.disabled = find.disabled = true;
+      return h("div", { className: "me-model-inspector me-offline" }, title,
+        h("div", { className: "me-muted me-model-offline", text: "Typing text to tokenize needs a live kernel: this saved report holds the tokenizer's summary above, not the tokenizer. In a notebook, mx.explore(path) and its Model tab tokenize as you type." }),
+        input, find);
+    }
     let timer = null;
     input.addEventListener("input", () => {
       clearTimeout(timer);
-      timer = setTimeout(async () => {
-        const { data } = await ctx.rpc.request("tokenize", { text: input.value });
-        clear(out);
+      timer = setTimeout(() => ask("tokenize", { text: input.value }, out, (data) => {
         for (const t of data.tokens) {
           out.append(h("span", { className: "me-token", text: t.token,
             attrs: { title: `id ${t.id}, bytes ${t.start}–${t.end}` } }), " ");
         }
-      }, 150);
+      }), 150);
     });
-    find.addEventListener("change", async () => {
-      const { data } = await ctx.rpc.request("find_token", { query: find.value });
-      clear(found);
+    find.addEventListener("change", () => ask("find_token", { query: find.value }, found, (data) => {
       for (const t of data.tokens) found.append(h("div", { text: `${t.id}\t${t.token}` }));
-    });
-    return h("div", { className: "me-model-inspector" }, h("div", { className: "me-pane-title", text: "Tokenizer" }),
-      input, out, find, found);
+    }));
+    return h("div", { className: "me-model-inspector" }, title, input, out, find, found);
   }
 
   return {

@@ -162,6 +162,9 @@ function compareLists(a, b) {
   return a.length - b.length;
 }
 
+export const OFFLINE_TOKENIZER = "Tokenizing typed text needs a live kernel: this saved report holds the tokenizer's summary, not the tokenizer.";
+const OFFLINE_LAYERS = "This saved report does not hold the layer profile (it was saved by an older version). In a notebook: mx.explore(path), Layers; or mx.plot_layers(path).";
+
 /** A model with the anywidget surface the views use: get/set/on/off/send/save_changes. */
 export function createStaticModel(data) {
   const state = { ...data.state };
@@ -258,6 +261,24 @@ export function createStaticModel(data) {
       const why = packed && i !== undefined && i >= packed.count && packed.count < packed.of
         ? ` (it keeps the statistics of the first ${packed.count.toLocaleString("en-US")} of ${packed.of.toLocaleString("en-US")} tensors)` : "";
       return [{ name: args.name, note: `The statistics of this tensor are not in this report${why}.` }, []];
+    }
+    if (op === "model_card") {
+      const card = data.model_card;
+      if (!card) throw new Error("The model card is not in this report (it was saved by an older version).");
+      if (card.error) throw new Error(`The model card could not be read when this report was saved: ${card.error}`);
+      return [{ ...card, offline: true }, []];
+    }
+    if (op === "tokenize" || op === "find_token" || op === "vocab") throw new Error(OFFLINE_TOKENIZER);
+    if (op === "fixable") return [{ by_finding: {}, ...(data.fixable || {}), offline: true }, []];
+    if (op === "layers_start") {
+      const L = data.layers;
+      if (!L || !L.total) return [{ total: 0, note: (L && L.note) || OFFLINE_LAYERS }, []];
+      return [{ total: L.total, done: L.total, offline: true, stats: Object.keys(L.summaries) }, []];
+    }
+    if (op === "layers_profile") {
+      const L = data.layers;
+      if (!L || !L.summaries) throw new Error(OFFLINE_LAYERS);
+      return [{ ...(L.summaries[args.stat] || L.summaries.norm), names: L.names, counts: L.counts }, []];
     }
     throw new Error(`unknown request ${op}`);
   }

@@ -1,6 +1,7 @@
 // The Explorer's "Run" tab: the demo's RunDemo widget, created by the kernel when the tab first
 // opens (so exploring never loads a model) and drawn here through anywidget's host API.
 import { h, clear } from "./dom.js";
+import { renderChild } from "./childwidget.js";
 
 /**
  * @param {import("./context.js").Ctx} ctx
@@ -22,11 +23,10 @@ export function createRunPanel(ctx, host) {
     root.append(h("div", { className: "me-muted", text: "Loading the run demo…" }));
     try {
       const { data } = await ctx.rpc.request("run_demo");
-      const child = await host.getWidget(data.ref);
       const box = h("div", { className: "me-run-widget" });
       clear(root);
       root.append(box);
-      await child.render({ el: box });
+      await renderChild(ctx.model, host, data.ref, box);
     } catch (err) {
       started = false; // opening the tab again tries again
       clear(root);

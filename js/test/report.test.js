@@ -61,3 +61,22 @@ test("the report's table sorts like the kernel's: shape by rank then dims, ties 
   assert.deepEqual(await names({ sort: "params", desc: true }), ["d", "c", "a", "b"]);
   assert.deepEqual(await names({ sort: "index", desc: true }), ["d", "b", "a", "c"]);
 });
+
+test("a saved report answers the Model, Findings and Layers tabs offline", async () => {
+  const card = { architecture: "llama", rows: [{ name: "layers", value: 2 }], tokenizer: { summary: "BPE" } };
+  const data = { state: { view: "explorer", summary: {}, findings: [], files: [] }, table: [],
+    model_card: card, fixable: { by_finding: { 0: ["rebuild_index"] }, note: "cannot write fixes" } };
+  const rpc = createRpc(createStaticModel(data));
+  const got = (await rpc.request("model_card")).data;
+  assert.equal(got.offline, true);
+  assert.deepEqual(got.rows, card.rows);
+  await assert.rejects(rpc.request("tokenize", { text: "hi" }), /needs a live kernel/);
+  const fx = (await rpc.request("fixable")).data;
+  assert.equal(fx.offline, true);
+  assert.deepEqual(fx.by_finding, { 0: ["rebuild_index"] });
+  assert.equal((await rpc.request("layers_start")).data.total, 0);
+  // A report written before the card was carried says so instead of failing silently.
+  const old = createRpc(createStaticModel({ ...data, model_card: undefined, fixable: undefined }));
+  await assert.rejects(old.request("model_card"), /not in this report/);
+  assert.deepEqual((await old.request("fixable")).data.by_finding, {});
+});

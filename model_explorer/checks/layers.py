@@ -13,8 +13,10 @@ table); the statistics used are `norm`, `std`, `absmax`, `mean_abs` or `mean`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -55,6 +57,7 @@ REL_FLOOR = 0.02  # a residual spread below 2% is treated as 2%, so a flat trend
 WINDOW = 3  # neighbouring layers on each side the trend is fitted through
 
 
+@functools.lru_cache(maxsize=1 << 18)  # a profile reads each name several times; 90,000-tensor files exist
 def layer_role(name: str) -> tuple[int, str] | None:
     """(layer, role) of a weight tensor, or None for biases and tensors outside the blocks."""
     m = _LAYER.match(name)
@@ -134,17 +137,24 @@ def layer_profile(source: Any, stat: str = "norm"):
         return pd.DataFrame()
     layers = sorted({lr[0] for lr in cells})
     roles = [r for r in ROLE_ORDER if any(lr[1] == r for lr in cells)]
-    grid = pd.DataFrame(math.nan, index=pd.Index(layers, name="layer"), columns=roles)
-    for (layer, role), vals in cells.items():
-        grid.loc[layer, role] = _combine(stat, np.asarray(vals, dtype=float))
-    return grid
+    row = {layer: i for i, layer in enumerate(layers)}
+    col = {role: j for j, role in enumerate(roles)}
+    values = np.full((len(layers), len(roles)), math.nan)
+    for (layer, role), vals in cells.items():  # into numpy: a pandas .loc per cell costs ~0.2 ms
+        values[row[layer], col[role]] = _combine(stat, np.asarray(vals, dtype=float))
+    return pd.DataFrame(values, index=pd.Index(layers, name="layer"), columns=roles)
+
+
+@functools.lru_cache(maxsize=16)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n, 1)
 
 
 def _line_at(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
     """Theil-Sen line through (xs, ys) evaluated at x: robust to an odd point among them."""
     if len(xs) == 1:
         return float(ys[0])
-    i, j = np.triu_indices(len(xs), 1)
+    i, j = _pairs(len(xs))
     slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
     intercept = float(np.median(ys - slope * xs))
     return intercept + slope * x
@@ -204,11 +214,15 @@ def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
     """Tensors of one role whose statistics agree exactly: candidates for a copied layer."""
     cols = [c for c in ("min", "max", "mean", "std", "mean_abs", "absmax") if c in table]
     groups: dict[tuple, list[tuple[int, str, str]]] = {}
-    for rec in table[["name", *cols]].itertuples(index=False):
+    # Only rows whose statistics occur more than once can be copies: hashing finds them at once.
+    twice = table[table.duplicated(subset=cols, keep=False)] if cols else table.iloc[:0]
+    for rec in twice[["name", *cols]].itertuples(index=False):
         lr = layer_role(str(rec[0]))
         vals = tuple(rec[1:])
         if lr is None or any(v is None or not np.isfinite(v) for v in vals) or not any(vals):
             continue  # an all-zero tensor is not a copy of another all-zero one
+        if "min" in cols and "max" in cols and vals[cols.index("min")] == vals[cols.index("max")]:
+            continue  # nor is a constant one (norms still at their initial ones) a copy
         groups.setdefault((lr[1], *vals), []).append((lr[0], lr[1], str(rec[0])))
     return {k: v for k, v in groups.items() if len({x[0] for x in v}) > 1}
 
@@ -216,11 +230,12 @@ def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
 def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
     """Findings for outlying and duplicated layers (code layer_outlier, layer_duplicate)."""
     table = _as_table(source, stat)
-    where = {str(r["name"]): r for r in table.to_dict("records")}
+    where = {str(n): i for i, n in enumerate(table["name"])}  # the row of each name
     out: list[Finding] = []
 
     def loc(name: str) -> dict:
-        r = where.get(name, {})
+        i = where.get(name)
+        r = {} if i is None else table.iloc[i]
         off, ln = r.get("offset"), r.get("length")
         return {"offset": None if off is None or off != off else int(off),
                 "length": None if ln is None or ln != ln else int(ln),
@@ -238,7 +253,7 @@ def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
             first = names[0] if names else None
             col = grid[o["role"]].drop(o["layer"]).dropna()
             typical = float(col.median()) if len(col) else math.nan
-            what = {"zeroed": "is zero", "high": "is far above", "low": "is far below"}[o["kind"]]
+            what = {"zeroed": "is zero, against", "high": "is far above", "low": "is far below"}[o["kind"]]
             z = "" if o["kind"] == "zeroed" else f" (robust z = {o['z']:+.1f})"
             out.append(Finding(
                 "warning", "layer_outlier",
@@ -259,6 +274,25 @@ def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
     return out
 
 
+def relative_grid(grid, stat: str) -> tuple[np.ndarray, str]:
+    """What a heatmap colours: each cell relative to its role, clipped to [-4, 4] (NaN where the
+    cell has no value). Log statistics as log2(value / role median), a zero as -4; the others as
+    (value - role median) / role spread. Returns (matrix, a label saying which)."""
+    vals = grid.to_numpy(dtype=float)
+    log = stat in LOG_STATS
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column is a column of NaN
+        if log:
+            med = np.nanmedian(np.where(vals > 0, vals, np.nan), axis=0)
+            shown = np.log2(vals / med)
+        else:
+            spread = np.nanstd(vals, 0)
+            shown = (vals - np.nanmedian(vals, 0)) / np.where(spread > 0, spread, 1.0)
+    shown = np.where(np.isneginf(shown), -4.0, np.where(np.isposinf(shown), 4.0, shown))
+    label = "log2 of value / role median" if log else "z within role"
+    return np.clip(shown, -4, 4), label
+
+
 def plot_layers(source: Any, stat: str = "norm", ax=None, mark: bool = True):
     """A heatmap of the layer profile: each role's column relative to its median (log2), outliers
     boxed in red and duplicates in blue. Returns the matplotlib Axes."""
@@ -271,22 +305,14 @@ def plot_layers(source: Any, stat: str = "norm", ax=None, mark: bool = True):
     if grid.empty:
         ax.set_title(f"no layer tensors to profile by {stat}")
         return ax
-    vals = grid.to_numpy(dtype=float)
-    med = np.nanmedian(np.where(vals > 0, vals, np.nan), axis=0) if stat in LOG_STATS else None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if med is not None:
-            shown = np.log2(vals / med)
-        else:
-            spread = np.nanstd(vals, 0)
-            shown = (vals - np.nanmedian(vals, 0)) / np.where(spread > 0, spread, 1.0)
-    shown = np.clip(np.nan_to_num(shown, nan=0.0, neginf=-4, posinf=4), -4, 4)
+    shown, label = relative_grid(grid, stat)
+    shown = np.nan_to_num(shown, nan=0.0)
     im = ax.imshow(shown, aspect="auto", cmap="RdBu_r", vmin=-4, vmax=4, interpolation="nearest")
     ax.set_xticks(range(grid.shape[1]), list(grid.columns), rotation=60, ha="right")
     step = max(1, len(grid) // 40)
     ax.set_yticks(range(0, len(grid), step), [str(x) for x in grid.index[::step]])
     ax.set_ylabel("layer")
-    ax.set_title(f"{stat} by layer and role (log2 of value / role median)" if med is not None
-                 else f"{stat} by layer and role (z within role)")
+    ax.set_title(f"{stat} by layer and role ({label})")
     ax.figure.colorbar(im, ax=ax, fraction=0.04)
     if mark:
         rows = {layer: i for i, layer in enumerate(grid.index)}

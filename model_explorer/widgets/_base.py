@@ -19,6 +19,7 @@ from ..assets import MISSING_BUILD, asset
 from ..checkpoint import Checkpoint
 from ..hexview import SpanIndex
 from ..opener import as_checkpoint
+from ._fixes import FixOps
 from ._model import ModelOps
 from ._overview import overview
 from ._pages import MAX_PAGE, PAGE, explain, page, span_json
@@ -26,7 +27,7 @@ from ._pages import MAX_PAGE, PAGE, explain, page, span_json
 MAX_FINDINGS_SENT = 1000
 
 
-class BaseView(ModelOps, anywidget.AnyWidget):
+class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
     """An anywidget over one Checkpoint; subclasses pick which view the JavaScript draws.
 
     Takes a path, URL or `Checkpoint`, and, as keywords, only the traits listed in

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ._layers import report_profiles
+
 REPORT_BYTES = 16 * 1024  # of the first file; the next files get OTHER_FILE_BYTES
 OTHER_FILE_BYTES = 4 * 1024
 MAX_FILES = 4
@@ -104,8 +106,11 @@ def pack_table(rows: list[dict]) -> dict[str, Any]:
             **{k: rle(v) for k, v in col.items()}, **extra}
 
 
-def pack_stats(ckpt, names: list[str]) -> dict[str, Any]:
-    """Sampled statistics of the first tensors, in table order, as typed arrays and runs."""
+def pack_stats(ckpt, names: list[str], layer_rows: list[dict] | None = None) -> dict[str, Any]:
+    """Sampled statistics of the first tensors, in table order, as typed arrays and runs; those
+    of the tensors in numbered blocks also appended to `layer_rows` (the Layers tab's table)."""
+    from ..checks.layers import layer_role
+
     t0 = time.perf_counter()
     floats, hists, peaks, zeros, nans, infs, counts, exact, samples = [], [], [], [], [], [], [], [], []
     errors, scales = {}, {}
@@ -131,6 +136,9 @@ def pack_stats(ckpt, names: list[str]) -> dict[str, Any]:
         zeros.append(round(float(st.zeros), 4))
         nans.append(int(st.nan)), infs.append(int(st.inf)), counts.append(int(st.count))
         exact.append(int(bool(st.exact))), samples.append(st.sample)
+        if layer_rows is not None and layer_role(name):
+            layer_rows.append({"name": name, "numel": ckpt.tensors[name].numel, "min": st.min, "max": st.max,
+                               "mean": st.mean, "std": st.std, "nan": st.nan, "inf": st.inf})
         if st.scales and st.scales.get("counts"):
             sc = st.scales
             scales[i] = {"lo": sc["edges"][0], "hi": sc["edges"][-1], "counts": sc["counts"],
@@ -199,6 +207,25 @@ def tree_rows(view) -> list[dict]:
     return rows
 
 
+OFFLINE_FIX = ("This saved report cannot write fixes: open the checkpoint in a notebook "
+               "(mx.explore(path), Findings, Fix…) or run `model-explorer repair SOURCE DEST`.")
+
+
+def model_card(view) -> dict[str, Any]:
+    """The Model tab's card as the live tab receives it; an error says why there is none."""
+    try:
+        return view.answer("model_card", {})[0]
+    except Exception as e:  # noqa: BLE001 - a report is written even when the card is not
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def fixable(view) -> dict[str, Any]:
+    """Which findings have a fix (the report shows their Fix… buttons disabled, with a note)."""
+    out = dict(view.fixable())
+    out["note"] = OFFLINE_FIX
+    return out
+
+
 def report_data(view) -> dict[str, Any]:
     ckpt = view.checkpoint
     pages = [_page(view, f, REPORT_BYTES if i == 0 else OTHER_FILE_BYTES)
@@ -215,6 +242,7 @@ def report_data(view) -> dict[str, Any]:
     table = view.table
     rows = [table.row(i) for i in range(len(table.infos))]
     real = list(ckpt.tensors.values())
+    layer_rows: list[dict] = []
     return {
         "format": 2,
         "state": {"view": "explorer", "summary": view.summary, "findings": view.findings,
@@ -224,9 +252,12 @@ def report_data(view) -> dict[str, Any]:
         "tree": tree_rows(view),
         "tree_tensors": bool(rows),
         "table": pack_table(rows),
-        "tensor_stats": pack_stats(ckpt, [t.name for t in real]),
+        "tensor_stats": pack_stats(ckpt, [t.name for t in real], layer_rows),
+        "layers": report_profiles(layer_rows),  # from the statistics just gathered
         "heads": pack_heads(ckpt, rows),
         "map": view.file_map.payload(MAP_SEGMENTS) if len(ckpt.files) <= 400 else None,
+        "model_card": model_card(view),
+        "fixable": fixable(view),
         "limits": {"first_file_bytes": REPORT_BYTES, "file_bytes": OTHER_FILE_BYTES,
                    "files": MAX_FILES, "tensor_bytes": TENSOR_HEAD,
                    "names": [os.path.basename(f) for f in ckpt.files[:MAX_FILES]]},

@@ -9,9 +9,10 @@ import anywidget
 import traitlets
 
 from ._base import BaseView
+from ._layers import LayerOps
 
 
-class Explorer(BaseView):
+class Explorer(LayerOps, BaseView):
     """Overview, header tree, tensor table with histograms, file map, findings and bytes.
 
     `explorer.selection` holds what the user last selected ({tensor, file, offset, length});
@@ -42,7 +43,10 @@ class Explorer(BaseView):
         A reader of the report clicks a tensor and sees what the live Explorer shows: its
         sampled statistics and histogram (for up to 50,000 tensors, then a note), the first
         16 bytes of its data, its place in the header tree and file map; a tensor a shard
-        index names but no shard holds is a marked row. What the report leaves out (bytes
+        index names but no shard holds is a marked row. The Model tab shows the card (its
+        tokenizer inspector says typing needs a kernel), the Layers tab the profile pivoted from
+        those sampled statistics, and the findings a repair resolves a disabled Fix… button
+        with a note. What the report leaves out (bytes
         beyond the first 16 KB of the first file, 4 KB of the next three and each tensor's
         first 16 bytes) says so instead of showing an error.
 

@@ -32,15 +32,21 @@ def fixed_name(source: str) -> str:
 
 
 class FixDialog(w.VBox):
-    """`FixDialog(source, **choices)`: review the plan, pick fixes, write a verified copy."""
+    """`FixDialog(source, **choices)`: review the plan, pick fixes, write a verified copy.
 
-    def __init__(self, source: Any, dest: str | None = None, **choices) -> None:
+    `only` (fix names or finding codes) ticks just those fixes; the others stay listed, unticked
+    (the Explorer's Fix… button on one finding passes that finding's fixes).
+    """
+
+    def __init__(self, source: Any, dest: str | None = None, only: list[str] | None = None,
+                 **choices) -> None:
         self.source = os.fspath(getattr(source, "source", source))
         self.choices = choices
         self.plan = repair_plan(source, **choices)
         self.report = None
-        self.boxes = [w.Checkbox(value=True, description=str(f), indent=False,
-                                 layout=w.Layout(width="100%")) for f in self.plan.fixes]
+        wanted = None if only is None else set(only)
+        self.boxes = [w.Checkbox(value=wanted is None or f.matches(wanted), description=str(f),
+                                 indent=False, layout=w.Layout(width="100%")) for f in self.plan.fixes]
         self.dest = w.Text(value=dest or fixed_name(self.source), description="copy to",
                            layout=w.Layout(width="100%"))
         self.write = w.Button(description="Write fixed copy", button_style="primary",
@@ -57,6 +63,13 @@ class FixDialog(w.VBox):
             print(self.plan if self.plan.fixes or self.plan.unfixable else "Nothing to fix.")
         super().__init__([plan_text, *self.boxes, self.dest, w.HBox([self.write, self.open_fixed, self.compare]),
                           self.bar, self.out])
+
+    def close(self) -> None:
+        """Close the dialog and the widgets it is made of."""
+        for child in (*self.boxes, self.dest, self.write, self.bar, self.out, self.open_fixed,
+                      self.compare, *self.children):
+            child.close()
+        super().close()
 
     def selected(self) -> list[str]:
         return [f.name for f, box in zip(self.plan.fixes, self.boxes) if box.value]

@@ -38,6 +38,34 @@ KERNEL_IDLE = """() => {
 }"""
 
 
+# The effective colours of an element's text and background (translucent layers composited on
+# the nearest opaque background), as WCAG contrast: canvas pixels do the compositing.
+CONTRAST = """(el) => {
+  const c = document.createElement("canvas").getContext("2d", { willReadFrequently: true });
+  const layers = [];
+  for (let e = el; e; e = e.parentElement) {
+    const bg = getComputedStyle(e).backgroundColor;
+    layers.unshift(bg);
+    c.fillStyle = "#000"; c.fillStyle = bg;
+    if (/^#/.test(c.fillStyle)) break;  // opaque: nothing below shows through
+  }
+  const paint = (colors) => {
+    c.clearRect(0, 0, 1, 1);
+    c.fillStyle = "#fff"; c.fillRect(0, 0, 1, 1);
+    for (const col of colors) { c.fillStyle = col; c.fillRect(0, 0, 1, 1); }
+    return Array.from(c.getImageData(0, 0, 1, 1).data.slice(0, 3));
+  };
+  const back = paint(layers);
+  const fore = paint([...layers, getComputedStyle(el).color]);
+  const lum = (rgb) => {
+    const [r, g, b] = rgb.map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const [a, b] = [lum(fore), lum(back)].sort((x, y) => y - x);
+  return (a + 0.05) / (b + 0.05);
+}"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -107,6 +135,22 @@ def open_notebook(browser, url: str, name: str, viewport=(1400, 1000), setup=Non
         setup(page)
     page.goto(f"{url}/lab/tree/{name}")
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
+    return page
+
+
+def run_cells(browser, url: str, home: Path, name: str, cells: list[str], ready: str, setup=None):
+    """Write `cells` as notebook `name`, open it, run every cell and wait until `ready` (a JS
+    expression) holds. The page's uncaught errors collect in `page.errors`."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, home / name)
+    page = open_notebook(browser, url, name, setup=setup)
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(f"() => {ready}", timeout=60_000)
     return page
 
 

@@ -11,7 +11,7 @@ import nbformat
 import numpy as np
 import pytest
 import widget_test_files as files
-from labserver import open_notebook, screenshot
+from labserver import CONTRAST, open_notebook, screenshot
 
 import model_explorer as mx
 
@@ -39,33 +39,6 @@ KERNEL_RUN = """async (code) => {
   const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   const reply = await k.requestExecute({ code }).done;
   return reply.content.status;
-}"""
-
-# The effective colours of an element's text and background (translucent layers composited on
-# the nearest opaque background), as WCAG contrast: canvas pixels do the compositing.
-CONTRAST = """(el) => {
-  const c = document.createElement("canvas").getContext("2d", { willReadFrequently: true });
-  const layers = [];
-  for (let e = el; e; e = e.parentElement) {
-    const bg = getComputedStyle(e).backgroundColor;
-    layers.unshift(bg);
-    c.fillStyle = "#000"; c.fillStyle = bg;
-    if (/^#/.test(c.fillStyle)) break;  // opaque: nothing below shows through
-  }
-  const paint = (colors) => {
-    c.clearRect(0, 0, 1, 1);
-    c.fillStyle = "#fff"; c.fillRect(0, 0, 1, 1);
-    for (const col of colors) { c.fillStyle = col; c.fillRect(0, 0, 1, 1); }
-    return Array.from(c.getImageData(0, 0, 1, 1).data.slice(0, 3));
-  };
-  const back = paint(layers);
-  const fore = paint([...layers, getComputedStyle(el).color]);
-  const lum = (rgb) => {
-    const [r, g, b] = rgb.map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
-  };
-  const [a, b] = [lum(fore), lum(back)].sort((x, y) => y - x);
-  return (a + 0.05) / (b + 0.05);
 }"""
 
 

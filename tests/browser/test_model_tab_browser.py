@@ -3,9 +3,8 @@ hexdump, and the tokenizer inspector tokenizes typed text."""
 
 from __future__ import annotations
 
-import nbformat
 import pytest
-from labserver import open_notebook, screenshot
+from labserver import run_cells, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -16,15 +15,7 @@ def page(lab, chromium):
     from model_explorer.samples import sample_path
 
     cells = ["import model_explorer as mx", f"mx.explore({sample_path()!r})"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, home / "model.ipynb")
-    p = open_notebook(chromium, url, "model.ipynb")
-    errors: list[str] = []
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    p.wait_for_function("() => document.querySelectorAll('.me-explorer').length >= 1", timeout=60_000)
-    p.errors = errors
+    p = run_cells(chromium, url, home, "model.ipynb", cells, "document.querySelectorAll('.me-explorer').length >= 1")
     yield p
     p.close()
 

@@ -104,6 +104,51 @@ def test_missing_shard_tensors_are_rows_in_the_report(chromium, tmp_path):
     page.locator(".me-tab", has_text="Files").click()
     page.locator(".me-map-missing", has_text="model.layers.2.w").wait_for()
     screenshot(page, "report-missing-rows")
+    # The findings a repair resolves show their Fix… button disabled, with a note: no kernel.
+    page.locator(".me-tab", has_text="Findings").click()
+    fix = page.locator(".me-finding", has_text="missing_tensor").locator(".me-fix-btn")
+    fix.wait_for()
+    assert fix.is_disabled() and page.locator(".me-fix-btn").count() == 2
+    assert page.locator(".me-finding", has_text="missing_shard").locator(".me-fix-btn").count() == 0
+    assert "cannot write fixes" in page.locator(".me-fix-note").inner_text()
+    assert not page.errors, page.errors
+    page.close()
+
+
+def test_model_tab_of_a_saved_report(chromium, tmp_path):
+    """The card, hyperparameters (each selecting its bytes), memory table, tokenizer summary and
+    chat template, from the report alone; the tokenizer's typing is off and says why. The
+    Layers tab draws the profile pivoted from the report's own statistics."""
+    import model_explorer as mx
+
+    source = mx.sample_path()
+    page = _open(chromium, Path(Explorer(source).save_html(tmp_path / "sample.html")))
+    page.locator(".me-tab", has_text="Model").click()
+    model = page.locator(".me-model")
+    row = model.locator(".me-model-card tr", has_text="llama.block_count")
+    row.wait_for(timeout=10_000)
+    assert "30" in row.inner_text()
+    assert "llama" in model.locator(".me-model-head").inner_text()
+    assert model.locator(".me-model-memory tr").count() >= 2
+    assert "tokenizer:" in model.locator(".me-model-tok").inner_text()
+    model.locator("summary", has_text="chat template").click()
+    assert "<|im_start|>" in model.locator(".me-model-chat").inner_text()
+    assert model.locator(".me-model-text").is_disabled() and model.locator(".me-model-find").is_disabled()
+    assert "live kernel" in model.locator(".me-model-offline").inner_text()
+    assert model.locator(".me-error").count() == 0
+    # A value still selects the bytes it was read from (the report holds the header's start).
+    row.click()
+    kv = mx.open(source).metadata["llama.block_count"]
+    page.locator(f".me-hexdump .me-b.me-hl[data-off='{kv.offset}']").wait_for()
+    # The Layers tab draws the profile the report carries (sampled: no exact option offline).
+    page.locator(".me-tab", has_text="Layers").click()
+    page.locator(".me-layers-grid").wait_for(timeout=10_000)
+    assert page.locator(".me-layers-layer").count() == 30
+    assert page.locator(".me-layers-exact-label").is_hidden()
+    page.locator(".me-layers-stat").select_option("std")
+    page.wait_for_function("() => /sampled std/.test(document.querySelector('.me-layers-status').textContent)")
+    screenshot(page, "report-model-tab")
+    assert [u for u in page.requests if not u.startswith("file:")] == []
     assert not page.errors, page.errors
     page.close()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import widget_test_files as files
 
 from model_explorer.widgets import Explorer, _report
 from model_explorer.widgets._report import front_code, rle
@@ -98,3 +99,43 @@ def test_20000_tensor_report_is_under_3_mb(tmp_path):
     data = _data(path)
     assert data["tensor_stats"]["count"] == 19_600 and data["table"]["count"] == 20_000
     assert data["state"]["summary"]["indexed_tensors"] == 20_000
+
+
+def test_report_carries_the_model_card_and_the_fixable_findings(made, tmp_path):
+    e = Explorer(made["gguf"])
+    data = _data(e.save_html(tmp_path / "g.html"))
+    assert data["model_card"] == json.loads(json.dumps(e.answer("model_card", {})[0]))
+    assert any(r["name"] == "layers" for r in data["model_card"]["rows"])
+    data = _data(Explorer(made["index"]).save_html(tmp_path / "i.html"))
+    assert set(data["fixable"]["by_finding"]) == {"0", "2"}
+    assert "cannot write fixes" in data["fixable"]["note"]
+
+
+def test_report_carries_the_layer_profile_of_its_sampled_statistics(tmp_path):
+    llama = files.damaged_llama(tmp_path / "damaged.safetensors")
+    e = Explorer(llama)
+    layers = _data(e.save_html(tmp_path / "l.html"))["layers"]
+    assert layers["total"] == 54 and set(layers["summaries"]) == {"norm", "std", "absmax"}
+    live = files.profile_by_requests(Explorer(llama))
+    norm = layers["summaries"]["norm"]
+    assert layers["names"] == live["names"] and layers["counts"] == live["counts"]
+    for got, want in zip(norm["values"], live["values"]):
+        assert got == pytest.approx(want, rel=1e-6)
+    assert [(m["layer"], m["role"], m["kind"]) for m in norm["marks"]] == \
+        [(m["layer"], m["role"], m["kind"]) for m in live["marks"]]
+    # No layers, or more cells than a report holds: a note instead.
+    assert "No repeated blocks" in _data(Explorer(made_xss(tmp_path)).save_html(tmp_path / "x.html"))["layers"]["note"]
+
+
+def made_xss(tmp_path):
+    return files.xss_safetensors(tmp_path / "xss.safetensors")
+
+
+def test_report_leaves_out_a_profile_too_big_for_it(monkeypatch):
+    from model_explorer.widgets import _layers
+
+    monkeypatch.setattr(_layers, "MAX_REPORT_CELLS", 10)
+    rows = [{"name": f"model.layers.{i}.mlp.{p}.weight", "numel": 4, "min": -1.0, "max": 1.0 + i, "mean": 0.0,
+             "std": 1.0 + i / 10, "nan": 0, "inf": 0} for i in range(4) for p in ("up_proj", "down_proj", "gate_proj")]
+    out = _layers.report_profiles(rows)
+    assert out["total"] == 0 and "more than a saved report holds" in out["note"]

@@ -106,3 +106,49 @@ def sharded(directory: Path) -> Path:
     index = directory / "model.safetensors.index.json"
     index.write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
     return index
+
+
+LLAMA_PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+
+
+def damaged_llama(path: Path, layers: int = 6, zeroed: int = 2, scaled: int = 4) -> Path:
+    """A tiny llama whose layer `zeroed` has an all-zero down_proj and whose layer `scaled` has a
+    q_proj 40 times too large: what the Layers tab must mark."""
+    rng = np.random.default_rng(3)
+    tensors = {"model.embed_tokens.weight": rng.standard_normal((64, 32)).astype(np.float32)}
+    for i in range(layers):
+        tensors[f"model.layers.{i}.input_layernorm.weight"] = np.ones(32, np.float32)
+        for p in LLAMA_PROJ:
+            w = (rng.standard_normal((32, 32)) * 0.05).astype(np.float32)
+            if i == zeroed and p == "mlp.down_proj":
+                w[:] = 0
+            if i == scaled and p == "self_attn.q_proj":
+                w *= 40
+            tensors[f"model.layers.{i}.{p}.weight"] = w
+        tensors[f"model.layers.{i}.post_attention_layernorm.weight"] = np.ones(32, np.float32)
+    tensors["model.norm.weight"] = np.ones(32, np.float32)
+    return write_safetensors(path, tensors, {"format": "pt"})
+
+
+def prefixed_folder(directory: Path) -> Path:
+    """A llama folder saved from DataParallel ("module." on every name) whose config does not tie
+    the missing lm_head: two fixes (strip_prefix, tie_lm_head), each for its own finding."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {"module.model.embed_tokens.weight": np.ones((16, 8), np.float32),
+               "module.model.layers.0.self_attn.q_proj.weight": np.ones((8, 8), np.float32)}
+    write_safetensors(directory / "model.safetensors", tensors)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8,
+              "num_attention_heads": 2, "num_hidden_layers": 1, "vocab_size": 16,
+              "intermediate_size": 16, "tie_word_embeddings": False}
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def profile_by_requests(e, stat: str = "norm", exact: bool = False) -> dict:
+    """The Layers tab's requests, as the browser makes them: start, steps, then the profile."""
+    start = e.answer("layers_start", {"exact": exact})[0]
+    done = start["done"]
+    while done < start["total"]:
+        done = e.answer("layers_step", {"exact": exact})[0]["done"]
+    return e.answer("layers_profile", {"stat": stat, "exact": exact})[0]

@@ -1,0 +1,125 @@
+"""The Layers tab and the Fix… button in a real JupyterLab (issues 14 and 13): a tiny llama with
+a zeroed and a scaled-up layer gets those cells marked and listed, hovering says what a cell is,
+clicking one selects its tensor everywhere; a DataParallel folder's key-prefix finding opens the
+FixDialog inside the Explorer with only its fix ticked, and the copy it writes reopens without
+the finding. One server for the module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import widget_test_files as files
+from labserver import CONTRAST, run_cells, screenshot
+
+import model_explorer as mx
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def made(lab):
+    _, home = lab
+    return {"llama": files.damaged_llama(home / "damaged.safetensors"),
+            "prefixed": files.prefixed_folder(home / "prefixed")}
+
+
+@pytest.fixture(scope="module")
+def page(lab, made, chromium):
+    url, home = lab
+    cells = ["import model_explorer as mx",
+             f"mx.explore({str(made['llama'])!r})",
+             f"mx.explore({str(made['prefixed'])!r})"]
+    p = run_cells(chromium, url, home, "tabs.ipynb", cells, "document.querySelectorAll('.me-explorer').length >= 2")
+    yield p
+    p.close()
+
+
+def test_layers_tab_marks_the_bad_layers_and_selects_a_cell(page, made):
+    ex = page.locator(".me-explorer").nth(0)
+    ex.locator(".me-tab", has_text="Layers").click()
+    grid = ex.locator(".me-layers-grid")
+    grid.wait_for(timeout=30_000)
+    assert ex.locator(".me-layer-cell").count() == 6 * 9
+    # The two damaged cells carry a glyph and an outline, and are listed with their finding.
+    marked = {(c.get_attribute("data-layer"), c.get_attribute("data-role"), c.inner_text())
+              for c in ex.locator(".me-layer-cell.me-layer-mark").all()}
+    assert marked == {("4", "q", "▲"), ("2", "down", "0")}
+    items = ex.locator(".me-layers-item").all_inner_texts()
+    assert len(items) == 2 and any("Layer 4 q" in t for t in items) and any("Layer 2 down" in t for t in items)
+    assert "2 layers marked" in ex.locator(".me-layers-status").inner_text()
+    # Hovering a cell says what it is.
+    cell = ex.locator(".me-layer-cell[data-layer='4'][data-role='q']")
+    cell.hover()
+    tip = ex.locator(".me-layers-tip")
+    tip.wait_for()
+    text = tip.inner_text()
+    for part in ("layer 4", "q", "norm", "model.layers.4.self_attn.q_proj.weight", "z +", "far above"):
+        assert part in text, (part, text)
+    screenshot(page, "explorer-layers-tab", ex)
+    # Clicking it selects the tensor: the hexdump lands on its first byte, the table follows.
+    info = mx.open(made["llama"]).tensors["model.layers.4.self_attn.q_proj.weight"]
+    cell.click()
+    hl = ex.locator(".me-hexdump .me-b.me-hl")
+    page.wait_for_function("([el, off]) => el.querySelector(`.me-b.me-hl[data-off='${off}']`)",
+                           arg=[ex.locator(".me-hexdump").element_handle(), info.offset])
+    assert int(hl.first.get_attribute("data-off")) == info.offset
+    assert "me-selected" in cell.get_attribute("class")
+    ex.locator(".me-tab", has_text="Tensors").click()
+    ex.locator(".me-table-row.me-selected[data-tensor='model.layers.4.self_attn.q_proj.weight']").wait_for()
+    assert info.name in ex.locator(".me-hist-title").inner_text()
+    # Another statistic redraws from the same table; the marks stay readable in the dark theme.
+    ex.locator(".me-tab", has_text="Layers").click()
+    ex.locator(".me-layers-stat").select_option("absmax")
+    page.wait_for_function("el => /absmax/.test(el.textContent)", arg=ex.locator(".me-layers-status").element_handle())
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeName === 'JupyterLab Dark'", timeout=20_000)
+    page.wait_for_timeout(300)
+    for mark in ex.locator(".me-layer-cell.me-layer-mark").all():
+        assert mark.evaluate(CONTRAST) >= 3.0, mark.get_attribute("data-role")
+    screenshot(page, "explorer-layers-dark", ex.locator(".me-layers"))
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeName === 'JupyterLab Light'", timeout=20_000)
+    assert not page.errors, page.errors
+
+
+def test_a_folder_with_one_block_says_there_is_nothing_to_profile(page):
+    ex = page.locator(".me-explorer").nth(1)
+    ex.locator(".me-tab", has_text="Layers").click()
+    none = ex.locator(".me-layers-none")
+    none.wait_for(timeout=20_000)
+    assert "nothing to compare" in none.inner_text() and ex.locator(".me-layers-grid").count() == 0
+
+
+def test_fix_button_writes_a_copy_that_reopens_without_the_finding(page, made):
+    ex = page.locator(".me-explorer").nth(1)
+    ex.locator(".me-tab", has_text="Findings").click()
+    prefix = ex.locator(".me-finding", has_text="key_prefix")
+    prefix.locator(".me-fix-btn").wait_for(timeout=30_000)
+    # Only the findings a repair resolves have the button.
+    assert ex.locator(".me-finding", has_text="no_tokenizer").locator(".me-fix-btn").count() == 0
+    prefix.locator(".me-fix-btn").click()
+    panel = ex.locator(".me-fix-panel").first  # the copy's own Explorer will hold another
+    panel.locator(".widget-checkbox").first.wait_for(timeout=30_000)
+    assert "key_prefix" in panel.locator(".me-fix-title").inner_text()
+    boxes = panel.locator(".widget-checkbox input[type=checkbox]")
+    assert [b.is_checked() for b in boxes.all()] == [True, False]  # strip_prefix, not tie_lm_head
+    dest = Path(str(made["prefixed"]) + ".fixed")
+    assert panel.locator(".widget-text input").input_value() == str(dest)
+    screenshot(page, "explorer-fix-dialog", ex)
+    panel.locator("button", has_text="Write fixed copy").click()
+    panel.locator(".jp-OutputArea-output", has_text="fixed  strip_prefix").wait_for(timeout=30_000)
+    assert (dest / "model.safetensors").is_file()
+    codes = {f.code for f in mx.open(dest).findings}
+    assert "key_prefix" not in codes and "lm_head_missing" in codes
+    assert "module.model.embed_tokens.weight" in mx.open(made["prefixed"]).tensors  # source untouched
+    # "Open in Explorer" shows the copy inside the dialog: no key_prefix finding there.
+    panel.locator("button", has_text="Open in Explorer").click()
+    fixed = panel.locator(".me-explorer")
+    fixed.wait_for(timeout=30_000)
+    fixed.locator(".me-tab", has_text="Findings").click()
+    assert fixed.locator(".me-finding", has_text="key_prefix").count() == 0
+    assert fixed.locator(".me-finding", has_text="lm_head_missing").count() == 1
+    panel.locator(".me-fix-head .me-fix-close").first.click()
+    assert panel.is_hidden()
+    assert not page.errors, page.errors
