@@ -50,42 +50,42 @@ def detect_key_prefix(names: Iterable[str]) -> str | None:
     return None
 
 
-def detect_missing_lm_head(shapes: dict[str, tuple[int, ...]], config: dict | None) -> str | None:
-    """The embedding is there, lm_head is not, and config.json does not tie them: the name of
-    the embedding the head should reuse, or None."""
-    if config is None or "lm_head.weight" in shapes or config.get("tie_word_embeddings") is True:
+def _expected(ckpt):
+    """The model layer's expected tensors for a config.json model (None: nothing to compare)."""
+    from ..model.hparams import read_hparams
+    from ..model.will_load import expected_for
+
+    hp = read_hparams(ckpt)
+    if hp.origin != "config.json" or not hp.describes_model:
         return None
-    if "model.embed_tokens.weight" not in shapes:
+    return expected_for(ckpt, hp)[0]
+
+
+def detect_missing_lm_head(shapes: dict[str, tuple[int, ...]], config: dict | None,
+                           ckpt) -> tuple[str, str] | None:
+    """(head, embedding) when the embedding is there, the output head is not, and config.json
+    does not tie them: the head's name and the embedding it should reuse, or None."""
+    if config is None or config.get("tie_word_embeddings") is True:
         return None
-    arch = " ".join(config.get("architectures") or [])
-    return "model.embed_tokens.weight" if "CausalLM" in arch or config.get("model_type") else None
+    e = _expected(ckpt)
+    head = e.head if e is not None and e.head else "lm_head.weight"
+    embed = (e.tied.get(head) if e is not None else None) or "model.embed_tokens.weight"
+    if head in shapes or embed not in shapes:
+        return None
+    return head, embed
 
 
-def expected_shapes(config: dict) -> dict[str, tuple[int, int]]:
-    """Llama-family projection shapes ([out, in]) by the tail of their names."""
-    h = config.get("hidden_size")
-    heads = config.get("num_attention_heads")
-    if not isinstance(h, int) or not isinstance(heads, int) or not heads:
-        return {}
-    hd = config.get("head_dim") or h // heads
-    kv = config.get("num_key_value_heads") or heads
-    inter = config.get("intermediate_size")
-    out = {"self_attn.q_proj.weight": (heads * hd, h), "self_attn.k_proj.weight": (kv * hd, h),
-           "self_attn.v_proj.weight": (kv * hd, h), "self_attn.o_proj.weight": (h, heads * hd)}
-    if isinstance(inter, int):
-        out.update({"mlp.gate_proj.weight": (inter, h), "mlp.up_proj.weight": (inter, h),
-                    "mlp.down_proj.weight": (h, inter)})
-    return out
-
-
-def detect_transposed(shapes: dict[str, tuple[int, ...]], config: dict | None) -> list[str]:
-    """2-D weights whose shape is the reverse of the one the config implies."""
-    want = expected_shapes(config or {})
+def detect_transposed(shapes: dict[str, tuple[int, ...]], ckpt) -> list[str]:
+    """2-D weights whose shape is the reverse of the one the architecture expects (the model
+    layer's expected tensors: transformers on the meta device, or the built-in table)."""
+    e = _expected(ckpt)
+    if e is None:
+        return []
     out = []
     for name, shape in shapes.items():
-        tail = ".".join(name.split(".")[-3:])
-        exp = want.get(tail)
-        if exp and len(shape) == 2 and tuple(shape) != exp and tuple(shape[::-1]) == exp:
+        want = e.shapes.get(name)
+        if want and len(want) == 2 and len(shape) == 2 and tuple(shape) != tuple(want) \
+                and tuple(shape[::-1]) == tuple(want):
             out.append(name)
     return out
 
@@ -272,14 +272,15 @@ def _tensor_plan(ckpt, plan: RepairPlan, tie, strip, rename, transpose, fix_conf
     eff = {renamed[n]: shapes[n] for n in names}
     back = {v: k for k, v in renamed.items()}
     cfg = build.config
-    embed = detect_missing_lm_head(eff, cfg)
-    if embed:
+    missing_head = detect_missing_lm_head(eff, cfg, ckpt)
+    if missing_head:
+        head, embed = missing_head
         if tie == "copy":
             hit = keys.by_origin(build, back[embed])
-            plan.fixes.append(keys.copy_head(back[embed], "lm_head.weight", hit[1].length))
+            plan.fixes.append(keys.copy_head(back[embed], head, hit[1].length))
         else:
             plan.fixes.append(config_fix.tie_in_config())
-    wanted = transpose if transpose is not None else detect_transposed(eff, cfg)
+    wanted = transpose if transpose is not None else detect_transposed(eff, ckpt)
     if wanted:
         fix, notes = keys.transpose(build, [back.get(n, n) for n in wanted])
         plan.notes += notes

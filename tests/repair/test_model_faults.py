@@ -181,3 +181,25 @@ def test_head_stored_under_another_name(tmp_path, checked):
     assert [f.name for f in mx.repair_plan(src).fixes] == ["rename_expected"]
     checked(src)
     assert set(safe_open_all(tmp_path / "fixed")) == set(tensors)
+
+
+def test_transposed_weight_in_an_architecture_outside_the_builtin_table(tmp_path, checked):
+    # GPT-NeoX names and shapes come from transformers building it on the meta device: the
+    # repair knows them from the model layer, not from a table of its own.
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    cfg = transformers.GPTNeoXConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=40,
+                                     max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.GPTNeoXForCausalLM(cfg)
+    tensors = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    name = "gpt_neox.layers.1.mlp.dense_h_to_4h.weight"
+    broken = dict(tensors, **{name: np.ascontiguousarray(tensors[name].T)})
+    config = cfg.to_dict() | {"architectures": ["GPTNeoXForCausalLM"]}
+    src = write_folder(tmp_path / "src", broken, config=config)
+    assert any(f.code == "transposed_weight" and f.tensor == name for f in mx.open(src).findings)
+    assert [(f.name, f.changes["tensors"]) for f in mx.repair_plan(src).fixes] == [("transpose", [name])]
+    checked(src)
+    np.testing.assert_array_equal(safe_open_all(tmp_path / "fixed")[name], tensors[name])
+    load_transformers(tmp_path / "fixed")
