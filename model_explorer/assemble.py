@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from functools import partial
 from typing import Any
 
 from . import sources
@@ -116,8 +117,8 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.files.append(result.file)
     ckpt.sizes[result.file] = result.size
     ckpt.spans.extend(result.report.spans)
-    if result.lazy_spans is not None:
-        ckpt.spans.defer(result.file, lambda: _build_spans(ckpt, result))
+    if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
+        ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans))
     ckpt.findings.extend(result.report.findings)
     ckpt.tensors.add_new(result.tensors)  # the first copy stays; shards.py reports the others
     for key, value in result.metadata.items():
@@ -129,15 +130,15 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
             ckpt.details.setdefault("pickle", result.details["pickle"])
 
 
-def _build_spans(ckpt: Checkpoint, result: FileResult) -> list:
+def _build_spans(ckpt: Checkpoint, file: str, build) -> list:
     """A file's spans, built when a view first asks: what building meets is a finding then."""
     try:
-        spans, found = result.lazy_spans(ckpt.byte_source(result.file))
+        spans, found = build(ckpt.byte_source(file))
     except Exception as e:  # noqa: BLE001 - a view asking for spans must never see a traceback
-        found = [Finding("error", "internal_error", f"Reading the header of {result.file!r} again "
+        found = [Finding("error", "internal_error", f"Reading the header of {file!r} again "
                          f"for its byte labels failed with {type(e).__name__}: {str(e)[:200]}. "
                          "This is a bug in model_explorer or the file changed since it was "
-                         "opened.", 0, None, file=result.file)]
+                         "opened.", 0, None, file=file)]
         spans = []
     report_lazily(ckpt.findings, found)
     return spans

@@ -178,6 +178,11 @@ class TensorMap(MutableMapping):
             self._tables.setdefault(v >> ROW_BITS, other._tables[v >> ROW_BITS])
         self._d[name] = v
 
+    def file_of(self, name: str) -> str:
+        """The file `name`'s record is in, without building it."""
+        v = self._d[name]
+        return self._tables[v >> ROW_BITS].file if type(v) is int else v.file
+
     def unbuilt(self) -> int:
         return sum(1 for v in self._d.values() if type(v) is int)
 

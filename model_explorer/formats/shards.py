@@ -121,7 +121,9 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
         listing.set(expected)
 
     shard_rows = []
-    owner: dict[str, tuple[str, TensorMap]] = {}  # name -> the first shard holding it
+    # The first copy of a name is the one `ckpt.tensors` holds until the index names another:
+    # its file tells the shard, so no per-name table of owners is kept.
+    by_file: dict[str, tuple[str, TensorMap]] = {}
     copies: dict[str, list[tuple[str, TensorMap]]] = {}  # stored twice or unlisted: each copy
     for shard, count in listing.counts.items():
         path = sources.join(base, shard)
@@ -157,8 +159,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
         keys = held.keys()
         # Name by name in Python only where something is wrong. A clean shard holds as many
         # tensors as the index gives it, each one mapped to it: two checks in C.
-        mine = (shard, held)
-        new = dict.fromkeys(keys, mine)
+        mine = by_file[result.file] = (shard, held)
         clean = len(held) == count and dict.fromkeys(keys, shard).items() <= weight_map.items()
         for name in [] if clean else [n for n in listing.names(shard) if n not in keys]:
             row["missing_tensors"].append(name)
@@ -167,10 +168,13 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
                 "error", "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
                 "shard has no such tensor.", index_path, name, where("weight_map", name)))
         # the checkpoint grew by every name the shard holds unless some were read before
-        twice = [n for n in keys if n in owner] if len(ckpt.tensors) - before != len(held) else []
+        grew = len(ckpt.tensors) - before
+        twice = [n for n in keys if by_file.get(ckpt.tensors.file_of(n)) is not mine] \
+            if grew != len(held) else []
         unlisted = [] if clean else [n for n in keys if weight_map.get(n) != shard]
         for name in twice:
-            first = owner[name]
+            # the first copy: listed in `copies` already when it was met twice before
+            first = copies[name][0] if name in copies else by_file[ckpt.tensors.file_of(name)]
             copies.setdefault(name, [first]).append(mine)
             if weight_map.get(name) == shard:
                 ckpt.tensors.take(held, name)  # the copy the index names wins
@@ -178,9 +182,6 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
                 "error", "duplicate_tensor", f"{name!r} is stored in both {first[0]!r} and "
                 f"{shard!r}; which copy a loader keeps depends on the order it reads them.",
                 path, name, _entry_of(result, name)))
-        for name in twice:
-            del new[name]
-        owner.update(new)
         for name in unlisted:
             if name not in copies:
                 copies[name] = [mine]
@@ -190,7 +191,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
                 "warning", "orphan_tensor", f"{shard!r} holds {name!r}, but the index {says}; "
                 "loaders that follow the index ignore this copy.", path, name, _entry_of(result, name)))
     ckpt.details["shards"] = shard_rows
-    _mark_copies(ckpt, weight_map, copies, owner, marks)
+    _mark_copies(ckpt, weight_map, copies, marks)
     if not any(row["missing"] for row in shard_rows):
         _check_total_size(index, ckpt, index_path, where)
 
@@ -248,14 +249,14 @@ def _named_twice(earlier: list[tuple[str, Any]], weight_map: dict, ckpt: Checkpo
 
 
 def _mark_copies(ckpt: CheckpointRecord, weight_map: dict, copies: dict[str, list],
-                 owner: dict[str, tuple], marks: list[IndexMismatch]) -> None:
+                 marks: list[IndexMismatch]) -> None:
     """Second copies of a tensor and unlisted tensors. The copy in `ckpt.tensors` is the one in
     the shard the index names, else the first one read. In the order the names were first read."""
-    position = {name: i for i, name in enumerate(owner)} if copies else {}
+    position = {name: i for i, name in enumerate(ckpt.tensors)} if copies else {}
     for name in sorted(copies, key=position.__getitem__):
         found = copies[name]
         mapped = weight_map.get(name)
-        used = mapped if any(shard == mapped for shard, _ in found) else owner[name][0]
+        used = mapped if any(shard == mapped for shard, _ in found) else found[0][0]
         for shard, held in found:
             info = held[name]
             if shard == used:
