@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from functools import partial
 from typing import Any
 
 from . import sources
@@ -20,6 +21,7 @@ from .formats.result import FileResult
 from .formats.safetensors import read_safetensors
 from .formats.shards import read_index
 from .spans import Finding, Report
+from .tensormap import report_lazily
 
 READERS = {
     "safetensors": read_safetensors,
@@ -115,13 +117,10 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.files.append(result.file)
     ckpt.sizes[result.file] = result.size
     ckpt.spans.extend(result.report.spans)
+    if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
+        ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans))
     ckpt.findings.extend(result.report.findings)
-    if not ckpt.tensors:  # the first file: one update, not a loop over a million entries
-        ckpt.tensors.update(result.tensors)
-    else:
-        for name, info in result.tensors.items():
-            if name not in ckpt.tensors:  # shards.py reports tensors stored twice
-                ckpt.tensors[name] = info
+    ckpt.tensors.add_new(result.tensors)  # the first copy stays; shards.py reports the others
     for key, value in result.metadata.items():
         ckpt.metadata.setdefault(key, value)
     if result.details:
@@ -129,6 +128,20 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
         # A pickle summary is shown for the model; with several .bin shards, the first one's.
         if "pickle" in result.details:
             ckpt.details.setdefault("pickle", result.details["pickle"])
+
+
+def _build_spans(ckpt: Checkpoint, file: str, build) -> list:
+    """A file's spans, built when a view first asks: what building meets is a finding then."""
+    try:
+        spans, found = build(ckpt.byte_source(file))
+    except Exception as e:  # noqa: BLE001 - a view asking for spans must never see a traceback
+        found = [Finding("error", "internal_error", f"Reading the header of {file!r} again "
+                         f"for its byte labels failed with {type(e).__name__}: {str(e)[:200]}. "
+                         "This is a bug in model_explorer or the file changed since it was "
+                         "opened.", 0, None, file=file)]
+        spans = []
+    report_lazily(ckpt.findings, found)
+    return spans
 
 
 def _open_index(path: str, ckpt: Checkpoint) -> None:

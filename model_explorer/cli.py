@@ -140,6 +140,7 @@ def cmd_hexdump(args) -> int:
 
 def cmd_doctor(args) -> int:
     ckpt = _open(args.source, deep=args.deep)
+    ckpt.build_all()  # spans and records left for later: what building them meets is reported
     if args.json:
         print(json.dumps({
             "source": args.source,

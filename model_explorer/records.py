@@ -13,6 +13,7 @@ from typing import Any
 
 from .sources import SourceSet
 from .spans import Finding, Span
+from .tensormap import SpanList, TensorMap
 
 
 def plain_value(value: Any) -> Any:
@@ -132,25 +133,42 @@ class CheckpointRecord:
     Attributes:
         format: "safetensors" | "gguf" | "pytorch" | "pickle" | "unknown".
         files: every file it spans, in order.
-        tensors: name -> TensorInfo, in file order.
+        tensors: name -> TensorInfo, in file order (a `TensorMap`: records read as columns
+            are built when first looked up; assigning a dict wraps it).
         metadata: format metadata (safetensors `__metadata__`, GGUF key/values), plus
             "config.json" / "generation_config.json" contents when present.
         findings: every diagnosis, errors first in the order found.
-        spans: labelled byte ranges of every header field, in file order per file.
+        spans: labelled byte ranges of every header field, in file order per file (a
+            `SpanList`: a file's spans may be built when first asked for).
     """
 
     def __init__(self, source: str, format: str = "unknown") -> None:
         self.source = source
         self.format = format
         self.files: list[str] = []
-        self.tensors: dict[str, TensorInfo] = {}
+        self._tensors = TensorMap()
         self.metadata: dict[str, Any] = {}
         self.findings: list[Finding] = []
-        self.spans: list[Span] = []
+        self.spans = SpanList()
         self.sizes: dict[str, int] = {}
         # Format-specific details the views use (GGUF kv list, shard map, pickle imports...).
         self.details: dict[str, Any] = {}
         self.sources = SourceSet()
+
+    @property
+    def tensors(self) -> TensorMap:
+        return self._tensors
+
+    @tensors.setter
+    def tensors(self, value) -> None:
+        self._tensors = value if isinstance(value, TensorMap) else TensorMap(value)
+
+    def build_all(self) -> None:
+        """Build every span and tensor record left for later, so findings that building
+        meets join `findings` (doctor and reports read everything)."""
+        len(self.spans)
+        self.tensors.build_all()
+        self.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
 
     # -- bytes ---------------------------------------------------------------------------
 
@@ -167,7 +185,7 @@ class CheckpointRecord:
 
     def spans_for(self, file: str | None = None) -> list[Span]:
         file = file or (self.files[0] if self.files else "")
-        return [s for s in self.spans if s.file == file]
+        return self.spans.for_file(file)
 
     def close(self) -> None:
         self.sources.close()
@@ -194,11 +212,11 @@ class CheckpointRecord:
 
     @property
     def parameter_count(self) -> int:
-        return sum(t.numel for t in self.tensors.values())
+        return self.tensors.numel_total()  # from the columns, building no record
 
     def dtype_mix(self) -> dict[str, int]:
         """Tensor count per dtype (or quantization), most common first."""
-        return dict(Counter(t.kind for t in self.tensors.values()).most_common())
+        return self.tensors.kind_counts()
 
     def finding_counts(self) -> dict[str, int]:
         counts = Counter(f.severity for f in self.findings)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,3 +21,6 @@ class FileResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     data_start: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    # Set when the spans were left for later: lazy_spans(source) -> (spans, findings), run
+    # the first time a view asks for this file's spans.
+    lazy_spans: Callable[[Any], tuple[list, list]] | None = None

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 import struct
+import zlib
+from functools import partial
 from operator import attrgetter
 
 from ..dtypes import SAFETENSORS_BITS, nbytes_for
 from ..records import TensorInfo
 from ..spans import Report, Span, short_repr
+from ..tensormap import TensorMap
 from . import MAX_RANK
 from .jsonpos import DuplicateKeys, JSONPositionError, iter_members
 from .result import FileResult
+from .stcolumns import read_entries, spans_of
 
 MAGIC_LENGTH = 8
 # The reference reader refuses headers above 100 MB; so do we, before reading them.
@@ -31,7 +35,10 @@ MAX_LABELLED_ENTRIES = 200_000
 MAX_LISTED_TENSORS = 300_000
 
 
-def read_safetensors(source) -> FileResult:
+def read_safetensors(source, fast: bool = True) -> FileResult:
+    """Read one file. `fast`: take the columnar path (stcolumns.py) when the header is the plain
+    kind it accepts, with the same records and findings; its spans are then made from the
+    columns when a view first asks for them (`result.lazy_spans`)."""
     size = source.size
     rep = Report(source.name)
     result = FileResult(source.name, size, rep)
@@ -62,7 +69,11 @@ def read_safetensors(source) -> FileResult:
         rep.error("header_not_utf8", f"The JSON header must be UTF-8; byte {8 + e.start} "
                   f"(0x{raw[e.start]:02x}) is not valid UTF-8.", 8 + e.start, 1)
     text = raw.decode("latin-1")
+    ascii_only = raw.isascii()
+    crc = zlib.crc32(raw) if fast else 0
     del raw  # a header can be 100 MB: keep one copy
+    if fast and not rep.findings and _read_fast(text, ascii_only, crc, result):
+        return result
     # Entries are read as the parser yields them, so a header of a million entries never
     # holds them all at once; an error late in the JSON undoes what was read before it.
     mark = rep.mark()
@@ -91,6 +102,54 @@ def read_safetensors(source) -> FileResult:
                  f"{len(trailing)} bytes")
     _check_layout(result, data_start)
     return result
+
+
+def _read_fast(text: str, ascii_only: bool, crc: int, result: FileResult) -> bool:
+    """The columnar path; False (and nothing recorded) when the slow reader must look."""
+    close = len(text.rstrip(" \t\n\r")) - 1
+    if not text.startswith("{") or close < 1 or text[close] != "}" or \
+            text.count('"data_offsets"', 0, close) > MAX_LABELLED_ENTRIES:
+        return False
+    pos, first_sep, meta = 0, "{", None
+    if text.startswith('{"__metadata__":'):
+        try:
+            m = next(iter_members(text, 0))
+        except (JSONPositionError, StopIteration):
+            return False
+        scratch = Report(result.file)
+        _read_metadata(m.value, m, scratch, result)
+        if scratch.findings or type(m.value) is not dict or m.value_end > close:
+            result.metadata.clear()
+            return False
+        pos, first_sep = m.value_end, ","
+        meta = (8 + m.key_start, m.value_end - m.key_start, len(m.value))
+    table = read_entries(text, pos, close, first_sep, ascii_only, result.file,
+                         result.data_start, result.size, TensorInfo)
+    if table is None or len(table) > MAX_LABELLED_ENTRIES:  # past the cap: the slow way
+        result.metadata.clear()
+        return False
+    tensors = TensorMap.from_table(table)
+    if len(tensors) != len(table):  # a name twice
+        result.metadata.clear()
+        return False
+    result.tensors = tensors
+    result.report.spans.clear()  # the slow reader makes them all again, in order
+    # what the header was, so spans built later from the columns are known to describe it
+    seal = (result.size, len(text), crc)
+    result.lazy_spans = partial(_spans_later, table, meta, seal)
+    return True
+
+
+def _spans_later(table, meta, seal: tuple[int, int, int], source) -> tuple[list[Span], list]:
+    """The spans of a file the fast path read, from its columns; a file that no longer holds
+    the header it held at open is read again the slow way, which reports what is wrong now."""
+    size, n, crc = seal
+    head = bytes(source.read(0, 8 + n))
+    if source.size == size and len(head) == 8 + n and zlib.crc32(head[8:]) == crc and \
+            struct.unpack("<Q", head[:8])[0] == n:
+        return spans_of(table, head[8:].decode("latin-1"), meta, size), []
+    rep = read_safetensors(source, fast=False).report
+    return rep.spans, rep.findings
 
 
 def _is_other_json(text: str) -> bool:

@@ -7,12 +7,14 @@ tensor point at that tensor's entry in the shard's header.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from .. import sources
 from ..records import CheckpointRecord, IndexMismatch
 from ..spans import Finding
+from ..tensormap import TensorMap
 from .jsonpos import DuplicateKeys, JSONPositionError, members
 
 MAX_INDEX_BYTES = 256 * 1024 * 1024
@@ -103,27 +105,33 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
 
     _named_twice(repeated.get(id(weight_map), []), weight_map, ckpt, index_path, where, marks)
     base = sources.dirname(index_path)
-    expected: dict[str, list[str]] = {}
-    for name, shard in weight_map.items():
-        # a shard name repeats for every tensor it holds: judge each name once
-        if not (type(shard) is str and shard in expected) and not _plain_relative(shard):
-            ckpt.findings.append(_finding("error", "bad_shard_name", f"The index maps {name!r} to "
-                                          f"{shard!r}, which is not a file name under the index's "
-                                          "folder; it is ignored.", index_path, name,
-                                          where("weight_map", name)))
-            missing(name, shard, "missing: the index names no valid shard file")
-            continue
-        expected.setdefault(shard, []).append(name)
+    listing = _Listing(weight_map)
+    if listing.counts is None:  # some shard name is not a plain file name: judge each entry
+        expected: dict[str, list[str]] = {}
+        for name, shard in weight_map.items():
+            # a shard name repeats for every tensor it holds: judge each name once
+            if not (type(shard) is str and shard in expected) and not _plain_relative(shard):
+                ckpt.findings.append(_finding(
+                    "error", "bad_shard_name", f"The index maps {name!r} to {shard!r}, which is "
+                    "not a file name under the index's folder; it is ignored.", index_path, name,
+                    where("weight_map", name)))
+                missing(name, shard, "missing: the index names no valid shard file")
+                continue
+            expected.setdefault(shard, []).append(name)
+        listing.set(expected)
 
     shard_rows = []
-    owner: dict[str, str] = {}
-    copies: dict[str, list[tuple[str, Any]]] = {}  # name -> (shard, TensorInfo) per stored copy
-    for shard, names in expected.items():
+    # The first copy of a name is the one `ckpt.tensors` holds until the index names another:
+    # its file tells the shard, so no per-name table of owners is kept.
+    by_file: dict[str, tuple[str, TensorMap]] = {}
+    copies: dict[str, list[tuple[str, TensorMap]]] = {}  # stored twice or unlisted: each copy
+    for shard, count in listing.counts.items():
         path = sources.join(base, shard)
-        row = {"file": path, "name": shard, "expected": len(names), "missing": False, "size": 0,
+        row = {"file": path, "name": shard, "expected": count, "missing": False, "size": 0,
                "missing_tensors": []}
         shard_rows.append(row)
         if not sources.exists(path):
+            names = listing.names(shard)
             row["missing"] = True
             row["missing_tensors"] = list(names)
             for name in names:
@@ -133,9 +141,11 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
                 f"tensors (first: {names[0]!r}), but the file does not exist. Loading fails with "
                 "missing keys.", index_path, names[0], where("weight_map", names[0])))
             continue
+        before = len(ckpt.tensors)
         try:
             result = read_file(path)
         except OSError as e:
+            names = listing.names(shard)
             row["missing"] = True
             row["missing_tensors"] = list(names)
             for name in names:
@@ -145,36 +155,71 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             continue
         row["size"] = result.size
         row["data_start"] = result.data_start
-        found = set(result.tensors)
-        for name in names:
-            if name in found:
-                ckpt.tensors[name] = result.tensors[name]  # the copy the index names wins
-            else:
-                row["missing_tensors"].append(name)
-                missing(name, shard, f"missing: not in shard {shard}")
-                ckpt.findings.append(_finding(
-                    "error", "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
-                    "shard has no such tensor.", index_path, name, where("weight_map", name)))
-        listed = set(names)
-        for name in result.tensors:
-            copies.setdefault(name, []).append((shard, result.tensors[name]))
-            if name in owner:
-                ckpt.findings.append(_finding(
-                    "error", "duplicate_tensor", f"{name!r} is stored in both {owner[name]!r} and "
-                    f"{shard!r}; which copy a loader keeps depends on the order it reads them.",
-                    path, name, _entry_of(result, name)))
-            else:
-                owner[name] = shard
-            if name not in listed:
-                mapped = weight_map.get(name)
-                listing = f"maps it to {mapped!r}" if isinstance(mapped, str) else "does not list it"
-                ckpt.findings.append(_finding(
-                    "warning", "orphan_tensor", f"{shard!r} holds {name!r}, but the index {listing}; "
-                    "loaders that follow the index ignore this copy.", path, name, _entry_of(result, name)))
+        held = result.tensors if isinstance(result.tensors, TensorMap) else TensorMap(result.tensors)
+        keys = held.keys()
+        # Name by name in Python only where something is wrong. A clean shard holds as many
+        # tensors as the index gives it, each one mapped to it: two checks in C.
+        mine = by_file[result.file] = (shard, held)
+        clean = len(held) == count and dict.fromkeys(keys, shard).items() <= weight_map.items()
+        for name in [] if clean else [n for n in listing.names(shard) if n not in keys]:
+            row["missing_tensors"].append(name)
+            missing(name, shard, f"missing: not in shard {shard}")
+            ckpt.findings.append(_finding(
+                "error", "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
+                "shard has no such tensor.", index_path, name, where("weight_map", name)))
+        # the checkpoint grew by every name the shard holds unless some were read before
+        grew = len(ckpt.tensors) - before
+        twice = [n for n in keys if by_file.get(ckpt.tensors.file_of(n)) is not mine] \
+            if grew != len(held) else []
+        unlisted = [] if clean else [n for n in keys if weight_map.get(n) != shard]
+        for name in twice:
+            # the first copy: listed in `copies` already when it was met twice before
+            first = copies[name][0] if name in copies else by_file[ckpt.tensors.file_of(name)]
+            copies.setdefault(name, [first]).append(mine)
+            if weight_map.get(name) == shard:
+                ckpt.tensors.take(held, name)  # the copy the index names wins
+            ckpt.findings.append(_finding(
+                "error", "duplicate_tensor", f"{name!r} is stored in both {first[0]!r} and "
+                f"{shard!r}; which copy a loader keeps depends on the order it reads them.",
+                path, name, _entry_of(result, name)))
+        for name in unlisted:
+            if name not in copies:
+                copies[name] = [mine]
+            mapped = weight_map.get(name)
+            says = f"maps it to {mapped!r}" if isinstance(mapped, str) else "does not list it"
+            ckpt.findings.append(_finding(
+                "warning", "orphan_tensor", f"{shard!r} holds {name!r}, but the index {says}; "
+                "loaders that follow the index ignore this copy.", path, name, _entry_of(result, name)))
     ckpt.details["shards"] = shard_rows
     _mark_copies(ckpt, weight_map, copies, marks)
     if not any(row["missing"] for row in shard_rows):
         _check_total_size(index, ckpt, index_path, where)
+
+
+class _Listing:
+    """The index's tensors per shard: counted in C; listed by name only when a shard needs it
+    (missing, unreadable, or not holding what the index says), then all in one pass."""
+
+    def __init__(self, weight_map: dict) -> None:
+        self._map = weight_map
+        self._names: dict[str, list[str]] | None = None
+        try:
+            counts = Counter(weight_map.values())
+        except TypeError:  # a list or an object as a shard name
+            counts = None
+        ok = counts is not None and all(type(s) is str and _plain_relative(s) for s in counts)
+        self.counts: dict[str, int] | None = counts if ok else None
+
+    def set(self, expected: dict[str, list[str]]) -> None:
+        self._names = expected
+        self.counts = {shard: len(names) for shard, names in expected.items()}
+
+    def names(self, shard: str) -> list[str]:
+        if self._names is None:
+            self._names = {}
+            for name, s in self._map.items():
+                self._names.setdefault(s, []).append(name)
+        return self._names.get(shard, [])
 
 
 def _object(pairs: list[tuple[str, Any]], repeated: dict[int, list[tuple[str, Any]]]) -> dict:
@@ -205,12 +250,16 @@ def _named_twice(earlier: list[tuple[str, Any]], weight_map: dict, ckpt: Checkpo
 
 def _mark_copies(ckpt: CheckpointRecord, weight_map: dict, copies: dict[str, list],
                  marks: list[IndexMismatch]) -> None:
-    """Second copies of a tensor (the one in `ckpt.tensors` is used) and unlisted tensors."""
-    for name, found in copies.items():
-        used = ckpt.tensors.get(name)
-        for shard, info in found:
-            if info is used:
-                mapped = weight_map.get(name)
+    """Second copies of a tensor and unlisted tensors. The copy in `ckpt.tensors` is the one in
+    the shard the index names, else the first one read. In the order the names were first read."""
+    position = {name: i for i, name in enumerate(ckpt.tensors)} if copies else {}
+    for name in sorted(copies, key=position.__getitem__):
+        found = copies[name]
+        mapped = weight_map.get(name)
+        used = mapped if any(shard == mapped for shard, _ in found) else found[0][0]
+        for shard, held in found:
+            info = held[name]
+            if shard == used:
                 if mapped != shard:
                     note = ("orphan: not in the index" if mapped is None
                             else f"orphan: the index maps it to {mapped}")
@@ -226,10 +275,7 @@ def _check_total_size(index: dict, ckpt: CheckpointRecord, index_path: str, wher
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if total is None:
         return
-    actual = sum(t.length for t in ckpt.tensors.values())
-    for t in ckpt.tensors.values():
-        if t.quant:
-            actual += sum(p.length for p in t.quant.values() if hasattr(p, "length"))
+    actual = ckpt.tensors.total_length()
     if not isinstance(total, (int, float)) or total != actual:  # JSON allows Infinity and NaN
         ckpt.findings.append(_finding(
             "warning", "total_size_mismatch", f"The index's metadata.total_size is {total!r}, "

@@ -80,11 +80,13 @@ class Layer:
 def find_layers(tensors: dict[str, TensorInfo]) -> dict[str, Layer]:
     """Every quantized layer the tensor names show, keyed by module prefix, in file order."""
     found: dict[str, dict[str, dict[str, TensorInfo]]] = {}
-    for name, t in tensors.items():
+    # One C call per name picks the few candidates; only they are matched and their records
+    # built (a map of 90,000 tensors builds none when nothing is quantized).
+    for name in [n for n in tensors if n.endswith(_ANY_SUFFIX)]:
         hit = _match(name)
         if hit is not None:
             base, family, role = hit
-            found.setdefault(base, {}).setdefault(family, {})[role] = t
+            found.setdefault(base, {}).setdefault(family, {})[role] = tensors[name]
     layers: dict[str, Layer] = {}
     for base, families in found.items():
         real = [f for f, parts in families.items() if any(r in parts for r in ANCHORS[f])]
@@ -105,6 +107,7 @@ def find_layers(tensors: dict[str, TensorInfo]) -> dict[str, Layer]:
     return layers
 
 
+_ANY_SUFFIX = tuple(suffix for suffix, _, _ in SUFFIXES)
 # the same table, by last dotted segment, so each name costs a dict lookup or two
 _BY_LAST = {suffix[1:]: (family, role) for suffix, family, role in SUFFIXES
             if suffix.startswith(".") and suffix.count(".") == 1}

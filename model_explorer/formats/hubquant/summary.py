@@ -19,7 +19,8 @@ def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
     if ckpt.format == "gguf":
         return _gguf(ckpt)
     hub = ckpt.details.get("hubquant") or {}
-    quantized = [t for t in ckpt.tensors.values() if t.quant and t.quant.get("kind") != "unusable"]
+    # a record still held as columns is a plain one: only built records can be quantized
+    quantized = [t for t in ckpt.tensors.built_values() if t.quant and t.quant.get("kind") != "unusable"]
     if not quantized and not hub:
         return None
     rows = _kinds(ckpt.tensors.values(), lambda t: t.kind)
