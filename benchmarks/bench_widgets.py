@@ -72,7 +72,7 @@ def write_shards(folder: Path) -> Path:
             weight_map[tname] = name
             pos += size
             n += 1
-        text = json.dumps(header).encode()
+        text = json.dumps(header, separators=(",", ":")).encode()  # as the safetensors library writes
         text += b" " * (-len(text) % 8)
         (folder / name).write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
     index = folder / "model.safetensors.index.json"

@@ -118,7 +118,8 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.sizes[result.file] = result.size
     ckpt.spans.extend(result.report.spans)
     if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
-        ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans))
+        ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans),
+                         result.lazy_span_kinds)
     ckpt.findings.extend(result.report.findings)
     ckpt.tensors.add_new(result.tensors)  # the first copy stays; shards.py reports the others
     for key, value in result.metadata.items():

@@ -264,8 +264,19 @@ class SpanList:
     def __init__(self) -> None:
         self._parts: list[list[Span] | _Deferred] = []
 
-    def defer(self, file: str, build: Callable[[], list[Span]]) -> None:
-        self._parts.append(_Deferred(file, build))
+    def defer(self, file: str, build: Callable[[], list[Span]], kinds: Iterable[str] = ()) -> None:
+        """`build()` makes the file's spans when first asked; `kinds`: the kinds it can make."""
+        self._parts.append(_Deferred(file, build, tuple(kinds)))
+
+    def kinds(self) -> set[str]:
+        """Every kind of span, building only the files that did not declare theirs."""
+        out: set[str] = set()
+        for p in self._parts:
+            if isinstance(p, _Deferred):
+                out.update(p.kinds if p.spans is None and p.kinds else (s.kind for s in p.get()))
+            else:
+                out.update(s.kind for s in p)
+        return out
 
     def pending(self) -> list[str]:
         return [p.file for p in self._parts if isinstance(p, _Deferred) and p.spans is None]
@@ -324,10 +335,10 @@ class SpanList:
 
 
 class _Deferred:
-    __slots__ = ("file", "build", "spans")
+    __slots__ = ("file", "build", "spans", "kinds")
 
-    def __init__(self, file: str, build: Callable[[], list[Span]]) -> None:
-        self.file, self.build, self.spans = file, build, None
+    def __init__(self, file: str, build: Callable[[], list[Span]], kinds: tuple[str, ...] = ()) -> None:
+        self.file, self.build, self.spans, self.kinds = file, build, None, kinds
 
     def get(self) -> list[Span]:
         if self.spans is None:

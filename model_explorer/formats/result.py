@@ -24,3 +24,4 @@ class FileResult:
     # Set when the spans were left for later: lazy_spans(source) -> (spans, findings), run
     # the first time a view asks for this file's spans.
     lazy_spans: Callable[[Any], tuple[list, list]] | None = None
+    lazy_span_kinds: tuple[str, ...] = ()  # the kinds of span lazy_spans can make (the legend)

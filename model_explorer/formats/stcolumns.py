@@ -38,6 +38,8 @@ _DTYPES = list(SAFETENSORS_BITS)
 _BITS = np.array(list(SAFETENSORS_BITS.values()), dtype=np.int64)
 _NAME_LEN = np.array([len(n) for n in _DTYPES], dtype=np.int64)
 _POW10 = np.array([10**k for k in range(1, 19)], dtype=np.int64)
+# The kinds of span `spans` makes (a view's legend, known before any file's spans are built).
+SPAN_KINDS = ("length", "json", "metadata", "tensor_info", "key", "value", "padding", "tensor_data")
 # Past 2**53 elements a float product is no longer exact: such a header goes the slow way.
 _EXACT = 2**53
 

@@ -282,7 +282,9 @@ def initial_state(ckpt: Checkpoint) -> dict[str, Any]:
     summary["dtypes"] = dict(list(summary["dtypes"].items())[:12])
     summary["overview"] = overview(ckpt)
     findings = [f.to_dict() for f in ckpt.findings[:MAX_FINDINGS_SENT]]
-    legend = sorted({s.kind for s in ckpt.spans})
+    # Declared kinds: a lazily opened index builds no file's spans for its legend.
+    spans = ckpt.spans
+    legend = sorted(spans.kinds() if hasattr(spans, "kinds") else {s.kind for s in spans})
     files = [{"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0)} for f in ckpt.files]
     index = ckpt.details.get("index_file")
     if index and index not in ckpt.files:  # shard findings point into the index JSON

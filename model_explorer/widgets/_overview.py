@@ -58,7 +58,7 @@ def _facts(ckpt: CheckpointRecord) -> list[list[Any]]:
         add("architecture", value, "config.json > architectures")
     else:
         add("architecture", "not recorded (no config.json beside the weights)")
-    n = sum(t.numel for t in ckpt.tensors.values())
+    n = ckpt.parameter_count  # from the columns: no tensor record is built
     add("parameters", f"{_count(n)} ({n:,})" if n else "no tensors")
     add("quantization", *_quantization(ckpt, config))
     for label, gguf_key, hf_keys in _SHAPE:
@@ -73,7 +73,9 @@ def _facts(ckpt: CheckpointRecord) -> list[list[Any]]:
 
 def _format_text(ckpt: CheckpointRecord) -> str:
     # The version span's value reads "u32 = 3"; the reader wants the 3.
-    version = next((str(s.value).rsplit("=", 1)[-1].strip() for s in ckpt.spans
+    # The first file's spans only (a lazily opened index builds no other file's for this).
+    first = ckpt.spans_for(ckpt.files[0]) if ckpt.files else []
+    version = next((str(s.value).rsplit("=", 1)[-1].strip() for s in first
                     if s.kind == "version" and s.value), None)
     files = len(ckpt.files)
     return (f"{ckpt.format.upper() if ckpt.format == 'gguf' else ckpt.format}"

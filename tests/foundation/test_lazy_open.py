@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import struct
 
+import numpy as np
+
 import pytest
 
 import model_explorer as mx
@@ -19,6 +21,8 @@ from model_explorer.sources import open_source
 from model_explorer.tensormap import TensorMap
 
 from .conftest import st_bytes, st_entry, write
+
+save_file = pytest.importorskip("safetensors.numpy").save_file
 
 
 def _header(entries: list[tuple[str, str, list[int], int]], meta: dict | None = None,
@@ -211,3 +215,25 @@ def test_index_checks_still_run_on_columns(tmp_path):
     assert ckpt.tensors["l0.t0"].file.endswith("model-00003-of-00003.safetensors")  # the index's copy
     kinds = sorted((m.kind, m.name) for m in ckpt.index_mismatches)
     assert kinds == [("duplicate", "l0.t0"), ("missing", "ghost"), ("orphan", "l2.t3")]
+
+
+def test_explorer_opening_state_builds_no_spans_or_records(tmp_path):
+    # The Explorer's first state (summary, overview, legend) of a lazily opened index reads
+    # columns and declared span kinds: only the first file's spans (the hexdump shows it
+    # first) and no tensor record are built.
+    from model_explorer.widgets._base import initial_state
+
+    d = tmp_path / "idx"
+    d.mkdir()
+    weight_map = {}
+    for s in range(3):
+        name = f"model-{s + 1:05d}-of-00003.safetensors"
+        save_file({f"model.layers.{s}.mlp.up_proj.weight": np.ones((4, 4), np.float32)}, str(d / name))
+        weight_map[f"model.layers.{s}.mlp.up_proj.weight"] = name
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    ckpt = mx.open(d)
+    assert len(ckpt.spans.pending()) == 3
+    state = initial_state(ckpt)
+    assert len(ckpt.spans.pending()) == 2 and ckpt.tensors.unbuilt() == 3
+    assert {"length", "json", "tensor_data"} <= set(state["legend"])
+    assert state["summary"]["overview"]
