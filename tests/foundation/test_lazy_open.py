@@ -11,7 +11,6 @@ import json
 import struct
 
 import numpy as np
-
 import pytest
 
 import model_explorer as mx
