@@ -141,6 +141,8 @@ def test_fix_button_writes_a_copy_that_reopens_without_the_finding(page, made):
 
 def test_stop_keeps_what_was_computed_and_the_keyboard_reaches_every_cell(page, made):
     ex = page.locator(".jp-CodeCell").nth(3).locator(".me-explorer").first
+    at_open = len(mx.open(made["llama"]).findings)
+    assert ex.locator(".me-tab", has_text="Findings").inner_text() == f"Findings ({at_open})"
     ex.locator(".me-tab", has_text="Layers").click()
     stop = ex.locator(".me-layers-stop")
     stop.wait_for(timeout=20_000)
@@ -182,4 +184,33 @@ def test_stop_keeps_what_was_computed_and_the_keyboard_reaches_every_cell(page, 
     page.wait_for_function("([el, off]) => el.querySelector(`.me-b.me-hl[data-off='${off}']`)",
                            arg=[ex.locator(".me-hexdump").element_handle(), info.offset], timeout=20_000)
     assert "me-selected" in ex.locator(".me-layer-cell[data-layer='4'][data-role='q']").get_attribute("class")
+    assert not page.errors, page.errors
+
+
+def test_layer_findings_are_listed_and_counted_once_computed(page, made):
+    """After the test above drew the profile: the Findings tab counts its two findings and lists
+    them apart, marked as from sampled norm statistics; one selects its tensor's bytes."""
+    ex = page.locator(".jp-CodeCell").nth(3).locator(".me-explorer").first
+    at_open = len(mx.open(made["llama"]).findings)
+    tab = ex.locator(".me-tab", has_text="Findings")
+    assert tab.inner_text() == f"Findings ({at_open + 2})"
+    assert "2 from the Layers tab (sampled norm statistics)" in tab.get_attribute("title")
+    tab.click()
+    group = ex.locator(".me-layer-findings")
+    assert group.locator("summary").inner_text() == "From the Layers tab: sampled norm statistics (2)"
+    items = group.locator(".me-finding")
+    assert items.count() == 2 and ex.locator(".me-finding").count() == at_open + 2
+    assert items.locator(".me-finding-origin").all_inner_texts() == ["sampled norm"] * 2
+    q = group.locator(".me-finding", has_text="Layer 4 q")
+    assert "layer_outlier" in q.inner_text()
+    q.click()
+    info = mx.open(made["llama"]).tensors["model.layers.4.self_attn.q_proj.weight"]
+    page.wait_for_function("([el, off]) => el.querySelector(`.me-b.me-hl[data-off='${off}']`)",
+                           arg=[ex.locator(".me-hexdump").element_handle(), info.offset], timeout=20_000)
+    screenshot(page, "explorer-layer-findings", ex)
+    # Another statistic drawn in the Layers tab replaces them with its own, and says so.
+    ex.locator(".me-tab", has_text="Layers").click()
+    ex.locator(".me-layers-stat").select_option("absmax")
+    page.wait_for_function("el => /absmax/.test(el.textContent)", arg=ex.locator(".me-layers-status").element_handle())
+    page.wait_for_function("el => /sampled absmax statistics/.test(el.textContent)", arg=group.element_handle())
     assert not page.errors, page.errors

@@ -147,3 +147,25 @@ def test_the_vocabulary_comes_in_pages_of_a_150000_token_tokenizer(tmp_path):
     assert e.answer("vocab", {"start": -5, "count": 2})[0]["rows"][0]["id"] == 0
     assert len(e.answer("vocab", {"start": 0, "count": 10**9})[0]["rows"]) == 1000  # MAX_PAGE
     assert e.answer("vocab", {"start": 10**9})[0]["rows"] == []
+
+
+def test_layer_findings_reach_the_findings_tab_once_computed(llama):
+    e = Explorer(llama)
+    before = [f.code for f in e.checkpoint.findings]
+    assert e.layer_findings == []  # nothing computed at open
+    files.profile_by_requests(e)
+    got = e.layer_findings
+    json.dumps(got, allow_nan=False)
+    assert {(f["code"], f["tensor"]) for f in got} == {
+        ("layer_outlier", "model.layers.4.self_attn.q_proj.weight"),
+        ("layer_outlier", "model.layers.2.mlp.down_proj.weight")}
+    info = e.checkpoint.tensors["model.layers.4.self_attn.q_proj.weight"]
+    q = next(f for f in got if "layers.4" in f["tensor"])
+    assert (q["file"], q["offset"], q["length"]) == (info.file, info.offset, info.length)
+    assert all(f["origin"] == "layers" and f["statistics"] == "sampled" and f["stat"] == "norm" for f in got)
+    assert q["severity"] == "warning" and "fix" in q  # the shape of every other finding
+    # The profile drawn last is the one listed: exact statistics say so.
+    files.profile_by_requests(e, stat="absmax", exact=True)
+    assert e.layer_findings and {f["statistics"] for f in e.layer_findings} == {"exact"}
+    assert {f["stat"] for f in e.layer_findings} == {"absmax"}
+    assert [f.code for f in e.checkpoint.findings] == before  # the checkpoint's own list is left alone
