@@ -3,7 +3,7 @@
 // with the hexdump. Selection anywhere updates the other views.
 import { h } from "./dom.js";
 import { createContext } from "./context.js";
-import { createFindingsView } from "./findingsview.js";
+import { createFindingsView, layerOrigin } from "./findingsview.js";
 import { createHexView } from "./hexview.js";
 import { createHistogramView } from "./histview.js";
 import { createLayersView } from "./layersview.js";
@@ -95,6 +95,7 @@ function renderExplorer(ctx, host) {
   const left = tabs(defs.map((d) => d[0]), panels, counts.error ? FINDINGS : 0, (i) => {
     if (defs[i][3]) defs[i][3]();
   });
+  countLayerFindings(ctx, left.bar.children[FINDINGS], nFindings);
   const root = h("div", { className: "me-explorer" },
     summary.el,
     kernelNote(ctx),
@@ -102,6 +103,23 @@ function renderExplorer(ctx, host) {
       h("div", { className: "me-left" }, left.bar, ...panels),
       h("div", { className: "me-right" }, h("div", { className: "me-pane-title", text: "Bytes" }), hex.el)));
   return root;
+}
+
+/**
+ * The Findings tab's count: the findings of the checks run at open plus, once the Layers tab has
+ * computed its profile, the layer findings (its title says how many of each, and from what).
+ * @param {import("./context.js").Ctx} ctx @param {Element} tab @param {number} atOpen
+ */
+function countLayerFindings(ctx, tab, atOpen) {
+  const update = () => {
+    const layer = ctx.model.get("layer_findings") || [];
+    tab.textContent = `Findings (${atOpen + layer.length})`;
+    if (layer.length) tab.setAttribute("title", `${atOpen} from the checks run at open, ${layer.length} from the Layers tab (${layerOrigin(layer)})`);
+    else tab.removeAttribute("title");
+  };
+  ctx.model.on("change:layer_findings", update);
+  ctx.cleanups.push(() => ctx.model.off("change:layer_findings", update));
+  update();
 }
 
 /**

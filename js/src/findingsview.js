@@ -1,7 +1,10 @@
 // Findings grouped by severity, in plain words; clicking one selects its bytes and tensor.
 // A finding a repair resolves gets a "Fix…" button (asked of the kernel when the view is first
-// shown, not when the Explorer opens); it opens the FixDialog in a panel above the list.
-import { h } from "./dom.js";
+// shown, not when the Explorer opens); it opens the FixDialog in a panel above the list. The
+// layer profile's findings (computed when the Layers tab opens, never at open) arrive later in
+// the synced `layer_findings` and are listed in a group of their own, each saying which
+// statistics (sampled or exact) it comes from.
+import { h, clear } from "./dom.js";
 import { baseName } from "./format.js";
 import { createFixPanel } from "./fixpanel.js";
 
@@ -14,14 +17,61 @@ export function groupFindings(findings) {
   return groups;
 }
 
+/** Where the layer findings come from, in words: "sampled norm statistics". @param {any[]} list */
+export function layerOrigin(list) {
+  const kinds = [...new Set(list.map((f) => `${f.statistics || "sampled"} ${f.stat || ""}`.trim()))];
+  return `${kinds.join(", ")} statistics`;
+}
+
 /** @param {import("./context.js").Ctx} ctx @param {{host?: any}} [opts] */
 export function createFindingsView(ctx, opts = {}) {
   const { model } = ctx;
   const findings = model.get("findings") || [];
   const total = (model.get("summary") || {}).finding_total ?? findings.length;
   const root = h("div", { className: "me-findings" });
+  const ok = h("div", { className: "me-ok", text: "No findings: every check passed." });
+  const layerBox = h("div", { className: "me-layer-findings-box" });
+  let selectedEl = null;
+
+  /** One finding's line; clicking it (or Enter) selects its bytes and tensor. */
+  function findingItem(f, sev) {
+    const where = [];
+    if (f.offset !== null && f.offset !== undefined) where.push(`byte ${f.offset}${f.length ? ` (+${f.length})` : ""}`);
+    if (f.file) where.push(baseName(f.file));
+    const item = h("div", { className: `me-finding me-sev-${sev}`, tabIndex: 0, attrs: { role: "button" } },
+      h("span", { className: "me-code", text: f.code }),
+      f.origin === "layers" ? h("span", { className: "me-finding-origin", text: `${f.statistics} ${f.stat}`,
+        title: `From the Layers tab: the layer profile of ${f.statistics} ${f.stat} statistics` }) : null,
+      h("span", { className: "me-message", text: f.message }),
+      where.length ? h("span", { className: "me-where me-muted", text: where.join(" in ") }) : null);
+    const pick = () => {
+      if (selectedEl) selectedEl.classList.remove("me-selected");
+      item.classList.add("me-selected");
+      selectedEl = item;
+      ctx.select({ file: f.file, offset: f.offset, length: f.length, tensor: f.tensor, from: "findings" });
+    };
+    item.addEventListener("click", pick);
+    item.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && ev.target === item) pick(); });
+    return item;
+  }
+
+  function drawLayerFindings() {
+    const list = model.get("layer_findings") || [];
+    clear(layerBox);
+    ok.textContent = list.length ? "Every check run at open passed; the layer profile found what follows." : "No findings: every check passed.";
+    if (!list.length) return;
+    const section = h("details", { className: "me-finding-group me-layer-findings", open: true },
+      h("summary", { text: `From the Layers tab: ${layerOrigin(list)} (${list.length})` }));
+    for (const f of list) section.append(findingItem(f, SEVERITIES.includes(f.severity) ? f.severity : "info"));
+    layerBox.append(section);
+  }
+  const onLayers = () => drawLayerFindings();
+  model.on("change:layer_findings", onLayers);
+  ctx.cleanups.push(() => model.off("change:layer_findings", onLayers));
+  drawLayerFindings();
+
   if (!findings.length) {
-    root.append(h("div", { className: "me-ok", text: "No findings: every check passed." }));
+    root.append(ok, layerBox);
     return { el: root, load() {} };
   }
   const fixer = createFixPanel(ctx, opts.host);
@@ -31,35 +81,21 @@ export function createFindingsView(ctx, opts = {}) {
   const indexOf = new Map(findings.map((f, i) => [f, i]));
   /** @type {Map<number, HTMLElement>} */
   const items = new Map();
-  let selectedEl = null;
   for (const sev of SEVERITIES) {
     const list = groups[sev];
     if (!list.length) continue;
     const section = h("details", { className: `me-finding-group me-sev-${sev}`, open: true },
       h("summary", { text: `${sev === "info" ? "info" : `${sev}s`} (${list.length})` }));
     for (const f of list) {
-      const where = [];
-      if (f.offset !== null && f.offset !== undefined) where.push(`byte ${f.offset}${f.length ? ` (+${f.length})` : ""}`);
-      if (f.file) where.push(baseName(f.file));
-      const item = h("div", { className: `me-finding me-sev-${sev}`, tabIndex: 0, attrs: { role: "button" } },
-        h("span", { className: "me-code", text: f.code }),
-        h("span", { className: "me-message", text: f.message }),
-        where.length ? h("span", { className: "me-where me-muted", text: where.join(" in ") }) : null);
+      const item = findingItem(f, sev);
       item.dataset.index = String(indexOf.get(f));
-      const pick = () => {
-        if (selectedEl) selectedEl.classList.remove("me-selected");
-        item.classList.add("me-selected");
-        selectedEl = item;
-        ctx.select({ file: f.file, offset: f.offset, length: f.length, tensor: f.tensor, from: "findings" });
-      };
-      item.addEventListener("click", pick);
-      item.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && ev.target === item) pick(); });
       items.set(indexOf.get(f), item);
       section.append(item);
     }
     root.append(section);
   }
   if (total > findings.length) root.append(h("div", { className: "me-muted", text: `${total - findings.length} more findings are not shown here; see checkpoint.findings.` }));
+  root.append(layerBox);
 
   function addButtons(data) {
     const by = data.by_finding || {};

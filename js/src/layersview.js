@@ -2,9 +2,13 @@
 // Nothing is computed until the tab opens; then the kernel computes sampled statistics in
 // steps (a progress bar follows them) and sends one compact summary: matrices and labels.
 // Each cell is coloured relative to its role; outliers and copies carry a glyph and are
-// listed under the map with their finding. Hover: what the cell is; click: select its tensor.
+// listed under the map with their finding. Hover or focus: what the cell is; click or Enter:
+// select its tensor; the arrow keys move between cells (gridkeys.js). Stop ends the computing
+// after the step under way: the statistics computed so far stay in the kernel, and Continue
+// goes on from them (a map is drawn only from every layer tensor, never from a part).
 import { h, clear } from "./dom.js";
 import { formatBytes, formatStat, groupDigits } from "./format.js";
+import { gridKeys } from "./gridkeys.js";
 
 export const STATS = ["norm", "std", "absmax"];
 export const GLYPHS = { high: "▲", low: "▼", zeroed: "0", duplicate: "=" };
@@ -80,15 +84,22 @@ export function createLayersView(ctx) {
   const status = h("span", { className: "me-muted me-layers-status", attrs: { role: "status" } });
   const body = h("div", { className: "me-layers-body" });
   const tip = h("div", { className: "me-layers-tip", hidden: true });
-  const toolbar = h("div", { className: "me-toolbar" }, h("span", { text: "colour by" }), statSelect, exactLabel, progress, status);
+  const stopBtn = h("button", { className: "me-layers-stop", text: "Stop", hidden: true,
+    title: "Stop after the step under way; what is computed is kept" });
+  const continueBtn = h("button", { className: "me-layers-continue", text: "Continue", hidden: true });
+  const toolbar = h("div", { className: "me-toolbar" }, h("span", { text: "colour by" }), statSelect, exactLabel,
+    progress, stopBtn, continueBtn, status);
   root.append(toolbar, body, tip);
   let started = false;
   let run = 0;
   let summary = null;
   let selected = null;
+  /** The computation under way: its mode and how far it got. */
+  let computing = null;
 
   const fail = (e) => {
-    progress.hidden = true;
+    computing = null;
+    progress.hidden = stopBtn.hidden = true;
     clear(body);
     body.append(h("div", { className: "me-error", text: `The layer profile cannot be shown: ${e && e.message}` }));
   };
@@ -97,6 +108,7 @@ export function createLayersView(ctx) {
     const token = ++run;
     const exact = exactBox.checked;
     statSelect.disabled = exactBox.disabled = true;
+    continueBtn.hidden = true;
     try {
       const { data: start } = await rpc.request("layers_start", { exact });
       if (token !== run) return;
@@ -110,17 +122,18 @@ export function createLayersView(ctx) {
       if (start.offline) exactLabel.style.display = "none";
       exactLabel.title = `Read every value of the ${groupDigits(start.total)} layer tensors (${formatBytes(start.bytes)}) instead of a sample.`;
       exactLabel.lastChild.textContent = `exact (reads ${formatBytes(start.bytes)})`;
-      let done = start.done;
+      computing = { exact, done: start.done, total: start.total };
       progress.max = start.total;
-      progress.hidden = done >= start.total;
-      while (done < start.total) {
-        progress.value = done;
-        status.textContent = `${exact ? "exact" : "sampled"} statistics of ${groupDigits(done)} of ${groupDigits(start.total)} tensors…`;
+      progress.hidden = stopBtn.hidden = computing.done >= start.total;
+      while (computing.done < start.total) {
+        progress.value = computing.done;
+        status.textContent = `${exact ? "exact" : "sampled"} statistics of ${groupDigits(computing.done)} of ${groupDigits(start.total)} tensors…`;
         const { data } = await rpc.request("layers_step", { exact }, { timeoutMs: STEP_TIMEOUT_MS });
         if (token !== run) return;
-        done = data.done;
+        computing.done = data.done;
       }
-      progress.hidden = true;
+      computing = null;
+      progress.hidden = stopBtn.hidden = true;
       await draw(token);
     } catch (e) {
       if (token === run) fail(e);
@@ -128,6 +141,24 @@ export function createLayersView(ctx) {
       if (token === run) statSelect.disabled = exactBox.disabled = false;
     }
   }
+
+  /** Stop after the step under way; the kernel keeps what it computed, Continue goes on. */
+  function stop() {
+    if (!computing) return;
+    run += 1; // the loop's next answer is not acted on
+    const { exact, done, total } = computing;
+    computing = null;
+    progress.hidden = stopBtn.hidden = true;
+    exactBox.disabled = false;
+    statSelect.disabled = !summary; // another statistic of a part would compute the rest at once
+    // The map on screen (if any) is the profile drawn before: the box says which one it is.
+    if (summary) exactBox.checked = summary.exact;
+    continueBtn.hidden = false;
+    continueBtn.onclick = () => { exactBox.checked = exact; compute(); };
+    status.textContent = `Stopped: the ${exact ? "exact" : "sampled"} statistics of ${groupDigits(done)} of ${groupDigits(total)} tensors are kept; Continue computes the other ${groupDigits(total - done)}.` +
+      (summary ? ` The map shows the ${summary.exact ? "exact" : "sampled"} ${summary.stat} drawn before.` : "");
+  }
+  stopBtn.addEventListener("click", stop);
 
   async function draw(token = run) {
     status.textContent = "pivoting to layers × roles…";
@@ -146,17 +177,23 @@ export function createLayersView(ctx) {
     const marks = markIndex(s);
     const flagged = new Set((s.marks || []).map((m) => m.layer));
     status.textContent = `${s.exact ? "exact" : "sampled"} ${s.stat} of ${groupDigits(s.tensor_count)} tensors in ${s.layers.length} layers; ${flagged.size ? `${flagged.size} layer${flagged.size === 1 ? "" : "s"} marked` : "no layer stands out"}.`;
-    const grid = h("div", { className: "me-layers-grid", attrs: { role: "grid", "aria-label": `${s.stat} by layer and role` },
+    const grid = h("div", { className: "me-layers-grid", attrs: { role: "grid", "aria-label": `${s.stat} by layer and role`,
+      "aria-rowcount": s.layers.length + 1, "aria-colcount": s.roles.length + 1 },
       style: { gridTemplateColumns: `auto repeat(${s.roles.length}, 34px)` } });
-    grid.append(h("div", { className: "me-layers-corner me-muted", text: "layer" }));
-    for (const role of s.roles) grid.append(h("div", { className: "me-layers-role", text: role, title: role }));
+    // Rows are there for assistive technology only (display: contents keeps the CSS grid flat).
+    grid.append(h("div", { className: "me-layers-row", attrs: { role: "row" } },
+      h("div", { className: "me-layers-corner me-muted", text: "layer", attrs: { role: "columnheader" } }),
+      ...s.roles.map((role) => h("div", { className: "me-layers-role", text: role, title: role, attrs: { role: "columnheader" } }))));
+    /** @type {HTMLElement[][]} */
+    const cells = [];
     s.layers.forEach((layer, i) => {
-      grid.append(h("div", { className: `me-layers-layer${flagged.has(layer) ? " me-flagged" : ""}`, text: String(layer) }));
-      s.roles.forEach((role, j) => {
+      const row = h("div", { className: "me-layers-row", attrs: { role: "row" } },
+        h("div", { className: `me-layers-layer${flagged.has(layer) ? " me-flagged" : ""}`, text: String(layer), attrs: { role: "rowheader" } }));
+      cells.push(s.roles.map((role, j) => {
         const mark = marks.get(`${i},${j}`);
         const v = s.values[i][j];
         const cell = h("div", { className: `me-layer-cell${v === null ? " me-empty" : ""}${mark ? ` me-layer-mark me-mark-${mark.kind}` : ""}`,
-          attrs: { role: "gridcell" }, text: mark ? GLYPHS[mark.kind] || "!" : "" });
+          tabIndex: -1, attrs: { role: "gridcell", "aria-label": cellText(s, i, j, mark) }, text: mark ? GLYPHS[mark.kind] || "!" : "" });
         cell.dataset.row = String(i);
         cell.dataset.col = String(j);
         cell.dataset.layer = String(layer);
@@ -166,12 +203,12 @@ export function createLayersView(ctx) {
         const bg = cellColor(s.shown[i][j]);
         if (bg) cell.style.backgroundColor = bg;
         if (selected && cell.dataset.tensor === selected) cell.classList.add("me-selected");
-        grid.append(cell);
-      });
+        row.append(cell);
+        return cell;
+      }));
+      grid.append(row);
     });
-    grid.addEventListener("mouseover", (ev) => {
-      const cell = ev.target.closest && ev.target.closest(".me-layer-cell");
-      if (!cell) return;
+    const showTip = (cell) => {
       const i = Number(cell.dataset.row);
       const j = Number(cell.dataset.col);
       tip.textContent = cellText(s, i, j, marks.get(`${i},${j}`));
@@ -180,12 +217,24 @@ export function createLayersView(ctx) {
       const c = cell.getBoundingClientRect();
       tip.style.left = `${Math.max(0, Math.min(c.left - box.left, box.width - 360))}px`;
       tip.style.top = `${c.bottom - box.top + 4}px`;
-    });
+    };
+    const cellOf = (ev) => ev.target.closest && ev.target.closest(".me-layer-cell");
+    grid.addEventListener("mouseover", (ev) => { const cell = cellOf(ev); if (cell) showTip(cell); });
     grid.addEventListener("mouseleave", () => { tip.hidden = true; });
+    grid.addEventListener("focusin", (ev) => { const cell = cellOf(ev); if (cell) showTip(cell); });
+    grid.addEventListener("focusout", () => { tip.hidden = true; });
     grid.addEventListener("click", (ev) => {
-      const cell = ev.target.closest && ev.target.closest(".me-layer-cell");
+      const cell = cellOf(ev);
       if (cell && cell.dataset.tensor) pick(cell.dataset.tensor);
     });
+    // The keyboard starts on the selected tensor's cell, else the first marked one, else the first.
+    const all = cells.flat();
+    const first = all.find((c) => c.classList.contains("me-selected")) || all.find((c) => c.classList.contains("me-layer-mark")) || all[0];
+    if (first) {
+      gridKeys(grid, { rows: s.layers.length, cols: s.roles.length, cellAt: (i, j) => cells[i] && cells[i][j],
+        start: [Number(first.dataset.row), Number(first.dataset.col)],
+        onPick: (cell) => { if (cell.dataset.tensor) pick(cell.dataset.tensor); } });
+    }
     body.append(h("div", { className: "me-layers-scroll" }, grid), legend(s));
     if ((s.marks || []).length) {
       const list = h("div", { className: "me-layers-marks" }, h("div", { className: "me-pane-title", text: `Marked cells (${s.marks.length})` }));

@@ -1,6 +1,7 @@
 // The Model tab: what the model is (each value clickable to the bytes it was read from), the
 // chat template rendered for an example, the memory table, and a tokenizer inspector.
 import { h, clear } from "./dom.js";
+import { createVocabView, visibleToken } from "./vocabview.js";
 
 const MiB = 2 ** 20;
 
@@ -87,10 +88,28 @@ export function createModelView(ctx) {
         }
       }), 150);
     });
-    find.addEventListener("change", () => ask("find_token", { query: find.value }, found, (data) => {
-      for (const t of data.tokens) found.append(h("div", { text: `${t.id}\t${t.token}` }));
-    }));
-    return h("div", { className: "me-model-inspector" }, title, input, out, find, found);
+    const vocab = createVocabView(ctx);
+    let findTimer = null;
+    // Searched as you type, like the text above (a change event waits for the box to lose focus).
+    find.addEventListener("input", () => {
+      clearTimeout(findTimer);
+      if (!find.value.trim()) { // an answer still on its way is not drawn into the emptied list
+        found.dataset.asked = String(Number(found.dataset.asked || 0) + 1);
+        clear(found);
+        return;
+      }
+      findTimer = setTimeout(() => ask("find_token", { query: find.value }, found, (data) => {
+        if (!data.tokens.length) found.append(h("div", { className: "me-muted", text: "no token matches" }));
+        for (const t of data.tokens) {
+          // A found token opens the vocabulary at its id, among its neighbours.
+          const item = h("button", { className: "me-model-found-item", title: `show id ${t.id} in the vocabulary`,
+            text: `${t.id}\t${visibleToken(t.token)}` });
+          item.addEventListener("click", () => vocab.show(t.id));
+          found.append(item);
+        }
+      }), 250);
+    });
+    return h("div", { className: "me-model-inspector" }, title, input, out, find, found, vocab.el);
   }
 
   return {

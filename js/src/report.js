@@ -182,6 +182,16 @@ export function createStaticModel(data) {
   const absent = notInReport(data.limits);
   const emit = (name, ...args) => { for (const fn of listeners.get(name) || []) fn(...args); };
 
+  /** The profile's findings to the Findings tab, as the kernel's `layer_findings` would be. */
+  function layerFindings(s) {
+    state.layer_findings = (s.marks || []).map((m) => {
+      const r = table[rowOf.get(m.tensor)] || {};
+      return { severity: m.severity, code: m.code, message: m.message, tensor: m.tensor, file: r.path ?? null,
+        offset: r.offset ?? null, length: r.length ?? null, origin: "layers", statistics: "sampled", stat: s.stat };
+    });
+    emit("change:layer_findings");
+  }
+
   function bytes(args) {
     const file = chunks.has(args.file) || sizes.has(args.file) ? args.file : (data.pages || [])[0]?.file;
     if (!file) throw new Error("no bytes in this report");
@@ -278,7 +288,9 @@ export function createStaticModel(data) {
     if (op === "layers_profile") {
       const L = data.layers;
       if (!L || !L.summaries) throw new Error(OFFLINE_LAYERS);
-      return [{ ...(L.summaries[args.stat] || L.summaries.norm), names: L.names, counts: L.counts }, []];
+      const summary = { ...(L.summaries[args.stat] || L.summaries.norm), names: L.names, counts: L.counts };
+      layerFindings(summary);
+      return [summary, []];
     }
     throw new Error(`unknown request ${op}`);
   }

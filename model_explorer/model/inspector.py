@@ -69,11 +69,23 @@ def find(ckpt: CheckpointRecord, query: str | int, limit: int = 50) -> list[dict
 
 
 def page(ckpt: CheckpointRecord, start: int = 0, count: int = 100) -> list[dict[str, Any]]:
-    """Tokens `start` .. `start + count` of the vocabulary, in id order."""
+    """Tokens `start` .. `start + count` of the vocabulary, in id order: {"id", "token"}, plus
+    "special": True for the added special tokens. An id the vocabulary skips has token None."""
     tok = build(ckpt)
     count = max(0, min(count, MAX_PAGE))
     n = tok.vocab_size
-    return [{"id": i, "token": tok.backend.id_to_token(i)} for i in range(max(0, start), min(n, start + count))]
+    ids = range(max(0, start), min(n, max(0, start) + count))
+    if not ids:
+        return []
+    # Only the added tokens (a few hundred at most) are looked up, not the whole vocabulary.
+    special = {i for i, t in tok.backend.get_added_tokens_decoder().items() if t.special}
+    out = []
+    for i in ids:
+        row = {"id": i, "token": tok.backend.id_to_token(i)}
+        if i in special:
+            row["special"] = True
+        out.append(row)
+    return out
 
 
 __all__ = ["UnsupportedModel", "build", "find", "page", "token", "tokenize"]

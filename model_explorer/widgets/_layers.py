@@ -2,7 +2,9 @@
 asks for one after another (so it can show progress and the kernel stays free between them),
 then sent as one compact summary: a layers x roles matrix, labels, and the marked cells.
 
-Nothing is computed when the Explorer opens: only when the tab is opened. Mixed into Explorer.
+Nothing is computed when the Explorer opens: only when the tab is opened. The profile's
+layer_outlier / layer_duplicate findings then go to the Explorer's `layer_findings` (synced: the
+Findings tab lists and counts them). Mixed into Explorer.
 """
 
 from __future__ import annotations
@@ -132,13 +134,29 @@ class LayerOps:
         return table
 
     def _op_layers_profile(self, stat: str = "norm", exact: bool = False):
-        return layer_summary(self.layer_table(exact), stat if stat in STATS else "norm", bool(exact)), None
+        from ..checks.layers import layer_findings
+
+        stat, exact = (stat if stat in STATS else "norm"), bool(exact)
+        table = self.layer_table(exact)
+        found = layer_findings(table, stat)
+        # The Findings tab shows the findings of the profile last drawn, saying from what.
+        self.layer_findings = [finding_json(f, stat, exact) for f in found]
+        return layer_summary(table, stat, exact, found), None
 
 
-def layer_summary(table, stat: str, exact: bool = False) -> dict[str, Any]:
+def finding_json(finding, stat: str, exact: bool) -> dict[str, Any]:
+    """A layer finding as the Findings tab shows it: Finding.to_dict() plus where it came from
+    ("origin": "layers", "statistics": "sampled" or "exact", "stat")."""
+    out = finding.to_dict()
+    out.update(origin="layers", statistics="exact" if exact else "sampled", stat=stat)
+    return out
+
+
+def layer_summary(table, stat: str, exact: bool = False, found: list | None = None) -> dict[str, Any]:
     """The heatmap's data: values, colours (relative to each role) and z-scores as layers x roles
     matrices, the first tensor of each cell, and the outlying and duplicated cells with the
-    findings' messages. Row i is `layers[i]`, column j is `roles[j]`."""
+    findings' messages. Row i is `layers[i]`, column j is `roles[j]`. `found`: the table's
+    layer_findings for `stat`, when the caller has them already."""
     from ..checks.layers import (
         LOG_STATS,
         layer_findings,
@@ -174,7 +192,7 @@ def layer_summary(table, stat: str, exact: bool = False) -> dict[str, Any]:
             z[i][j] = _num(zs[i])
     shown, label = relative_grid(grid, stat)
     marks = []
-    for f in layer_findings(table, stat):
+    for f in layer_findings(table, stat) if found is None else found:
         i, j = row_of.get(f.extra.get("layer")), col_of.get(f.extra.get("role"))
         if i is None or j is None:
             continue

@@ -62,7 +62,11 @@ class ModelOps:
         return {"tokens": inspector.find(self.checkpoint, str(query), max(1, min(int(limit), 500)))}, None
 
     def _op_vocab(self, start: int = 0, count: int = 100):
+        """A page of the vocabulary as the Model tab's virtualised list asks for it: rows
+        `start` .. `start + count` (at most inspector.MAX_PAGE) and the vocabulary's size."""
         from ..model import inspector
 
         tok = inspector.build(self.checkpoint)
-        return {"tokens": inspector.page(self.checkpoint, int(start), int(count)), "total": tok.vocab_size}, None
+        start = max(0, int(start))
+        return {"start": start, "total": tok.vocab_size,
+                "rows": inspector.page(self.checkpoint, start, int(count))}, None

@@ -30,6 +30,16 @@ class Explorer(LayerOps, BaseView):
     - Default: `False`
     """
 
+    layer_findings = traitlets.List().tag(sync=True)
+    """The `layer_outlier` / `layer_duplicate` findings of the layer profile the Layers tab last
+    drew, as dicts (`Finding.to_dict()` plus `"statistics"`: "sampled" or "exact", and `"stat"`):
+    the Findings tab lists and counts them, marked as coming from those statistics. Empty until
+    the Layers tab computes (nothing is computed at open); not part of `checkpoint.findings`.
+
+    - Type: `list[dict]`
+    - Default: `[]`
+    """
+
     run_widget = anywidget.WidgetTrait().tag(sync=True)
     """The RunDemo shown in the "Run" tab, created when the tab first opens.
 

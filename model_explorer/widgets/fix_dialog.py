@@ -13,15 +13,22 @@ from typing import Any
 
 import ipywidgets as w
 
+from ..formats.gguf_split import _SPLIT as SPLIT_NAME  # one pattern for split names
 from ..repairs import RepairError, repair, repair_plan
 
 
 def fixed_name(source: str) -> str:
-    """A new name next to the source that does not exist yet: m.fixed.safetensors, model.fixed/."""
+    """A new name next to the source that does not exist yet: m.fixed.safetensors, model.fixed/,
+    and for a split GGUF (NAME-00001-of-00003.gguf, any of its splits) the folder NAME.fixed/:
+    the repairs write a split model into a folder, keeping its files' names."""
     source = os.path.abspath(os.fspath(source)).rstrip(os.sep)
     if source.endswith(".index.json"):
         source = os.path.dirname(source)
-    stem, ext = (source, "") if os.path.isdir(source) else os.path.splitext(source)
+    split = SPLIT_NAME.match(os.path.basename(source))
+    if split and int(split["count"]) > 1:
+        stem, ext = os.path.join(os.path.dirname(source), split["stem"]), ""
+    else:
+        stem, ext = (source, "") if os.path.isdir(source) else os.path.splitext(source)
     if ext in (".bin", ".pt", ".pth", ".pkl", ".ckpt"):
         ext = ".safetensors"
     for k in range(1, 1000):

@@ -153,6 +153,24 @@ def test_model_tab_of_a_saved_report(chromium, tmp_path):
     page.close()
 
 
+def test_a_report_counts_the_layer_findings_once_its_layers_tab_is_drawn(chromium, tmp_path):
+    source = files.damaged_llama(tmp_path / "damaged.safetensors")
+    e = Explorer(source)
+    page = _open(chromium, Path(e.save_html(tmp_path / "damaged.html")))
+    n = len(e.findings)
+    tab = page.locator(".me-tab", has_text="Findings")
+    assert tab.inner_text() == f"Findings ({n})" and e.layer_findings == []  # none computed at save
+    page.locator(".me-tab", has_text="Layers").click()
+    page.locator(".me-layers-grid").wait_for(timeout=10_000)
+    assert tab.inner_text() == f"Findings ({n + 2})"
+    tab.click()
+    group = page.locator(".me-layer-findings")
+    assert group.locator("summary").inner_text() == "From the Layers tab: sampled norm statistics (2)"
+    assert {t.split("\n")[0] for t in group.locator(".me-finding .me-code").all_inner_texts()} == {"layer_outlier"}
+    assert not page.errors, page.errors
+    page.close()
+
+
 @pytest.mark.slow
 def test_20000_tensor_report_opens_and_answers(chromium, tmp_path):
     import sys

@@ -123,7 +123,7 @@ def test_explorer_model_tab_requests(tmp_path):
     found, _ = w.answer("find_token", {"query": "<|im_start|>"})
     assert found["tokens"][0]["token"] == "<|im_start|>"
     page, _ = w.answer("vocab", {"start": 0, "count": 3})
-    assert page["total"] == 288 and [t["id"] for t in page["tokens"]] == [0, 1, 2]
+    assert page["total"] == 288 and page["start"] == 0 and [t["id"] for t in page["rows"]] == [0, 1, 2]
 
 
 def test_open_returns_a_checkpoint_with_card_and_memory_methods(tmp_path):

@@ -132,3 +132,40 @@ def test_names_that_do_not_follow_their_role_are_listed_apart():
     assert name_templates(names, [0, 1]) == {
         "templates": ["model.layers.{L}.mlp.experts.0.w", None],
         "extra": {"1,0": "model.layers.1.mlp.experts.3.w", "1,1": "blk.1.{L}.q"}}
+
+
+def test_the_vocabulary_comes_in_pages_of_a_150000_token_tokenizer(tmp_path):
+    e = Explorer(files.big_vocab_folder(tmp_path / "big"))
+    assert "model_tokenizer_object" not in e.checkpoint.details  # nothing built at open
+    last = e.answer("vocab", {"start": 149_950, "count": 100})[0]
+    assert last["total"] == 150_000 and last["start"] == 149_950
+    assert [r["id"] for r in last["rows"]] == list(range(149_950, 150_000))  # clipped at the end
+    assert last["rows"][-1] == {"id": 149_999, "token": "<|im_end|>", "special": True}
+    assert "special" not in last["rows"][0]
+    middle = e.answer("vocab", {"start": 299, "count": 2})[0]["rows"]
+    assert middle == [{"id": 299, "token": "w299"}, {"id": 300, "token": "a\n\tb"}]
+    assert e.answer("vocab", {"start": -5, "count": 2})[0]["rows"][0]["id"] == 0
+    assert len(e.answer("vocab", {"start": 0, "count": 10**9})[0]["rows"]) == 1000  # MAX_PAGE
+    assert e.answer("vocab", {"start": 10**9})[0]["rows"] == []
+
+
+def test_layer_findings_reach_the_findings_tab_once_computed(llama):
+    e = Explorer(llama)
+    before = [f.code for f in e.checkpoint.findings]
+    assert e.layer_findings == []  # nothing computed at open
+    files.profile_by_requests(e)
+    got = e.layer_findings
+    json.dumps(got, allow_nan=False)
+    assert {(f["code"], f["tensor"]) for f in got} == {
+        ("layer_outlier", "model.layers.4.self_attn.q_proj.weight"),
+        ("layer_outlier", "model.layers.2.mlp.down_proj.weight")}
+    info = e.checkpoint.tensors["model.layers.4.self_attn.q_proj.weight"]
+    q = next(f for f in got if "layers.4" in f["tensor"])
+    assert (q["file"], q["offset"], q["length"]) == (info.file, info.offset, info.length)
+    assert all(f["origin"] == "layers" and f["statistics"] == "sampled" and f["stat"] == "norm" for f in got)
+    assert q["severity"] == "warning" and "fix" in q  # the shape of every other finding
+    # The profile drawn last is the one listed: exact statistics say so.
+    files.profile_by_requests(e, stat="absmax", exact=True)
+    assert e.layer_findings and {f["statistics"] for f in e.layer_findings} == {"exact"}
+    assert {f["stat"] for f in e.layer_findings} == {"absmax"}
+    assert [f.code for f in e.checkpoint.findings] == before  # the checkpoint's own list is left alone

@@ -152,3 +152,36 @@ def profile_by_requests(e, stat: str = "norm", exact: bool = False) -> dict:
     while done < start["total"]:
         done = e.answer("layers_step", {"exact": exact})[0]["done"]
     return e.answer("layers_profile", {"stat": stat, "exact": exact})[0]
+
+
+BIG_VOCAB_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+
+
+def big_vocab_folder(directory: Path, tokens: int = 150_000) -> Path:
+    """A tiny llama folder whose tokenizer.json holds `tokens` ids (a Qwen-sized vocabulary):
+    the 256 byte-level tokens, "w{id}" words up to the three special tokens that end it, and
+    id 300 spelled with a newline and a tab (shown as escapes, not as blank space)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import BPE
+
+    directory.mkdir(parents=True, exist_ok=True)
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    alphabet, extra = [], 0
+    for b in range(256):  # GPT-2's byte alphabet: bytes that do not print move past 255
+        alphabet.append(chr(b) if b in printable else chr(256 + extra))
+        extra += b not in printable
+    vocab = {t: i for i, t in enumerate(alphabet)}
+    for i in range(len(vocab), tokens - len(BIG_VOCAB_SPECIALS)):
+        vocab["a\n\tb" if i == 300 else f"w{i}"] = i
+    tok = Tokenizer(BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in BIG_VOCAB_SPECIALS])
+    tok.save(str(directory / "tokenizer.json"))
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8,
+              "num_attention_heads": 2, "num_hidden_layers": 1, "vocab_size": tokens,
+              "intermediate_size": 16, "tie_word_embeddings": True}
+    (directory / "config.json").write_text(json.dumps(config))
+    write_safetensors(directory / "model.safetensors",
+                      {"model.embed_tokens.weight": np.zeros((4, 8), np.float32)})
+    return directory
