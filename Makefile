@@ -69,7 +69,7 @@ bench: dev
 	$(PY) benchmarks/run_all.py
 
 lint: dev
-	$(VENV)/bin/ruff check model_explorer tests benchmarks
+	$(VENV)/bin/ruff check model_explorer tests benchmarks notebooks
 
 clean:
 	rm -rf $(VENV) js/node_modules model_explorer/widgets/static/*.js model_explorer/widgets/static/.built
