@@ -142,8 +142,8 @@ class Histogram:
             return
         if not (np.isfinite(x.min()) and np.isfinite(x.max())):
             x = x[np.isfinite(x)]
-        if x.dtype == np.float32 and self.edges[-1] - self.edges[0] > 1e38:
-            x = x.astype(np.float64)  # x - lo would overflow float32
+        if x.dtype == np.float32 and (self.edges[-1] - self.edges[0] > 1e38 or self.scale > 1e38):
+            x = x.astype(np.float64)  # x - lo, or the scale of a tiny range, would overflow float32
         t = (x - x.dtype.type(self.lo)) * x.dtype.type(self.scale)
         idx = t.astype(np.int32) if x.dtype == np.float32 else t.astype(np.int64)
         np.clip(idx, 0, self.bins - 1, out=idx)
