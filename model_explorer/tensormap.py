@@ -240,20 +240,33 @@ class TensorMap(MutableMapping):
 
     def kind_counts(self) -> dict[str, int]:
         """Records per `kind`, most first, ties in the order met (as `Counter.most_common`).
-        A row never built has no quantization: its kind is its dtype."""
-        rows, built = self._split()
-        if built or not len(rows):
-            return dict(Counter(t.kind for t in self.values()).most_common())
-        serials, which = np.unique(rows >> ROW_BITS, return_inverse=True)
-        names = [self._tables[int(s)].dtype_names for s in serials]
-        width = max(len(n) for n in names)
-        keys = which * width + self._column(rows, "codes").astype(np.int64)
+        A row never built has no quantization: its kind is its dtype. Records already built
+        (a check looked one up) are counted as they are; the rest stay rows."""
+        values = list(self._d.values())
+        built_at = [i for i, v in enumerate(values) if type(v) is not int]
         count: dict[str, int] = {}
         first: dict[str, int] = {}
-        for k, at, c in zip(*(a.tolist() for a in np.unique(keys, return_index=True, return_counts=True))):
-            name = names[k // width][k % width]
-            count[name] = count.get(name, 0) + c
-            first[name] = min(first.get(name, at), at)
+        for i in built_at:
+            kind = values[i].kind
+            count[kind] = count.get(kind, 0) + 1
+            first.setdefault(kind, i)
+        if len(built_at) < len(values):
+            if built_at:
+                keep = np.ones(len(values), dtype=bool)
+                keep[built_at] = False
+                row_at = np.flatnonzero(keep)
+                rows = np.fromiter((v for v in values if type(v) is int), dtype=np.int64, count=len(row_at))
+            else:
+                row_at, rows = None, np.fromiter(values, dtype=np.int64, count=len(values))
+            serials, which = np.unique(rows >> ROW_BITS, return_inverse=True)
+            names = [self._tables[int(s)].dtype_names for s in serials]
+            width = max(len(n) for n in names)
+            keys = which * width + self._column(rows, "codes").astype(np.int64)
+            for k, at, c in zip(*(a.tolist() for a in np.unique(keys, return_index=True, return_counts=True))):
+                name = names[k // width][k % width]
+                at = at if row_at is None else int(row_at[at])
+                count[name] = count.get(name, 0) + c
+                first[name] = min(first.get(name, at), at)
         return dict(sorted(count.items(), key=lambda kv: (-kv[1], first[kv[0]])))
 
 

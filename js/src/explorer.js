@@ -64,7 +64,7 @@ export function renderView(model, el, { host } = {}) {
 function renderExplorer(ctx, host) {
   const { model } = ctx;
   const summary = createSummaryView(ctx);
-  const tree = createTreeView(ctx);
+  const tree = createTreeView(ctx, { lazy: true });
   const table = createTableView(ctx);
   const hist = createHistogramView(ctx);
   const layers = createLayersView(ctx);

@@ -78,11 +78,20 @@ export function createTreeView(ctx, opts = {}) {
   }
 
   const follow = followSelection(root, (tensor) => locate(tensor).catch(() => {}), () => list.redraw());
-  const refresh = follow.refresh;
+  // `lazy` (the Explorer, where the tree is a hidden tab at first): the first rows are asked
+  // for when the tab is shown, so building the tree never delays the bytes of the first paint.
+  let loaded = !opts.lazy;
+  const refresh = () => {
+    if (!loaded) {
+      loaded = true;
+      return list.reset().then(() => follow.refresh());
+    }
+    return follow.refresh();
+  };
   ctx.onSelect((sel) => {
     if (sel.from !== "tree" && sel.tensor) follow.select(sel.tensor);
   });
 
-  list.reset();
+  if (loaded) list.reset();
   return { el: root, refresh };
 }

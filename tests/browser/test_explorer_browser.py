@@ -267,7 +267,8 @@ def test_saved_report_works_offline(chromium, test_files, tmp_path):
         page.locator("#me-report[data-ready='1']").wait_for(timeout=10_000)
         assert page.locator(".me-explorer .me-summary").count() == 1
         assert page.locator(".me-hex-row").first.inner_text().startswith("00000000")
-        page.locator(".me-tree-row").first.wait_for(state="attached")
+        page.locator(".me-explorer .me-tab", has_text="Header").click()  # the tree loads when shown
+        page.locator(".me-tree-row").first.wait_for()
         assert page.locator(".me-finding").count() == len(mx.open(test_files[key]).findings)
         assert [u for u in requests if not u.startswith("file:")] == []
         assert page.evaluate("() => window.__mx_xss") is None
