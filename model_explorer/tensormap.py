@@ -11,7 +11,6 @@ looked up (then keeps it, so the same object comes back and annotations on it st
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any
 
