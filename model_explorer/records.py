@@ -166,7 +166,7 @@ class CheckpointRecord:
     def build_all(self) -> None:
         """Build every span and tensor record left for later, so findings that building
         meets join `findings` (doctor and reports read everything)."""
-        len(self.spans)
+        self.spans.build_all()
         self.tensors.build_all()
         self.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
 

@@ -303,6 +303,10 @@ class SpanList:
                 out.extend(s for s in p if s.file == file)
         return out
 
+    def build_all(self) -> None:
+        """Build every file's spans still left for later."""
+        self._all()
+
     def _all(self) -> list[Span]:
         if len(self._parts) != 1 or isinstance(self._parts[0], _Deferred):
             flat = [s for p in self._parts for s in (p.get() if isinstance(p, _Deferred) else p)]

@@ -62,12 +62,11 @@ def _expected(ckpt):
 
 
 def detect_missing_lm_head(shapes: dict[str, tuple[int, ...]], config: dict | None,
-                           ckpt) -> tuple[str, str] | None:
+                           e) -> tuple[str, str] | None:
     """(head, embedding) when the embedding is there, the output head is not, and config.json
     does not tie them: the head's name and the embedding it should reuse, or None."""
     if config is None or config.get("tie_word_embeddings") is True:
         return None
-    e = _expected(ckpt)
     head = e.head if e is not None and e.head else "lm_head.weight"
     embed = (e.tied.get(head) if e is not None else None) or "model.embed_tokens.weight"
     if head in shapes or embed not in shapes:
@@ -75,10 +74,9 @@ def detect_missing_lm_head(shapes: dict[str, tuple[int, ...]], config: dict | No
     return head, embed
 
 
-def detect_transposed(shapes: dict[str, tuple[int, ...]], ckpt) -> list[str]:
+def detect_transposed(shapes: dict[str, tuple[int, ...]], e) -> list[str]:
     """2-D weights whose shape is the reverse of the one the architecture expects (the model
-    layer's expected tensors: transformers on the meta device, or the built-in table)."""
-    e = _expected(ckpt)
+    layer's expected tensors `e`: transformers on the meta device, or the built-in table)."""
     if e is None:
         return []
     out = []
@@ -272,7 +270,8 @@ def _tensor_plan(ckpt, plan: RepairPlan, tie, strip, rename, transpose, fix_conf
     eff = {renamed[n]: shapes[n] for n in names}
     back = {v: k for k, v in renamed.items()}
     cfg = build.config
-    missing_head = detect_missing_lm_head(eff, cfg, ckpt)
+    expected = _expected(ckpt)  # once: both checks below read it
+    missing_head = detect_missing_lm_head(eff, cfg, expected)
     if missing_head:
         head, embed = missing_head
         if tie == "copy":
@@ -280,7 +279,7 @@ def _tensor_plan(ckpt, plan: RepairPlan, tie, strip, rename, transpose, fix_conf
             plan.fixes.append(keys.copy_head(back[embed], head, hit[1].length))
         else:
             plan.fixes.append(config_fix.tie_in_config())
-    wanted = transpose if transpose is not None else detect_transposed(eff, ckpt)
+    wanted = transpose if transpose is not None else detect_transposed(eff, expected)
     if wanted:
         fix, notes = keys.transpose(build, [back.get(n, n) for n in wanted])
         plan.notes += notes

@@ -186,8 +186,12 @@ def test_head_stored_under_another_name(tmp_path, checked):
 def test_transposed_weight_in_an_architecture_outside_the_builtin_table(tmp_path, checked):
     # GPT-NeoX names and shapes come from transformers building it on the meta device: the
     # repair knows them from the model layer, not from a table of its own.
+    from model_explorer.model import expected
+
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
+    if not expected.transformers_available():
+        pytest.skip("the model layer was told not to use transformers (MODEL_EXPLORER_TRANSFORMERS=0)")
     cfg = transformers.GPTNeoXConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2,
                                      num_attention_heads=4, intermediate_size=40,
                                      max_position_embeddings=64)
