@@ -140,10 +140,14 @@ function renderComparison(box, comparison, live) {
  */
 export function backendCells(r) {
   const num = (x, d = 1) => (typeof x === "number" && isFinite(x) ? x.toFixed(d) : "-");
-  return [r.backend, formatSeconds(r.load_s), num(r.prefill_tps), num(r.decode_tps),
+  // A GPU row: its own peak (the accelerator's), no CPU bandwidth cap, and where it ran.
+  const gpu = typeof r.device === "string" && /^(cuda|mps)/.test(r.device);
+  const peak = gpu ? r.peak_memory : r.peak_rss;
+  return [gpu ? `${r.backend} (${r.device.split(" ")[0]})` : r.backend, formatSeconds(r.load_s),
+    num(r.prefill_tps), num(r.decode_tps),
     formatBytes(r.weight_bytes_per_token), num(r.cap_tps),
     typeof r.share_of_cap === "number" ? `${Math.round(r.share_of_cap * 100)}%` : "-",
-    r.peak_rss ? formatBytes(r.peak_rss) : "-", r.agrees_with_numpy || "-"];
+    peak ? formatBytes(peak) : "-", r.agrees_with_numpy || "-"];
 }
 
 const BACKEND_HEADS = ["backend", "load", "prefill tok/s", "decode tok/s", "weights read per token",

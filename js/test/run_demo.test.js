@@ -60,4 +60,10 @@ test("backend rows say what each backend reads per token and how close it gets t
     agrees_with_numpy: "16/16" });
   assert.deepEqual(cells, ["llama.cpp", "210 ms", "66.8", "38.4", "97.0 MiB", "160.2", "24%", "173.0 MiB", "16/16"]);
   assert.equal(backendCells({ backend: "numpy" })[6], "-");
+  // A CUDA row names its device and shows the accelerator's peak, with no CPU bandwidth cap.
+  const gpu = backendCells({ backend: "torch", device: "cuda (NVIDIA H100, torch, int4 weight-only)",
+    peak_rss: 2 ** 30, peak_memory: 2 ** 20, cap_tps: null });
+  assert.equal(gpu[0], "torch (cuda)");
+  assert.equal(gpu[5], "-");
+  assert.equal(gpu[7], formatBytes(2 ** 20));
 });

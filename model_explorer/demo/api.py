@@ -21,11 +21,11 @@ from ..model.findings import MODEL_CODES
 from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tokenizer import from_directory as tokenizer_from_directory
 from ..model.tokenizer import from_gguf as tokenizer_from_gguf
-from . import memory
-from .backend import get_backend
+from . import memory, wquant
+from .backend import TorchBackend, get_backend
 from .model import Decoder, KVCache
 from .sampling import choose
-from .weights import DequantReport, Weights
+from .weights import DequantReport, Weights, layer_bits_per_weight
 
 PREFILL_CHUNK = 512
 
@@ -257,7 +257,7 @@ class Model:
 
 
 def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
-               keep_quantized: bool = False, backend: str | None = None,
+               keep_quantized: bool = False, backend: str | None = None, weights: str = "auto",
                progress: Callable[[int, int, str], Any] | None = None, context: int = 2048,
                cache_dir: str | None = None) -> Model:
     """Load a llama-family checkpoint (Llama, Mistral, Qwen2, SmolLM, TinyLlama) to generate with.
@@ -273,6 +273,11 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     context: positions llama.cpp reserves its KV cache for (its other backends grow as needed).
     keep_quantized: keep layer weights in their stored (quantized) form and dequantize each layer
         during every forward pass: lower peak memory, slower generation.
+    weights: how a torch backend holds the layer matrices: "float32", "int8" or "int4" (torch's
+        weight-only kernels; requantized from the decoded values, the load report gives the
+        error), or "auto": on CUDA no more precision than the file stored (4-bit files -> int4,
+        8-bit -> int8, float -> float32), float32 elsewhere (those kernels are slow on CPUs
+        without AVX-512, and the numpy reference always runs the decoded values as they are).
     progress: called as progress(done, total, tensor_name) after each tensor is dequantized.
 
     Raises UnsupportedModel (a ValueError) naming what is missing when the checkpoint is not a
@@ -282,15 +287,24 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     from ..samples import sample_path
 
     path = os.fspath(source) if source is not None else sample_path()
+    if weights not in ("auto", *wquant.KINDS):
+        raise ValueError(f"weights must be 'auto' or one of {', '.join(wquant.KINDS)}, not {weights!r}")
+    if keep_quantized and weights not in ("auto", "float32"):
+        raise ValueError("keep_quantized=True dequantizes the file's blocks layer by layer; it does "
+                         f"not combine with weights={weights!r}, which holds requantized matrices.")
     if _wants_llamacpp(path, device, backend, keep_quantized):
+        if weights != "auto":
+            raise ValueError("llama.cpp runs the GGUF's own blocks; leave weights='auto' for it.")
         return _load_llamacpp(path, context, cache_dir)
-    be = get_backend(device, backend)
+    be = get_backend(device, backend, "float32" if weights == "auto" else weights)
     memory.reset_peak()
     t0 = time.perf_counter()
     ckpt = open_checkpoint(path)
     try:
         cfg, tokenizer, tokenizer_problem = _describe(ckpt, path)
-        weights = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
+        if weights == "auto" and not keep_quantized:
+            be = _auto_weights(be, ckpt, cfg)
+        held = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
     except BaseException:
         ckpt.close()
         raise
@@ -298,8 +312,18 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
         ckpt.close()  # every weight is in memory now
     be.synchronize()
     seconds = time.perf_counter() - t0
-    return Model(cfg, tokenizer, weights, be, path, seconds, be.memory_peak() or memory.peak_rss(),
+    return Model(cfg, tokenizer, held, be, path, seconds, be.memory_peak() or memory.peak_rss(),
                  tokenizer_problem)
+
+
+def _auto_weights(be, ckpt, cfg: ModelConfig):
+    """On CUDA, hold the layer matrices at the file's precision for torch's weight-only kernels."""
+    if getattr(be, "name", None) != "torch" or be.device != "cuda":
+        return be
+    kind = wquant.kind_for_bits(layer_bits_per_weight(ckpt, cfg))
+    if kind == "int4" and not wquant.int4_supported(be.torch, be.device):
+        kind = "int8"
+    return be if kind == "float32" else TorchBackend(be.device, kind)
 
 
 def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer | None, str | None]:

@@ -59,12 +59,13 @@ def available_devices() -> list[str]:
     return found
 
 
-def get_backend(device: str = "auto", backend: str | None = None):
+def get_backend(device: str = "auto", backend: str | None = None, weights: str = "float32"):
     """Pick the array backend for `device`.
 
     device: "auto" (a GPU when torch finds one, else numpy on the CPU), "cpu", "cuda", "mps".
     backend: None (numpy on the CPU, torch on a GPU), or "numpy" / "torch" to force one;
         `device="cpu", backend="torch"` runs torch's CPU kernels.
+    weights: "float32", or "int8" / "int4" for torch's weight-only kernels (torch only).
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
@@ -74,6 +75,10 @@ def get_backend(device: str = "auto", backend: str | None = None):
         gpus = [d for d in available_devices() if d != "cpu"] if backend != "numpy" else []
         device = gpus[0] if gpus else "cpu"
     if device == "cpu" and backend != "torch":
+        if weights != "float32":
+            raise ValueError(f"weights={weights!r} runs torch's weight-only kernels; the numpy "
+                             "reference holds float32 (keep_quantized=True keeps the file's blocks "
+                             "instead). Pass backend='torch' to use them on the CPU.")
         return NumpyBackend()
     if backend == "numpy":
         raise ValueError(f"the numpy backend runs on the CPU only, not on {device!r}")
@@ -83,7 +88,7 @@ def get_backend(device: str = "auto", backend: str | None = None):
     if device != "cpu" and device not in available_devices():
         raise RuntimeError(f"torch is installed but sees no {device!r} device here; "
                            f"available: {', '.join(available_devices())}.")
-    return TorchBackend(device)
+    return TorchBackend(device, weights)
 
 
 class NumpyBackend:
@@ -96,9 +101,15 @@ class NumpyBackend:
     def device_name(self) -> str:
         return "cpu (numpy)"
 
+    weights = "float32"
+
     def asarray(self, a: np.ndarray) -> np.ndarray:
         """Weights and inputs in: float32, C-contiguous (a no-op for arrays already so)."""
         return np.ascontiguousarray(a, dtype=np.float32)
+
+    def matrix(self, a: np.ndarray) -> np.ndarray:
+        """A layer's weight matrix: numpy runs the file's decoded values as they are."""
+        return self.asarray(a)
 
     def to_numpy(self, x) -> np.ndarray:
         return x
@@ -187,26 +198,59 @@ class NumpyBackend:
 
 
 class TorchBackend:
-    """The same operations in torch, on "cpu", "cuda" or "mps"."""
+    """The same operations in torch, on "cpu", "cuda" or "mps".
+
+    weights: "float32", or "int8" / "int4" to hold the layer matrices for torch's weight-only
+    kernels (see `wquant`): requantized from the decoded values, a quarter or a seventh of the
+    bytes for each decode step to read.
+    """
 
     name = "torch"
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, weights: str = "float32") -> None:
         import torch
 
+        from . import wquant
+
+        if weights not in wquant.KINDS:
+            raise ValueError(f"weights must be one of {', '.join(wquant.KINDS)}, not {weights!r}")
         self.torch = torch
         self.device = device
         self._dev = torch.device(device)
+        if weights == "int4" and not wquant.int4_supported(torch, device):
+            raise ValueError(f"torch has no int4 weight-only kernel on {device!r}; "
+                             "weights='int8' or 'float32' run there.")
+        self.weights = weights
+        self._int8_fused = weights == "int8" and wquant.int8_fused(torch, self._dev)
 
     @property
     def device_name(self) -> str:
+        where = self.device
         if self.device == "cuda":
-            return f"cuda ({self.torch.cuda.get_device_name(self._dev)}, torch)"
-        return f"{self.device} (torch)"
+            where = f"cuda ({self.torch.cuda.get_device_name(self._dev)}"
+            return f"{where}, torch{self._weights_note()})"
+        return f"{where} (torch{self._weights_note()})"
+
+    def _weights_note(self) -> str:
+        if self.weights == "float32":
+            return ""
+        from . import wquant
+
+        if self.weights == "int4":
+            return f", int4 weight-only in groups of {wquant.INT4_GROUP}"
+        return ", int8 weight-only" + ("" if self._int8_fused else " (widened per call)")
 
     def asarray(self, a: np.ndarray):
         t = self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
         return t.to(self._dev) if self.device != "cpu" else t
+
+    def matrix(self, a: np.ndarray):
+        """A layer's weight matrix, packed for the weight-only kernel when one was asked for."""
+        if self.weights == "float32":
+            return self.asarray(a)
+        from . import wquant
+
+        return wquant.pack(self.torch, self._dev, np.ascontiguousarray(a, dtype=np.float32), self.weights)
 
     def to_numpy(self, x) -> np.ndarray:
         return x.detach().to("cpu").numpy()
@@ -221,6 +265,11 @@ class TorchBackend:
         return table[ids]
 
     def linear(self, x, w, b=None):
+        if not isinstance(w, self.torch.Tensor):  # a wquant.QuantMatrix
+            from . import wquant
+
+            y = wquant.linear(self.torch, x, w, self._int8_fused)
+            return y + b if b is not None else y
         return self.torch.nn.functional.linear(x, w, b)
 
     def matmul(self, a, b):

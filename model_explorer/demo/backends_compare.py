@@ -73,6 +73,18 @@ def _candidates() -> list[str]:
     return out
 
 
+def _load_kwargs(name: str) -> dict[str, Any]:
+    """numpy on the CPU; torch on CUDA when there is one (weights held at the file's precision
+    for its weight-only kernels), else torch's CPU kernels in float32."""
+    if name == "numpy":
+        return {"device": "cpu"}
+    if name == "torch":
+        from .backend import available_devices
+
+        return {"backend": "torch", "device": "cuda" if "cuda" in available_devices() else "cpu"}
+    return {"backend": name}
+
+
 def compare_backends(source=None, prompt: str = "What is the capital of France?", max_new_tokens: int = 24,
                      chat: bool = True, backends: list[str] | None = None,
                      on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
@@ -88,17 +100,18 @@ def compare_backends(source=None, prompt: str = "What is the capital of France?"
     for name in backends:
         gc.collect()
         memory.reset_peak()
-        kwargs = {"backend": name} if name != "torch" else {"backend": "torch", "device": "cpu"}
-        if name == "numpy":
-            kwargs = {"device": "cpu"}
-        model = load_model(source, **kwargs)
+        model = load_model(source, **_load_kwargs(name))
         try:
             result = model.generate(prompt, max_new_tokens=max_new_tokens, chat=chat, stop_at_eos=False)
             per_token = weight_bytes_per_token(model)
+            # The CPU's streaming bandwidth caps CPU backends only; a GPU has its own.
+            on_cpu = getattr(model.backend, "device", "cpu") == "cpu"
             row = {"backend": name, "device": model.device, "load_s": model.load_seconds,
                    "prefill_tps": result.prefill_tps, "decode_tps": result.decode_tps,
-                   "peak_rss": memory.peak_rss(), "weight_bytes_per_token": per_token,
-                   "bandwidth_gbps": bandwidth / 1e9, "cap_tps": bandwidth / per_token if per_token else None,
+                   "peak_rss": memory.peak_rss(), "peak_memory": result.peak_memory_bytes,
+                   "weight_bytes_per_token": per_token,
+                   "bandwidth_gbps": bandwidth / 1e9 if on_cpu else None,
+                   "cap_tps": bandwidth / per_token if per_token and on_cpu else None,
                    "tokens": result.tokens, "text": result.text}
         finally:
             model.close()
