@@ -54,13 +54,19 @@ class Ours:
         t0 = time.perf_counter()
         if kind == "ours-auto":  # what mx.load_model() picks: llama.cpp when it is installed
             self.model = load_model(None)
+        elif kind.startswith("ours-torch"):  # ours-torch[-int8|-int4][-cuda]
+            parts = kind.split("-")[2:]
+            weights = next((p for p in parts if p in ("int8", "int4")), "float32")
+            self.model = load_model(None, device="cuda" if "cuda" in parts else "cpu", backend="torch",
+                                    weights=weights)
         else:
-            self.model = load_model(None, device="cpu", keep_quantized=kind == "ours-on-the-fly",
-                                    backend="torch" if kind == "ours-torch" else None)
+            self.model = load_model(None, device="cpu", keep_quantized=kind == "ours-on-the-fly")
         self.load_s = time.perf_counter() - t0
         d = self.model.dequant
+        errors = sorted(r.rel_error for r in d.requantized)
         self.info = {"device": self.model.device, "dequant_s": d.seconds, "quantized_bytes": d.quantized_bytes,
-                     "dequantized_bytes": d.dequantized_bytes, "resident_bytes": self.model.weights.resident_bytes()}
+                     "dequantized_bytes": d.dequantized_bytes, "resident_bytes": self.model.weights.resident_bytes(),
+                     "requant_error_median": errors[len(errors) // 2] if errors else None}
 
         if kind == "ours":
             self.info.update(self.bandwidth_cap())
@@ -243,6 +249,8 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=None,
                    help="BLAS/OpenMP threads for both sides (default: the libraries' own default)")
     p.add_argument("--skip-reference", action="store_true", help="do not run transformers")
+    p.add_argument("--weight-only", action="store_true",
+                   help="only the torch backend's float32 / int8 / int4 weights (and CUDA when present)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -255,6 +263,8 @@ def main() -> int:
     except FileNotFoundError as e:
         print(f"skipped: {e}")
         return 0
+    if args.weight_only:
+        return weight_only_report(args)
     threads = f"{args.threads} threads per side" if args.threads else "default threads"
     print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} CPU cores, {threads}, greedy, {args.new_tokens} "
           f"new tokens, best of {args.rounds} interleaved rounds", flush=True)
@@ -305,6 +315,27 @@ def main() -> int:
     mem_ok = ours["peak_rss"] <= 2 * f32 and lazy["peak_rss"] < ours["peak_rss"]
     print(f"memory targets: {'ok' if mem_ok else 'MISSED'}")
     return 0 if ok and mem_ok and engine_ok else 1
+
+
+def weight_only_report(args) -> int:
+    """The torch backend holding its layer matrices as float32, int8 and int4 (torch's weight-only
+    kernels), beside the numpy reference; on CUDA too when torch sees a GPU."""
+    from model_explorer.demo.backend import available_devices
+
+    kinds = ["ours", "ours-torch", "ours-torch-int8", "ours-torch-int4"]
+    if "cuda" in available_devices():
+        kinds += ["ours-torch-cuda", "ours-torch-int8-cuda", "ours-torch-int4-cuda"]
+    res = measure(kinds, args.rounds, args.new_tokens, args.threads)
+    ref = res["ours"]["tokens"]
+    print(f"\n{'':22} {'device':52} {'load s':>7} {'prefill':>8} {'decode':>8} {'held':>10} {'peak RSS':>10} "
+          f"{'requant err':>11} {'= numpy':>8}")
+    for kind, r in res.items():
+        same = next((i for i, (a, b) in enumerate(zip(r["tokens"], ref)) if a != b), len(ref))
+        err = r.get("requant_error_median")
+        print(f"{kind:22} {r['device'][:52]:52} {r['load_s']:7.2f} {r['prefill_tps']:8.1f} {r['decode_tps']:8.1f} "
+              f"{mib(r['resident_bytes']):>10} {mib(r['peak_rss']):>10} "
+              f"{'-' if err is None else f'{err:.2%}':>11} {same:>4}/{len(ref)}")
+    return 0
 
 
 def engine_report(args) -> bool:
