@@ -114,8 +114,11 @@ def int4_supported(torch, device: str) -> bool:
 def pack(torch, dev, w: np.ndarray, kind: str) -> QuantMatrix:
     """Quantize a float32 numpy matrix and lay it out for the kernel on `dev`."""
     rows, cols = w.shape
-    if kind == "int4" and int4_inner_k_tiles(cols) is None:
-        kind = "int8"  # tinygemm's tiling does not fit this width; int8 keeps it quantized
+    on_cpu = dev.type == "cpu"
+    # tinygemm tiles the input features (16 * innerKTiles) and, on CUDA, the rows by 8 (it
+    # would pad the output otherwise): a matrix that does not fit stays quantized as int8.
+    if kind == "int4" and (int4_inner_k_tiles(cols) is None or (not on_cpu and rows % 8)):
+        kind = "int8"
     if kind == "int8":
         codes, scale = quantize_int8(w)
         err = relative_rms_error(dequantize_int8(codes, scale), w)
@@ -125,7 +128,6 @@ def pack(torch, dev, w: np.ndarray, kind: str) -> QuantMatrix:
     q, scale, zero = quantize_int4(w)
     err = relative_rms_error(dequantize_int4(q, scale, zero), w)
     tiles = int4_inner_k_tiles(cols)
-    on_cpu = dev.type == "cpu"
     # Scale and zero interleaved, groups first: (in / group, out, 2), as tinygemm reads them.
     sz = torch.from_numpy(np.ascontiguousarray(np.stack([scale, zero], axis=-1).transpose(1, 0, 2)))
     if on_cpu:
@@ -133,7 +135,8 @@ def pack(torch, dev, w: np.ndarray, kind: str) -> QuantMatrix:
             torch.from_numpy(q.astype(np.int32)), tiles)
         sz = sz.to(torch.float32)
     else:
-        # CUDA takes two codes per byte, the even input feature in the high nibble.
+        # CUDA takes two codes per byte, the even input feature in the high nibble (the layout
+        # `matrix_to_m16n8k16_Bint4_layout` in aten/src/ATen/native/cuda/int4mm.cu unpacks).
         pairs = (q[:, 0::2] << 4) | q[:, 1::2]
         packed = torch.ops.aten._convert_weight_to_int4pack(torch.from_numpy(pairs).to(dev), tiles)
         sz = sz.to(device=dev, dtype=torch.bfloat16)
@@ -157,9 +160,10 @@ def linear(torch, x, m: QuantMatrix, int8_kernel: bool):
     if m.kind == "int4":
         if x.device.type == "cpu":
             return torch.ops.aten._weight_int4pack_mm_for_cpu(x, m.data, m.group, m.scales)
-        y = torch.ops.aten._weight_int4pack_mm(x.to(torch.bfloat16), m.data, m.group, m.scales)
+        # tinygemm multiplies in bfloat16: the activations are rounded to it for this product.
+        y = torch.ops.aten._weight_int4pack_mm(x.to(torch.bfloat16).contiguous(), m.data, m.group, m.scales)
         return y.to(torch.float32)
     if int8_kernel:
-        return torch.ops.aten._weight_int8pack_mm(x, m.data, m.scales)
+        return torch.ops.aten._weight_int8pack_mm(x.contiguous(), m.data, m.scales)
     # No fused int8 kernel on this device: widen per call (reads int8, still 1/4 the memory).
     return torch.nn.functional.linear(x, m.data.to(x.dtype)) * m.scales
