@@ -245,8 +245,10 @@ class TorchBackend:
         return t.to(self._dev) if self.device != "cpu" else t
 
     def matrix(self, a: np.ndarray):
-        """A layer's weight matrix, packed for the weight-only kernel when one was asked for."""
-        if self.weights == "float32":
+        """A layer's weight matrix, packed for the weight-only kernel when one was asked for.
+        A matrix with NaN or Inf stays float32: min-max codes of a non-finite group would be
+        garbage that hides them, float32 carries them into the logits where they show."""
+        if self.weights == "float32" or not np.isfinite(a).all():
             return self.asarray(a)
         from . import wquant
 

@@ -126,15 +126,21 @@ class DequantReport:
 
     def requant_summary(self) -> str:
         """How the layer matrices are held when not float32, and what the second rounding cost."""
-        if not self.requantized:
+        packed = [r for r in self.requantized if r.kind != "float32"]
+        kept = len(self.requantized) - len(packed)
+        if not packed and not kept:
             return ""
-        kinds = sorted({r.kind for r in self.requantized})
-        errors = np.array([r.rel_error for r in self.requantized])
-        held = sum(r.held_bytes for r in self.requantized)
-        return (f"; then {len(self.requantized)} layer matrices requantized to {'/'.join(kinds)} for "
-                f"torch's weight-only kernels ({format_bytes(held)} held, "
-                f"{sum(r.seconds for r in self.requantized):.2f} s): relative RMS error against the "
-                f"decoded values median {np.median(errors):.2%}, max {errors.max():.2%}")
+        text = ""
+        if packed:
+            kinds = sorted({r.kind for r in packed})
+            errors = np.array([r.rel_error for r in packed])
+            text = (f"; then {len(packed)} layer matrices requantized to {'/'.join(kinds)} for torch's "
+                    f"weight-only kernels ({format_bytes(sum(r.held_bytes for r in packed))} held, "
+                    f"{sum(r.seconds for r in packed):.2f} s): relative RMS error against the decoded "
+                    f"values median {np.median(errors):.2%}, max {errors.max():.2%}")
+        if kept:
+            text += f"; {kept} layer matrices kept float32 (they hold NaN or Inf)"
+        return text
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -327,10 +333,14 @@ class Weights:
         """A layer matrix on the backend; requantized (and recorded) when it holds int8/int4."""
         t0 = time.perf_counter()
         m = self.backend.matrix(a)
+        if self.keep_quantized or getattr(self.backend, "weights", "float32") == "float32":
+            return m
         kind = getattr(m, "kind", None)
-        if kind is not None and not self.keep_quantized:
-            self.report.requantized.append(RequantRow(label, kind, tuple(a.shape), m.nbytes, m.rel_error,
-                                                      time.perf_counter() - t0))
+        if kind is None:  # the backend kept it float32: it holds NaN or Inf
+            row = RequantRow(label, "float32", tuple(a.shape), 4 * a.size, float("nan"), 0.0)
+        else:
+            row = RequantRow(label, kind, tuple(a.shape), m.nbytes, m.rel_error, time.perf_counter() - t0)
+        self.report.requantized.append(row)
         return m
 
     def _build_layer(self, i: int) -> dict:

@@ -183,3 +183,15 @@ def test_stored_bits_per_weight_of_the_sample(sample_gguf):
     with mx.open(sample_gguf) as ckpt:
         # Q4_1: 20 bytes per 32 weights; "auto" on CUDA would hold it as int4.
         assert layer_bits_per_weight(ckpt, from_gguf(ckpt.metadata, set(ckpt.tensors))) == 5.0
+
+
+def test_a_matrix_with_nan_stays_float32_and_the_report_says_so(tmp_path):
+    cfg = tiny_config("llama")
+    state = random_state(cfg, seed=9)
+    state["model.layers.1.mlp.down_proj.weight"][3, 5] = np.nan
+    folder = _write_model(str(tmp_path), state, cfg)
+    model = load_model(folder, device="cpu", backend="torch", weights="int4")
+    kept = [r for r in model.dequant.requantized if r.kind == "float32"]
+    assert [r.name for r in kept] == ["layer 1 down"]
+    assert "1 layer matrices kept float32 (they hold NaN or Inf)" in model.dequant.summary()
+    assert np.isnan(model.forward(IDS)).any()  # the NaN reaches the logits, as in float32
