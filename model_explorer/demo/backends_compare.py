@@ -69,19 +69,27 @@ def _candidates() -> list[str]:
     if llamacpp.installed():
         out.append(llamacpp.ENGINE)
     if torch_installed():
+        from .backend import available_devices
+
         out.append("torch")
+        if "cuda" in available_devices():
+            out.append(WEIGHT_ONLY)
     return out
 
 
+WEIGHT_ONLY = "torch weight-only"
+
+
 def _load_kwargs(name: str) -> dict[str, Any]:
-    """numpy on the CPU; torch on CUDA when there is one (weights held at the file's precision
-    for its weight-only kernels), else torch's CPU kernels in float32."""
+    """numpy on the CPU; torch in float32 on CUDA when there is one, else on the CPU; and on CUDA
+    torch again with the layer matrices at the file's precision for its weight-only kernels."""
     if name == "numpy":
         return {"device": "cpu"}
-    if name == "torch":
+    if name in ("torch", WEIGHT_ONLY):
         from .backend import available_devices
 
-        return {"backend": "torch", "device": "cuda" if "cuda" in available_devices() else "cpu"}
+        device = "cuda" if "cuda" in available_devices() else "cpu"
+        return {"backend": "torch", "device": device, "weights": "auto" if name == WEIGHT_ONLY else "float32"}
     return {"backend": name}
 
 
