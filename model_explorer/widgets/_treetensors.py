@@ -4,13 +4,12 @@ Tensors are grouped by dotted name prefix (model > layers > 0 > self_attn > q_pr
 A group holds the row numbers of its members; it is split when opened, and a tensor's node
 is made from the map's columns (name, dtype, shape, header entry) without building its
 `TensorInfo`, so showing and opening the tree of 90,000 tensors builds no record. Search
-runs over one joined string of the lowered names and makes nodes for its hits only.
+runs over the column of lowered names and makes nodes for its hits only.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 
 import numpy as np
 
@@ -69,7 +68,7 @@ class TensorNames:
         self.nbytes: list[int] = [*nbytes.tolist(), *(_nbytes(m) for m in self.marks)]
         self.missing = {self.n_tensors + i for i, m in enumerate(self.marks) if m.kind == "missing"}
         self._depths: list[int | None] = [None] * len(self.names)
-        self._joined: tuple[str, list[int]] | None = None
+        self._lower: list[str] | None = None
         self._entries: dict[str, dict[str, tuple[int, int]]] = {}
 
     def __len__(self) -> int:
@@ -158,34 +157,16 @@ class TensorNames:
 
     def search(self, query: str, limit: int = MAX_MATCHES) -> tuple[list[int], int]:
         """Rows whose lowered name (with its note) holds `query` (lowered): the first `limit`
-        in order, and how many there are in all."""
-        big, starts = self._joined_names()
-        hits: list[int] = []
-        total = 0
-        pos = big.find(query)
-        while pos != -1:
-            r = bisect_right(starts, pos) - 1
-            if pos + len(query) < starts[r + 1]:  # not across the separator
-                total += 1
-                if len(hits) < limit:
-                    hits.append(r)
-                pos = big.find(query, starts[r + 1])
-            else:
-                pos = big.find(query, pos + 1)
-        return hits, total
+        in order, and how many there are in all. One `in` per name over the lowered column
+        (about 10 ms for 90,000 names, however many match); nodes are made for hits only."""
+        hits = [r for r, text in enumerate(self._lowered()) if query in text]
+        return hits[:limit], len(hits)
 
-    def _joined_names(self) -> tuple[str, list[int]]:
-        """Every row's lowered text joined by NUL, and where each starts (one past the end
-        last). Each text is lowered on its own: lowering may change a string's length."""
-        if self._joined is None:
+    def _lowered(self) -> list[str]:
+        """Every row's name (with its note: "missing: shard ...") lowered, made once."""
+        if self._lower is None:
             notes = self.notes
-            texts = [(f"{n}\n{notes[n]}" if n in notes else n).lower() for n in self.names[:self.n_tensors]]
-            texts += [f"{m.name}\n{m.note}".lower() for m in self.marks]
-            starts = [0] * (len(texts) + 1)
-            at = 0
-            for i, t in enumerate(texts):
-                starts[i] = at
-                at += len(t) + 1
-            starts[-1] = at
-            self._joined = ("\0".join(texts), starts)
-        return self._joined
+            self._lower = [(f"{n}\n{notes[n]}" if n in notes else n).lower()
+                           for n in self.names[:self.n_tensors]]
+            self._lower += [f"{m.name}\n{m.note}".lower() for m in self.marks]
+        return self._lower

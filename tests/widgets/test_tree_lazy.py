@@ -174,7 +174,7 @@ def test_search_is_bounded_and_counts_every_match(tmp_path):
     group = rows["rows"][0]
     assert group["label"] == "tensors matching '.w' (first 2000 of 2500)" and group["count"] == 2000
     # A query never matches across two names.
-    assert e.answer("tree", {"expanded": [], "query": "w\0blk"})[0]["total"] == 0
+    assert e.answer("tree", {"expanded": [], "query": "w\nblk"})[0]["total"] == 0
 
 
 def test_a_part_that_fails_shows_why_and_the_rest_stays(made, monkeypatch):
