@@ -182,6 +182,30 @@ class TensorMap(MutableMapping):
         v = self._d[name]
         return self._tables[v >> ROW_BITS].file if type(v) is int else v.file
 
+    def row_of(self, name: str) -> tuple[TensorTable, int] | None:
+        """The table and row that hold `name`'s record while it is not built (None once it
+        is): a view can show the columns without building the record."""
+        v = self._d[name]
+        if type(v) is not int:
+            return None
+        return self._tables[v >> ROW_BITS], v & ((1 << ROW_BITS) - 1)
+
+    def stored_bytes(self) -> np.ndarray:
+        """`stored_bytes` of every record in map order; a row never built has no
+        quantization, so its figure is its length column."""
+        values = list(self._d.values())
+        built_at = [i for i, v in enumerate(values) if type(v) is not int]
+        out = np.zeros(len(values), dtype=np.int64)
+        if len(built_at) < len(values):
+            keep = np.ones(len(values), dtype=bool)
+            keep[built_at] = False
+            rows = np.fromiter((v for v in values if type(v) is int), dtype=np.int64,
+                               count=len(values) - len(built_at))
+            out[keep] = self._column(rows, "length")
+        if built_at:
+            out[built_at] = [values[i].stored_bytes for i in built_at]
+        return out
+
     def unbuilt(self) -> int:
         return sum(1 for v in self._d.values() if type(v) is int)
 
@@ -289,6 +313,23 @@ class SpanList:
             else:
                 out.update(s.kind for s in p)
         return out
+
+    def files_with(self, kinds: Iterable[str]) -> list[tuple[str, list[Span] | None]]:
+        """Per file, in the order met, its spans of `kinds`, or None for a file whose spans
+        are not built yet and may hold such kinds (`for_file` builds them). Builds nothing."""
+        wanted = set(kinds)
+        out: dict[str, list[Span] | None] = {}
+        for p in self._parts:
+            if isinstance(p, _Deferred) and p.spans is None:
+                if not p.kinds or wanted.intersection(p.kinds):
+                    out[p.file] = None
+                continue
+            for s in (p.spans if isinstance(p, _Deferred) else p):
+                if s.kind in wanted:
+                    got = out.setdefault(s.file, [])
+                    if got is not None:
+                        got.append(s)
+        return list(out.items())
 
     def pending(self) -> list[str]:
         return [p.file for p in self._parts if isinstance(p, _Deferred) and p.spans is None]

@@ -197,6 +197,7 @@ def _lean(row: dict) -> dict:
 def tree_rows(view) -> list[dict]:
     """The header tree without its tensor part (the browser rebuilds that from the table)."""
     tree = view.tree
+    tree.open_file_header()  # the live tree makes a shard's fields when opened; a report has them all
     skip = {n.id for n in tree.roots if n.id in tree._tensor_roots}
     rows = []
     for row in tree.all_rows(MAX_TREE_ROWS):

@@ -11,7 +11,7 @@ import os
 
 from ..checkpoint import Checkpoint
 from ..records import IndexMismatch
-from ._tree import _nbytes
+from ._treetensors import _nbytes
 
 
 class _MarkedRow:

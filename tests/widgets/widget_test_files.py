@@ -14,8 +14,10 @@ XSS_META = '<b onmouseover="window.__mx_xss=3">bold</b><script>window.__mx_xss=4
 
 
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict | None = None,
-                      patch: dict | None = None) -> Path:
-    """A safetensors file; `patch` overrides header fields per tensor to break it on purpose."""
+                      patch: dict | None = None, compact: bool = False) -> Path:
+    """A safetensors file; `patch` overrides header fields per tensor to break it on purpose;
+    `compact`: JSON without spaces, as the safetensors library writes (the columnar reader's
+    kind, whose spans are built when first asked)."""
     header: dict = {}
     if metadata is not None:
         header["__metadata__"] = metadata
@@ -28,7 +30,7 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict
         header[name].update((patch or {}).get(name, {}))
         blobs.append(raw)
         pos += len(raw)
-    text = json.dumps(header).encode()
+    text = json.dumps(header, separators=(",", ":") if compact else None).encode()
     text += b" " * (-len(text) % 8)
     path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
     return path
