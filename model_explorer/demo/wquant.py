@@ -77,11 +77,36 @@ def dequantize_int4(q: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.nd
     return (g * scale[..., None] + zero[..., None]).reshape(rows, cols)
 
 
+def _squared_sums(approx: np.ndarray, exact: np.ndarray) -> tuple[float, float]:
+    d = approx - exact
+    return (float(np.einsum("ij,ij->", d, d, dtype=np.float64)),
+            float(np.einsum("ij,ij->", exact, exact, dtype=np.float64)))
+
+
 def relative_rms_error(approx: np.ndarray, exact: np.ndarray) -> float:
     """RMS(approx - exact) / RMS(exact), in float64 sums (0 for an all-zero matrix)."""
-    diff = np.einsum("ij,ij->", approx - exact, approx - exact, dtype=np.float64)
-    norm = np.einsum("ij,ij->", exact, exact, dtype=np.float64)
+    diff, norm = _squared_sums(approx, exact)
     return float(np.sqrt(diff / norm)) if norm > 0 else 0.0
+
+
+CHUNK_VALUES = 1 << 22  # rows quantized at a time: float temporaries stay ~16 MiB each
+
+
+def _by_rows(w: np.ndarray, quantize, dequantize) -> tuple[list[np.ndarray], float]:
+    """Quantize `w` a block of rows at a time (an 8B model's fused MLP matrix is 470 MB as
+    float32; its temporaries are not all made at once), with the relative RMS error of the whole."""
+    rows, cols = w.shape
+    step = max(8, CHUNK_VALUES // max(cols, 1) // 8 * 8)
+    parts: list[list[np.ndarray]] = []
+    diff = norm = 0.0
+    for start in range(0, rows, step):
+        block = w[start:start + step]
+        out = quantize(block)
+        d, n = _squared_sums(dequantize(*out), block)
+        diff, norm = diff + d, norm + n
+        parts.append(out)
+    joined = [np.concatenate(p) for p in zip(*parts)]
+    return joined, (float(np.sqrt(diff / norm)) if norm > 0 else 0.0)
 
 
 def int4_inner_k_tiles(cols: int) -> int | None:
@@ -115,18 +140,16 @@ def pack(torch, dev, w: np.ndarray, kind: str) -> QuantMatrix:
     """Quantize a float32 numpy matrix and lay it out for the kernel on `dev`."""
     rows, cols = w.shape
     on_cpu = dev.type == "cpu"
-    # tinygemm tiles the input features (16 * innerKTiles) and, on CUDA, the rows by 8 (it
-    # would pad the output otherwise): a matrix that does not fit stays quantized as int8.
-    if kind == "int4" and (int4_inner_k_tiles(cols) is None or (not on_cpu and rows % 8)):
+    # tinygemm tiles the input features (16 * innerKTiles) and the rows (by 16 on the CPU; by 8
+    # on CUDA, which would pad the output otherwise): a matrix that does not fit is held int8.
+    if kind == "int4" and (int4_inner_k_tiles(cols) is None or rows % (16 if on_cpu else 8)):
         kind = "int8"
     if kind == "int8":
-        codes, scale = quantize_int8(w)
-        err = relative_rms_error(dequantize_int8(codes, scale), w)
+        (codes, scale), err = _by_rows(w, quantize_int8, dequantize_int8)
         data = torch.from_numpy(codes).to(dev)
         scales = torch.from_numpy(scale).to(dev)
         return QuantMatrix("int8", (rows, cols), data, scales, codes.nbytes + scale.nbytes, err)
-    q, scale, zero = quantize_int4(w)
-    err = relative_rms_error(dequantize_int4(q, scale, zero), w)
+    (q, scale, zero), err = _by_rows(w, quantize_int4, dequantize_int4)
     tiles = int4_inner_k_tiles(cols)
     # Scale and zero interleaved, groups first: (in / group, out, 2), as tinygemm reads them.
     sz = torch.from_numpy(np.ascontiguousarray(np.stack([scale, zero], axis=-1).transpose(1, 0, 2)))

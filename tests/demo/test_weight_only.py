@@ -66,9 +66,9 @@ def test_fused_kernels_equal_numpy_on_our_dequantized_values(kind, shape, rows):
     assert m.rel_error == pytest.approx(wquant.relative_rms_error(deq, w))
 
 
-def test_a_width_tinygemm_cannot_tile_falls_back_to_int8():
-    m = wquant.pack(torch, torch.device("cpu"), _rng_matrix(32, 48), "int4")  # 48 % 32 != 0
-    assert m.kind == "int8"
+@pytest.mark.parametrize("shape", [(32, 48), (40, 64)])  # 48 % 32 != 0; 40 rows % 16 != 0 on a CPU
+def test_a_shape_tinygemm_cannot_tile_falls_back_to_int8(shape):
+    assert wquant.pack(torch, torch.device("cpu"), _rng_matrix(*shape), "int4").kind == "int8"
 
 
 def test_widened_int8_fallback_equals_the_fused_kernel():
@@ -195,3 +195,14 @@ def test_a_matrix_with_nan_stays_float32_and_the_report_says_so(tmp_path):
     assert [r.name for r in kept] == ["layer 1 down"]
     assert "1 layer matrices kept float32 (they hold NaN or Inf)" in model.dequant.summary()
     assert np.isnan(model.forward(IDS)).any()  # the NaN reaches the logits, as in float32
+
+
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_quantizing_by_blocks_of_rows_equals_one_pass(kind, monkeypatch):
+    """Big matrices are quantized a block of rows at a time; the result must not depend on it."""
+    w = _rng_matrix(208, 64, seed=11)
+    whole = wquant.pack(torch, torch.device("cpu"), w, kind)
+    monkeypatch.setattr(wquant, "CHUNK_VALUES", 64 * 16)  # 16 rows a block
+    blocks = wquant.pack(torch, torch.device("cpu"), w, kind)
+    assert torch.equal(whole.data, blocks.data) and torch.equal(whole.scales, blocks.scales)
+    assert blocks.rel_error == pytest.approx(whole.rel_error, rel=1e-9)
