@@ -149,17 +149,6 @@ class DequantReport:
         return f"<DequantReport {self.summary()}>"
 
 
-def stored_bytes(info) -> int:
-    """Bytes a tensor takes in the file, every quantization component included (MLX scales and
-    biases, GPTQ qzeros/scales/g_idx, bitsandbytes absmax, FP8 block scales...)."""
-    n = info.length
-    main = (info.file, info.offset)
-    for t in (info.quant or {}).values():
-        if hasattr(t, "length") and hasattr(t, "offset") and (t.file, t.offset) != main:
-            n += t.length
-    return n
-
-
 # Stored dtypes that are weights as they are; anything else in a safetensors folder is codes
 # that need scales (FP8, int8, packed int32/uint8) and is never run as it is.
 FLOAT_DTYPES = ("F32", "F16", "BF16", "F64")
@@ -213,7 +202,7 @@ class Weights:
                                    f"frequency, [{self.cfg.head_dim // 2}].")
         t0 = time.perf_counter()
         factors = np.asarray(self.ckpt.read(name), dtype=np.float32)
-        self.report.add(DequantRow(name, info.kind, tuple(info.shape), stored_bytes(info), 4 * info.numel,
+        self.report.add(DequantRow(name, info.kind, tuple(info.shape), info.stored_bytes, 4 * info.numel,
                                    time.perf_counter() - t0))
         self.cfg.extra["rope_freq_factors"] = factors
 
@@ -316,7 +305,7 @@ class Weights:
         seconds = time.perf_counter() - t0
         row = self._rows.get(name)
         if row is None:
-            row = self._rows[name] = DequantRow(name, info.kind, tuple(info.shape), stored_bytes(info),
+            row = self._rows[name] = DequantRow(name, info.kind, tuple(info.shape), info.stored_bytes,
                                                 4 * info.numel, seconds)
             self.report.add(row)
             if self._progress is not None:
@@ -385,6 +374,6 @@ def layer_bits_per_weight(ckpt, cfg: ModelConfig) -> float | None:
         for part in ("q", "k", "v", "o", "gate", "up", "down"):
             info = ckpt.tensors.get(tensor_name(part, i, gguf))
             if info is not None:
-                stored += stored_bytes(info)
+                stored += info.stored_bytes
                 count += info.numel
     return 8.0 * stored / count if count else None
