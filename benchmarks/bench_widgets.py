@@ -2,7 +2,7 @@
 a baseline from the same run.
 
 1. First paint: from running `mx.explore(ckpt)` to summary and coloured bytes drawn.
-   Target < 1.5 s. Baseline: an `ipywidgets.HTML` summary cell, run the same way.
+   Target < 0.5 s (issue 17). Baseline: an `ipywidgets.HTML` summary cell, run the same way.
 2. Bytes sent to the browser at open (websocket frames, first paint and tree rows).
    Target < 2 MB. Baseline: the JSON of the 90,000 tensor rows the table would need at once.
 3. Hexdump page fetch: jump to an offset not yet loaded until its row shows bytes.
@@ -249,6 +249,7 @@ def main() -> int:
             t = time.perf_counter()
             run_cell(page, 2)
             page.locator(".me-explorer .me-summary").wait_for(timeout=60_000)
+            summary_paint = time.perf_counter() - t
             page.locator(".me-explorer .me-b.me-kind-length").first.wait_for(timeout=60_000)
             first_paint = time.perf_counter() - t
             # A healthy file opens on its Overview: the tree's rows come when its tab is shown.
@@ -291,7 +292,7 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     rows = [
-        ("first paint (s)", first_paint, ref_paint, "ipywidgets.HTML summary cell", 1.5),
+        ("first paint (s)", first_paint, ref_paint, "ipywidgets.HTML summary cell", 0.5),
         ("bytes sent at open (MB)", sent / 1e6, rows_json / 1e6, "JSON of all 90k table rows", 2.0),
         ("hexdump page fetch (ms)", page_fetch * 1e3, kernel_page * 1e3, "kernel-side answer only", 100),
         ("histogram to bars (ms)", hist * 1e3, ref_hist * 1e3, "safetensors + np.histogram", 500),
@@ -303,7 +304,7 @@ def main() -> int:
         flag = "ok" if ours < target else "OVER"
         ok &= ours < target
         print(f"{name:28} {ours:10.3f} {base:10.3f} {ratio:7.2f} {target:8} {flag:4}  {what}")
-    print(f"\nalso: mx.open of the index {open_s:.2f} s (parser, before the widget); tree rows drawn "
+    print(f"\nalso: summary bar drawn {summary_paint:.3f} s after the cell ran; mx.open of the index {open_s:.2f} s (parser, before the widget); tree rows drawn "
           f"{tree_paint:.2f} s after the cell ran; tree search over 90k names {search * 1e3:.0f} ms; "
           f"table scroll to row 90,000 {scroll * 1e3:.0f} ms; histogram note: {hist_note!r}; "
           f"a second (small BF16) tensor's histogram {hist2 * 1e3:.0f} ms; last page of a 20 GB "

@@ -3,6 +3,7 @@
 import { h, clear } from "./dom.js";
 import { kindColor } from "./colors.js";
 import { baseName, formatBytes, parseOffset } from "./format.js";
+import { toBytes } from "./rpc.js";
 import { LRU, PAGE, ROW, asciiChar, clampTop, formatOffset, hexByte, pagesFor, rowCount, segmentAt, topForOffset } from "./hexlayout.js";
 
 /** @param {import("./context.js").Ctx} ctx @param {{rows?: number}} [opts] */
@@ -70,6 +71,12 @@ export function createHexView(ctx, opts = {}) {
 
   function pageKey(p) {
     return `${file}\u0000${p}`;
+  }
+
+  // The first page came with the widget's state: the first bytes draw without a round trip.
+  const seeded = model.get("first_page");
+  if (seeded && seeded.file === file && seeded.offset === 0) {
+    cache.set(pageKey(0), { ...seeded, bytes: toBytes(model.get("first_bytes")) });
   }
 
   /** Ask for the missing pages of bytes [start, end), contiguous ones in one request. */

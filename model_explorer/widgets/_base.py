@@ -79,6 +79,21 @@ class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
     - Default: `[]` (filled from the checkpoint)
     """
 
+    first_page = traitlets.Dict().tag(sync=True)
+    """The hexdump's first page of the first file (the JSON half of a "bytes" answer), sent
+    with the state so the first bytes are drawn without a round trip to the kernel.
+
+    - Type: `dict`
+    - Default: `{}` (filled from the checkpoint)
+    """
+
+    first_bytes = traitlets.Bytes(b"").tag(sync=True)
+    """The raw bytes `first_page` describes (at most 4 KB), sent as a binary buffer.
+
+    - Type: `bytes`
+    - Default: `b""` (filled from the checkpoint)
+    """
+
     selection = traitlets.Dict().tag(sync=True)
     """What is selected, shared by every view: `{"tensor", "file", "offset", "length"}`.
 
@@ -99,8 +114,10 @@ class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
         selection = kwargs.pop("selection", None)
         ckpt = as_checkpoint(source)
         self.checkpoint = ckpt
-        super().__init__(view=self._view, **initial_state(ckpt), **kwargs)
         self._file_spans: dict[str, SpanIndex] = {}
+        state = initial_state(ckpt)
+        state["first_page"], state["first_bytes"] = self._first_page(state["files"])
+        super().__init__(view=self._view, **state, **kwargs)
         self._tree = None
         self._table = None
         self._map = None
@@ -185,9 +202,24 @@ class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
             raise ValueError("This checkpoint has no readable file.")
         return file if file in files else files[0]
 
+    def _first_page(self, files: list[dict]) -> tuple[dict, bytes]:
+        """The answer to the hexdump's first request, or nothing when it cannot be read now
+        (the hexdump then asks, and shows why)."""
+        if not files:
+            return {}, b""
+        try:
+            data, buffers = self._page_of(files[0], 0, PAGE)
+        except Exception:  # an unreadable first file: the request path says why when asked
+            return {}, b""
+        return data, buffers[0]
+
     def _op_bytes(self, file: str | None = None, offset: int = 0, length: int = PAGE):
         file = self._file(file)
-        size = next(f["size"] for f in self.files if f["file"] == file)
+        return self._page_of(next(f for f in self.files if f["file"] == file), offset, length)
+
+    def _page_of(self, entry: dict, offset: int, length: int) -> tuple[dict, list[bytes]]:
+        """Bytes [offset, offset + length) of the file a `files` entry names, with their spans."""
+        file, size = entry["file"], entry["size"]
         offset = max(0, min(int(offset), size))
         length = max(0, min(int(length), MAX_PAGE, size - offset))
         data = bytes(self.checkpoint.read_bytes(offset, length, file)) if length else b""

@@ -205,6 +205,10 @@ def test_reopened_notebook_shows_the_explorer_not_an_error(page, lab, chromium):
         first = again.locator(".me-explorer").first
         assert "SAFETENSORS" in first.locator(".me-summary").inner_text().upper()
         assert "14,184" in first.locator(".me-facts").inner_text()
+        # ... and the first bytes, coloured by their spans: the first page travels with the state.
+        row = first.locator(".me-hex-row").first
+        row.locator(".me-b.me-kind-length").first.wait_for(timeout=15_000)
+        assert row.inner_text().startswith("00000000") and "··" not in row.inner_text()
         # The views that need the kernel say so instead of spinning.
         first.locator(".me-kernel-note").wait_for(timeout=15_000)
         assert "re-run the cell" in first.locator(".me-kernel-note").inner_text()

@@ -374,3 +374,16 @@ def test_report_tree_leaves_out_groups_made_by_searches(made):
     ids = {r["id"] for r in rows}
     assert all(r["parent"] is None or r["parent"] in ids for r in rows)
     assert [r["label"] for r in rows if r["parent"] is None] == [r.label for r in e.tree.roots]
+
+
+def test_first_page_travels_with_the_state(tmp_path):
+    # The hexdump's first request is answered before it is asked: the state carries the same
+    # answer, so the first bytes draw without a round trip (and in a notebook reopened without
+    # its kernel).
+    path = tmp_path / "m.safetensors"
+    files.write_safetensors(path, {"a": np.arange(2048, dtype=np.float32)})
+    ex = mx.explore(path)
+    data, buffers = ex.answer("bytes", {"offset": 0, "length": 4096})
+    assert ex.first_page == data and ex.first_bytes == buffers[0]
+    assert ex.first_bytes[:8] == path.read_bytes()[:8] and len(ex.first_bytes) == 4096
+    assert ex.get_state()["first_bytes"]  # synced: it goes to the browser as a buffer
