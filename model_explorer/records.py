@@ -58,6 +58,8 @@ class TensorInfo:
     @property
     def stored_bytes(self) -> int:
         """Bytes on disk: its own and its quantization components', each range counted once."""
+        if not self.quant:
+            return self.length
         seen = {(self.file, self.offset)}
         n = self.length
         for part in (self.quant or {}).values():

@@ -213,13 +213,29 @@ class TensorMap(MutableMapping):
         """The records already built: a record never built is a plain one (no `quant`)."""
         return (v for v in self._d.values() if type(v) is not int)
 
-    def build_all(self) -> None:
-        """Build every record still held as a row (in one pass per table)."""
+    def build_names(self, names: Iterable[str]) -> None:
+        """Build the records of `names` still held as rows, in one pass per table (a caller
+        about to look up thousands of names pays one column conversion, not one per name)."""
         rows: dict[int, list[tuple[str, int]]] = {}
         mask = (1 << ROW_BITS) - 1
-        for name, v in self._d.items():
+        d = self._d
+        for name in names:
+            v = d[name]
             if type(v) is int:
                 rows.setdefault(v >> ROW_BITS, []).append((name, v & mask))
+        self._build_rows(rows)
+
+    def records(self, names: list[str]) -> list[Any]:
+        """The records of `names`, in order, built in one pass per table where needed."""
+        self.build_names(names)
+        d = self._d
+        return [d[n] for n in names]
+
+    def build_all(self) -> None:
+        """Build every record still held as a row (in one pass per table)."""
+        self.build_names(self._d)
+
+    def _build_rows(self, rows: dict[int, list[tuple[str, int]]]) -> None:
         with no_gc():  # many small objects, no cycles: see gcpause.py
             for serial, pairs in rows.items():
                 infos = self._tables[serial].build_rows([r for _, r in pairs])
@@ -343,6 +359,24 @@ class SpanList:
             else:
                 out.extend(s for s in p if s.file == file)
         return out
+
+    def build_names(self, names: Iterable[str]) -> None:
+        """Build the records of `names` still held as rows, in one pass per table (a caller
+        about to look up thousands of names pays one column conversion, not one per name)."""
+        rows: dict[int, list[tuple[str, int]]] = {}
+        mask = (1 << ROW_BITS) - 1
+        d = self._d
+        for name in names:
+            v = d[name]
+            if type(v) is int:
+                rows.setdefault(v >> ROW_BITS, []).append((name, v & mask))
+        self._build_rows(rows)
+
+    def records(self, names: list[str]) -> list[Any]:
+        """The records of `names`, in order, built in one pass per table where needed."""
+        self.build_names(names)
+        d = self._d
+        return [d[n] for n in names]
 
     def build_all(self) -> None:
         """Build every file's spans still left for later."""

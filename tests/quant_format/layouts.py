@@ -29,8 +29,10 @@ def config(quant: dict | None) -> dict:
     return c
 
 
-def write(folder: Path, tensors: dict, quant: dict | None = None, with_config: bool = True) -> Path:
-    """tensors: name -> (dtype, shape) or (dtype, shape, bytes). Returns the folder."""
+def write(folder: Path, tensors: dict, quant: dict | None = None, with_config: bool = True,
+          compact: bool = False) -> Path:
+    """tensors: name -> (dtype, shape) or (dtype, shape, bytes). Returns the folder.
+    `compact`: the header as the safetensors library writes it (read into columns)."""
     folder.mkdir(parents=True, exist_ok=True)
     header, blobs, off = {}, [], 0
     for name, spec in tensors.items():
@@ -41,7 +43,7 @@ def write(folder: Path, tensors: dict, quant: dict | None = None, with_config: b
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + n]}
         blobs.append(data)
         off += n
-    raw = json.dumps(header).encode()
+    raw = json.dumps(header, separators=(",", ":") if compact else None).encode()
     raw += b" " * (-len(raw) % 8)
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
     if with_config:

@@ -15,7 +15,7 @@ from ...spans import Finding
 from . import bnb, ct, fp8, intpack
 from .common import finding, unusable
 from .config import FAMILY_OF_METHOD, Scheme, parse, quant_entry
-from .layers import Layer, find_layers
+from .layers import Layer, crowded_bases, find_layers
 
 __all__ = ["group_hub", "quant_entry"]
 
@@ -29,7 +29,10 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     MLX grouping must not claim its `.scales`)."""
     entry = quant_entry(ckpt.metadata.get("config.json"))
     scheme = parse(entry) if entry else None
-    layers = find_layers(ckpt.tensors)
+    # A block-FP8 model's regular layers are folded in one pass (DeepSeek-V3 has 46,848).
+    fast, fast_parts = fp8.group_regular(ckpt.tensors, scheme, crowded_bases(
+        ckpt.tensors, ".weight_scale_inv")) if scheme is not None and scheme.kind == "fp8_block" else ([], [])
+    layers = find_layers(ckpt.tensors, set(fast_parts))
     if scheme is None and not layers:
         return False
     found: list[Finding] = []
@@ -54,6 +57,12 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     mismatch: dict[tuple[str, str], list[TensorInfo]] = {}
     kinds: dict[str, int] = {}
     position = {name: i for i, name in enumerate(ckpt.tensors)}
+    for info in fast:
+        w, s = info.quant["weight"].name, info.quant["weight_scale_inv"].name
+        grouped[w if position[w] < position[s] else s] = info
+    absorbed.update(fast_parts)
+    if fast:
+        kinds["fp8_block"] = len(fast)
     for layer in layers.values():
         kind = _kind_of(layer)
         expected = scheme.kind if scheme is not None else None
@@ -75,7 +84,7 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
         if info.quant["kind"] == "unusable":
             grouped[info.name] = info
             continue
-        names = [t.name for t in info.quant.values() if isinstance(t, TensorInfo)]
+        names = [t.name for t in info.quant.values() if type(t) is TensorInfo]
         first = min(names, key=position.__getitem__)
         grouped[first] = info
         absorbed.update(names)

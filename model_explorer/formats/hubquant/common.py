@@ -29,7 +29,7 @@ def logical(name: str, main: TensorInfo, shape: tuple[int, ...], quant: dict[str
     unpacked shape, and every component under its role in `quant`."""
     if inferred:
         quant["inferred"] = True
-    return TensorInfo(name, main.dtype, tuple(int(d) for d in shape), main.file, main.offset,
+    return TensorInfo(name, main.dtype, tuple(map(int, shape)), main.file, main.offset,
                       main.length, main.byteorder, quant=quant,
                       extra={"packed_shape": main.shape})
 

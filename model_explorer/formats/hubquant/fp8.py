@@ -8,8 +8,10 @@ for weight_block_size [br, bc], a scalar without one. gpt-oss experts store `X_b
 
 from __future__ import annotations
 
+from ...records import TensorInfo
 from .common import cdiv, finding, logical, shape_text, unusable
 
+FP8_DTYPES = ("F8_E4M3", "F8_E5M2")
 FIX_FP8 = "Re-export the FP8 checkpoint, or fix weight_block_size in config.json."
 
 
@@ -47,12 +49,44 @@ def build_fp8_block(layer, scheme, add, inferred: bool):
                         f"{list(want)} scales.", s, fix=FIX_FP8, expected=list(want),
                         found=list(s.shape)))
         label = f"FP8_E4M3_B{block[0]}" if block[0] == block[1] else f"FP8_E4M3_B{block[0]}x{block[1]}"
+    return _fp8_logical(w, s, block, label, inferred)
+
+
+def _fp8_logical(w: TensorInfo, s: TensorInfo, block, label: str, inferred: bool) -> TensorInfo:
     if w.dtype == "F8_E5M2":
         label = label.replace("E4M3", "E5M2")
     quant = {"kind": "fp8_block", "label": label, "bits": 8, "group_size": None, "sym": True,
              "block_size": list(block) if block else None, "scale_dtype": s.dtype,
              "weight": w, "weight_scale_inv": s}
     return logical(w.name, w, w.shape, quant, inferred)
+
+
+def group_regular(tensors, scheme, crowded: set[str]) -> tuple[list[TensorInfo], list[str]]:
+    """The layers of a block-FP8 model (DeepSeek-V3: tens of thousands of expert matrices)
+    that need no finding, folded in one pass: what `build_fp8_block` would make of each, without
+    the per-layer machinery. A layer goes the per-layer way (and gets its findings there) when
+    anything is unusual: no `.weight`, a weight that is not a 2-D FP8 matrix, a scale grid of
+    another shape, or components of another family on the same prefix (`crowded`).
+    Returns the logical tensors and the names of the components they absorbed."""
+    block = scheme.params.get("block_size") if scheme is not None and scheme.kind == "fp8_block" else None
+    if block is None:
+        return [], []
+    b0, b1 = block
+    label = f"FP8_E4M3_B{b0}" if b0 == b1 else f"FP8_E4M3_B{b0}x{b1}"
+    pairs = [(n[: -len("_scale_inv")], n) for n in tensors if n.endswith(".weight_scale_inv")]
+    pairs = [(w, s) for w, s in pairs if w in tensors and w[: -len(".weight")] not in crowded]
+    names = [n for pair in pairs for n in pair]
+    records = tensors.records(names) if hasattr(tensors, "records") else [tensors[n] for n in names]
+    out: list[TensorInfo] = []
+    absorbed: list[str] = []
+    for w, s in zip(records[0::2], records[1::2]):
+        shape = w.shape
+        if w.dtype not in FP8_DTYPES or len(shape) != 2 or \
+                s.shape != (-(-shape[0] // b0), -(-shape[1] // b1)):
+            continue  # the per-layer way says what is wrong
+        out.append(_fp8_logical(w, s, block, label, False))
+        absorbed += (w.name, s.name)
+    return out, absorbed
 
 
 def build_mxfp4(layer, scheme, add, inferred: bool):

@@ -77,19 +77,21 @@ class Layer:
         return next(iter(self.parts.values()))
 
 
-def find_layers(tensors: dict[str, TensorInfo]) -> dict[str, Layer]:
-    """Every quantized layer the tensor names show, keyed by module prefix, in file order."""
-    found: dict[str, dict[str, dict[str, TensorInfo]]] = {}
-    # One C call per name picks the few candidates; only they are matched and their records
-    # built (a map of 90,000 tensors builds none when nothing is quantized).
-    for name in [n for n in tensors if n.endswith(_ANY_SUFFIX)]:
+def find_layers(tensors: dict[str, TensorInfo], skip: set[str] = frozenset()) -> dict[str, Layer]:
+    """Every quantized layer the tensor names show, keyed by module prefix, in file order;
+    names in `skip` (components already grouped) are left out."""
+    found: dict[str, dict[str, dict[str, str]]] = {}
+    # One C call per name picks the few candidates; only they are matched, and only the
+    # records of the layers found are built (a map of 90,000 tensors builds none when nothing
+    # is quantized).
+    for name in [n for n in tensors if n.endswith(_ANY_SUFFIX) and n not in skip]:
         hit = _match(name)
         if hit is not None:
             base, family, role = hit
-            found.setdefault(base, {}).setdefault(family, {})[role] = tensors[name]
-    layers: dict[str, Layer] = {}
+            found.setdefault(base, {}).setdefault(family, {})[role] = name
+    chosen: list[tuple[str, str, dict[str, str], list[str]]] = []
     for base, families in found.items():
-        real = [f for f, parts in families.items() if any(r in parts for r in ANCHORS[f])]
+        real = [f for f, parts in families.items() if not parts.keys().isdisjoint(ANCHORS[f])]
         if not real:
             continue
         family = "sparse" if "sparse" in real else real[0]
@@ -100,11 +102,27 @@ def find_layers(tensors: dict[str, TensorInfo]) -> dict[str, Layer]:
         else:
             real = [f for f in real if f != family]
         if family in OWN_WEIGHT and base + ".weight" in tensors:
-            parts = {"weight": tensors[base + ".weight"], **parts}
+            parts = {"weight": base + ".weight", **parts}
         if family == "bnb" and "weight_format" in families.get("bnb", {}):
             parts["weight_format"] = families["bnb"]["weight_format"]
-        layers[base] = Layer(base, family, parts, real)
-    return layers
+        chosen.append((base, family, parts, real))
+    wanted = [n for _, _, parts, _ in chosen for n in parts.values()]
+    # a TensorMap builds the records wanted in one pass per table
+    got = iter(tensors.records(wanted) if hasattr(tensors, "records") else [tensors[n] for n in wanted])
+    return {base: Layer(base, family, {role: next(got) for role in parts}, real)
+            for base, family, parts, real in chosen}
+
+
+def crowded_bases(tensors, suffix: str) -> set[str]:
+    """Module prefixes holding some component other than `suffix` (a `.weight_scale_inv`
+    beside a `.weight_scale`, say): such a prefix is grouped the per-layer way."""
+    out = set()
+    for name in tensors:
+        if name.endswith(_ANY_SUFFIX) and not name.endswith(suffix):
+            hit = _match(name)
+            if hit is not None:
+                out.add(hit[0])
+    return out
 
 
 _ANY_SUFFIX = tuple(suffix for suffix, _, _ in SUFFIXES)

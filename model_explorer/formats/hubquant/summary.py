@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...ggml import Keys
-from ...records import CheckpointRecord, TensorInfo
+from ...records import CheckpointRecord
 
 MAX_MODULES = 64
 SCHEME_PARAMS = ("checkpoint_format", "version", "quant_type", "nested", "strategy",
@@ -20,16 +20,17 @@ def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
         return _gguf(ckpt)
     hub = ckpt.details.get("hubquant") or {}
     # a record still held as columns is a plain one: only built records can be quantized
-    quantized = [t for t in ckpt.tensors.built_values() if t.quant and t.quant.get("kind") != "unusable"]
-    if not quantized and not hub:
+    if not hub and not any(t.quant and t.quant.get("kind") != "unusable"
+                           for t in ckpt.tensors.built_values()):
         return None
-    rows = _kinds(ckpt.tensors.values(), lambda t: t.kind)
-    q_params = sum(t.numel for t in quantized)
-    q_bytes = sum(t.stored_bytes for t in quantized)
+    quantized: dict[str, list] = {}  # kind -> [first tensor, parameters, bytes]
+    rows = _kinds(ckpt.tensors.values(), lambda t: t.kind, quantized)
+    q_params = sum(q[1] for q in quantized.values())
+    q_bytes = sum(q[2] for q in quantized.values())
     out: dict[str, Any] = {"scheme": hub.get("method") or _scheme_of(quantized), "label": None,
                            "decoded": hub.get("decoded", True)}
     if quantized:
-        top = _dominant(quantized)
+        top = max(quantized.values(), key=lambda q: q[1])[0]  # most parameters; first met on ties
         q = top.quant
         out.update(label=top.kind, kind=q.get("kind"), bits=q.get("bits"),
                    group_size=q.get("group_size"), sym=q.get("sym"),
@@ -76,18 +77,30 @@ def _file_type_name(ftype) -> str | None:
         return f"FILE_TYPE_{ftype}"
 
 
-def _kinds(tensors, key) -> list[dict[str, Any]]:
-    """Per kind: tensors, parameters, bytes, bits per weight, shares; most parameters first."""
+def _kinds(tensors, key, quantized: dict[str, list] | None = None) -> list[dict[str, Any]]:
+    """Per kind: tensors, parameters, bytes, bits per weight, shares; most parameters first.
+    `quantized`, when given, gets per kind of the decodable quantized tensors
+    [first tensor, parameters, bytes] (one pass over the tensors serves both)."""
     acc: dict[str, dict[str, Any]] = {}
     for t in tensors:
         k = key(t)
-        row = acc.setdefault(k, {"kind": k, "tensors": 0, "parameters": 0, "bytes": 0,
-                                 "one_dim": True, "norms": True})
+        n, b = t.numel, t.stored_bytes
+        row = acc.get(k)
+        if row is None:
+            row = acc[k] = {"kind": k, "tensors": 0, "parameters": 0, "bytes": 0,
+                            "one_dim": True, "norms": True}
         row["tensors"] += 1
-        row["parameters"] += t.numel
-        row["bytes"] += t.stored_bytes
+        row["parameters"] += n
+        row["bytes"] += b
         row["one_dim"] &= len(t.shape) <= 1
         row["norms"] &= "norm" in t.name
+        if quantized is not None and t.quant and t.quant.get("kind") != "unusable":
+            q = quantized.get(k)
+            if q is None:
+                quantized[k] = [t, n, b]
+            else:
+                q[1] += n
+                q[2] += b
     params = sum(r["parameters"] for r in acc.values()) or 1
     nbytes = sum(r["bytes"] for r in acc.values()) or 1
     for r in acc.values():
@@ -120,19 +133,10 @@ def _text(bpw, rows) -> str:
     return head + (": " + ", ".join(parts) if parts else "")
 
 
-def _dominant(quantized: list[TensorInfo]) -> TensorInfo:
-    by: dict[str, int] = {}
-    first: dict[str, TensorInfo] = {}
-    for t in quantized:
-        by[t.kind] = by.get(t.kind, 0) + t.numel
-        first.setdefault(t.kind, t)
-    return first[max(by, key=by.get)]
-
-
-def _scheme_of(quantized: list[TensorInfo]) -> str | None:
+def _scheme_of(quantized: dict[str, list]) -> str | None:
     if not quantized:
         return None
-    kind = quantized[0].quant.get("kind", "")
+    kind = next(iter(quantized.values()))[0].quant.get("kind", "")
     return "mlx" if kind.startswith("mlx") else kind
 
 
