@@ -142,6 +142,17 @@ def bench_gguf(tmp: str, quick: bool) -> bool:
 
 # -- 2. 163 shards, 90,000 tensors ---------------------------------------------------------
 
+def _write_shard(d: str, s: int, n_shards: int, header: dict, data_bytes: int) -> str:
+    """Shard `s` with a compact header (as the safetensors library writes) and sparse data."""
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
+    with open(os.path.join(d, fname), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + data_bytes)
+    return fname
+
+
 def make_shards(d: str, n_shards: int, n_tensors: int) -> str:
     weight_map = {}
     per = -(-n_tensors // n_shards)
@@ -155,12 +166,7 @@ def make_shards(d: str, n_shards: int, n_tensors: int) -> str:
             n = shape[0] * shape[1] * 2
             header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [off, off + n]}
             off += n
-        raw = json.dumps(header, separators=(",", ":")).encode()
-        raw += b" " * (-len(raw) % 8)
-        fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
-        with open(os.path.join(d, fname), "wb") as f:
-            f.write(struct.pack("<Q", len(raw)) + raw)
-            f.truncate(8 + len(raw) + off)
+        fname = _write_shard(d, s, n_shards, header, off)
         total += off
         weight_map.update(dict.fromkeys(names, fname))
     with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
@@ -225,12 +231,7 @@ def make_fp8_shards(d: str, n_shards: int, layers: int, experts: int) -> int:
             header[name + ".weight_scale_inv"] = {"dtype": "F32", "shape": [2, 2],
                                                   "data_offsets": [off + 65536, off + 65552]}
             off += 65552
-        raw = json.dumps(header, separators=(",", ":")).encode()
-        raw += b" " * (-len(raw) % 8)
-        fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
-        with open(os.path.join(d, fname), "wb") as f:
-            f.write(struct.pack("<Q", len(raw)) + raw)
-            f.truncate(8 + len(raw) + off)
+        fname = _write_shard(d, s, n_shards, header, off)
         weight_map.update(dict.fromkeys(header, fname))
     with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": weight_map}, f)

@@ -360,24 +360,6 @@ class SpanList:
                 out.extend(s for s in p if s.file == file)
         return out
 
-    def build_names(self, names: Iterable[str]) -> None:
-        """Build the records of `names` still held as rows, in one pass per table (a caller
-        about to look up thousands of names pays one column conversion, not one per name)."""
-        rows: dict[int, list[tuple[str, int]]] = {}
-        mask = (1 << ROW_BITS) - 1
-        d = self._d
-        for name in names:
-            v = d[name]
-            if type(v) is int:
-                rows.setdefault(v >> ROW_BITS, []).append((name, v & mask))
-        self._build_rows(rows)
-
-    def records(self, names: list[str]) -> list[Any]:
-        """The records of `names`, in order, built in one pass per table where needed."""
-        self.build_names(names)
-        d = self._d
-        return [d[n] for n in names]
-
     def build_all(self) -> None:
         """Build every file's spans still left for later."""
         self._all()
