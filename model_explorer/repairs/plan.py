@@ -22,7 +22,6 @@ from . import gguf_meta, index, keys, pickle_to_safetensors, safetensors_header
 from .build import Build, RepairError, load_json, safetensors_file, side_files, source_dir
 from .fix import Fix, Unfixable
 
-PREFIXES = ("module.", "_orig_mod.", "model.")  # "model." only where names read "model.model."
 TIE_CHOICES = ("config", "copy")
 _UNFIXABLE = {
     "nan_inf": "The values are lost: re-convert or re-export from the original weights.",
@@ -37,12 +36,15 @@ _UNFIXABLE = {
 # -- the model-level faults -----------------------------------------------------------------------
 
 def detect_key_prefix(names: Iterable[str]) -> str | None:
-    """A prefix every tensor name carries from a wrapper: DataParallel's "module.", torch.compile's
-    "_orig_mod.", or a model saved from an outer module ("model.model.")."""
+    """A prefix every tensor name carries from a wrapper the model layer knows (DataParallel's
+    "module.", torch.compile's "_orig_mod.", PEFT's "base_model.model."), or a model saved from an
+    outer module ("model." only where names read "model.model.")."""
+    from ..model.will_load import KNOWN_PREFIXES
+
     names = list(names)
     if not names:
         return None
-    for p in PREFIXES:
+    for p in KNOWN_PREFIXES:
         if all(n.startswith(p) for n in names):
             if p == "model." and not any(n.startswith("model.model.") for n in names):
                 continue

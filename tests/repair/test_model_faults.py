@@ -207,3 +207,16 @@ def test_transposed_weight_in_an_architecture_outside_the_builtin_table(tmp_path
     checked(src)
     np.testing.assert_array_equal(safe_open_all(tmp_path / "fixed")[name], tensors[name])
     load_transformers(tmp_path / "fixed")
+
+
+def test_prefix_found_from_names_alone_uses_the_model_layers_list():
+    # A pickle converted on the way has no model check of its own: its prefix is read from the
+    # names, with the wrappers the model layer knows (one list for both).
+    from model_explorer.repairs.plan import detect_key_prefix
+
+    names = ["model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight", "lm_head.weight"]
+    for p in ("module.", "_orig_mod.", "base_model.model."):
+        assert detect_key_prefix([p + n for n in names]) == p
+    assert detect_key_prefix(names) is None  # "model." alone is the model's own
+    assert detect_key_prefix(["model." + n for n in names]) == "model."
+    assert detect_key_prefix([]) is None
