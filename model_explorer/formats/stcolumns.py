@@ -8,7 +8,9 @@ them), names are unique, numbers have no leading zeros, dtypes are known, shapes
 MAX_RANK dimensions need exactly the bytes their offsets give, and the offsets tile the data
 section. The same entry byte ranges the slow reader records fall out of the lengths.
 
-When anything differs (whitespace, escapes, other key orders, a problem of any kind) this
+Entries with their keys sorted (`{"data_offsets":[..],"dtype":..,"shape":[..]}`, as MLX writes
+them) are read the same way. When anything differs (whitespace, escapes, other key orders or a
+mix of the two, a problem of any kind) this
 returns None and the caller reads the header the slow way, which says what is wrong where:
 a header this accepts is one the slow reader finds nothing wrong with.
 """
@@ -25,12 +27,22 @@ from ..spans import Span, short_repr
 from ..tensormap import TensorTable
 from . import MAX_RANK
 
-_PATTERN = (r'([{,])"([^"\\\x00-\x1f]*+)":\{"dtype":"([A-Za-z0-9_]{1,16}+)","shape":\[([0-9,]{0,400}+)\],'
-            r'"data_offsets":\[([0-9]{1,18}+),([0-9]{1,18}+)\]\}')
-try:
-    _ENTRY = re.compile(_PATTERN)  # possessive quantifiers: Python 3.11+
-except re.error:  # pragma: no cover - Python 3.10: the same language, some backtracking
-    _ENTRY = re.compile(_PATTERN.replace("*+", "*").replace("}+", "}"))
+_NAME = r'([{,])"([^"\\\x00-\x1f]*+)":'
+_DTYPE, _SHAPE = r'"dtype":"([A-Za-z0-9_]{1,16}+)"', r'"shape":\[([0-9,]{0,400}+)\]'
+_OFFSETS = r'"data_offsets":\[([0-9]{1,18}+),([0-9]{1,18}+)\]'
+
+
+def _compile(pattern: str) -> re.Pattern:
+    try:
+        return re.compile(pattern)  # possessive quantifiers: Python 3.11+
+    except re.error:  # pragma: no cover - Python 3.10: the same language, some backtracking
+        return re.compile(pattern.replace("*+", "*").replace("}+", "}"))
+
+
+# The safetensors library's order; and sorted keys, as MLX writes them (nlohmann::json keeps
+# an object's keys sorted), whose groups are put back in the first order.
+_ENTRY = _compile(_NAME + r"\{" + _DTYPE + "," + _SHAPE + "," + _OFFSETS + r"\}")
+_SORTED = _compile(_NAME + r"\{" + _OFFSETS + "," + _DTYPE + "," + _SHAPE + r"\}")
 # An entry's length without its variable parts (separator, quotes, field names, brackets).
 _FIXED = len('{"":{"dtype":"","shape":[],"data_offsets":[,]}')
 _CODE = {name: i for i, name in enumerate(SAFETENSORS_BITS)}
@@ -53,6 +65,9 @@ def read_entries(text: str, pos: int, close: int, first_sep: str, ascii_only: bo
     """The entries of `text[pos:close]` (a header read as Latin-1, one character per byte) as a
     table, or None when they are not all plain, sound and laid out edge to edge."""
     found = _ENTRY.findall(text, pos, close)
+    if not found and _SORTED.match(text, pos, close):
+        found = [(sep, name, dtype, shape, b, e) for sep, name, b, e, dtype, shape
+                 in _SORTED.findall(text, pos, close)]
     n = len(found)
     if n == 0:
         bare = close == pos + (first_sep == "{")  # "{}", or "__metadata__" alone

@@ -25,15 +25,19 @@ save_file = pytest.importorskip("safetensors.numpy").save_file
 
 
 def _header(entries: list[tuple[str, str, list[int], int]], meta: dict | None = None,
-            pad: str = "") -> tuple[str, bytes]:
-    """Compact JSON as the safetensors library writes it, and data tiling it."""
+            pad: str = "", sort_keys: bool = False, data_order=None) -> tuple[str, bytes]:
+    """Compact JSON as the safetensors library writes it (`sort_keys`: as MLX does), and data
+    tiling it (`data_order`: the entries' positions in the data, when not their own order)."""
     header, off = {}, 0
     if meta is not None:
         header["__metadata__"] = meta
-    for name, dtype, shape, nbytes in entries:
-        header[name] = st_entry(dtype, shape, off, off + nbytes)
-        off += nbytes
-    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False) + pad
+    at = {}
+    for i in (data_order or range(len(entries))):
+        at[i] = off
+        off += entries[i][3]
+    for i, (name, dtype, shape, nbytes) in enumerate(entries):
+        header[name] = st_entry(dtype, shape, at[i], at[i] + nbytes)
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys) + pad
     return text, b"\0" * off
 
 
@@ -48,6 +52,9 @@ CLEAN = {
     "padding": _header([("w", "F32", [2], 8)], pad="      "),
     "newline padding": _header([("w", "F32", [2], 8)], pad="\n \t "),
     "colon and brace names": _header([("a:b", "F32", [1], 4), ("{c}", "F32", [1], 4)]),
+    "sorted keys (MLX)": _header([("lm_head.weight", "F16", [4, 2], 16), ("model.norm.weight", "F16", [2], 4)],
+                                 meta={"format": "mlx"}, sort_keys=True, data_order=[1, 0]),
+    "sorted keys, scalar": _header([("a", "F32", [], 4), ("b", "U8", [3], 3)], sort_keys=True),
     "empty": ('{}', b""),
     "only metadata": ('{"__metadata__":{"a":"b"}}', b""),
 }
@@ -86,6 +93,8 @@ BROKEN = {
     "escaped name": '{"\\ud800":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
     "whitespace": '{"a": {"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
     "other key order": '{"a":{"shape":[2],"dtype":"F32","data_offsets":[0,8]}}',
+    "two key orders": '{"a":{"data_offsets":[0,4],"dtype":"F32","shape":[1]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+    "sorted, size mismatch": '{"a":{"data_offsets":[0,8],"dtype":"F32","shape":[3]}}',
     "trailing garbage": '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}xx',
     "trailing comma": '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},}',
     "metadata not string": '{"__metadata__":{"a":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
