@@ -21,9 +21,10 @@ def quantization_config(config: dict | None) -> dict | None:
 def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
     """Fold every `.weight/.scales/.biases` triple into one quantized TensorInfo."""
     tensors = ckpt.tensors
+    names = tensors.keys()  # membership in C, not through the map's own methods
     # GPTQ/AWQ also name a tensor `.scales`; beside a `.qweight` or `.qzeros` it is theirs.
-    scale_names = [n for n in tensors if n.endswith(".scales")
-                   and n[:-7] + ".qweight" not in tensors and n[:-7] + ".qzeros" not in tensors]
+    scale_names = [n for n in names if n.endswith(".scales")
+                   and n[:-7] + ".qweight" not in names and n[:-7] + ".qzeros" not in names]
     if not scale_names and not qconfig:
         return
     if scale_names and not qconfig:
@@ -31,13 +32,17 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
             "warning", "mlx_no_config", "The tensors look MLX-quantized (.scales/.biases) but no "
             "config.json with a \"quantization\" entry says how; bits and group size are inferred.",
             tensor=scale_names[0]))
+    # The records read below, built in one pass per table (a TensorMap) and looked up in C.
+    wanted = [n for s in scale_names for n in (s[:-7] + ".weight", s, s[:-7] + ".biases") if n in names]
+    record = dict(zip(wanted, tensors.records(wanted) if hasattr(tensors, "records")
+                      else [tensors[n] for n in wanted])).get
     default = qconfig or {}
     grouped: dict[str, TensorInfo] = {}
     absorbed: set[str] = set()
     for sname in scale_names:
         base = sname[: -len(".scales")]
         wname, bname = base + ".weight", base + ".biases"
-        weight, scales, biases = tensors.get(wname), tensors[sname], tensors.get(bname)
+        weight, scales, biases = record(wname), record(sname), record(bname)
         if weight is None:
             ckpt.findings.append(_err("mlx_missing_weight", f"{sname!r} has no {wname!r} to scale.",
                                       scales))
@@ -52,7 +57,9 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
             continue
         if mode != "affine":
             quant["kind"] = f"mlx_{mode}"
-        absorbed.update(n for n in (sname, bname) if n in tensors)
+        absorbed.add(sname)
+        if biases is not None:
+            absorbed.add(bname)
         logical = weight.shape[:-1] + (weight.shape[-1] * 32 // quant["bits"],)
         grouped[wname] = TensorInfo(wname, weight.dtype, logical, weight.file, weight.offset,
                                     weight.length, quant=quant,
@@ -60,7 +67,7 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
     if qconfig:
         for name, t in tensors.items():
             if name.endswith(".weight") and t.dtype == "U32" and name not in grouped:
-                if name[: -len(".weight")] + ".scales" not in tensors:
+                if name[: -len(".weight")] + ".scales" not in names:
                     ckpt.findings.append(_err(
                         "mlx_missing_scales", f"{name!r} is packed uint32 in a quantized model, but "
                         f"{name[:-7] + '.scales'!r} is missing; it cannot be dequantized.", t))

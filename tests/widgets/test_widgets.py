@@ -243,12 +243,26 @@ def test_requests_over_the_comm_answer_by_id(made):
     assert bad["id"] == 8 and not bad["ok"] and "no_such_op" in bad["error"]
 
 
+def _state_sizes(path) -> tuple[int, int]:
+    """(the state's JSON without the assets and the first page, the first page's JSON)."""
+    e = Explorer(path)
+    state = e.get_state()
+    page = json.dumps(state.pop("first_page"))
+    assert len(state.pop("first_bytes")) <= 4096  # a binary buffer: one page at most
+    return len(json.dumps(state, default=str)) - len(e._esm) - len(e._css), len(page)
+
+
 def test_state_sent_at_open_is_small_and_does_not_grow_with_tensors(tmp_path):
-    tensors = {f"model.layers.{i}.w{j}": np.zeros(1, np.float32) for i in range(200) for j in range(25)}
-    e = Explorer(files.write_safetensors(tmp_path / "many.safetensors", tensors))
-    state = json.dumps(e.get_state(), default=str)
-    state_wo_assets = len(state) - len(e._esm) - len(e._css)
-    assert state_wo_assets < 20_000, state_wo_assets
+    sizes = []
+    for layers in (200, 900):
+        tensors = {f"model.layers.{i}.w{j}": np.zeros(1, np.float32) for i in range(layers) for j in range(25)}
+        (tmp_path / str(layers)).mkdir()
+        sizes.append(_state_sizes(files.write_safetensors(tmp_path / str(layers) / "m.safetensors", tensors)))
+    (small, small_page), (big, big_page) = sizes
+    assert small < 20_000 and big < 20_000, sizes
+    # The first page's spans are those of its 4 KB, however many tensors follow (the header's
+    # length, printed in two of them, is all that differs).
+    assert abs(small_page - big_page) < 32 and big_page < 64_000, sizes
 
 
 def test_mimebundle_has_escaped_static_summary(made):

@@ -15,7 +15,7 @@ from ...spans import Finding
 from . import bnb, ct, fp8, intpack
 from .common import finding, unusable
 from .config import FAMILY_OF_METHOD, Scheme, parse, quant_entry
-from .layers import Layer, crowded_bases, find_layers
+from .layers import Layer, crowded_bases, find_layers, may_hold_layers
 
 __all__ = ["group_hub", "quant_entry"]
 
@@ -32,6 +32,8 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     # A block-FP8 model's regular layers are folded in one pass (DeepSeek-V3 has 46,848).
     fast, fast_parts = fp8.group_regular(ckpt.tensors, scheme, crowded_bases(
         ckpt.tensors, ".weight_scale_inv")) if scheme is not None and scheme.kind == "fp8_block" else ([], [])
+    if scheme is None and not may_hold_layers(ckpt.tensors.keys()):
+        return False
     layers = find_layers(ckpt.tensors, set(fast_parts))
     if scheme is None and not layers:
         return False

@@ -126,6 +126,13 @@ def crowded_bases(tensors, suffix: str) -> set[str]:
 
 
 _ANY_SUFFIX = tuple(suffix for suffix, _, _ in SUFFIXES)
+# The suffixes of the roles that make a layer (ANCHORS): a model none of whose names ends so has
+# no Hub-quantized layer (an MLX model's thousands of `.scales` are not matched one by one).
+ANCHOR_SUFFIXES = tuple(suffix for suffix, family, role in SUFFIXES if role in ANCHORS[family])
+
+
+def may_hold_layers(names) -> bool:
+    return any(n.endswith(ANCHOR_SUFFIXES) for n in names)
 # the same table, by last dotted segment, so each name costs a dict lookup or two
 _BY_LAST = {suffix[1:]: (family, role) for suffix, family, role in SUFFIXES
             if suffix.startswith(".") and suffix.count(".") == 1}
