@@ -11,6 +11,7 @@
 2a. The same scale quantized as DeepSeek-V3 ships it: 163 shards of FP8 expert matrices, each
    with its 128x128 `weight_scale_inv` (93,696 tensors folded into 46,848 logical ones) and
    config.json's quantization_config, vs safe_open over the same shards. Target: 2.0x.
+   `mlx`: the same as mlx-community's 4-bit (weight, scales, biases; keys sorted as MLX writes).
 2b. Headroom: a 500-shard index of 1,000,000 tensors (sparse data): open in under 10 s, with
    tracemalloc peak and RSS growth printed, next to safe_open over the same shards.
 3. Opening never reads tensor data: a 100 MB and a 2 GB sparse file (safetensors and GGUF);
@@ -142,9 +143,11 @@ def bench_gguf(tmp: str, quick: bool) -> bool:
 
 # -- 2. 163 shards, 90,000 tensors ---------------------------------------------------------
 
-def _write_shard(d: str, s: int, n_shards: int, header: dict, data_bytes: int) -> str:
-    """Shard `s` with a compact header (as the safetensors library writes) and sparse data."""
-    raw = json.dumps(header, separators=(",", ":")).encode()
+def _write_shard(d: str, s: int, n_shards: int, header: dict, data_bytes: int,
+                 sort_keys: bool = False) -> str:
+    """Shard `s` with a compact header (as the safetensors library writes; `sort_keys`: as MLX
+    does) and sparse data."""
+    raw = json.dumps(header, separators=(",", ":"), sort_keys=sort_keys).encode()
     raw += b" " * (-len(raw) % 8)
     fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
     with open(os.path.join(d, fname), "wb") as f:
@@ -217,9 +220,27 @@ def bench_shards(tmp: str, quick: bool) -> bool:
     return ok
 
 
-def make_fp8_shards(d: str, n_shards: int, layers: int, experts: int) -> int:
-    """DeepSeek-V3's layout at small sizes: every expert projection a F8_E4M3 [256, 256] weight
-    and a F32 [2, 2] `weight_scale_inv`, with a fine-grained FP8 quantization_config."""
+# Each quantized layout: (what it is, the components of one expert projection as (suffix, dtype,
+# shape, bytes), config.json, the label its logical tensors get, whether keys are sorted as MLX
+# writes them).
+QUANT_LAYOUTS = {
+    "fp8": ("FP8 block-quantized (DeepSeek-V3 as shipped)",
+            [(".weight", "F8_E4M3", [256, 256], 65536), (".weight_scale_inv", "F32", [2, 2], 16)],
+            {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+             "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                     "weight_block_size": [128, 128]}},
+            "FP8_E4M3_B128", False),
+    "mlx": ("MLX 4-bit (DeepSeek-V3 as mlx-community ships it)",
+            [(".weight", "U32", [256, 32], 32768), (".scales", "BF16", [256, 4], 2048),
+             (".biases", "BF16", [256, 4], 2048)],
+            {"model_type": "deepseek_v3", "quantization": {"group_size": 64, "bits": 4}},
+            "MLX_Q4", True),
+}
+
+
+def make_quant_shards(d: str, layout: str, n_shards: int, layers: int, experts: int) -> int:
+    """DeepSeek-V3's expert layout at small sizes, every projection stored as `layout` says."""
+    _, parts, config, _, sort_keys = QUANT_LAYOUTS[layout]
     names = [f"model.layers.{i}.mlp.experts.{e}.{p}" for i in range(layers) for e in range(experts)
              for p in ("gate_proj", "up_proj", "down_proj")]
     per = -(-len(names) // n_shards)
@@ -227,26 +248,27 @@ def make_fp8_shards(d: str, n_shards: int, layers: int, experts: int) -> int:
     for s in range(n_shards):
         header, off = {}, 0
         for name in names[s * per:(s + 1) * per]:
-            header[name + ".weight"] = {"dtype": "F8_E4M3", "shape": [256, 256], "data_offsets": [off, off + 65536]}
-            header[name + ".weight_scale_inv"] = {"dtype": "F32", "shape": [2, 2],
-                                                  "data_offsets": [off + 65536, off + 65552]}
-            off += 65552
-        fname = _write_shard(d, s, n_shards, header, off)
-        weight_map.update(dict.fromkeys(header, fname))
+            for suffix, dtype, shape, nbytes in parts:
+                header[name + suffix] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + nbytes]}
+                off += nbytes
+        if sort_keys:
+            header = {"__metadata__": {"format": "mlx"}, **header}
+        fname = _write_shard(d, s, n_shards, header, off, sort_keys)
+        weight_map.update(dict.fromkeys((k for k in header if k != "__metadata__"), fname))
     with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
         json.dump({"metadata": {}, "weight_map": weight_map}, f)
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-                   "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                                           "weight_block_size": [128, 128]}}, f)
+        json.dump(config, f)
     return len(weight_map)
 
 
-def bench_fp8(tmp: str, quick: bool) -> bool:
+def bench_quant(tmp: str, quick: bool, layout: str) -> bool:
     n_shards, layers, experts = (17, 6, 256) if quick else (163, 61, 256)
-    d = os.path.join(tmp, "fp8")
+    what, parts, _, label, _ = QUANT_LAYOUTS[layout]
+    d = os.path.join(tmp, layout)
     os.makedirs(d)
-    stored = make_fp8_shards(d, n_shards, layers, experts)
+    stored = make_quant_shards(d, layout, n_shards, layers, experts)
+    logical = stored // len(parts)
 
     def ours():
         ckpt = mx.open(d)
@@ -255,14 +277,13 @@ def bench_fp8(tmp: str, quick: bool) -> bool:
         return ckpt
 
     ckpt = ours()
-    assert ckpt.details["quantization"]["label"] == "FP8_E4M3_B128" and len(ckpt.tensors) == stored // 2
+    assert ckpt.details["quantization"]["label"] == label and len(ckpt.tensors) == logical
     assert _safe_open_all(d) == stored
     t_ours = best_of(ours, 5)
     t_ref = best_of(lambda: _safe_open_all(d), 5)
     ratio = t_ours[0] / t_ref[0]
     ok = ratio <= SHARD_TARGET_RATIO
-    print(f"FP8 block-quantized index (DeepSeek-V3 layout), {n_shards} shards, {stored:,} tensors "
-          f"-> {stored // 2:,} logical")
+    print(f"{what}, {n_shards} shards, {stored:,} tensors -> {logical:,} logical")
     print(f"  open as one model:            model_explorer {_ms(t_ours)}   "
           f"safetensors safe_open {_ms(t_ref)}   ours/theirs {ratio:5.2f}x "
           f"(CPU {t_ours[1] / t_ref[1]:5.2f}x)   (target <= {SHARD_TARGET_RATIO:.1f}x: "
@@ -387,13 +408,14 @@ def bench_memory(tmp: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller inputs, for a smoke run")
-    parser.add_argument("--only", help="comma-separated: gguf,shards,fp8,million,memory")
+    parser.add_argument("--only", help="comma-separated: gguf,shards,fp8,mlx,million,memory")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        only = args.only.split(",") if args.only else ["gguf", "shards", "fp8", "million", "memory"]
+        only = args.only.split(",") if args.only else ["gguf", "shards", "fp8", "mlx", "million", "memory"]
         benches = {"gguf": lambda: bench_gguf(tmp, args.quick),
                    "shards": lambda: bench_shards(tmp, args.quick),
-                   "fp8": lambda: bench_fp8(tmp, args.quick),
+                   "fp8": lambda: bench_quant(tmp, args.quick, "fp8"),
+                   "mlx": lambda: bench_quant(tmp, args.quick, "mlx"),
                    "million": lambda: bench_million(tmp, args.quick),
                    "memory": lambda: bench_memory(tmp)}
         results = [benches[name]() for name in only]
