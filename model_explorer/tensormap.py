@@ -309,6 +309,12 @@ class TensorMap(MutableMapping):
         return dict(sorted(count.items(), key=lambda kv: (-kv[1], first[kv[0]])))
 
 
+def records_of(tensors: Any, names: list[str]) -> list[Any]:
+    """The records of `names` in order, from a TensorMap (built in one pass per table) or a
+    plain dict of records."""
+    return tensors.records(names) if isinstance(tensors, TensorMap) else [tensors[n] for n in names]
+
+
 class SpanList:
     """`ckpt.spans`: a list of spans in which a file's part may be a builder, run the first
     time something asks for that file's spans (or iterates them all)."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
+from ..tensormap import records_of
 
 VALID_BITS = (2, 3, 4, 5, 6, 8)
 
@@ -34,8 +35,7 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
             tensor=scale_names[0]))
     # The records read below, built in one pass per table (a TensorMap) and looked up in C.
     wanted = [n for s in scale_names for n in (s[:-7] + ".weight", s, s[:-7] + ".biases") if n in names]
-    record = dict(zip(wanted, tensors.records(wanted) if hasattr(tensors, "records")
-                      else [tensors[n] for n in wanted])).get
+    record = dict(zip(wanted, records_of(tensors, wanted))).get
     default = qconfig or {}
     grouped: dict[str, TensorInfo] = {}
     absorbed: set[str] = set()

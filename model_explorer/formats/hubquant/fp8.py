@@ -9,6 +9,7 @@ for weight_block_size [br, bc], a scalar without one. gpt-oss experts store `X_b
 from __future__ import annotations
 
 from ...records import TensorInfo
+from ...tensormap import records_of
 from .common import cdiv, finding, logical, shape_text, unusable
 
 FP8_DTYPES = ("F8_E4M3", "F8_E5M2")
@@ -48,8 +49,12 @@ def build_fp8_block(layer, scheme, add, inferred: bool):
                         f"weight {list(w.shape)} in blocks of {block[0]}x{block[1]} needs "
                         f"{list(want)} scales.", s, fix=FIX_FP8, expected=list(want),
                         found=list(s.shape)))
-        label = f"FP8_E4M3_B{block[0]}" if block[0] == block[1] else f"FP8_E4M3_B{block[0]}x{block[1]}"
+        label = _block_label(block)
     return _fp8_logical(w, s, block, label, inferred)
+
+
+def _block_label(block) -> str:
+    return f"FP8_E4M3_B{block[0]}" if block[0] == block[1] else f"FP8_E4M3_B{block[0]}x{block[1]}"
 
 
 def _fp8_logical(w: TensorInfo, s: TensorInfo, block, label: str, inferred: bool) -> TensorInfo:
@@ -72,11 +77,11 @@ def group_regular(tensors, scheme, crowded: set[str]) -> tuple[list[TensorInfo],
     if block is None:
         return [], []
     b0, b1 = block
-    label = f"FP8_E4M3_B{b0}" if b0 == b1 else f"FP8_E4M3_B{b0}x{b1}"
+    label = _block_label(block)
     pairs = [(n[: -len("_scale_inv")], n) for n in tensors if n.endswith(".weight_scale_inv")]
     pairs = [(w, s) for w, s in pairs if w in tensors and w[: -len(".weight")] not in crowded]
     names = [n for pair in pairs for n in pair]
-    records = tensors.records(names) if hasattr(tensors, "records") else [tensors[n] for n in names]
+    records = records_of(tensors, names)
     out: list[TensorInfo] = []
     absorbed: list[str] = []
     for w, s in zip(records[0::2], records[1::2]):

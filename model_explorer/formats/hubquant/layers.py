@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...records import TensorInfo
+from ...tensormap import records_of
 
 # (suffix, family, role), longest suffixes first so `.weight.absmax` wins over `.weight`.
 SUFFIXES = [
@@ -107,8 +108,7 @@ def find_layers(tensors: dict[str, TensorInfo], skip: set[str] = frozenset()) ->
             parts["weight_format"] = families["bnb"]["weight_format"]
         chosen.append((base, family, parts, real))
     wanted = [n for _, _, parts, _ in chosen for n in parts.values()]
-    # a TensorMap builds the records wanted in one pass per table
-    got = iter(tensors.records(wanted) if hasattr(tensors, "records") else [tensors[n] for n in wanted])
+    got = iter(records_of(tensors, wanted))
     return {base: Layer(base, family, {role: next(got) for role in parts}, real)
             for base, family, parts, real in chosen}
 
