@@ -208,11 +208,17 @@ def bench_shards(tmp: str, quick: bool) -> bool:
     count = len(ckpt.tensors)
     ckpt.close()
     assert count == _safe_open_all(d) == n_tensors and not ckpt.findings
+    return _against_safe_open(ours, d, f"Sharded safetensors, {n_shards} shards, {n_tensors:,} "
+                              f"tensors ({n_spans:,} spans, built on demand)")
+
+
+def _against_safe_open(ours, d: str, title: str) -> bool:
+    """Best of 5 of `ours` and of safe_open over every shard of `d`, printed side by side."""
     t_ours = best_of(ours, 5)
     t_ref = best_of(lambda: _safe_open_all(d), 5)
     ratio = t_ours[0] / t_ref[0]
     ok = ratio <= SHARD_TARGET_RATIO
-    print(f"Sharded safetensors, {n_shards} shards, {n_tensors:,} tensors ({n_spans:,} spans, built on demand)")
+    print(title)
     print(f"  open as one model:            model_explorer {_ms(t_ours)}   "
           f"safetensors safe_open {_ms(t_ref)}   ours/theirs {ratio:5.2f}x "
           f"(CPU {t_ours[1] / t_ref[1]:5.2f}x)   (target <= {SHARD_TARGET_RATIO:.1f}x: "
@@ -279,16 +285,7 @@ def bench_quant(tmp: str, quick: bool, layout: str) -> bool:
     ckpt = ours()
     assert ckpt.details["quantization"]["label"] == label and len(ckpt.tensors) == logical
     assert _safe_open_all(d) == stored
-    t_ours = best_of(ours, 5)
-    t_ref = best_of(lambda: _safe_open_all(d), 5)
-    ratio = t_ours[0] / t_ref[0]
-    ok = ratio <= SHARD_TARGET_RATIO
-    print(f"{what}, {n_shards} shards, {stored:,} tensors -> {logical:,} logical")
-    print(f"  open as one model:            model_explorer {_ms(t_ours)}   "
-          f"safetensors safe_open {_ms(t_ref)}   ours/theirs {ratio:5.2f}x "
-          f"(CPU {t_ours[1] / t_ref[1]:5.2f}x)   (target <= {SHARD_TARGET_RATIO:.1f}x: "
-          f"{'met' if ok else 'MISSED'})")
-    return ok
+    return _against_safe_open(ours, d, f"{what}, {n_shards} shards, {stored:,} tensors -> {logical:,} logical")
 
 
 def bench_million(tmp: str, quick: bool) -> bool:
