@@ -11,7 +11,8 @@
 2a. The same scale quantized as DeepSeek-V3 ships it: 163 shards of FP8 expert matrices, each
    with its 128x128 `weight_scale_inv` (93,696 tensors folded into 46,848 logical ones) and
    config.json's quantization_config, vs safe_open over the same shards. Target: 2.0x.
-   `mlx`: the same as mlx-community's 4-bit (weight, scales, biases; keys sorted as MLX writes).
+   `mlx`: the same as mlx-community's 4-bit (weight, scales, biases; keys sorted as MLX writes);
+   `gptq`: as GPTQModel writes a 4-bit MoE (qweight, qzeros, scales, g_idx per projection).
 2b. Headroom: a 500-shard index of 1,000,000 tensors (sparse data): open in under 10 s, with
    tracemalloc peak and RSS growth printed, next to safe_open over the same shards.
 3. Opening never reads tensor data: a 100 MB and a 2 GB sparse file (safetensors and GGUF);
@@ -241,6 +242,13 @@ QUANT_LAYOUTS = {
              (".biases", "BF16", [256, 4], 2048)],
             {"model_type": "deepseek_v3", "quantization": {"group_size": 64, "bits": 4}},
             "MLX_Q4", True),
+    "gptq": ("GPTQ 4-bit, group 128 (a 128-expert MoE as GPTQModel writes it)",
+             [(".qweight", "I32", [32, 256], 32768), (".qzeros", "I32", [2, 32], 256),
+              (".scales", "F16", [2, 256], 1024), (".g_idx", "I32", [256], 1024)],
+             {"model_type": "qwen3_moe", "quantization_config": {
+                 "quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True,
+                 "checkpoint_format": "gptq"}},
+             "GPTQ_Q4", False),
 }
 
 
@@ -405,14 +413,15 @@ def bench_memory(tmp: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller inputs, for a smoke run")
-    parser.add_argument("--only", help="comma-separated: gguf,shards,fp8,mlx,million,memory")
+    parser.add_argument("--only", help="comma-separated: gguf,shards,fp8,mlx,gptq,million,memory")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        only = args.only.split(",") if args.only else ["gguf", "shards", "fp8", "mlx", "million", "memory"]
+        only = args.only.split(",") if args.only else ["gguf", "shards", "fp8", "mlx", "gptq", "million", "memory"]
         benches = {"gguf": lambda: bench_gguf(tmp, args.quick),
                    "shards": lambda: bench_shards(tmp, args.quick),
                    "fp8": lambda: bench_quant(tmp, args.quick, "fp8"),
                    "mlx": lambda: bench_quant(tmp, args.quick, "mlx"),
+                   "gptq": lambda: bench_quant(tmp, args.quick, "gptq"),
                    "million": lambda: bench_million(tmp, args.quick),
                    "memory": lambda: bench_memory(tmp)}
         results = [benches[name]() for name in only]
