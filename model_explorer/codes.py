@@ -248,6 +248,8 @@ CATALOG: dict[str, Code] = {
     "duplicate_tensor_name": Code("info", "Two paths in the pickle give a tensor the same name."),
     "structure_too_deep": Code("warning", "The pickled structure nests deeper than is walked."),
     "structure_too_large": Code("warning", "The pickled structure has more items than are walked."),
+    "numpy_array_not_listed": Code("info", "A pickled numpy array is not a tensor: text or objects "
+                                   "(shown in the structure), or a shape no array can have."),
     # -- tensor data (deep checks) --------------------------------------------------------------
     "undecodable": Code("warning", "A tensor's bytes cannot be decoded by this tool; the message says why."),
     "nan_inf": Code("error", "A tensor holds NaN or Inf values.", _RE_EXPORT),

@@ -304,6 +304,8 @@ def test_numpy_arrays_in_plain_pickles(tmp_path):
         ckpt = mx.open(p)
         assert not ckpt.errors and not ckpt.warnings, [str(f) for f in ckpt.findings]
         assert set(ckpt.tensors) == set(arrays)
+        # The text array is no tensor, and a finding says so (it stays in the structure).
+        assert "'names'" in one(ckpt.findings, "numpy_array_not_listed").message
         for name, want in arrays.items():
             info = ckpt.tensors[name]
             assert info.shape == want.shape
@@ -509,3 +511,20 @@ def test_reusing_one_big_value_cannot_multiply_work(tmp_path):
     f = one(ckpt.findings, "pickle_work_capped")
     assert f.severity == "warning" and 1 << 20 < f.offset < p.stat().st_size
     assert "pickle_emulation" not in codes(ckpt)
+
+
+def test_numpy_array_with_an_impossible_shape_is_a_finding(tmp_path):
+    import numpy as np
+
+    class Bad:  # what numpy writes, with a negative dimension no array can have
+        def __reduce__(self):
+            return (np._core.multiarray._reconstruct, (np.ndarray, (0,), b"b"),
+                    (1, (-3, 2), np.dtype("f4"), False, bytes(24)))
+
+    p = tmp_path / "bad.pkl"
+    p.write_bytes(pickle.dumps({"ok": np.ones(2, np.float32), "bad": Bad()}, protocol=4))
+    ckpt = mx.open(p)
+    assert set(ckpt.tensors) == {"ok"}
+    f = one(ckpt.findings, "numpy_array_not_listed")
+    assert f.severity == "warning" and "'bad'" in f.message and "(-3, 2)" in f.message
+    assert f.offset is not None and f.offset < p.stat().st_size

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...spans import Report
-from .numpy_refs import NumpyArray, array_layout
+from .. import MAX_RANK
+from .numpy_refs import NumpyArray, NumpyDtype, array_layout
 from .torch_refs import StorageRef, TensorRef
 from .vm import Blob, Call, EmuSet, Global, render
 
@@ -115,6 +116,8 @@ def walk(root: Any, rep: Report) -> Walked:
             if parent is not None:
                 parent[key] = _tensor_leaf(name, v)
             continue
+        if isinstance(v, NumpyArray) and not rep.capped("numpy_array_not_listed"):
+            _unlisted_array(v, ".".join(parts) or ROOT_NAME, rep)  # still shown in the structure
         kids = _children(v)
         if kids is None:
             if parent is not None:
@@ -166,6 +169,20 @@ def _hidden_key(v: Call, i: int) -> str:
         if i < len(keys):
             return _key_text(keys[i])
     return str(i)
+
+
+def _unlisted_array(v: NumpyArray, name: str, rep: Report) -> None:
+    """Say why a numpy array is not in the tensor list: a dtype of text or objects (kept in the
+    structure, as a tokenizer's vocabulary might be), or a shape that cannot be one."""
+    dt = v.dtype
+    if isinstance(dt, NumpyDtype) and dt.name is None:
+        rep.info("numpy_array_not_listed", f"The numpy array at {name!r} ({render(dt, 1)}) holds no "
+                 "numbers this tool reads as a tensor (text, objects or records); it is shown in "
+                 "the structure, not in the tensor list.", v.offset_in_pickle, 1)
+    else:
+        rep.warning("numpy_array_not_listed", f"The numpy array at {name!r} is not listed as a "
+                    f"tensor: its dtype {render(dt, 1)} or shape {render(v.shape, 1)} is not one an "
+                    f"array can have (a shape is at most {MAX_RANK} sizes).", v.offset_in_pickle, 1)
 
 
 def _tensor_leaf(name: str, v: Any) -> dict:
