@@ -316,12 +316,21 @@ def _sentencepiece(tokens: list[str], merges: list[str] | None, scores: list[flo
     return tok
 
 
+MAX_MERGED_PIECE = 128
+
+
 def merges_from_scores(vocab: dict[str, int], scores: dict[str, float] | None) -> list[tuple[str, str]]:
     """Recover BPE merges from a sentencepiece vocabulary: every split of a token into two known
-    tokens is a merge, best score first (or, without scores, lowest id first)."""
+    tokens is a merge, best score first (or, without scores, lowest id first).
+
+    Splitting costs the square of a piece's length, so pieces longer than MAX_MERGED_PIECE are
+    not split: sentencepiece makes none that long by merges (its default cap is 16 characters),
+    and a hostile file's megabyte-long token would otherwise stall loading."""
     found = []
     ranked = scores if scores is not None else vocab
     for piece, score in ranked.items():
+        if len(piece) > MAX_MERGED_PIECE:
+            continue
         local = [(piece[:k], piece[k:], score) for k in range(1, len(piece))
                  if piece[:k] in vocab and piece[k:] in vocab]
         local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))

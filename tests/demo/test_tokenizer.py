@@ -166,3 +166,17 @@ def test_byte_level_split_rules_match_transformers(tmp_path, pre):
     for text in STRINGS + ["1234567 don'T we'LL\r\n\r\n  x", "a\u00a0b\u3000c 🙂🙂"]:
         assert ours.encode(text) == theirs.encode(text), text
         assert ours.decode(ours.encode(text)) == theirs.decode(theirs.encode(text))
+
+
+def test_merges_skip_pieces_too_long_to_be_merged():
+    # Splitting costs a piece's length squared (a hostile megabyte token would stall loading);
+    # sentencepiece never merges pieces that long, so they are not split.
+    from model_explorer.model.tokenizer import MAX_MERGED_PIECE
+
+    mid = "ab" * (MAX_MERGED_PIECE // 2 - 1)
+    at_cap, over = mid + "ab", mid + "abab"
+    vocab = {"a": 0, "b": 1, "ab": 2, mid: 3, at_cap: 4, over: 5}
+    merges = merges_from_scores(vocab, dict.fromkeys(vocab, 0.0))
+    assert len(at_cap) == MAX_MERGED_PIECE and len(over) > MAX_MERGED_PIECE
+    assert ("a", "b") in merges and (mid, "ab") in merges  # a piece at the cap is still split
+    assert (at_cap, "ab") not in merges
