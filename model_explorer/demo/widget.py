@@ -22,6 +22,7 @@ import anywidget
 import traitlets as t
 
 from ..assets import MISSING_BUILD, asset
+from ..tensors.stats import json_safe
 
 _LAYER = re.compile(r"^(?:blk|model\.layers)\.(\d+)\.")
 
@@ -349,12 +350,12 @@ class RunDemo(anywidget.AnyWidget):
             if kind == "token" and self._stop.is_set():
                 raise _Stopped()
             if kind != "convert_progress" or event["done"] == event["total"] or event["done"] % 16 == 0:
-                self.send({"type": "compare_event", "event": _jsonable(event)})
+                self.send({"type": "compare_event", "event": json_safe(event)})
 
         result = compare_quantizations(self.source, self.prompt, max(1, int(self.max_new_tokens)),
                                        chat=self.chat, device=self.device, cache_dir=self.cache_dir,
                                        on_event=on_event, should_stop=self._stop.is_set)
-        self.comparison = _jsonable(result.to_dict())
+        self.comparison = json_safe(result.to_dict())
 
 
     def _job_backends(self) -> None:
@@ -365,21 +366,10 @@ class RunDemo(anywidget.AnyWidget):
         rows: list[dict] = []
 
         def on_row(row: dict) -> None:
-            rows.append(_jsonable({k: v for k, v in row.items() if k != "tokens"}))
+            rows.append(json_safe({k: v for k, v in row.items() if k != "tokens"}))
             self.backends = list(rows)
             if self._stop.is_set():
                 raise _Stopped()
 
         compare_backends(self.source, self.prompt, max(1, int(self.max_new_tokens)), chat=self.chat,
                          on_row=on_row)
-
-
-def _jsonable(value):
-    """NaN and infinity are not JSON: send them as None."""
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
