@@ -10,9 +10,9 @@ section. The same entry byte ranges the slow reader records fall out of the leng
 
 Entries with their keys sorted (`{"data_offsets":[..],"dtype":..,"shape":[..]}`, as MLX writes
 them) are read the same way. When anything differs (whitespace, escapes, other key orders or a
-mix of the two, a problem of any kind) this
-returns None and the caller reads the header the slow way, which says what is wrong where:
-a header this accepts is one the slow reader finds nothing wrong with.
+mix of the two, a problem of any kind) this returns None and the caller reads the header the
+slow way, which says what is wrong where: a header this accepts is one the slow reader finds
+nothing wrong with.
 """
 
 from __future__ import annotations
