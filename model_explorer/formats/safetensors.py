@@ -20,7 +20,7 @@ from ..tensormap import TensorMap
 from . import MAX_RANK
 from .jsonpos import DuplicateKeys, JSONPositionError, iter_members
 from .result import FileResult
-from .stcolumns import SPAN_KINDS, read_entries, spans_of
+from .stcolumns import read_entries, span_kinds, spans_of
 
 MAGIC_LENGTH = 8
 # The reference reader refuses headers above 100 MB; so do we, before reading them.
@@ -137,7 +137,7 @@ def _read_fast(text: str, ascii_only: bool, crc: int, result: FileResult) -> boo
     # what the header was, so spans built later from the columns are known to describe it
     seal = (result.size, len(text), crc)
     result.lazy_spans = partial(_spans_later, table, meta, seal)
-    result.lazy_span_kinds = SPAN_KINDS
+    result.lazy_span_kinds = span_kinds(table, text, meta)
     return True
 
 

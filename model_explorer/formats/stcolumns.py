@@ -50,8 +50,6 @@ _DTYPES = list(SAFETENSORS_BITS)
 _BITS = np.array(list(SAFETENSORS_BITS.values()), dtype=np.int64)
 _NAME_LEN = np.array([len(n) for n in _DTYPES], dtype=np.int64)
 _POW10 = np.array([10**k for k in range(1, 19)], dtype=np.int64)
-# The kinds of span `spans` makes (a view's legend, known before any file's spans are built).
-SPAN_KINDS = ("length", "json", "metadata", "tensor_info", "key", "value", "padding", "tensor_data")
 # Past 2**53 elements a float product is no longer exact: such a header goes the slow way.
 _EXACT = 2**53
 
@@ -167,6 +165,19 @@ def _tiles(begin, length, data_size: int) -> bool:
     b, e = begin[order], (begin + length)[order]
     reach = np.maximum.accumulate(e)
     return bool(b[0] == 0 and (b[1:] == reach[:-1]).all() and reach[-1] == data_size)
+
+
+def span_kinds(table: TensorTable, text: str, meta) -> tuple[str, ...]:
+    """The kinds of span `spans_of` will make for this header, known before it makes them (the
+    hexdump's legend lists what the file holds, not what a file could)."""
+    kinds = ["length", "json"]
+    if meta is not None:
+        kinds.append("metadata")
+    if len(table):
+        kinds += ["tensor_info", "key", "value", "tensor_data"]
+    if len(text.rstrip(" \t\n\r")) < len(text):
+        kinds.append("padding")
+    return tuple(kinds)
 
 
 def spans_of(table: TensorTable, text: str, meta: tuple[int, int, int] | None,

@@ -79,6 +79,8 @@ def test_columns_agree_with_the_slow_reader(tmp_path, case):
     assert fast.metadata == slow.metadata
     spans, found = fast.lazy_spans(open_source(fast.file))
     assert found == [] and spans == slow.report.spans
+    # the kinds declared at open (the hexdump's legend) are exactly those the spans have
+    assert set(fast.lazy_span_kinds) == {s.kind for s in spans}
 
 
 BROKEN = {
