@@ -15,9 +15,12 @@ PAGE = 4096
 MAX_PAGE = 64 * 1024
 
 
-def span_json(s: Span, index: int | None = None) -> dict:
+def span_json(s: Span, index: int | None = None, file: bool = True) -> dict:
+    """A span for the browser; `file=False` inside a page, which names its file once."""
     d = {"offset": s.offset, "length": s.length, "kind": s.kind, "path": s.path,
-         "value": s.value, "tensor": s.tensor, "file": s.file}
+         "value": s.value, "tensor": s.tensor}
+    if file:
+        d["file"] = s.file
     if index is not None:
         d["index"] = index
     return d
@@ -32,7 +35,7 @@ def page(fs: SpanIndex, data: bytes, file: str, offset: int) -> dict:
     for a, b, i in segs:
         if i not in local:
             local[i] = len(spans)
-            spans.append(span_json(fs.spans[i], i))
+            spans.append(span_json(fs.spans[i], i, file=False))
         out.append([a, b, local[i]])
     return {"file": file, "offset": offset, "length": len(data), "segs": out, "spans": spans}
 
