@@ -129,7 +129,7 @@ function countLayerFindings(ctx, tab, atOpen) {
  */
 function kernelNote(ctx, delayMs = 4000) {
   const note = h("div", { className: "me-kernel-note", hidden: true, attrs: { role: "status" },
-    text: "Waiting for the kernel: it is busy, or this output was saved in an earlier session. The overview, summary and findings are from the saved state; re-run the cell to browse bytes, the tree and the tensors." });
+    text: "Waiting for the kernel: it is busy, or this output was saved in an earlier session. The overview, summary, findings and first bytes are from the saved state; re-run the cell to browse the rest of the bytes, the tree and the tensors." });
   let answered = false;
   const timer = setTimeout(() => { if (!answered) note.hidden = false; }, delayMs);
   const done = () => { answered = true; clearTimeout(timer); note.hidden = true; };
