@@ -16,6 +16,11 @@ from collections.abc import Iterator
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:
     was_enabled = gc.isenabled()
+    if was_enabled:
+        # The young generations hold little here, and what they hold is moved to the oldest
+        # one when the pause ends: collect their garbage first (a user's dropped model in a
+        # reference cycle must not wait for a rare full collection).
+        gc.collect(1)
     gc.disable()
     try:
         yield
@@ -32,6 +37,7 @@ def _to_oldest_generation() -> None:
     generation; left there, the next young collections each rescan all of it (0.2 s at a
     time, landing in whatever runs next, such as an Explorer's first paint). freeze() moves
     every generation to the permanent one and unfreeze() moves that back as the oldest: two
-    list splices. Objects are only collected later, by the (rare) full collections."""
+    list splices. What they move is what the pause built (the young generations were collected
+    when it began); it is only collected later, by the (rare) full collections."""
     gc.freeze()
     gc.unfreeze()

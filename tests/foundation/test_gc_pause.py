@@ -40,3 +40,20 @@ def test_open_leaves_its_records_out_of_the_young_generation(tmp_path):
     records = list(ckpt.tensors.values())  # built in a pause of their own
     old = {id(o) for o in gc.get_objects(generation=2)}
     assert all(id(r) in old for r in records[::100])
+
+
+def test_garbage_from_before_the_pause_is_not_moved_to_the_oldest_generation():
+    # A user's dropped object in a reference cycle is collected when a pause begins, not held
+    # until a full collection.
+    import weakref
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    alive = weakref.ref(a)
+    del a, b
+    with no_gc():
+        pass
+    assert alive() is None
