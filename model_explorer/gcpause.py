@@ -39,5 +39,7 @@ def _to_oldest_generation() -> None:
     every generation to the permanent one and unfreeze() moves that back as the oldest: two
     list splices. What they move is what the pause built (the young generations were collected
     when it began); it is only collected later, by the (rare) full collections."""
+    if gc.get_freeze_count():  # someone froze objects on purpose (before a fork): leave them be
+        return
     gc.freeze()
     gc.unfreeze()

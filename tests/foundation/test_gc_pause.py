@@ -57,3 +57,15 @@ def test_garbage_from_before_the_pause_is_not_moved_to_the_oldest_generation():
     with no_gc():
         pass
     assert alive() is None
+
+
+def test_objects_someone_else_froze_stay_frozen():
+    keep = [[i] for i in range(1000)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with no_gc():
+            made = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() == frozen and made and keep
+    finally:
+        gc.unfreeze()
