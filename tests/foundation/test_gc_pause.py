@@ -63,9 +63,9 @@ def test_objects_someone_else_froze_stay_frozen():
     keep = [[i] for i in range(1000)]
     gc.freeze()
     try:
-        frozen = gc.get_freeze_count()
         with no_gc():
             made = [[i] for i in range(1000)]
-        assert gc.get_freeze_count() == frozen and made and keep
+        # still frozen (objects freed meanwhile lower the count; an unfreeze would zero it)
+        assert gc.get_freeze_count() >= len(keep) and made
     finally:
         gc.unfreeze()
