@@ -25,11 +25,11 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_UNREADABLE)
 
 
-def _open(source: str, deep: bool = False):
+def _open(source: str, deep: bool = False, cross_check: bool = False):
     import model_explorer as mx
 
     try:
-        return mx.open(source, deep=deep)
+        return mx.open(source, deep=deep, cross_check=cross_check)
     except (OSError, ValueError) as e:
         print(f"model-explorer: cannot read {source!r}: {e}", file=sys.stderr)
         raise SystemExit(EXIT_UNREADABLE) from None
@@ -50,7 +50,7 @@ def _card(ckpt):
 
 
 def cmd_info(args) -> int:
-    ckpt = _open(args.source)
+    ckpt = _open(args.source, cross_check=True)  # its exit code is doctor's
     model_card = _card(ckpt)
     if args.json:
         out = ckpt.summary()
@@ -139,7 +139,7 @@ def cmd_hexdump(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    ckpt = _open(args.source, deep=args.deep)
+    ckpt = _open(args.source, deep=args.deep, cross_check=True)
     ckpt.build_all()  # spans and records left for later: what building them meets is reported
     if args.json:
         print(json.dumps({

@@ -13,6 +13,7 @@ from . import sources
 from .assemble import assemble
 from .checkpoint import Checkpoint
 from .gcpause import no_gc
+from .model.checks import cross_check as _cross_check
 from .model.checks import header_checks
 
 
@@ -36,6 +37,13 @@ class OpenCheckpoint(Checkpoint):
         """For a PEFT adapter: ‖B·A‖·scaling per LoRA pair, relative to the base (`mx.adapter_deltas`)."""
         return adapter_deltas(self, base, plot)
 
+    def cross_check(self):
+        """Check the tensors against transformers' own build of the architecture (meta device,
+        never code from the folder), in place of the built-in tables used at open. The first
+        call imports torch (seconds); returns the findings it added (`mx.open(cross_check=True)`
+        does it at open; `doctor` always does)."""
+        return _cross_check(self)
+
     def layer_profile(self, stat: str = "norm"):
         """Sampled statistics pivoted to layers x roles (`mx.layer_profile`; exact: `mx.scan`)."""
         return layer_profile(self, stat)
@@ -45,8 +53,13 @@ class OpenCheckpoint(Checkpoint):
         return plot_layers(self, stat, ax=ax)
 
 
-def open(source: str | os.PathLike, deep: bool = False, base: Any = None) -> OpenCheckpoint:  # noqa: A001
+def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noqa: A001
+         cross_check: bool = False) -> OpenCheckpoint:
     """Open a checkpoint file, directory, index or URL and read every header in it.
+
+    cross_check: also check the tensors against transformers' build of the architecture (what
+        `doctor` does; the first one in a process imports torch, seconds). Without it the
+        built-in family tables are used, so opening stays fast; `ckpt.cross_check()` later.
 
     base: for a PEFT adapter, the base model (a path, URL or open Checkpoint): each LoRA pair
         is checked against the base's linear layer.
@@ -63,6 +76,8 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None) -> Ope
         ckpt.__class__ = OpenCheckpoint
         # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
         header_checks(ckpt)
+    if cross_check:
+        ckpt.cross_check()
     if base is not None:
         from .model.adapters import check_base
 

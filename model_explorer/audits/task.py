@@ -147,7 +147,7 @@ def _shallow(source: str, opts: dict) -> dict[str, Any]:
     t0 = time.perf_counter()
     row = base_row(source)
     try:
-        ckpt = open_model(source)
+        ckpt = open_model(source, cross_check=True)  # an audit's findings are doctor's
     except (OSError, ValueError) as e:
         return {"unreadable": f"cannot read {source!r}: {e}"}
     try:

@@ -4,6 +4,11 @@
 tensors (will_load.py), tokenizer and chat template (tokenizer_info.py), adapters
 (adapters.py). A check that fails on input nobody foresaw leaves an info finding, never a
 traceback: the rest of the checkpoint still opens.
+
+At open the expected tensors come from the built-in family tables, which need no torch.
+`cross_check(ckpt)` redoes that one check against transformers' own build of the architecture
+(seconds for the first import of torch) and puts its findings in place of the open-time ones;
+doctor, the Model tab and repairs call it, an Explorer's first paint never waits for it.
 """
 
 from __future__ import annotations
@@ -15,25 +20,56 @@ from .findings import model_finding
 ORDER = ("error", "warning", "info")
 
 
-def header_checks(ckpt: CheckpointRecord) -> list[Finding]:
-    from . import adapters, tokenizer_info, will_load
-    from .hparams import read_hparams
+def _run(found: list[Finding], name: str, fn, *args) -> None:
+    try:
+        found.extend(fn(*args))
+    except Exception as e:  # noqa: BLE001 - a check must never stop a checkpoint from opening
+        found.append(model_finding("model_check_failed", f"The {name} check failed: "
+                                   f"{type(e).__name__}: {e}"))
 
-    found: list[Finding] = []
 
-    def run(name, fn, *args) -> None:
-        try:
-            found.extend(fn(*args))
-        except Exception as e:  # noqa: BLE001 - a check must never stop a checkpoint from opening
-            found.append(model_finding("model_check_failed", f"The {name} check failed: "
-                                       f"{type(e).__name__}: {e}"))
-
-    hp = read_hparams(ckpt)
-    run("expected-tensor", will_load.check, ckpt, hp)
-    run("tokenizer", tokenizer_info.check, ckpt, hp)
-    run("adapter", adapters.check, ckpt, hp)
+def _add(ckpt: CheckpointRecord, found: list[Finding]) -> list[Finding]:
     seen = {(f.code, f.tensor, f.message) for f in ckpt.findings}
     found = [f for f in found if (f.code, f.tensor, f.message) not in seen]
     ckpt.findings.extend(found)
     ckpt.findings.sort(key=lambda f: ORDER.index(f.severity))
     return found
+
+
+def header_checks(ckpt: CheckpointRecord) -> list[Finding]:
+    from . import adapters, tokenizer_info, will_load
+    from .hparams import read_hparams
+
+    hp = read_hparams(ckpt)
+    expected: list[Finding] = []
+    _run(expected, "expected-tensor", will_load.check, ckpt, hp)
+    others: list[Finding] = []
+    _run(others, "tokenizer", tokenizer_info.check, ckpt, hp)
+    _run(others, "adapter", adapters.check, ckpt, hp)
+    expected = _add(ckpt, expected)
+    ckpt._expected_findings = expected  # what cross_check replaces
+    ckpt._cross_checked = False
+    return expected + _add(ckpt, others)
+
+
+def cross_check(ckpt: CheckpointRecord) -> list[Finding]:
+    """The expected-tensor check against transformers' build of the architecture (when it is
+    installed and knows it), in place of the open-time one from the built-in tables. Returns the
+    findings that are new; runs once per checkpoint (`transformers_available()` is false: the
+    open-time findings stand)."""
+    from . import expected, will_load
+    from .hparams import read_hparams
+
+    if getattr(ckpt, "_cross_checked", False):
+        return []
+    ckpt._cross_checked = True
+    if not expected.transformers_available():
+        return []
+    found: list[Finding] = []
+    _run(found, "expected-tensor", will_load.check, ckpt, read_hparams(ckpt), True)
+    before = getattr(ckpt, "_expected_findings", [])
+    old = {(f.code, f.tensor) for f in before}
+    gone = {id(f) for f in before}
+    ckpt.findings[:] = [f for f in ckpt.findings if id(f) not in gone]
+    ckpt._expected_findings = _add(ckpt, found)
+    return [f for f in ckpt._expected_findings if (f.code, f.tensor) not in old]

@@ -45,8 +45,14 @@ def _loc(info: TensorInfo | None) -> dict:
     return {"offset": off, "length": ln, "tensor": info.name, "file": info.file}
 
 
-def expected_for(ckpt: CheckpointRecord, hp: HParams) -> tuple[exp_mod.Expected | None, list[Finding]]:
-    """The expected tensors and any info finding about where they came from."""
+def expected_for(ckpt: CheckpointRecord, hp: HParams, cross_check: bool = False
+                 ) -> tuple[exp_mod.Expected | None, list[Finding]]:
+    """The expected tensors and any info finding about where they came from.
+
+    At open (`cross_check=False`) only the built-in family tables are used: they need no torch,
+    so opening never waits seconds for it. `cross_check=True` (doctor, the Model tab, repairs,
+    `ckpt.cross_check()`) builds the architecture with transformers on the meta device when it is
+    installed, and falls back to the tables when it is not or cannot build the config."""
     notes: list[Finding] = []
     # The tables list layers up to the count the tensors show (+1), never a header's bare number.
     shown = {int(m[1]) for n in ckpt.tensors if (m := _ANY_LAYER.search(n))}
@@ -63,7 +69,7 @@ def expected_for(ckpt: CheckpointRecord, hp: HParams) -> tuple[exp_mod.Expected 
         return None, notes
     cfg = ckpt.metadata.get("config.json")
     e = None
-    if exp_mod.transformers_available():
+    if cross_check and exp_mod.transformers_available():
         try:
             e = exp_mod.from_transformers(cfg)
         except exp_mod.NotBuildable as why:
@@ -71,11 +77,12 @@ def expected_for(ckpt: CheckpointRecord, hp: HParams) -> tuple[exp_mod.Expected 
                                        **_kv_loc(hp.values.get("model_type") or hp.values.get("architecture"))))
     if e is None:
         e = exp_mod.builtin(hp, config=cfg, max_layers=cap)
-        if e is None and not notes:
+        if e is None and not notes and (cross_check or not exp_mod.transformers_available()):
+            hint = ("install transformers for the full check" if not exp_mod.transformers_available()
+                    else "transformers could not build it either")
             notes.append(model_finding("unknown_architecture", f"model_type {hp.model_type!r} is not in the "
-                                       "built-in llama-family table (install transformers for the full "
-                                       "check): only the config-against-shape checks ran.",
-                                       **_kv_loc(hp.values.get("model_type"))))
+                                       f"built-in family tables ({hint}): only the config-against-shape "
+                                       "checks ran.", **_kv_loc(hp.values.get("model_type"))))
     return e, notes
 
 
@@ -126,12 +133,13 @@ def _is_adapter(ckpt: CheckpointRecord) -> bool:
 
 # -- the comparison --------------------------------------------------------------------------------
 
-def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
-    """Findings for the checkpoint's tensors against what its architecture expects."""
+def check(ckpt: CheckpointRecord, hp: HParams, cross_check: bool = False) -> list[Finding]:
+    """Findings for the checkpoint's tensors against what its architecture expects
+    (`cross_check`: against transformers' build of it, see `expected_for`)."""
     if not ckpt.tensors or _is_adapter(ckpt) or not hp.describes_model:
         return []
     out: list[Finding] = []
-    e, notes = expected_for(ckpt, hp)
+    e, notes = expected_for(ckpt, hp, cross_check)
     out += notes
     actual_names = list(ckpt.tensors)
     want = set(e.shapes) if e is not None else set()

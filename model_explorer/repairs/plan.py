@@ -60,7 +60,7 @@ def _expected(ckpt):
     hp = read_hparams(ckpt)
     if hp.origin != "config.json" or not hp.describes_model:
         return None
-    return expected_for(ckpt, hp)[0]
+    return expected_for(ckpt, hp, cross_check=True)[0]
 
 
 def detect_missing_lm_head(shapes: dict[str, tuple[int, ...]], config: dict | None,

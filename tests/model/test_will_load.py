@@ -3,6 +3,7 @@ the same folder without the fault gives no model finding. Header-only: plain mx.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -16,9 +17,11 @@ from .conftest import model_findings, only, tiny_cfg, tiny_state, write_folder, 
 
 @pytest.fixture(params=["transformers", "built-in"])
 def source(request, monkeypatch):
-    """Every fault is diagnosed with transformers on the meta device and with the built-in table."""
+    """Every fault is diagnosed with transformers on the meta device (the cross-check doctor
+    runs) and with the built-in table (what opening uses)."""
     if request.param == "transformers":
         pytest.importorskip("transformers")
+        monkeypatch.setattr(mx, "open", functools.partial(mx.open, cross_check=True))
     else:
         monkeypatch.setattr(expected, "transformers_available", lambda: False)
     return request.param
@@ -122,7 +125,7 @@ def test_missing_and_unexpected_are_listed_like_transformers(tmp_path, source):
     assert only(ckpt, "unexpected_tensors").extra["unexpected"] == ["model.layers.0.self_attn.rotary_emb.extra"]
 
 
-def test_unknown_architecture_still_gets_built_in_checks(tmp_path):
+def test_unknown_architecture_still_gets_built_in_checks(tmp_path, source):
     cfg = tiny_cfg(model_type="frobnicator", architectures=["FrobnicatorForCausalLM"], vocab_size=300)
     ckpt = mx.open(write_folder(tmp_path / "m", cfg, tiny_state(tiny_cfg()), tokenizer=None))
     assert only(ckpt, "unknown_architecture").severity == "info"

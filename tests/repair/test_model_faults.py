@@ -202,7 +202,8 @@ def test_transposed_weight_in_an_architecture_outside_the_builtin_table(tmp_path
     broken = dict(tensors, **{name: np.ascontiguousarray(tensors[name].T)})
     config = cfg.to_dict() | {"architectures": ["GPTNeoXForCausalLM"]}
     src = write_folder(tmp_path / "src", broken, config=config)
-    assert any(f.code == "transposed_weight" and f.tensor == name for f in mx.open(src).findings)
+    assert any(f.code == "transposed_weight" and f.tensor == name
+               for f in mx.open(src, cross_check=True).findings)
     assert [(f.name, f.changes["tensors"]) for f in mx.repair_plan(src).fixes] == [("transpose", [name])]
     checked(src)
     np.testing.assert_array_equal(safe_open_all(tmp_path / "fixed")[name], tensors[name])
