@@ -5,8 +5,9 @@ Three sources, best first:
   (no memory, no weights, never code from the model folder: `trust_remote_code` is never
   set), its state dict put back into checkpoint naming the way save_pretrained does, its tied
   weights and `_keys_to_ignore_on_load_*` lists taken into account;
-- a built-in table for the llama family (Llama, Mistral, Qwen2/3, Gemma, Phi-3), in Hugging
-  Face and in GGUF naming;
+- the built-in family tables (families.py: Llama, Mistral, Qwen2/3, Gemma 1-3, Phi-3, OLMo 2,
+  SmolLM3, Granite, Mixtral, Qwen-MoE, GPT-2, GPT-NeoX, gpt-oss, DeepSeek-V3) in Hugging Face
+  naming, and the llama family's in GGUF naming: no torch, so they are what opening uses;
 - for GGUF, gguf-py's tensor tables (`MODEL_TENSORS`, `TENSOR_NAMES`): which names llama.cpp
   knows for `general.architecture`, so anything else is unexpected.
 """
@@ -20,10 +21,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from . import families
 from .hparams import HParams
 
-# model_type -> (HF layout, GGUF architecture names that share it)
-BUILTIN_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3")
+# GGUF architectures whose names the built-in llama table lists (gguf-py's tables do the rest)
 GGUF_BUILTIN = ("llama", "mistral", "qwen2", "qwen3")
 # Beyond these a config is not built (a header's numbers must not size an allocation): the
 # largest released models stay well inside them.
@@ -46,6 +47,7 @@ class Expected:
     ignore_unexpected: list[str] = field(default_factory=list)
     known: re.Pattern | None = None  # names outside `shapes` that are still not unexpected
     complete: bool = True  # False: `shapes` is not every name the model has (skip unexpected)
+    aliases: dict[str, str] = field(default_factory=dict)  # another stored name -> the table's
 
     def is_ignored_missing(self, name: str) -> bool:
         return any(re.search(p, name) for p in self.ignore_missing)
@@ -59,14 +61,45 @@ def _int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-# -- built-in llama-family table ------------------------------------------------------------------
+# -- built-in family tables ----------------------------------------------------------------------
 
 def builtin(hp: HParams, gguf: bool = False, config: dict | None = None,
             max_layers: int = MAX_LAYERS) -> Expected | None:
-    """The llama-family layout from the hyperparameters; None when a number it needs is missing.
-    Layers are listed up to `max_layers` (a header's count is not trusted to size a table)."""
+    """The tensors of a family the explorer knows (families.py) from the hyperparameters, in
+    Hugging Face naming, or the llama family's in GGUF naming; None when the family is not known
+    or a number it needs is missing. Layers are listed up to `max_layers` (a header's count is not
+    trusted to size a table)."""
+    if gguf:
+        return _gguf_llama(hp, max_layers)
+    fam = families.family(hp.model_type)
+    shapes = families.layout(hp, config or {}, max_layers) if fam is not None else None
+    if shapes is None:
+        return None
+    e = Expected(f"built-in {fam.label} table", shapes=shapes, head=fam.head)
+    e.required = set(shapes) - {fam.head}  # the head is judged with the config's tie setting
+    if hp.get("tied_embeddings") is True:
+        e.tied[fam.head] = fam.embed
+    e.ignore_unexpected = list(fam.ignore_unexpected)
+    e.aliases = dict(fam.aliases)
+    mtp = _mtp_layers(hp, config or {})
+    if mtp:
+        e.ignore_unexpected.append(mtp)
+    return e
+
+
+def _mtp_layers(hp: HParams, config: dict) -> str | None:
+    """DeepSeek-V3 ships its multi-token-prediction layers after the last block, which
+    transformers does not load: a pattern for them."""
+    n, layers = config.get("num_nextn_predict_layers"), hp.get("layers")
+    if (hp.model_type or "").lower() == "deepseek_v3" and isinstance(layers, int):
+        return rf"^model\.layers\.{layers}\b" if not isinstance(n, int) or n >= 1 else None
+    return None
+
+
+def _gguf_llama(hp: HParams, max_layers: int) -> Expected | None:
+    """The llama family in GGUF naming (llama.cpp's names for the architectures it shares)."""
     mt = (hp.model_type or "").lower()
-    if mt not in (GGUF_BUILTIN if gguf else BUILTIN_TYPES):
+    if mt not in GGUF_BUILTIN:
         return None
     h, layers, vocab = _int(hp.get("hidden")), _int(hp.get("layers")), _int(hp.get("vocab"))
     heads, kvh, hd, f = (_int(hp.get("heads")), _int(hp.get("kv_heads")), _int(hp.get("head_dim")),
@@ -74,48 +107,35 @@ def builtin(hp: HParams, gguf: bool = False, config: dict | None = None,
     if not all((h, layers, vocab, heads, kvh, hd, f)):
         return None
     q, kv = heads * hd, kvh * hd
-    config = config or {}
-    bias = bool(config.get("attention_bias", mt == "qwen2")) if not gguf else None
-    e = Expected(f"built-in {mt} table" + (" (GGUF names)" if gguf else ""))
+    e = Expected(f"built-in {mt} table (GGUF names)")
 
-    def add(hf: str, gg: str, shape, required: bool = True) -> None:
-        name = gg if gguf else hf
+    def add(name: str, shape, required: bool = True) -> None:
         e.shapes[name] = shape
         if required:
             e.required.add(name)
 
-    add("model.embed_tokens.weight", "token_embd.weight", (vocab, h))
-    add("model.norm.weight", "output_norm.weight", (h,))
-    add("lm_head.weight", "output.weight", (vocab, h), required=False)
-    e.head = "output.weight" if gguf else "lm_head.weight"
-    if gguf or hp.get("tied_embeddings") is True:  # llama.cpp reuses token_embd when output is absent
-        e.tied[e.head] = "token_embd.weight" if gguf else "model.embed_tokens.weight"
+    add("token_embd.weight", (vocab, h))
+    add("output_norm.weight", (h,))
+    add("output.weight", (vocab, h), required=False)
+    e.head = "output.weight"
+    e.tied[e.head] = "token_embd.weight"  # llama.cpp reuses token_embd when output is absent
     for i in range(min(layers, max_layers)):
-        p, g = f"model.layers.{i}.", f"blk.{i}."
-        add(p + "input_layernorm.weight", g + "attn_norm.weight", (h,))
-        add(p + "post_attention_layernorm.weight", g + "ffn_norm.weight", (h,))
-        add(p + "self_attn.o_proj.weight", g + "attn_output.weight", (h, q))
-        add(p + "mlp.down_proj.weight", g + "ffn_down.weight", (h, f))
-        if mt == "phi3":
-            add(p + "self_attn.qkv_proj.weight", g + "attn_qkv.weight", (q + 2 * kv, h))
-            add(p + "mlp.gate_up_proj.weight", g + "ffn_up.weight", (2 * f, h))
-            continue
-        add(p + "self_attn.q_proj.weight", g + "attn_q.weight", (q, h))
-        add(p + "self_attn.k_proj.weight", g + "attn_k.weight", (kv, h))
-        add(p + "self_attn.v_proj.weight", g + "attn_v.weight", (kv, h))
-        add(p + "mlp.gate_proj.weight", g + "ffn_gate.weight", (f, h))
-        add(p + "mlp.up_proj.weight", g + "ffn_up.weight", (f, h))
-        for part, gpart, size in (("q", "q", q), ("k", "k", kv), ("v", "v", kv)):
-            # GGUF: llama.cpp loads biases when present; HF: attention_bias says whether they exist.
-            add(p + f"self_attn.{part}_proj.bias", g + f"attn_{gpart}.bias", (size,),
-                required=bool(bias))
-            if not gguf and not bias:
-                del e.shapes[p + f"self_attn.{part}_proj.bias"]
+        g = f"blk.{i}."
+        add(g + "attn_norm.weight", (h,))
+        add(g + "ffn_norm.weight", (h,))
+        add(g + "attn_output.weight", (h, q))
+        add(g + "ffn_down.weight", (h, f))
+        add(g + "attn_q.weight", (q, h))
+        add(g + "attn_k.weight", (kv, h))
+        add(g + "attn_v.weight", (kv, h))
+        add(g + "ffn_gate.weight", (f, h))
+        add(g + "ffn_up.weight", (f, h))
+        for part, size in (("q", q), ("k", kv), ("v", kv)):  # llama.cpp loads biases when present
+            add(g + f"attn_{part}.bias", (size,), required=False)
         if mt == "qwen3":
-            add(p + "self_attn.q_norm.weight", g + "attn_q_norm.weight", (hd,))
-            add(p + "self_attn.k_norm.weight", g + "attn_k_norm.weight", (hd,))
-    if gguf:
-        e.shapes["rope_freqs.weight"] = None
+            add(g + "attn_q_norm.weight", (hd,))
+            add(g + "attn_k_norm.weight", (hd,))
+    e.shapes["rope_freqs.weight"] = None
     return e
 
 

@@ -16,6 +16,7 @@ from collections import Counter
 from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
 from . import expected as exp_mod
+from . import families
 from .findings import model_finding
 from .hparams import HParams, Sourced, embedding, info_span
 from .renames import one_to_one
@@ -150,6 +151,9 @@ def check(ckpt: CheckpointRecord, hp: HParams, cross_check: bool = False) -> lis
     by_name: dict[str, TensorInfo] = {}
     for n in actual_names:
         by_name.setdefault(_renamed(n, how, want), ckpt.tensors[n])
+    for alias, name in (e.aliases.items() if e is not None else ()):
+        if alias in by_name and name not in by_name:  # a name transformers also loads it from
+            by_name[name] = by_name.pop(alias)
     explained, mismatches = _quantities(ckpt, hp, by_name)
     out += mismatches
     if e is None:
@@ -266,7 +270,9 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
         if info is None or want is None or not _shape_says(info):
             continue
         have = tuple(info.shape)
-        if have == tuple(want):
+        # a quantized tensor of an [in, out] parameter (gpt-oss experts) is stored [out, in]
+        want = families.stored_shape(hp.model_type, name, tuple(want), bool(info.quant))
+        if have == want:
             continue
         if len(want) == 2 and have == tuple(reversed(want)) and want[0] != want[1]:
             out.append(model_finding("transposed_weight", f"{info.name!r} has shape {list(have)}; "

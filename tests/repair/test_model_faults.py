@@ -183,9 +183,10 @@ def test_head_stored_under_another_name(tmp_path, checked):
     assert set(safe_open_all(tmp_path / "fixed")) == set(tensors)
 
 
-def test_transposed_weight_in_an_architecture_outside_the_builtin_table(tmp_path, checked):
-    # GPT-NeoX names and shapes come from transformers building it on the meta device: the
-    # repair knows them from the model layer, not from a table of its own.
+def test_transposed_weight_in_gpt_neox(tmp_path, checked):
+    # GPT-NeoX names and shapes come from the model layer (its family table at open, transformers'
+    # meta-device build in the cross-check), not from a table of the repair's own; its state
+    # dict names the head lm_head.weight, which transformers loads as embed_out.weight too.
     from model_explorer.model import expected
 
     transformers = pytest.importorskip("transformers")
