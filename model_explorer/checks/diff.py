@@ -13,6 +13,8 @@ import math
 import numpy as np
 
 from ..ggml import Keys
+from ..model import families
+from ..model.hparams import read_hparams
 from ..model.tokenizer_compare import compare_tokenizers
 from ..opener import opened
 from ..records import CheckpointRecord, TensorInfo
@@ -70,15 +72,18 @@ def _arch(ckpt: CheckpointRecord) -> str | None:
 
 
 def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: TensorInfo,
-            heads_a: int | None = None, heads_b: int | None = None) -> dict:
+            heads_a: int | None = None, heads_b: int | None = None, flip_b: bool = False) -> dict:
     """max |a - b|, relative L2 (||a - b|| / ||a||) and cosine, streamed over rows.
 
     heads_a / heads_b: undo llama.cpp's Q/K permutation on that side over this many heads.
+    flip_b: one side holds the transpose of the other's last two axes (a quantized [out, in]
+    tensor of an [in, out] parameter, model/families.py): b's are swapped as it is read (chunks
+    run over a's first axis); a 2-D pair is then read whole.
     """
     shape = ta.shape
     rows = shape[0] if shape else 1
     inner = math.prod(shape[1:]) if len(shape) > 1 else 1
-    step = max(1, CHUNK_ELEMENTS // max(1, inner))
+    step = rows if flip_b and len(shape) == 2 else max(1, CHUNK_ELEMENTS // max(1, inner))
     # a head count that does not split the rows into pairs per head cannot be a permutation
     heads_a, heads_b = (h if h and rows % (2 * h) == 0 else None for h in (heads_a, heads_b))
     for h in (heads_a, heads_b):
@@ -91,6 +96,8 @@ def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: Tens
         sel = slice(r, r + step) if shape else None
         xa = read(ca, ta, rows=sel).astype(np.float64 if _wide(ta) else np.float32)
         xb = read(cb, tb, rows=sel).astype(xa.dtype)
+        if flip_b:
+            xb = np.swapaxes(xb, -1, -2)
         if heads_a:
             xa = names.unpermute_qk(xa, len(xa) // (rows // heads_a))
         if heads_b:
@@ -108,6 +115,17 @@ def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: Tens
     rel = math.sqrt(d2) / math.sqrt(a2) if a2 > 0 else (0.0 if d2 == 0 else math.inf)
     cos = ab / math.sqrt(a2 * b2) if a2 > 0 and b2 > 0 else (1.0 if a2 == b2 == 0 else 0.0)
     return {"max_abs_diff": worst, "rel_l2": rel, "cosine": cos}
+
+
+def _flipped(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: TensorInfo) -> bool:
+    """Whether the pair is one parameter in two orientations: the model's [in, out] on one side
+    and a Hub-quantized [out, in] logical tensor on the other (gpt-oss MXFP4 experts)."""
+    if bool(ta.quant) == bool(tb.quant) or len(ta.shape) < 2:
+        return False
+    q, plain = (ta, tb) if ta.quant else (tb, ta)
+    mt = read_hparams(ca).model_type or read_hparams(cb).model_type
+    return (families.is_in_out(mt, plain.name)
+            and families.stored_shape(mt, plain.name, tuple(plain.shape), True) == tuple(q.shape))
 
 
 def _wide(t: TensorInfo) -> bool:
@@ -142,9 +160,10 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
                    "dtype_a": ta.kind if ta else None, "dtype_b": tb.kind if tb else None,
                    "shape_a": list(ta.shape) if ta else None, "shape_b": list(tb.shape) if tb else None,
                    "max_abs_diff": None, "rel_l2": None, "cosine": None}
+            flip = ta is not None and tb is not None and _flipped(ca, ta, cb, tb)
             if ta is None or tb is None:
                 row["status"] = "added" if ta is None else "removed"
-            elif tuple(ta.shape) != tuple(tb.shape):
+            elif tuple(ta.shape) != tuple(tb.shape) and not flip:
                 row["status"] = "shape"
             else:
                 row["status"] = "dtype" if ta.kind != tb.kind else "same"
@@ -155,7 +174,7 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
                         heads = names.rope_heads(gname, *permute)
                         ha, hb = (heads, None) if gguf_side == "a" else (None, heads)
                     try:
-                        row.update(compare(ca, ta, cb, tb, ha, hb))
+                        row.update(compare(ca, ta, cb, tb, ha, hb, flip_b=flip))
                     except ValueError as e:
                         row["status"] = f"unreadable: {e}"
                     if row["status"] == "same" and row["max_abs_diff"] != 0:

@@ -95,3 +95,18 @@ def test_gpt_oss_mxfp4_stored_the_wrong_way_round_is_an_error(tmp_path):
     save_file(t, str(path))
     for found in _both(tmp_path / "mxfp4"):
         assert len(found) == 1 and "shape_mismatch" in found[0] and "layers.1.mlp.experts.gate_up_proj" in found[0]
+
+
+def test_diff_of_mxfp4_against_its_float_model_aligns_the_experts(tmp_path):
+    # the same parameter in two orientations is compared as one, square or not (down_proj is
+    # [4, 64, 64] here: its shape alone cannot tell)
+    d, model = _saved(tmp_path, "gpt_oss", intermediate_size=64, hidden_size=64, head_dim=16)
+    ref = _as_mxfp4(d, tmp_path / "mxfp4", model)
+    for a, b in ((d, tmp_path / "mxfp4"), (tmp_path / "mxfp4", d)):
+        table = mx.diff(a, b, tokenizers=False).set_index("name")
+        for name, q in ref.items():
+            w = model.state_dict()[name].detach().float().numpy().transpose(0, 2, 1)
+            row = table.loc[name]
+            assert row["status"] == "dtype", row
+            assert row["max_abs_diff"] == pytest.approx(float(np.abs(w - q).max()), rel=1e-6)
+            assert row["cosine"] > 0.99
