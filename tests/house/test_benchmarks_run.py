@@ -21,6 +21,7 @@ SMALL_RUNS = [
     ["bench_hubquant.py", "--small"],
     ["bench_audit.py", "--quick", "--only", "deep"],
     ["bench_pickle_imports.py", "--count", "2000"],
+    ["bench_first_open.py", "--no-browser", "--repeat", "1"],
 ]
 
 
