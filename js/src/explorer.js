@@ -113,12 +113,18 @@ function renderExplorer(ctx, host) {
 function countLayerFindings(ctx, tab, atOpen) {
   const update = () => {
     const layer = ctx.model.get("layer_findings") || [];
-    tab.textContent = `Findings (${atOpen + layer.length})`;
-    if (layer.length) tab.setAttribute("title", `${atOpen} from the checks run at open, ${layer.length} from the Layers tab (${layerOrigin(layer)})`);
+    const checked = ctx.model.get("model_findings") || [];
+    tab.textContent = `Findings (${atOpen + layer.length + checked.length})`;
+    const parts = [];
+    if (layer.length) parts.push(`${layer.length} from the Layers tab (${layerOrigin(layer)})`);
+    if (checked.length) parts.push(`${checked.length} from transformers' cross-check (Model tab)`);
+    if (parts.length) tab.setAttribute("title", `${atOpen} from the checks run at open, ${parts.join(", ")}`);
     else tab.removeAttribute("title");
   };
-  ctx.model.on("change:layer_findings", update);
-  ctx.cleanups.push(() => ctx.model.off("change:layer_findings", update));
+  for (const key of ["change:layer_findings", "change:model_findings"]) {
+    ctx.model.on(key, update);
+    ctx.cleanups.push(() => ctx.model.off(key, update));
+  }
   update();
 }
 

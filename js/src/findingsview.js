@@ -3,7 +3,8 @@
 // shown, not when the Explorer opens); it opens the FixDialog in a panel above the list. The
 // layer profile's findings (computed when the Layers tab opens, never at open) arrive later in
 // the synced `layer_findings` and are listed in a group of their own, each saying which
-// statistics (sampled or exact) it comes from.
+// statistics (sampled or exact) it comes from. So do the findings transformers' cross-check adds
+// (`model_findings`, run in the background once the Model tab opens).
 import { h, clear } from "./dom.js";
 import { baseName } from "./format.js";
 import { createFixPanel } from "./fixpanel.js";
@@ -57,8 +58,15 @@ export function createFindingsView(ctx, opts = {}) {
 
   function drawLayerFindings() {
     const list = model.get("layer_findings") || [];
+    const checked = model.get("model_findings") || [];
     clear(layerBox);
-    ok.textContent = list.length ? "Every check run at open passed; the layer profile found what follows." : "No findings: every check passed.";
+    ok.textContent = list.length || checked.length ? "Every check run at open passed; later checks found what follows." : "No findings: every check passed.";
+    if (checked.length) {
+      const section = h("details", { className: "me-finding-group me-model-findings", open: true },
+        h("summary", { text: `From the Model tab: transformers' build of the architecture (${checked.length})` }));
+      for (const f of checked) section.append(findingItem(f, SEVERITIES.includes(f.severity) ? f.severity : "info"));
+      layerBox.append(section);
+    }
     if (!list.length) return;
     const section = h("details", { className: "me-finding-group me-layer-findings", open: true },
       h("summary", { text: `From the Layers tab: ${layerOrigin(list)} (${list.length})` }));
@@ -66,8 +74,10 @@ export function createFindingsView(ctx, opts = {}) {
     layerBox.append(section);
   }
   const onLayers = () => drawLayerFindings();
-  model.on("change:layer_findings", onLayers);
-  ctx.cleanups.push(() => model.off("change:layer_findings", onLayers));
+  for (const key of ["change:layer_findings", "change:model_findings"]) {
+    model.on(key, onLayers);
+    ctx.cleanups.push(() => model.off(key, onLayers));
+  }
   drawLayerFindings();
 
   if (!findings.length) {

@@ -4,6 +4,7 @@ tokens by id or text, page through the vocabulary). Mixed into BaseView."""
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 
@@ -49,7 +50,32 @@ class ModelOps:
         out = _plain({k: v for k, v in c.to_dict().items() if k != "hparams"})
         out["rows"] = _plain(rows)
         out["text"] = c.text()
+        self.start_cross_check()
         return out, None
+
+    _cross_check = None
+
+    def start_cross_check(self):
+        """The Model tab opened: check the tensors against transformers' build of the architecture
+        in a background thread (torch's first import takes seconds), then send what it adds as
+        `model_findings`. Once per widget; widgets without that trait skip it. Returns the thread."""
+        if self._cross_check is not None or not self.has_trait("model_findings"):
+            return self._cross_check
+
+        def work():
+            from ..model.checks import cross_check
+            from ..model.findings import model_finding
+
+            try:
+                found = cross_check(self.checkpoint)
+            except Exception as e:  # noqa: BLE001 - a check must not break the tab
+                found = [model_finding("model_check_failed", f"transformers' cross-check failed: "
+                                       f"{type(e).__name__}: {e}")]
+            self.model_findings = [_plain(f.to_dict()) for f in found]
+
+        self._cross_check = threading.Thread(target=work, name="model-explorer-cross-check", daemon=True)
+        self._cross_check.start()
+        return self._cross_check
 
     def _op_tokenize(self, text: str = "", add_special_tokens: bool = False):
         from ..model import inspector

@@ -40,6 +40,16 @@ class Explorer(LayerOps, BaseView):
     - Default: `[]`
     """
 
+    model_findings = traitlets.List().tag(sync=True)
+    """What transformers' build of the architecture (meta device) adds to the open-time
+    expected-tensor check, as `Finding.to_dict()` dicts: computed in the background once the Model
+    tab opens (the first import of torch takes seconds; opening never waits for it). The Findings
+    tab lists and counts them; they are in `checkpoint.findings` too.
+
+    - Type: `list[dict]`
+    - Default: `[]`
+    """
+
     run_widget = anywidget.WidgetTrait().tag(sync=True)
     """The RunDemo shown in the "Run" tab, created when the tab first opens.
 

@@ -20,7 +20,11 @@ def page(lab, chromium):
 
     big = files.big_vocab_folder(home / "big", BIG)
     cells = ["import model_explorer as mx", f"mx.explore({sample_path()!r})", f"mx.explore({str(big)!r})"]
-    p = run_cells(chromium, url, home, "model.ipynb", cells, "document.querySelectorAll('.me-explorer').length >= 2")
+    sc2 = files.starcoder2_missing_a_tensor(home / "sc2")
+    if sc2 is not None:
+        cells.append(f"mx.explore({str(sc2)!r})")
+    p = run_cells(chromium, url, home, "model.ipynb", cells,
+                  f"document.querySelectorAll('.me-explorer').length >= {len(cells) - 1}")
     yield p
     p.close()
 
@@ -43,6 +47,25 @@ def test_model_tab_card_selects_bytes_and_tokenizes(page):
     ex.locator(".me-model-tokens .me-token").first.wait_for()
     assert ex.locator(".me-model-tokens .me-token").count() == 2
     screenshot(page, "explorer-model-tab", ex)
+    assert not page.errors, page.errors
+
+
+def test_model_tab_cross_check_reaches_the_findings_tab(page):
+    # Opening used the built-in tables only (no torch); the Model tab starts transformers' build of
+    # the architecture in the background, and what it adds joins the Findings tab and its count.
+    if page.locator(".me-explorer").count() < 3:
+        pytest.skip("transformers is not installed")
+    ex = page.locator(".me-explorer").nth(2)
+    tab = ex.locator(".me-tab", has_text="Findings")
+    at_open = int(tab.inner_text().split("(")[1].rstrip(")"))
+    ex.locator(".me-tab", has_text="Model").click()
+    page.wait_for_function("([el, n]) => el.textContent === `Findings (${n + 1})`",
+                           arg=[tab.element_handle(), at_open], timeout=90_000)
+    assert "transformers' cross-check" in tab.get_attribute("title")
+    tab.click()
+    group = ex.locator(".me-model-findings")
+    group.wait_for()
+    assert "missing_tensors" in group.inner_text() and "mlp.c_fc.weight" in group.inner_text()
     assert not page.errors, page.errors
 
 

@@ -187,3 +187,23 @@ def big_vocab_folder(directory: Path, tokens: int = 150_000) -> Path:
     write_safetensors(directory / "model.safetensors",
                       {"model.embed_tokens.weight": np.zeros((4, 8), np.float32)})
     return directory
+
+
+def starcoder2_missing_a_tensor(folder):
+    """A tiny Starcoder2 (outside the built-in family tables) saved by transformers, one tensor
+    short: only transformers' cross-check finds it. None without transformers."""
+    try:
+        import torch
+        import transformers
+        from safetensors.torch import load_file, save_file
+    except ImportError:
+        return None
+    cfg = transformers.Starcoder2Config(vocab_size=64, hidden_size=32, intermediate_size=48,
+                                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    transformers.Starcoder2ForCausalLM(cfg).save_pretrained(folder)
+    path = folder / "model.safetensors"
+    state = load_file(str(path))
+    del state["model.layers.1.mlp.c_fc.weight"]
+    save_file(state, str(path))
+    return folder
