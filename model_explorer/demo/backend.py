@@ -169,6 +169,12 @@ class NumpyBackend:
         t *= up
         return t
 
+    def geglu(self, gate, up):
+        """gelu_tanh(gate) * up (Gemma's GeGLU), as torch's gelu(approximate="tanh") computes it."""
+        g = gate.astype(np.float32)
+        t = np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (g + np.float32(0.044715) * g * g * g))
+        return np.float32(0.5) * g * (np.float32(1.0) + t) * up
+
     def rope(self, x, cos, sin):
         """Rotary embedding, rotate-half convention, written into one output buffer."""
         half = x.shape[-1] // 2
@@ -292,6 +298,9 @@ class TorchBackend:
 
     def swiglu(self, gate, up):
         return self.torch.nn.functional.silu(gate) * up
+
+    def geglu(self, gate, up):
+        return self.torch.nn.functional.gelu(gate, approximate="tanh") * up
 
     def rope(self, x, cos, sin):
         half = x.shape[-1] // 2

@@ -1,9 +1,12 @@
-"""The llama-family decoder, written once against the array backend (numpy or torch).
+"""The decoder, written once against the array backend (numpy or torch).
 
 One layer: x += o(attention(rope(q), rope(k), v)) over rms_norm(x); then
-x += down(silu(gate(h)) * up(h)) over rms_norm(x). Attention is grouped-query (each key/value
+x += down(act(gate(h)) * up(h)) over rms_norm(x). Attention is grouped-query (each key/value
 head serves `num_heads // num_kv_heads` query heads) with a preallocated KV cache, so decoding
-one token costs one pass over the weights, not one per position.
+one token costs one pass over the weights, not one per position. What differs between families
+is data in ModelConfig (model/config.py), each feature one `if` here: q/k norms, norms after
+rather than before a sublayer, GeGLU, embedding/residual/attention/logit scales, layers
+without RoPE.
 """
 
 from __future__ import annotations
@@ -95,16 +98,25 @@ class Decoder:
         qs, kvs = cfg.q_size, cfg.kv_size
         cos, sin = self._rope(start, T)
         mask = self._mask(start, T, group)
-        scale = 1.0 / float(np.sqrt(hd))
+        scale = cfg.attention_scale if cfg.attention_scale is not None else 1.0 / float(np.sqrt(hd))
+        eps = cfg.rms_norm_eps
 
         x = b.embed(w.embed, b.ids(token_ids))
+        if cfg.embed_scale != 1.0:
+            x = x * float(cfg.embed_scale)
         for i in range(cfg.num_layers):
             layer = w.layer(i)
-            h = b.rms_norm(x, layer["attn_norm"], cfg.rms_norm_eps)
+            h = x if layer["attn_norm"] is None else b.rms_norm(x, layer["attn_norm"], eps)
             qkv = b.linear(h, layer["qkv"], layer["qkv_bias"])
-            q = self._rotate(qkv[:, :qs].reshape(T, nh, hd), cos, sin)
-            k = self._rotate(qkv[:, qs:qs + kvs].reshape(T, nkv, hd), cos, sin)
-            v = qkv[:, qs + kvs:].reshape(T, nkv, hd)
+            q, k, v = qkv[:, :qs], qkv[:, qs:qs + kvs], qkv[:, qs + kvs:].reshape(T, nkv, hd)
+            if cfg.qk_norm == "full":  # OLMo 2: over the whole projection
+                q, k = b.rms_norm(q, layer["q_norm"], eps), b.rms_norm(k, layer["k_norm"], eps)
+            elif cfg.qk_norm == "head":  # Qwen3: each head on its own
+                q = b.rms_norm(q.reshape(T * nh, hd), layer["q_norm"], eps)
+                k = b.rms_norm(k.reshape(T * nkv, hd), layer["k_norm"], eps)
+            q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
+            if cfg.rope_layers is None or cfg.rope_layers[i]:
+                q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             keys, values = cache.keys[i], cache.values[i]
             keys[:, :, start:end] = b.transpose(k, (1, 2, 0))
             values[:, start:end] = b.transpose(v, (1, 0, 2))
@@ -115,15 +127,28 @@ class Decoder:
                 scores = scores + mask
             attn = b.matmul(b.softmax(scores), values[:, :end])            # (nkv, group*T, hd)
             attn = b.transpose(attn.reshape(nkv, group, T, hd), (2, 0, 1, 3)).reshape(T, qs)
-            x = x + b.linear(attn, layer["o"])
-            h = b.rms_norm(x, layer["ffn_norm"], cfg.rms_norm_eps)
+            out = b.linear(attn, layer["o"], layer["o_bias"])
+            x = self._residual(x, out, layer["attn_out_norm"])
+            h = x if layer["ffn_norm"] is None else b.rms_norm(x, layer["ffn_norm"], eps)
             gate_up = b.linear(h, layer["gate_up"])
             inter = cfg.intermediate_size
-            x = x + b.linear(b.swiglu(gate_up[:, :inter], gate_up[:, inter:]), layer["down"])
+            act = b.geglu if cfg.activation == "gelu_tanh" else b.swiglu
+            out = b.linear(act(gate_up[:, :inter], gate_up[:, inter:]), layer["down"])
+            x = self._residual(x, out, layer["ffn_out_norm"])
         cache.length = end
         if last_only:
             x = x[T - 1:]
-        return b.linear(b.rms_norm(x, w.norm, cfg.rms_norm_eps), w.lm_head)
+        logits = b.linear(b.rms_norm(x, w.norm, eps), w.lm_head)
+        return logits if cfg.logit_scale == 1.0 else logits * float(cfg.logit_scale)
+
+    def _residual(self, x, out, post_norm):
+        """x + out, the sublayer's output normed first (OLMo 2) and scaled (Granite) where the
+        family says so."""
+        if post_norm is not None:
+            out = self.backend.rms_norm(out, post_norm, self.cfg.rms_norm_eps)
+        if self.cfg.residual_scale != 1.0:
+            out = out * float(self.cfg.residual_scale)
+        return x + out
 
     def _mask(self, start: int, T: int, group: int):
         """Additive mask (group * T, start + T): causal, and Mistral's sliding window if set."""

@@ -25,6 +25,21 @@ from ..units import format_bytes
 
 LAYER_PARTS = ("attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down")
 BIAS_PARTS = ("q_bias", "k_bias", "v_bias")
+NORM_PARTS = ("norm", "attn_norm", "ffn_norm", "q_norm", "k_norm", "attn_out_norm", "ffn_out_norm")
+
+
+def layer_parts(cfg: ModelConfig) -> tuple[str, ...]:
+    """The tensors one layer of this model has (the family's features decide)."""
+    parts = [p for p in LAYER_PARTS if not (cfg.post_norms and p in ("attn_norm", "ffn_norm"))]
+    if cfg.attention_bias:
+        parts += BIAS_PARTS
+    if cfg.o_bias:
+        parts.append("o_bias")
+    if cfg.qk_norm:
+        parts += ["q_norm", "k_norm"]
+    if cfg.post_norms:
+        parts += ["attn_out_norm", "ffn_out_norm"]
+    return tuple(parts)
 
 # Hugging Face names; MLX conversions (mlx-lm) keep them, GGUF names follow by tensors/names.py.
 HF_NAMES = {
@@ -33,7 +48,11 @@ HF_NAMES = {
     "q": "model.layers.{i}.self_attn.q_proj.weight", "k": "model.layers.{i}.self_attn.k_proj.weight",
     "v": "model.layers.{i}.self_attn.v_proj.weight", "o": "model.layers.{i}.self_attn.o_proj.weight",
     "q_bias": "model.layers.{i}.self_attn.q_proj.bias", "k_bias": "model.layers.{i}.self_attn.k_proj.bias",
-    "v_bias": "model.layers.{i}.self_attn.v_proj.bias",
+    "v_bias": "model.layers.{i}.self_attn.v_proj.bias", "o_bias": "model.layers.{i}.self_attn.o_proj.bias",
+    "q_norm": "model.layers.{i}.self_attn.q_norm.weight", "k_norm": "model.layers.{i}.self_attn.k_norm.weight",
+    # OLMo 2 norms the attention's output with the weight Llama norms the MLP's input with
+    "attn_out_norm": "model.layers.{i}.post_attention_layernorm.weight",
+    "ffn_out_norm": "model.layers.{i}.post_feedforward_layernorm.weight",
     "ffn_norm": "model.layers.{i}.post_attention_layernorm.weight",
     "gate": "model.layers.{i}.mlp.gate_proj.weight", "up": "model.layers.{i}.mlp.up_proj.weight",
     "down": "model.layers.{i}.mlp.down_proj.weight",
@@ -42,7 +61,8 @@ DESCRIPTIONS = {
     "embed": "token embedding", "norm": "final norm", "lm_head": "output projection",
     "attn_norm": "attention norm", "q": "query projection", "k": "key projection",
     "v": "value projection", "o": "attention output", "q_bias": "query bias", "k_bias": "key bias",
-    "v_bias": "value bias", "ffn_norm": "MLP norm", "gate": "MLP gate", "up": "MLP up", "down": "MLP down",
+    "v_bias": "value bias", "o_bias": "attention output bias", "q_norm": "query norm",
+    "k_norm": "key norm", "attn_out_norm": "attention output norm", "ffn_out_norm": "MLP output norm", "ffn_norm": "MLP norm", "gate": "MLP gate", "up": "MLP up", "down": "MLP down",
 }
 
 
@@ -170,8 +190,9 @@ def scheme_name(info, method: str | None) -> str:
 class Weights:
     """Resolves, checks and dequantizes a model's tensors; hands the forward pass backend arrays.
 
-    `layer(i)` returns {"attn_norm", "qkv", "qkv_bias" (or None), "o", "ffn_norm", "gate_up",
-    "down"}: q, k, v fused into one matrix and gate, up into another, so one matmul does each.
+    `layer(i)` returns {"attn_norm", "qkv", "qkv_bias", "o", "o_bias", "q_norm", "k_norm",
+    "attn_out_norm", "ffn_norm", "ffn_out_norm", "gate_up", "down"} (None where the family has no
+    such tensor): q, k, v fused into one matrix and gate, up into another, so one matmul does each.
     """
 
     def __init__(self, ckpt, cfg: ModelConfig, backend, keep_quantized: bool = False,
@@ -211,8 +232,7 @@ class Weights:
         top = 2 + (0 if self.tied else 1) + (1 if "rope_freqs_tensor" in self.cfg.extra else 0)
         if self.keep_quantized:
             return top
-        per_layer = len(LAYER_PARTS) + (len(BIAS_PARTS) if self.cfg.attention_bias else 0)
-        return top + per_layer * self.cfg.num_layers
+        return top + len(layer_parts(self.cfg)) * self.cfg.num_layers
 
     # -- names and shapes ----------------------------------------------------------------------
 
@@ -231,6 +251,9 @@ class Weights:
                 "q": (c.q_size, c.hidden_size), "k": (c.kv_size, c.hidden_size),
                 "v": (c.kv_size, c.hidden_size), "o": (c.hidden_size, c.q_size),
                 "q_bias": (c.q_size,), "k_bias": (c.kv_size,), "v_bias": (c.kv_size,),
+                "o_bias": (c.hidden_size,), "attn_out_norm": (c.hidden_size,), "ffn_out_norm": (c.hidden_size,),
+                "q_norm": (c.head_dim,) if c.qk_norm == "head" else (c.q_size,),
+                "k_norm": (c.head_dim,) if c.qk_norm == "head" else (c.kv_size,),
                 "gate": (c.intermediate_size, c.hidden_size), "up": (c.intermediate_size, c.hidden_size),
                 "down": (c.hidden_size, c.intermediate_size)}
 
@@ -246,7 +269,7 @@ class Weights:
         elif not self.cfg.tie_word_embeddings and self.ckpt.format != "gguf":
             raise UnsupportedModel(f"The checkpoint has no {self.name('lm_head')!r} and config.json "
                                    "does not tie it to the embedding (tie_word_embeddings is false).")
-        parts = LAYER_PARTS + (BIAS_PARTS if self.cfg.attention_bias else ())
+        parts = layer_parts(self.cfg)
         wanted += [(p, i) for i in range(self.cfg.num_layers) for p in parts]
         missing = [(p, i) for p, i in wanted if self.name(p, i) not in tensors]
         if missing:
@@ -302,6 +325,8 @@ class Weights:
             a = a.astype(np.float32)
         if self.cfg.gguf_qk_permuted and self.gguf and part in ("q", "k", "q_bias", "k_bias"):
             a = unpermute_qk(a, self.cfg.num_heads if part.startswith("q") else self.cfg.num_kv_heads)
+        if self.cfg.norm_offset and part in NORM_PARTS:
+            a = a + np.float32(self.cfg.norm_offset)  # Gemma stores w and scales by (1 + w)
         seconds = time.perf_counter() - t0
         row = self._rows.get(name)
         if row is None:
@@ -339,9 +364,16 @@ class Weights:
         bias = None
         if self.cfg.attention_bias:
             bias = b.asarray(np.concatenate([self._read(p, i) for p in BIAS_PARTS]))
-        return {"attn_norm": self._array("attn_norm", i), "qkv": self._matrix(f"layer {i} qkv", qkv),
+        parts = layer_parts(self.cfg)
+
+        def maybe(part):
+            return self._array(part, i) if part in parts else None
+
+        return {"attn_norm": maybe("attn_norm"), "qkv": self._matrix(f"layer {i} qkv", qkv),
                 "qkv_bias": bias, "o": self._matrix(f"layer {i} o", self._read("o", i)),
-                "ffn_norm": self._array("ffn_norm", i),
+                "o_bias": maybe("o_bias"), "q_norm": maybe("q_norm"), "k_norm": maybe("k_norm"),
+                "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
+                "ffn_out_norm": maybe("ffn_out_norm"),
                 "gate_up": self._matrix(f"layer {i} gate_up", gate_up),
                 "down": self._matrix(f"layer {i} down", self._read("down", i))}
 

@@ -1,8 +1,12 @@
-"""Hyperparameters of a llama-family model, from GGUF metadata or a Hugging Face `config.json`.
+"""Hyperparameters of a decoder the run cell runs, from GGUF metadata or a Hugging Face `config.json`.
 
-Llama, Mistral, Qwen2 (q/k/v biases), SmolLM and TinyLlama share one decoder: RMSNorm, rotary
-position embeddings, grouped-query attention and a SwiGLU MLP. Anything else is refused with a
-message that names what is missing, before a single weight is read.
+One decoder (RMSNorm, rotary position embeddings, grouped-query attention, a gated MLP) with
+the features that tell the families apart as data: q/k norms (Qwen3 per head, OLMo 2 over the
+whole projection), norms after attention and feed-forward instead of before (OLMo 2), Gemma's
+`(1 + w)` norms, GeGLU and `sqrt(hidden)` embedding scale, Granite's multipliers, SmolLM3's
+layers without RoPE. What a family's checkpoint holds comes from model/families.py. Anything
+else is refused with a message that names the architecture and the missing feature, before a
+single weight is read.
 """
 
 from __future__ import annotations
@@ -12,12 +16,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ggml import Keys
+from . import families
 
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral as "llama".
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
 # Hugging Face `model_type` values; the `architectures` classes they come with.
-HF_MODEL_TYPES = ("llama", "mistral", "qwen2")
-HF_CLASSES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma")
+HF_CLASSES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+              "Olmo2ForCausalLM", "GraniteForCausalLM", "SmolLM3ForCausalLM", "GemmaForCausalLM")
+# What the families in families.py that this decoder does not run yet need, in words.
+NOT_YET = {"gemma2": "Gemma 2's attention and final logit softcapping with sandwich norms",
+           "gemma3_text": "Gemma 3's per-layer local/global RoPE bases with sandwich norms",
+           "phi3": "Phi-3's fused qkv_proj/gate_up_proj and partial rotary",
+           "mixtral": "the mixture-of-experts feed-forward", "qwen2_moe": "the mixture-of-experts feed-forward",
+           "qwen3_moe": "the mixture-of-experts feed-forward", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
+           "learned positions", "gpt_neox": "NeoX's parallel residual, LayerNorm and partial rotary",
+           "gpt_oss": "gpt-oss's attention sinks and clamped SwiGLU experts",
+           "deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
+ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
 ROPE_TYPES = ("default", "linear", "llama3")
 ROPE_PARAMETERS = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
                                                      "original_max_position_embeddings")}
@@ -44,12 +60,52 @@ class ModelConfig:
     # {"rope_type": "linear" | "llama3", "factor": ..., ...}; None for plain RoPE.
     rope_scaling: dict[str, Any] | None = None
     max_position_embeddings: int = 2048
-    attention_bias: bool = False
+    attention_bias: bool = False  # q, k and v biases
+    o_bias: bool = False  # an output-projection bias (attention_bias: true sets both, except Qwen2's)
     tie_word_embeddings: bool = False
     sliding_window: int | None = None
     # GGUF llama files store q/k rows permuted for llama.cpp's interleaved RoPE.
     gguf_qk_permuted: bool = False
+    # -- what tells the families apart (defaults: Llama) --
+    qk_norm: str = ""  # "head": RMSNorm of each head's q and k (Qwen3) | "full": of the projections (OLMo 2)
+    post_norms: bool = False  # norm the attention and MLP outputs, not their inputs (OLMo 2)
+    norm_offset: float = 0.0  # Gemma's norms scale by (1 + w)
+    activation: str = "silu"  # the gate's activation: silu (SwiGLU) | gelu_tanh (GeGLU)
+    embed_scale: float = 1.0  # Gemma sqrt(hidden), Granite embedding_multiplier
+    residual_scale: float = 1.0  # Granite residual_multiplier
+    attention_scale: float | None = None  # None: 1/sqrt(head_dim); Granite attention_multiplier
+    logit_scale: float = 1.0  # Granite 1/logits_scaling
+    rope_layers: list[bool] | None = None  # per layer, whether it rotates (SmolLM3's NoPE layers)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def features(self) -> list[str]:
+        """What this model uses beyond a plain Llama decoder, in words (the Run tab says them)."""
+        out = []
+        if self.attention_bias:
+            out.append("q/k/v biases")
+        if self.qk_norm:
+            out.append("q/k RMSNorm " + ("per head" if self.qk_norm == "head" else "over the projection"))
+        if self.post_norms:
+            out.append("norms after attention and MLP")
+        if self.norm_offset:
+            out.append("(1 + w) norms")
+        if self.activation != "silu":
+            out.append("GeGLU (tanh GELU)")
+        if self.embed_scale != 1.0:
+            out.append(f"embedding x {self.embed_scale:.4g}")
+        if self.residual_scale != 1.0:
+            out.append(f"residual x {self.residual_scale:.4g}")
+        if self.attention_scale is not None:
+            out.append(f"attention scale {self.attention_scale:.4g}")
+        if self.logit_scale != 1.0:
+            out.append(f"logits x {self.logit_scale:.4g}")
+        if self.rope_layers is not None and not all(self.rope_layers):
+            out.append(f"no RoPE in {sum(not r for r in self.rope_layers)} of {self.num_layers} layers")
+        if self.sliding_window:
+            out.append(f"sliding window {self.sliding_window}")
+        if self.rope_scaling:
+            out.append(f"{self.rope_scaling.get('rope_type')} RoPE scaling")
+        return out
 
     @property
     def q_size(self) -> int:
@@ -85,6 +141,12 @@ class ModelConfig:
             value = self.rope_scaling.get(key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 problems.append(f"{kind} rope scaling needs a positive {key}, found {value!r}")
+        if self.rope_layers is not None and len(self.rope_layers) != self.num_layers:
+            problems.append(f"the per-layer RoPE list has {len(self.rope_layers)} entries for "
+                            f"{self.num_layers} layers")
+        for name in ("embed_scale", "residual_scale", "logit_scale"):
+            if not math.isfinite(getattr(self, name)) or getattr(self, name) == 0:
+                problems.append(f"{name} must be a finite non-zero number, found {getattr(self, name)!r}")
         if problems:
             raise UnsupportedModel("The model's hyperparameters cannot be used: " + "; ".join(problems) + ".")
         return self
@@ -171,16 +233,21 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
                                "hyperparameters are unknown.")
     model_type = config.get("model_type")
     classes = config.get("architectures") or []
+    if model_type in NOT_YET:
+        raise UnsupportedModel(f"config.json says model_type {model_type!r} "
+                               f"({', '.join(map(str, classes)) or 'no architectures'}): "
+                               f"{NOT_YET[model_type]} is not implemented in the numpy decoder yet.")
     if model_type not in HF_MODEL_TYPES:
         raise UnsupportedModel(
-            f"config.json says model_type {model_type!r} ({', '.join(classes) or 'no architectures'}); "
-            f"load_model runs llama-family decoders: model_type one of {', '.join(HF_MODEL_TYPES)} "
-            f"({', '.join(HF_CLASSES)}).")
-    act = config.get("hidden_act", "silu")
-    if act not in ("silu", "swish"):
-        raise UnsupportedModel(f"config.json says hidden_act {act!r}; only silu (SwiGLU) is supported.")
+            f"config.json says model_type {model_type!r} ({', '.join(map(str, classes)) or 'no architectures'}); "
+            f"the numpy decoder runs model_type one of {', '.join(HF_MODEL_TYPES)}.")
+    act = config.get("hidden_activation") or config.get("hidden_act", "silu")
+    if act not in ACTIVATIONS:
+        raise UnsupportedModel(f"config.json says hidden_act {act!r} for {model_type}; the decoder "
+                               f"implements {', '.join(ACTIVATIONS)}.")
     if config.get("mlp_bias"):
-        raise UnsupportedModel("config.json sets mlp_bias, which this demo does not implement.")
+        raise UnsupportedModel(f"config.json sets mlp_bias ({model_type}): MLP biases are not implemented.")
+    family = families.family(model_type)
 
     def need(key: str) -> Any:
         if key not in config:
@@ -204,6 +271,13 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         if scaling["rope_type"] == "default":
             scaling = None
     window = config.get("sliding_window") if model_type == "mistral" or config.get("use_sliding_window") else None
+    rope_layers = None
+    if model_type == "smollm3":
+        said = config.get("no_rope_layers")  # 1: the layer uses RoPE, 0: it does not (NoPE)
+        if said is not None and (not isinstance(said, list) or not all(v in (0, 1) for v in said)):
+            raise UnsupportedModel(f"config.json no_rope_layers should be a list of 0/1, found {said!r}.")
+        rope_layers = [bool(v) for v in said] if said is not None else None
+    granite = model_type == "granite"
     return ModelConfig(
         architecture=model_type,
         vocab_size=need("vocab_size"),
@@ -217,9 +291,21 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         rope_theta=_float(theta, "rope_theta"),
         rope_scaling=scaling,
         max_position_embeddings=config.get("max_position_embeddings", 2048),
-        attention_bias=bool(config.get("attention_bias", model_type == "qwen2")),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        attention_bias=families.attention_biases(family, config)[0],
+        o_bias=families.attention_biases(family, config)[1],
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", model_type in ("gemma", "smollm3"))),
         sliding_window=window or None,
+        qk_norm=family.qk_norm,
+        post_norms=family.norms == "post",
+        norm_offset=1.0 if model_type == "gemma" else 0.0,
+        activation=ACTIVATIONS[act],
+        embed_scale=(float(hidden) ** 0.5 if model_type == "gemma" and isinstance(hidden, int) else
+                     _float(config.get("embedding_multiplier", 1.0), "embedding_multiplier") if granite else 1.0),
+        residual_scale=_float(config.get("residual_multiplier", 1.0), "residual_multiplier") if granite else 1.0,
+        attention_scale=(_float(config.get("attention_multiplier"), "attention_multiplier")
+                         if granite and config.get("attention_multiplier") is not None else None),
+        logit_scale=1.0 / _float(config.get("logits_scaling", 1.0), "logits_scaling") if granite else 1.0,
+        rope_layers=rope_layers,
     ).validate()
 
 

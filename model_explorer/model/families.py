@@ -35,6 +35,7 @@ class Family:
     attention: str = "split"  # split | phi3 | gpt2 | neox | mla
     qkv_bias: bool = False  # without config.json's attention_bias (which sets q, k, v and o alike)
     o_bias: bool = False
+    bias_from_config: bool = True  # False: attention_bias is ignored (Qwen2's biases are fixed)
     qk_norm: str = ""  # "" | "head" ([head_dim]) | "full" ([heads * head_dim], OLMo 2)
     norms: str = "pre"  # pre: input + post_attention | sandwich: + pre/post_feedforward | post: OLMo 2
     norm_bias: bool = False  # LayerNorm with a bias (GPT-2, NeoX)
@@ -49,7 +50,7 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "llama": Family("Llama"),
     "mistral": Family("Mistral"),
-    "qwen2": Family("Qwen2", qkv_bias=True),
+    "qwen2": Family("Qwen2", qkv_bias=True, bias_from_config=False),
     "qwen3": Family("Qwen3", qk_norm="head"),
     "gemma": Family("Gemma"),
     "gemma2": Family("Gemma 2", norms="sandwich"),
@@ -59,7 +60,7 @@ FAMILIES: dict[str, Family] = {
     "smollm3": Family("SmolLM3"),
     "granite": Family("Granite"),
     "mixtral": Family("Mixtral", mlp="mixtral"),
-    "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, mlp="moe"),
+    "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, mlp="moe", bias_from_config=False),
     "qwen3_moe": Family("Qwen3-MoE", qk_norm="head", mlp="moe"),
     "gpt2": Family("GPT-2", blocks="transformer.h.", embed="transformer.wte.weight",
                    final_norm="transformer.ln_f", attention="gpt2", qkv_bias=True, o_bias=True,
@@ -103,6 +104,14 @@ MAX_EXPERTS = 4096
 MAX_ENTRIES = 2_000_000
 
 
+def attention_biases(fam: Family, config: dict) -> tuple[bool, bool]:
+    """(q/k/v biases, o bias): config.json's attention_bias sets both where the family reads it."""
+    said = config.get("attention_bias")
+    if isinstance(said, bool) and fam.bias_from_config:
+        return said, said
+    return fam.qkv_bias, fam.o_bias
+
+
 def _int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM else None
 
@@ -135,8 +144,7 @@ def layout(hp: HParams, config: dict, max_layers: int) -> dict[str, tuple[int, .
     if not all((h, n_layers, vocab, heads, kvh, hd, f)):
         return None
     config = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    said = config.get("attention_bias")
-    qkv_bias, o_bias = (said, said) if isinstance(said, bool) else (fam.qkv_bias, fam.o_bias)
+    qkv_bias, o_bias = attention_biases(fam, config)
     mlp_bias = bool(config.get("mlp_bias", False))
     q, kv = heads * hd, kvh * hd
     out: dict[str, tuple[int, ...]] = {fam.embed: (vocab, h)}

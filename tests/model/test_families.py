@@ -21,6 +21,7 @@ VARIANTS = [(mt, {}) for mt in SIZES] + [
     ("llama", {"attention_bias": True, "mlp_bias": True}),
     ("llama", {"tie_word_embeddings": True}),
     ("qwen3", {"attention_bias": True}),
+    ("qwen2", {"attention_bias": True}),  # ignored by Qwen2: its q/k/v biases are fixed, o has none
     ("gpt2", {"n_inner": 40}),
     ("gpt_neox", {"attention_bias": False}),
     ("qwen3_moe", {"decoder_sparse_step": 2}),

@@ -1,0 +1,98 @@
+"""The numpy decoder runs families beyond Llama from config.json alone (families as data), with
+logits equal to transformers' float32 forward on tiny random models saved by transformers itself,
+on the numpy and the torch backends, and greedy generation equal token for token."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from model_explorer.demo import load_model
+from model_explorer.model.config import UnsupportedModel
+
+pytestmark = pytest.mark.reference
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+
+IDS = [1, 7, 33, 2, 60, 15, 15, 9, 41, 3, 27, 50, 12, 8]
+SIZES = dict(vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+             num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0,
+             max_position_embeddings=128, initializer_range=0.2, bos_token_id=1, eos_token_id=2)
+FAMILIES = {
+    "qwen3": {},
+    "olmo2": {},
+    "granite": dict(embedding_multiplier=6.0, residual_multiplier=0.3, attention_multiplier=0.05,
+                    logits_scaling=4.0),
+    "smollm3": dict(no_rope_layers=[1, 0, 1]),
+    "gemma": {},
+    "llama": dict(attention_bias=True),  # q, k, v and o biases
+}
+
+
+def _randomize_norms(model, seed: int) -> None:
+    """Norm weights start at 1 (or 0 for Gemma): give them values, so a wrong norm shows."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name or name.endswith(".bias"):
+                p.copy_(0.5 + torch.rand(p.shape, generator=g))
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def saved(request, tmp_path_factory):
+    mt = request.param
+    cfg = transformers.AutoConfig.for_model(mt, **SIZES, **FAMILIES[mt])
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
+    _randomize_norms(model, 1)
+    folder = tmp_path_factory.mktemp(mt)
+    model.save_pretrained(folder)
+    with torch.no_grad():
+        ref = model(torch.tensor([IDS])).logits[0].numpy()
+    return mt, model, str(folder), ref
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_logits_equal_transformers(saved, backend):
+    mt, _, folder, ref = saved
+    ours = load_model(folder, device="cpu", backend=backend).forward(IDS)
+    assert ours.shape == ref.shape
+    assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), mt
+    assert np.abs(ref).max() > 1.0  # not near-uniform: the comparison means something
+
+
+def test_greedy_generation_equals_transformers(saved):
+    mt, model, folder, _ = saved
+    with torch.no_grad():
+        want = model.generate(torch.tensor([IDS]), max_new_tokens=8, do_sample=False,
+                              pad_token_id=0)[0, len(IDS):].tolist()
+    ours = load_model(folder, device="cpu")
+    cache, ids, got = ours.new_cache(64), list(IDS), []
+    logits = ours.forward(ids, cache, last_only=True)
+    for _ in range(8):
+        nxt = int(np.argmax(logits[-1]))
+        got.append(nxt)
+        logits = ours.forward([nxt], cache, last_only=True)
+    assert got == want, mt
+
+
+def test_the_model_says_its_family_features(saved):
+    mt, _, folder, _ = saved
+    features = load_model(folder, device="cpu").config.features()
+    expect = {"qwen3": "q/k RMSNorm per head", "olmo2": "norms after attention and MLP",
+              "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
+              "llama": "q/k/v biases"}[mt]
+    assert expect in features, features
+
+
+@pytest.mark.parametrize("model_type,words", [
+    ("gemma2", "softcapping"), ("mixtral", "mixture-of-experts"), ("deepseek_v3", "MLA"),
+    ("gpt_oss", "attention sinks"), ("phi3", "fused qkv_proj")])
+def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, "hidden_size": 64}))
+    from model_explorer.model.config import from_hf
+
+    with pytest.raises(UnsupportedModel, match=words):
+        from_hf(json.loads((tmp_path / "config.json").read_text()))
