@@ -169,6 +169,10 @@ class NumpyBackend:
         t *= up
         return t
 
+    def softcap(self, x, cap: float):
+        """cap * tanh(x / cap), Gemma 2's soft bound on attention scores and logits."""
+        return np.tanh(x / np.float32(cap)) * np.float32(cap)
+
     def geglu(self, gate, up):
         """gelu_tanh(gate) * up (Gemma's GeGLU), as torch's gelu(approximate="tanh") computes it."""
         g = gate.astype(np.float32)
@@ -301,6 +305,9 @@ class TorchBackend:
 
     def geglu(self, gate, up):
         return self.torch.nn.functional.gelu(gate, approximate="tanh") * up
+
+    def softcap(self, x, cap: float):
+        return self.torch.tanh(x / cap) * cap
 
     def rope(self, x, cos, sin):
         half = x.shape[-1] // 2

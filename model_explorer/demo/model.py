@@ -97,7 +97,13 @@ class Decoder:
         group = nh // nkv
         qs, kvs = cfg.q_size, cfg.kv_size
         cos, sin = self._rope(start, T)
-        mask = self._mask(start, T, group)
+        masks = {}  # by whether the layer slides (Gemma 2 alternates)
+
+        def mask_for(i: int):
+            slides = self.cfg.sliding_layers[i] if self.cfg.sliding_layers is not None else True
+            if slides not in masks:
+                masks[slides] = self._mask(start, T, group, self.cfg.sliding_window if slides else None)
+            return masks[slides]
         scale = cfg.attention_scale if cfg.attention_scale is not None else 1.0 / float(np.sqrt(hd))
         eps = cfg.rms_norm_eps
 
@@ -123,6 +129,9 @@ class Decoder:
             # (T, nkv, group, hd) -> (nkv, group * T, hd): one batched matmul per kv head.
             qg = b.transpose(q.reshape(T, nkv, group, hd), (1, 2, 0, 3)).reshape(nkv, group * T, hd)
             scores = b.matmul(qg, keys[:, :, :end]) * scale
+            if cfg.attn_softcap:
+                scores = b.softcap(scores, cfg.attn_softcap)
+            mask = mask_for(i)
             if mask is not None:
                 scores = scores + mask
             attn = b.matmul(b.softmax(scores), values[:, :end])            # (nkv, group*T, hd)
@@ -139,6 +148,8 @@ class Decoder:
         if last_only:
             x = x[T - 1:]
         logits = b.linear(b.rms_norm(x, w.norm, eps), w.lm_head)
+        if cfg.final_softcap:
+            logits = b.softcap(logits, cfg.final_softcap)
         return logits if cfg.logit_scale == 1.0 else logits * float(cfg.logit_scale)
 
     def _residual(self, x, out, post_norm):
@@ -150,10 +161,9 @@ class Decoder:
             out = out * float(self.cfg.residual_scale)
         return x + out
 
-    def _mask(self, start: int, T: int, group: int):
-        """Additive mask (group * T, start + T): causal, and Mistral's sliding window if set."""
+    def _mask(self, start: int, T: int, group: int, window: int | None):
+        """Additive mask (group * T, start + T): causal, and a sliding window if given."""
         end = start + T
-        window = self.cfg.sliding_window
         if T == 1 and (not window or end <= window):
             return None
         q_pos = np.arange(start, end)[:, None]

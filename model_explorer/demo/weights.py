@@ -37,9 +37,14 @@ def layer_parts(cfg: ModelConfig) -> tuple[str, ...]:
         parts.append("o_bias")
     if cfg.qk_norm:
         parts += ["q_norm", "k_norm"]
-    if cfg.post_norms:
+    if cfg.post_norms or cfg.sandwich_norms:
         parts += ["attn_out_norm", "ffn_out_norm"]
     return tuple(parts)
+
+
+# Gemma 2 norms the MLP's input with a weight of its own (Llama's post_attention_layernorm norms
+# the attention's output there).
+SANDWICH_NAMES = {"ffn_norm": "model.layers.{i}.pre_feedforward_layernorm.weight"}
 
 # Hugging Face names; MLX conversions (mlx-lm) keep them, GGUF names follow by tensors/names.py.
 HF_NAMES = {
@@ -238,6 +243,8 @@ class Weights:
 
     def name(self, part: str, layer: int | None = None) -> str:
         """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
+        if self.cfg.sandwich_norms and part in SANDWICH_NAMES and not self.gguf:
+            return SANDWICH_NAMES[part].format(i=layer)
         return tensor_name(part, layer, self.gguf)
 
     @property

@@ -21,12 +21,9 @@ from . import families
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral as "llama".
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
 # Hugging Face `model_type` values; the `architectures` classes they come with.
-HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma")
-HF_CLASSES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-              "Olmo2ForCausalLM", "GraniteForCausalLM", "SmolLM3ForCausalLM", "GemmaForCausalLM")
+HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2")
 # What the families in families.py that this decoder does not run yet need, in words.
-NOT_YET = {"gemma2": "Gemma 2's attention and final logit softcapping with sandwich norms",
-           "gemma3_text": "Gemma 3's per-layer local/global RoPE bases with sandwich norms",
+NOT_YET = {"gemma3_text": "Gemma 3's per-layer local/global RoPE bases with sandwich norms",
            "phi3": "Phi-3's fused qkv_proj/gate_up_proj and partial rotary",
            "mixtral": "the mixture-of-experts feed-forward", "qwen2_moe": "the mixture-of-experts feed-forward",
            "qwen3_moe": "the mixture-of-experts feed-forward", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
@@ -76,6 +73,10 @@ class ModelConfig:
     attention_scale: float | None = None  # None: 1/sqrt(head_dim); Granite attention_multiplier
     logit_scale: float = 1.0  # Granite 1/logits_scaling
     rope_layers: list[bool] | None = None  # per layer, whether it rotates (SmolLM3's NoPE layers)
+    sandwich_norms: bool = False  # norms before and after each sublayer (Gemma 2)
+    attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2)
+    final_softcap: float | None = None  # the same on the logits
+    sliding_layers: list[bool] | None = None  # per layer, whether the sliding window applies
     extra: dict[str, Any] = field(default_factory=dict)
 
     def features(self) -> list[str]:
@@ -101,8 +102,16 @@ class ModelConfig:
             out.append(f"logits x {self.logit_scale:.4g}")
         if self.rope_layers is not None and not all(self.rope_layers):
             out.append(f"no RoPE in {sum(not r for r in self.rope_layers)} of {self.num_layers} layers")
+        if self.sandwich_norms:
+            out.append("norms before and after attention and MLP")
+        if self.attn_softcap:
+            out.append(f"attention logit softcap {self.attn_softcap:g}")
+        if self.final_softcap:
+            out.append(f"final logit softcap {self.final_softcap:g}")
         if self.sliding_window:
-            out.append(f"sliding window {self.sliding_window}")
+            which = ("" if self.sliding_layers is None else
+                     f" in {sum(self.sliding_layers)} of {self.num_layers} layers")
+            out.append(f"sliding window {self.sliding_window}{which}")
         if self.rope_scaling:
             out.append(f"{self.rope_scaling.get('rope_type')} RoPE scaling")
         return out
@@ -141,6 +150,9 @@ class ModelConfig:
             value = self.rope_scaling.get(key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 problems.append(f"{kind} rope scaling needs a positive {key}, found {value!r}")
+        if self.sliding_layers is not None and len(self.sliding_layers) != self.num_layers:
+            problems.append(f"layer_types has {len(self.sliding_layers)} entries for {self.num_layers} "
+                            "layers")
         if self.rope_layers is not None and len(self.rope_layers) != self.num_layers:
             problems.append(f"the per-layer RoPE list has {len(self.rope_layers)} entries for "
                             f"{self.num_layers} layers")
@@ -277,7 +289,21 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         if said is not None and (not isinstance(said, list) or not all(v in (0, 1) for v in said)):
             raise UnsupportedModel(f"config.json no_rope_layers should be a list of 0/1, found {said!r}.")
         rope_layers = [bool(v) for v in said] if said is not None else None
-    granite = model_type == "granite"
+    granite, gemma = model_type == "granite", model_type in ("gemma", "gemma2")
+    sliding_layers = None
+    types = config.get("layer_types")
+    if model_type == "gemma2":
+        if not isinstance(types, list) or not all(t in ("sliding_attention", "full_attention") for t in types):
+            raise UnsupportedModel(f"config.json layer_types should list sliding_attention / full_attention "
+                                   f"per layer for gemma2, found {types!r}.")
+        sliding_layers = [t == "sliding_attention" for t in types]
+        window = config.get("sliding_window")
+    scalar = config.get("query_pre_attn_scalar") if model_type == "gemma2" else None
+
+    def cap(key: str) -> float | None:
+        v = config.get(key) if model_type == "gemma2" else None
+        return None if v is None else _float(v, key)
+
     return ModelConfig(
         architecture=model_type,
         vocab_size=need("vocab_size"),
@@ -293,19 +319,24 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         max_position_embeddings=config.get("max_position_embeddings", 2048),
         attention_bias=families.attention_biases(family, config)[0],
         o_bias=families.attention_biases(family, config)[1],
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", model_type in ("gemma", "smollm3"))),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", gemma or model_type == "smollm3")),
         sliding_window=window or None,
         qk_norm=family.qk_norm,
         post_norms=family.norms == "post",
-        norm_offset=1.0 if model_type == "gemma" else 0.0,
+        norm_offset=1.0 if gemma else 0.0,
         activation=ACTIVATIONS[act],
-        embed_scale=(float(hidden) ** 0.5 if model_type == "gemma" and isinstance(hidden, int) else
+        embed_scale=(float(hidden) ** 0.5 if gemma and isinstance(hidden, int) else
                      _float(config.get("embedding_multiplier", 1.0), "embedding_multiplier") if granite else 1.0),
         residual_scale=_float(config.get("residual_multiplier", 1.0), "residual_multiplier") if granite else 1.0,
         attention_scale=(_float(config.get("attention_multiplier"), "attention_multiplier")
-                         if granite and config.get("attention_multiplier") is not None else None),
+                         if granite and config.get("attention_multiplier") is not None else
+                         _float(scalar, "query_pre_attn_scalar") ** -0.5 if scalar is not None else None),
         logit_scale=1.0 / _float(config.get("logits_scaling", 1.0), "logits_scaling") if granite else 1.0,
         rope_layers=rope_layers,
+        sandwich_norms=family.norms == "sandwich",
+        attn_softcap=cap("attn_logit_softcapping"),
+        final_softcap=cap("final_logit_softcapping"),
+        sliding_layers=sliding_layers,
     ).validate()
 
 

@@ -25,6 +25,9 @@ FAMILIES = {
                     logits_scaling=4.0),
     "smollm3": dict(no_rope_layers=[1, 0, 1]),
     "gemma": {},
+    # a window shorter than the prompt, on alternate layers; both softcaps low enough to bite
+    "gemma2": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                   attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=8),
     "llama": dict(attention_bias=True),  # q, k, v and o biases
 }
 
@@ -59,6 +62,8 @@ def test_logits_equal_transformers(saved, backend):
     assert ours.shape == ref.shape
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), mt
     assert np.abs(ref).max() > 1.0  # not near-uniform: the comparison means something
+    if mt == "gemma2":  # the final softcap bounds the logits, so it was exercised
+        assert np.abs(ref).max() < 3.0
 
 
 def test_greedy_generation_equals_transformers(saved):
@@ -81,12 +86,12 @@ def test_the_model_says_its_family_features(saved):
     features = load_model(folder, device="cpu").config.features()
     expect = {"qwen3": "q/k RMSNorm per head", "olmo2": "norms after attention and MLP",
               "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
-              "llama": "q/k/v biases"}[mt]
+              "gemma2": "attention logit softcap 2", "llama": "q/k/v biases"}[mt]
     assert expect in features, features
 
 
 @pytest.mark.parametrize("model_type,words", [
-    ("gemma2", "softcapping"), ("mixtral", "mixture-of-experts"), ("deepseek_v3", "MLA"),
+    ("gemma3_text", "local/global"), ("mixtral", "mixture-of-experts"), ("deepseek_v3", "MLA"),
     ("gpt_oss", "attention sinks"), ("phi3", "fused qkv_proj")])
 def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
     import json
