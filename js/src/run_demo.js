@@ -182,6 +182,7 @@ export function renderRunDemo({ model, el: root }) {
   const output = el("div", { class: "me-rd-output" });
   const tps = el("span", { class: "me-rd-status" });
   const stats = el("div", { class: "me-rd-status" });
+  const family = el("div", { class: "me-rd-status me-rd-family" });
   const dequantBox = el("div");
   const compareBox = el("div");
   const backendsBox = el("div");
@@ -196,7 +197,7 @@ export function renderRunDemo({ model, el: root }) {
       el("label", {}, [document.createTextNode("device "), device]),
     ]),
     el("div", { class: "me-rd-row" }, [bDequant, bGenerate, bCompare, bBackends, bStop, bar, barLabel]),
-    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, dequantBox, compareBox, backendsBox);
+    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, family, dequantBox, compareBox, backendsBox);
 
   let live = {}; // label -> streamed text during a comparison
 
@@ -232,6 +233,7 @@ export function renderRunDemo({ model, el: root }) {
     stats.textContent = parts.join(" · ");
   }
   const syncOutput = () => { output.textContent = model.get("output"); };
+  const syncFamily = () => { const f = model.get("family"); family.textContent = f ? `model: ${f}` : ""; };
   const syncDequant = () => renderDequant(dequantBox, model.get("dequant"), model.get("dequant_summary"));
   const syncComparison = () => renderComparison(compareBox, model.get("comparison"), live);
   const syncBackends = () => renderBackends(backendsBox, model.get("backends"));
@@ -266,13 +268,13 @@ export function renderRunDemo({ model, el: root }) {
   const handlers = [
     ["change:prompt change:chat change:max_new_tokens change:temperature change:device change:devices", syncInputs],
     ["change:status change:busy change:error change:progress change:source_label", syncStatus],
-    ["change:stats", syncStats], ["change:output", syncOutput],
+    ["change:stats", syncStats], ["change:output", syncOutput], ["change:family", syncFamily],
     ["change:dequant change:dequant_summary", syncDequant], ["change:comparison", syncComparison],
     ["change:backends", syncBackends],
     ["msg:custom", onMessage],
   ];
   for (const [ev, fn] of handlers) model.on(ev, fn);
-  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncDequant(); syncComparison(); syncBackends();
+  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncFamily(); syncDequant(); syncComparison(); syncBackends();
   return () => { for (const [ev, fn] of handlers) model.off(ev, fn); };
 }
 

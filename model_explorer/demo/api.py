@@ -85,7 +85,8 @@ class GenerationResult:
 
 @dataclass
 class Model:
-    """A loaded llama-family model: config, tokenizer, weights, and the backend they live on.
+    """A loaded decoder model: config (its family's features: `config.features()`), tokenizer,
+    weights, and the backend they live on.
 
     Build with `load_model`. `forward` gives numpy logits; `generate` gives text and timings.
     """
@@ -136,8 +137,10 @@ class Model:
 
     def __repr__(self) -> str:
         c = self.config
+        features = c.features()
         return (f"<Model {c.architecture} {c.num_layers} layers, hidden {c.hidden_size}, vocab "
-                f"{c.vocab_size} on {self.device}; {self.dequant.summary()}>")
+                f"{c.vocab_size}" + (f" ({'; '.join(features)})" if features else "")
+                + f" on {self.device}; {self.dequant.summary()}>")
 
     # -- forward ---------------------------------------------------------------------------------
 

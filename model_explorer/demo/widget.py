@@ -109,6 +109,15 @@ class RunDemo(anywidget.AnyWidget):
     - Default: `0.0`
     """
 
+    family = t.Unicode("").tag(sync=True)
+    """The loaded model's architecture and what its family uses beyond a plain Llama decoder
+    ("gemma2: norms before and after attention and MLP; attention logit softcap 50; ..."), set
+    when it loads.
+
+    - Type: `str`
+    - Default: `""`
+    """
+
     status = t.Unicode("idle").tag(sync=True)
     """What runs now: "idle", "loading", "generating", "converting", "comparing" or "error".
 
@@ -301,6 +310,8 @@ class RunDemo(anywidget.AnyWidget):
         self.dequant = layer_table(report.to_records())
         self.dequant_summary = report.summary()
         self.stats = {"device": model.device, "load_seconds": model.load_seconds}
+        features = model.config.features()
+        self.family = model.config.architecture + (": " + "; ".join(features) if features else "")
 
     def _job_dequantize(self) -> None:
         self._model = None

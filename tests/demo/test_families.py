@@ -88,6 +88,11 @@ def test_the_model_says_its_family_features(saved):
               "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
               "gemma2": "attention logit softcap 2", "llama": "q/k/v biases"}[mt]
     assert expect in features, features
+    from model_explorer.demo.widget import RunDemo
+
+    w = RunDemo(folder, device="cpu")  # the run cell says it too, once loaded
+    w._job_load()
+    assert w.family.startswith(f"{mt}: ") and expect in w.family and expect in repr(w._model)
 
 
 @pytest.mark.parametrize("model_type,words", [
@@ -101,3 +106,4 @@ def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words
 
     with pytest.raises(UnsupportedModel, match=words):
         from_hf(json.loads((tmp_path / "config.json").read_text()))
+

@@ -53,6 +53,7 @@ def test_generate_streams_tokens_then_fills_output_and_stats(tiny_gguf, tmp_path
     # loading dequantized the model: one row per layer plus embeddings/head
     assert [r["layer"] for r in w.dequant] == ["embeddings / head", "layer 0", "layer 1"]
     assert w.dequant_summary.startswith("dequantize")
+    assert w.family == "llama"  # a plain Llama: no feature beyond it to list
 
 
 def test_dequantize_button_reloads_and_reports_per_layer(tiny_gguf, tmp_path):
