@@ -31,6 +31,8 @@ NORM_PARTS = ("norm", "attn_norm", "ffn_norm", "q_norm", "k_norm", "attn_out_nor
 def layer_parts(cfg: ModelConfig) -> tuple[str, ...]:
     """The tensors one layer of this model has (the family's features decide)."""
     parts = [p for p in LAYER_PARTS if not (cfg.post_norms and p in ("attn_norm", "ffn_norm"))]
+    if cfg.fused_projections:  # Phi-3 stores q, k, v as one matrix, and gate, up as another
+        parts = [p for p in parts if p not in ("q", "k", "v", "gate", "up")] + ["qkv", "gate_up"]
     if cfg.attention_bias:
         parts += BIAS_PARTS
     if cfg.o_bias:
@@ -58,6 +60,7 @@ HF_NAMES = {
     # OLMo 2 norms the attention's output with the weight Llama norms the MLP's input with
     "attn_out_norm": "model.layers.{i}.post_attention_layernorm.weight",
     "ffn_out_norm": "model.layers.{i}.post_feedforward_layernorm.weight",
+    "qkv": "model.layers.{i}.self_attn.qkv_proj.weight", "gate_up": "model.layers.{i}.mlp.gate_up_proj.weight",
     "ffn_norm": "model.layers.{i}.post_attention_layernorm.weight",
     "gate": "model.layers.{i}.mlp.gate_proj.weight", "up": "model.layers.{i}.mlp.up_proj.weight",
     "down": "model.layers.{i}.mlp.down_proj.weight",
@@ -67,7 +70,8 @@ DESCRIPTIONS = {
     "attn_norm": "attention norm", "q": "query projection", "k": "key projection",
     "v": "value projection", "o": "attention output", "q_bias": "query bias", "k_bias": "key bias",
     "v_bias": "value bias", "o_bias": "attention output bias", "q_norm": "query norm",
-    "k_norm": "key norm", "attn_out_norm": "attention output norm", "ffn_out_norm": "MLP output norm", "ffn_norm": "MLP norm", "gate": "MLP gate", "up": "MLP up", "down": "MLP down",
+    "k_norm": "key norm", "attn_out_norm": "attention output norm", "ffn_out_norm": "MLP output norm",
+    "qkv": "fused q/k/v projection", "gate_up": "fused MLP gate/up", "ffn_norm": "MLP norm", "gate": "MLP gate", "up": "MLP up", "down": "MLP down",
 }
 
 
@@ -259,6 +263,7 @@ class Weights:
                 "v": (c.kv_size, c.hidden_size), "o": (c.hidden_size, c.q_size),
                 "q_bias": (c.q_size,), "k_bias": (c.kv_size,), "v_bias": (c.kv_size,),
                 "o_bias": (c.hidden_size,), "attn_out_norm": (c.hidden_size,), "ffn_out_norm": (c.hidden_size,),
+                "qkv": (c.q_size + 2 * c.kv_size, c.hidden_size), "gate_up": (2 * c.intermediate_size, c.hidden_size),
                 "q_norm": (c.head_dim,) if c.qk_norm == "head" else (c.q_size,),
                 "k_norm": (c.head_dim,) if c.qk_norm == "head" else (c.kv_size,),
                 "gate": (c.intermediate_size, c.hidden_size), "up": (c.intermediate_size, c.hidden_size),
@@ -267,9 +272,10 @@ class Weights:
     def _check_tensors(self) -> None:
         """Every tensor the decoder needs exists with the shape the hyperparameters imply."""
         tensors, shapes = self.ckpt.tensors, self._expected_shapes()
-        if self.cfg.num_layers * len(LAYER_PARTS) > len(tensors):  # before listing names per layer
+        per_layer = len(layer_parts(self.cfg))
+        if self.cfg.num_layers * per_layer > len(tensors):  # before listing names per layer
             raise UnsupportedModel(f"The model says it has {self.cfg.num_layers} layers, but the checkpoint "
-                                   f"holds only {len(tensors)} tensors ({len(LAYER_PARTS)} per layer needed).")
+                                   f"holds only {len(tensors)} tensors ({per_layer} per layer needed).")
         wanted = [("embed", None), ("norm", None)]
         if not self.tied:
             wanted.append(("lm_head", None))
@@ -366,8 +372,11 @@ class Weights:
 
     def _build_layer(self, i: int) -> dict:
         b = self.backend
-        qkv = np.concatenate([self._read("q", i), self._read("k", i), self._read("v", i)])
-        gate_up = np.concatenate([self._read("gate", i), self._read("up", i)])
+        if self.cfg.fused_projections:  # stored fused, in the order the decoder splits them
+            qkv, gate_up = self._read("qkv", i), self._read("gate_up", i)
+        else:
+            qkv = np.concatenate([self._read("q", i), self._read("k", i), self._read("v", i)])
+            gate_up = np.concatenate([self._read("gate", i), self._read("up", i)])
         bias = None
         if self.cfg.attention_bias:
             bias = b.asarray(np.concatenate([self._read(p, i) for p in BIAS_PARTS]))

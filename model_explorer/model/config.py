@@ -21,10 +21,10 @@ from . import families
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral as "llama".
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
 # Hugging Face `model_type` values; the `architectures` classes they come with.
-HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2")
+HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
+                  "phi3")
 # What the families in families.py that this decoder does not run yet need, in words.
 NOT_YET = {"gemma3_text": "Gemma 3's per-layer local/global RoPE bases with sandwich norms",
-           "phi3": "Phi-3's fused qkv_proj/gate_up_proj and partial rotary",
            "mixtral": "the mixture-of-experts feed-forward", "qwen2_moe": "the mixture-of-experts feed-forward",
            "qwen3_moe": "the mixture-of-experts feed-forward", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
            "learned positions", "gpt_neox": "NeoX's parallel residual, LayerNorm and partial rotary",
@@ -77,6 +77,7 @@ class ModelConfig:
     attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2)
     final_softcap: float | None = None  # the same on the logits
     sliding_layers: list[bool] | None = None  # per layer, whether the sliding window applies
+    fused_projections: bool = False  # qkv_proj and gate_up_proj stored as one matrix each (Phi-3)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def features(self) -> list[str]:
@@ -114,6 +115,8 @@ class ModelConfig:
             out.append(f"sliding window {self.sliding_window}{which}")
         if self.rope_scaling:
             out.append(f"{self.rope_scaling.get('rope_type')} RoPE scaling")
+        if self.fused_projections:
+            out.append("fused qkv and gate/up projections")
         return out
 
     @property
@@ -290,6 +293,10 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
             raise UnsupportedModel(f"config.json no_rope_layers should be a list of 0/1, found {said!r}.")
         rope_layers = [bool(v) for v in said] if said is not None else None
     granite, gemma = model_type == "granite", model_type in ("gemma", "gemma2")
+    partial = config.get("partial_rotary_factor", 1.0)
+    if partial not in (1, 1.0, None):
+        raise UnsupportedModel(f"config.json sets partial_rotary_factor {partial!r} ({model_type}): "
+                               "partial rotary embeddings are not implemented.")
     sliding_layers = None
     types = config.get("layer_types")
     if model_type == "gemma2":
@@ -337,6 +344,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         attn_softcap=cap("attn_logit_softcapping"),
         final_softcap=cap("final_logit_softcapping"),
         sliding_layers=sliding_layers,
+        fused_projections=family.attention == "phi3",
     ).validate()
 
 

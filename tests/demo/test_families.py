@@ -29,6 +29,7 @@ FAMILIES = {
     "gemma2": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
                    attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=8),
     "llama": dict(attention_bias=True),  # q, k, v and o biases
+    "phi3": dict(sliding_window=None),
 }
 
 
@@ -78,7 +79,10 @@ def test_greedy_generation_equals_transformers(saved):
         nxt = int(np.argmax(logits[-1]))
         got.append(nxt)
         logits = ours.forward([nxt], cache, last_only=True)
-    assert got == want, mt
+    if len(want) < 8:  # transformers stopped at the end-of-sequence token
+        assert want[-1] == 2 and got[:len(want)] == want, mt
+    else:
+        assert got == want, mt
 
 
 def test_the_model_says_its_family_features(saved):
@@ -86,7 +90,8 @@ def test_the_model_says_its_family_features(saved):
     features = load_model(folder, device="cpu").config.features()
     expect = {"qwen3": "q/k RMSNorm per head", "olmo2": "norms after attention and MLP",
               "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
-              "gemma2": "attention logit softcap 2", "llama": "q/k/v biases"}[mt]
+              "gemma2": "attention logit softcap 2", "llama": "q/k/v biases",
+              "phi3": "fused qkv and gate/up projections"}[mt]
     assert expect in features, features
     from model_explorer.demo.widget import RunDemo
 
@@ -97,7 +102,7 @@ def test_the_model_says_its_family_features(saved):
 
 @pytest.mark.parametrize("model_type,words", [
     ("gemma3_text", "local/global"), ("mixtral", "mixture-of-experts"), ("deepseek_v3", "MLA"),
-    ("gpt_oss", "attention sinks"), ("phi3", "fused qkv_proj")])
+    ("gpt_oss", "attention sinks"), ("gpt_neox", "parallel residual")])
 def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
     import json
 
