@@ -262,8 +262,9 @@ CATALOG: dict[str, Code] = {
     "tied_weights_differ": Code("warning", "Tensors that should be one tied tensor differ."),
     "config_mismatch": Code("error", "A hyperparameter in config.json or the GGUF metadata disagrees with the tensor shapes.", "Correct the value in config.json (or the GGUF key) to the one the tensors show, or re-export the weights from the model the config describes."),
     # -- layer profile (checks/layers.py) ---------------------------------------------------------
-    "layer_outlier": Code("warning", "A layer's statistic (norm, std...) lies far from its role's trend over the other layers: zeroed, exploded, swapped or damaged.",
+    "layer_outlier": Code("warning", "A layer's tensor is zeroed, or its statistic (norm, std...) lies beyond every other layer of its role many times over: exploded or damaged.",
                           "Compare the layer with the original weights; re-export or restore it."),
+    "layer_unusual": Code("info", "A layer's statistic lies off its role's trend but within a few times the other layers' range, as the first and last layers of trained models often do: unusual, not evidence of damage."),
     "layer_duplicate": Code("warning", "Two layers of one role have exactly the same statistics: one looks copied over the other.",
                             "Restore the overwritten layer from the original weights."),
     # -- audits (audits/) -------------------------------------------------------------------------

@@ -11,10 +11,10 @@ import { formatBytes, formatStat, groupDigits } from "./format.js";
 import { gridKeys } from "./gridkeys.js";
 
 export const STATS = ["norm", "std", "absmax"];
-export const GLYPHS = { high: "▲", low: "▼", zeroed: "0", duplicate: "=" };
+export const GLYPHS = { high: "▲", low: "▼", zeroed: "0", duplicate: "=", nonfinite: "N" };
 const KIND_WORDS = {
   high: "far above its role's trend", low: "far below its role's trend", zeroed: "all zeros",
-  duplicate: "same statistics as another layer",
+  duplicate: "same statistics as another layer", nonfinite: "NaN or infinite values",
 };
 const STEP_TIMEOUT_MS = 180_000; // one step may hold a large tensor read exactly
 
@@ -68,7 +68,7 @@ export function cellText(s, i, j, mark) {
   const z = s.z[i][j];
   if (mark && mark.kind === "zeroed") parts.push("z −∞");
   else if (z !== null && z !== undefined) parts.push(`z ${z >= 0 ? "+" : ""}${z.toFixed(1)}`);
-  if (mark) parts.push(KIND_WORDS[mark.kind] || mark.kind);
+  if (mark) parts.push((KIND_WORDS[mark.kind] || mark.kind) + (mark.severity === "info" ? " (unusual, not damage)" : ""));
   return parts.join(" · ");
 }
 
@@ -192,7 +192,7 @@ export function createLayersView(ctx) {
       cells.push(s.roles.map((role, j) => {
         const mark = marks.get(`${i},${j}`);
         const v = s.values[i][j];
-        const cell = h("div", { className: `me-layer-cell${v === null ? " me-empty" : ""}${mark ? ` me-layer-mark me-mark-${mark.kind}` : ""}`,
+        const cell = h("div", { className: `me-layer-cell${v === null ? " me-empty" : ""}${mark ? ` me-layer-mark me-mark-${mark.kind}${mark.severity === "info" ? " me-mark-unusual" : ""}` : ""}`,
           tabIndex: -1, attrs: { role: "gridcell", "aria-label": cellText(s, i, j, mark) }, text: mark ? GLYPHS[mark.kind] || "!" : "" });
         cell.dataset.row = String(i);
         cell.dataset.col = String(j);

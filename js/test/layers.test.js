@@ -28,7 +28,7 @@ test("hovering says layer, role, value, tensor, z and the mark", () => {
   assert.equal(cellText(summary, 0, 1, marks.get("0,1")),
     "layer 0 · experts · norm 0 · model.layers.0.experts.0.w (+7 more) · z −∞ · all zeros");
   assert.equal(cellText(summary, 1, 1), "layer 1 · experts · norm no value");
-  assert.deepEqual(Object.keys(GLYPHS), ["high", "low", "zeroed", "duplicate"]);
+  assert.deepEqual(Object.keys(GLYPHS), ["high", "low", "zeroed", "duplicate", "nonfinite"]);
 });
 
 test("a cell's tensor: the role's template with the layer in it, or the name listed apart", () => {

@@ -7,6 +7,13 @@ cell is compared with a robust line fitted through its role's neighbouring layer
 itself left out); the residual, in units of the role's median absolute residual, is a robust
 z-score. Identical statistics in two layers of one role flag a duplicated layer.
 
+Trained models are not smooth: the first and last layers, and some in between, legitimately sit
+off the trend (SmolLM2's layer 0 norms are 2-4x below every other layer's). So an off-trend cell
+is only `layer_unusual` (info, with the numbers); a `layer_outlier` warning needs evidence of
+damage: a zeroed tensor, or a value beyond every other layer of its role by DAMAGE_FACTOR
+(NORM_DAMAGE_FACTOR for norm weights, whose scale varies most in trained models). Copies are
+`layer_duplicate` warnings.
+
 Input is any per-tensor table with a `name` column (`stats_table`, `mx.scan`, an audit's deep
 table); the statistics used are `norm`, `std`, `absmax`, `mean_abs` or `mean`.
 """
@@ -55,6 +62,9 @@ LOG_STATS = {"norm", "std", "absmax", "mean_abs", "rms"}
 Z_LIMIT = 6.0  # |robust z| beyond this is an outlier
 REL_FLOOR = 0.02  # a residual spread below 2% is treated as 2%, so a flat trend is not hair-trigger
 WINDOW = 3  # neighbouring layers on each side the trend is fitted through
+DAMAGE_FACTOR = 8.0  # beyond every other layer of the role by this: damage, not an unusual layer
+NORM_DAMAGE_FACTOR = 32.0
+NORM_ROLES = {"attn_norm", "ffn_norm", "q_norm", "k_norm"}
 
 
 @functools.lru_cache(maxsize=1 << 18)  # a profile reads each name several times; 90,000-tensor files exist
@@ -194,20 +204,37 @@ def robust_z(column: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray]:
     return z, kinds
 
 
+def damaged(col: np.ndarray, i: int, kind: str, role: str, log: bool) -> bool:
+    """Whether an off-trend cell is evidence of damage: zeroed, or (log statistics) beyond every
+    other layer of its role by the damage factor."""
+    if kind == "zeroed":
+        return True
+    if not log:
+        return False
+    others = np.delete(col, i)
+    others = others[np.isfinite(others) & (others > 0)]
+    if not others.size or not np.isfinite(col[i]):
+        return False
+    factor = NORM_DAMAGE_FACTOR if role in NORM_ROLES else DAMAGE_FACTOR
+    return bool(col[i] > factor * others.max() or col[i] * factor < others.min())
+
+
 def layer_outliers(source: Any, stat: str = "norm"):
-    """DataFrame of outlying cells: layer, role, value, expected trend, z, kind."""
+    """DataFrame of off-trend cells: layer, role, value, z, kind, and `damage` (True: evidence of
+    damage, a warning; False: merely unusual, info)."""
     import pandas as pd
 
     grid = layer_profile(source, stat)
     rows = []
+    log = stat in LOG_STATS
     for role in grid.columns:
         col = grid[role].to_numpy(dtype=float)
-        z, kinds = robust_z(col, stat in LOG_STATS)
+        z, kinds = robust_z(col, log)
         for i, layer in enumerate(grid.index):
             if kinds[i]:
                 rows.append({"layer": int(layer), "role": role, "value": col[i], "z": float(z[i]),
-                             "kind": kinds[i]})
-    return pd.DataFrame(rows, columns=["layer", "role", "value", "z", "kind"])
+                             "kind": kinds[i], "damage": damaged(col, i, kinds[i], role, log)})
+    return pd.DataFrame(rows, columns=["layer", "role", "value", "z", "kind", "damage"])
 
 
 def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
@@ -227,8 +254,17 @@ def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
     return {k: v for k, v in groups.items() if len({x[0] for x in v}) > 1}
 
 
+def _non_finite(table) -> list[tuple[str, int]]:
+    """(name, count) of the layer tensors whose statistics counted NaN or Inf values."""
+    cols = [c for c in ("nan", "inf") if c in table]
+    if not cols:
+        return []
+    bad = table[cols].fillna(0).astype(float).sum(axis=1)
+    return [(str(n), int(b)) for n, b in zip(table["name"], bad) if b > 0 and layer_role(str(n))]
+
+
 def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
-    """Findings for outlying and duplicated layers (code layer_outlier, layer_duplicate)."""
+    """Findings for damaged, unusual and duplicated layers (layer_outlier, layer_unusual, layer_duplicate)."""
     table = _as_table(source, stat)
     where = {str(n): i for i, n in enumerate(table["name"])}  # the row of each name
     out: list[Finding] = []
@@ -253,15 +289,28 @@ def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
             first = names[0] if names else None
             col = grid[o["role"]].drop(o["layer"]).dropna()
             typical = float(col.median()) if len(col) else math.nan
+            span = f"{col.min():.4g} to {col.max():.4g}" if len(col) else "none"
             what = {"zeroed": "is zero, against", "high": "is far above", "low": "is far below"}[o["kind"]]
             z = "" if o["kind"] == "zeroed" else f" (robust z = {o['z']:+.1f})"
-            out.append(Finding(
-                "warning", "layer_outlier",
-                f"Layer {o['layer']} {o['role']}: {stat} = {o['value']:.4g} {what} the trend of the "
-                f"other layers' {o['role']} (median {typical:.4g}){z}: a zeroed, exploded, swapped "
-                "or damaged layer.", tensor=first,
-                extra={"layer": o["layer"], "role": o["role"], "stat": stat, "value": o["value"],
-                       "z": o["z"], "kind": o["kind"]}, **(loc(first) if first else {})))
+            head = (f"Layer {o['layer']} {o['role']}: {stat} = {o['value']:.4g} {what} the trend of the "
+                    f"other layers' {o['role']} (median {typical:.4g}, range {span}){z}")
+            extra = {"layer": o["layer"], "role": o["role"], "stat": stat, "value": o["value"],
+                     "z": o["z"], "kind": o["kind"]}
+            if o["damage"]:
+                out.append(Finding("warning", "layer_outlier", head + ": a zeroed, exploded or damaged "
+                                   "layer.", tensor=first, extra=extra, **(loc(first) if first else {})))
+            else:
+                out.append(Finding("info", "layer_unusual", head + "; within a few times the other "
+                                   "layers' range, which trained models show (first and last layers "
+                                   "most): unusual, not evidence of damage.", tensor=first, extra=extra,
+                                   **(loc(first) if first else {})))
+    for name, bad in _non_finite(table):
+        lr = layer_role(name)
+        out.append(Finding("warning", "layer_outlier", f"Layer {lr[0]} {lr[1]}: {name!r} holds {bad} "
+                           "NaN or infinite value(s) (sampled statistics can miss some): a damaged layer.",
+                           tensor=name, extra={"layer": lr[0], "role": lr[1], "stat": stat,
+                                               "value": math.nan, "z": math.nan, "kind": "nonfinite"},
+                           **loc(name)))
     for members in _fingerprints(table).values():
         members = sorted(members)
         a = members[0]
@@ -317,9 +366,10 @@ def plot_layers(source: Any, stat: str = "norm", ax=None, mark: bool = True):
     if mark:
         rows = {layer: i for i, layer in enumerate(grid.index)}
         cols = {role: j for j, role in enumerate(grid.columns)}
-        for o in layer_outliers(table, stat).to_dict("records"):
-            ax.add_patch(plt.Rectangle((cols[o["role"]] - 0.5, rows[o["layer"]] - 0.5), 1, 1,
-                                       fill=False, ec="red", lw=2))
+        for o in layer_outliers(table, stat).to_dict("records"):  # damage red, unusual dotted
+            ax.add_patch(plt.Rectangle((cols[o["role"]] - 0.5, rows[o["layer"]] - 0.5), 1, 1, fill=False,
+                                       ec="red" if o["damage"] else "orange", lw=2 if o["damage"] else 1,
+                                       ls="-" if o["damage"] else ":"))
         for f in layer_findings(table, stat):
             if f.code == "layer_duplicate" and f.extra["role"] in cols:
                 ax.add_patch(plt.Rectangle((cols[f.extra["role"]] - 0.5, rows[f.extra["layer"]] - 0.5),

@@ -196,7 +196,7 @@ def layer_summary(table, stat: str, exact: bool = False, found: list | None = No
         i, j = row_of.get(f.extra.get("layer")), col_of.get(f.extra.get("role"))
         if i is None or j is None:
             continue
-        kind = f.extra.get("kind") if f.code == "layer_outlier" else "duplicate"
+        kind = f.extra.get("kind") if f.code in ("layer_outlier", "layer_unusual") else "duplicate"
         marks.append({"row": i, "col": j, "layer": layers[i], "role": roles[j], "kind": kind,
                       "code": f.code, "severity": f.severity, "message": f.message,
                       "tensor": f.tensor, "z": _num(f.extra.get("z"))})
