@@ -152,6 +152,7 @@ CATALOG: dict[str, Code] = {
     "adapter_config_invalid": Code("error", "adapter_config.json lacks a field the adapter needs (r, lora_alpha, peft_type) or has a bad value.", "Write the missing field; PEFT's save_pretrained writes all of them."),
     # -- PyTorch zip / legacy / pickles ---------------------------------------------------------
     "dangerous_import": Code("error", "Loading the pickle would import a callable that can run code, write files or reach the network.", _TRUST),
+    "needs_author_classes": Code("warning", "A whole-model pickle builds objects of the author's classes the way pickle saves any object: loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.", "Load it only with the author's code installed and trusted, then save the state_dict or safetensors; mx.repair writes a safetensors copy without loading it."),
     "unknown_import": Code("warning", "Loading the pickle would import a name outside the allow-list."),
     "polyglot": Code("warning", "The file is also valid as another format (bytes before the zip look like one)."),
     "zip_prefix_bytes": Code("warning", "Bytes precede the zip archive."),

@@ -102,7 +102,7 @@ def _pickle(ckpt) -> tuple[str | None, list[str]]:
             verdicts.append(d["pickle"])
     if not verdicts:
         return None, []
-    order = ["safe", "suspicious", "dangerous"]
+    order = ["safe", "needs_classes", "suspicious", "dangerous"]
     worst = max((v.get("verdict", "safe") for v in verdicts), key=lambda v: order.index(v) if v in order else 0)
     dangerous = sorted({f"{i.get('module')}.{i.get('name')}" for v in verdicts for i in v.get("imports", [])
                         if i.get("severity") == "error"})

@@ -190,14 +190,57 @@ def test_safe_plain_pickle_is_safe(tmp_path):
     assert pkl["structure"]["b"] == {"c": [1, 2]}
 
 
-def test_unknown_class_the_pickle_builds_is_dangerous(tmp_path):
-    """NEWOBJ + BUILD of a class outside the allow-list: its __new__/__setstate__ run."""
+def test_unknown_class_the_pickle_builds_needs_the_authors_code(tmp_path):
+    """NEWOBJ + BUILD of a class outside the allow-list (how torch.save(model) stores the model's
+    own classes): loading imports the author's module, but calls no function of the file's
+    choosing. Its own verdict and warning, naming what would be imported."""
     p = tmp_path / "u.pkl"
     p.write_bytes(b"\x80\x02cmypackage.models\nNet\nq\x00)\x81q\x01}q\x02X\x01\x00\x00\x00aK\x01sb.")
     ckpt = mx.open(p)
+    assert not ckpt.errors
+    assert [f.code for f in ckpt.warnings] == ["needs_author_classes"]
+    f = ckpt.warnings[0]
+    assert "mypackage.models.Net" in f.message and "weights_only=True" in f.message and f.fix
+    assert f.extra["classes"] == ["mypackage.models.Net"] and f.offset == 2
+    assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "needs_classes"
+
+
+def test_unknown_function_the_pickle_calls_is_dangerous(tmp_path):
+    """REDUCE of a module-level name outside the allow-list: a call of the file's choosing."""
+    p = tmp_path / "u.pkl"
+    p.write_bytes(b"\x80\x02cmypackage.helpers\ndo_thing\nq\x00X\x01\x00\x00\x00a\x85q\x01Rq\x02.")
+    ckpt = mx.open(p)
     assert [f.code for f in ckpt.errors] == ["unlisted_call"]
-    assert "mypackage.models.Net" in ckpt.errors[0].message and "NEWOBJ" in ckpt.errors[0].message
     assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "dangerous"
+
+
+def test_denied_class_built_with_newobj_stays_dangerous(tmp_path):
+    p = tmp_path / "u.pkl"
+    p.write_bytes(b"\x80\x02csubprocess\nPopen\nq\x00)\x81q\x01.")
+    ckpt = mx.open(p)
+    assert ckpt.errors and ckpt.details["files"][str(p)]["pickle"]["verdict"] == "dangerous"
+
+
+@pytest.mark.parametrize("name", ["len", "abs", "max", "sum", "isinstance"])
+def test_pure_builtins_called_are_safe(tmp_path, name):
+    # fickling's safe-builtins case: builtins.len([1, 2, 3])
+    import pickletools  # noqa: F401 - the bytes are written by hand, as an attacker would
+
+    p = tmp_path / "b.pkl"
+    arg = b"]q\x01(K\x01K\x02K\x03e" if name != "isinstance" else b"K\x01cbuiltins\nint\nq\x03"
+    p.write_bytes(b"\x80\x02cbuiltins\n" + name.encode() + b"\nq\x00" + arg +
+                  (b"\x85" if name != "isinstance" else b"\x86") + b"q\x02Rq\x04.")
+    ckpt = mx.open(p)
+    assert not ckpt.errors and not ckpt.warnings, [str(f) for f in ckpt.findings]
+    assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "safe"
+
+
+@pytest.mark.parametrize("name", ["getattr", "eval", "map", "iter"])
+def test_builtins_that_reach_or_call_stay_out(tmp_path, name):
+    p = tmp_path / "b.pkl"
+    p.write_bytes(b"\x80\x02cbuiltins\n" + name.encode() + b"\nq\x00]q\x01\x85q\x02Rq\x03.")
+    verdict = mx.open(p).details["files"][str(p)]["pickle"]["verdict"]
+    assert verdict == "dangerous", verdict
 
 
 def test_unknown_class_only_referenced_is_a_warning(tmp_path):

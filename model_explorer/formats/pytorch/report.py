@@ -18,9 +18,17 @@ SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_em
                     "zip_duplicate_entry", "internal_error", "embedded_too_deep"}
 
 
+AUTHOR_CLASSES_SHOWN = 10
+
+
 def judge_calls(imports: list[Global]) -> None:
-    """A name outside the allow-list that the pickle invokes is an error: unpickling runs it."""
+    """A name outside the allow-list that the pickle invokes is an error: unpickling runs it.
+    A class it only builds (NEWOBJ + BUILD, how `torch.save(model)` stores the model's own
+    classes) is not: it needs the author's code, which is a warning of its own."""
     for g in imports:
+        if g.severity == "warning" and g.invoked is not None and not g.called:
+            g.author_class = True
+            continue
         if g.severity == "warning" and g.invoked is not None and not tolerated_when_invoked(g.dotted):
             op, at = g.invoked
             g.severity = "error"
@@ -62,7 +70,12 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         if g.calls:
             kept = with_calls.setdefault(name, [])
             kept.extend(g.calls[:2 - len(kept)])
+    classes = [(n, g) for n, g in first.items() if g.severity == "warning" and g.author_class]
+    if classes:
+        _author_classes_finding(rep, classes)
     for name, g in first.items():
+        if g.severity == "warning" and g.author_class:
+            continue
         if g.severity == "error":
             code = "unlisted_call" if name in called else "dangerous_import"
         else:
@@ -89,13 +102,35 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         f.extra.update(callable=name, calls=[call_text(c[0], c[1]) for c in calls])
 
 
+def _author_classes_finding(rep: Report, classes: list[tuple[str, Global]]) -> None:
+    """One finding for the classes a whole-model pickle builds: what loading would import."""
+    names = [n for n, _ in classes]
+    shown = ", ".join(names[:AUTHOR_CLASSES_SHOWN]) + (f" and {len(names) - AUTHOR_CLASSES_SHOWN} more"
+                                                       if len(names) > AUTHOR_CLASSES_SHOWN else "")
+    first = min((g for _, g in classes), key=lambda g: g.offset)
+    f = rep.warning("needs_author_classes", f"The pickle stores objects of classes outside the plain-data "
+                    f"allow-list, the author's or a library's ({shown}), "
+                    f"built the way pickle saves any object (first at byte {first.offset}): loading it "
+                    "imports those modules, running their code, and torch.load(weights_only=True) refuses "
+                    "it. Nothing in it calls a function of the file's choosing.", first.offset, 1)
+    f.fix = ("Load it only with the author's code installed and trusted, then save the weights alone "
+             "(torch.save(model.state_dict()) or safetensors); mx.repair writes a safetensors copy of "
+             "its tensors without loading it.")
+    f.extra.update(classes=names)
+
+
 def verdict(imports: list[Global], rep: Report) -> str:
-    """From the imports, and from findings merged in from embedded torch files."""
+    """From the imports, and from findings merged in from embedded torch files: "dangerous" (runs
+    code an attacker could choose), "suspicious" (odd structure or names), "needs_classes" (the
+    author's classes, built as pickle saves objects: weights_only=True refuses it), "safe"."""
     codes = {f.code for f in rep.findings}
     if any(g.severity == "error" for g in imports) or codes & DANGER_CODES:
         return "dangerous"
-    if any(g.severity == "warning" for g in imports) or codes & SUSPICIOUS_CODES:
+    plain = [g for g in imports if g.severity == "warning" and not g.author_class]
+    if plain or codes & SUSPICIOUS_CODES:
         return "suspicious"
+    if any(g.author_class for g in imports) or "needs_author_classes" in codes:
+        return "needs_classes"
     return "safe"
 
 

@@ -58,6 +58,8 @@ class Global:
     computed: str | None = None  # STACK_GLOBAL whose names were not constants
     dotted: str = ""  # "module.name" after Python 2 name mapping
     invoked: tuple[str, int] | None = None  # (opcode, offset) of the first call of it
+    called: bool = False  # invoked as a function (REDUCE, INST, OBJ...), not only built (NEWOBJ, BUILD)
+    author_class: bool = False  # only built: the author's class (report.judge_calls)
     opcode_called: bool = False  # an error only because the pickle calls it (report.judge_calls)
     label: str = ""  # which pickle of the file ("data.pkl", "legacy data", ...)
     past_cap: bool = False  # shared by imports past MAX_IMPORTS_KEPT (in `imports` once called)
@@ -570,6 +572,8 @@ class PickleMachine:
 
     def invoke(self, target: Any, pos: int, opcode: str) -> None:
         """Loading calls `target` (a function, a class's constructor or its __setstate__)."""
+        if isinstance(target, Global) and opcode not in BUILDS_ONLY:
+            target.called = True
         if isinstance(target, Global) and target.invoked is None:
             target.invoked = (opcode, self.base + pos)
             if target.past_cap and target.severity == "warning" and \
@@ -595,6 +599,9 @@ class PickleMachine:
 
 
 _SIZED = (str, bytes, bytearray, list, tuple, dict)
+# Opcodes that build an instance of a class the way pickle saves ordinary objects
+# (cls.__new__(cls, *args), then its state): no argument reaches a function of the file's choosing.
+BUILDS_ONLY = ("NEWOBJ", "NEWOBJ_EX", "BUILD")
 _CALL_PAST_CAP = Unknown("a call of an import past the cap")
 # Allowed reconstructors that call a class they are given: (dotted name -> argument index).
 # copyreg._reconstructor(cls, base, state) calls base.__new__ / base.__init__; torch's
@@ -815,9 +822,14 @@ def _build(m, arg, pos, op):
         func = target.func
         if isinstance(func, Global) and func.dotted == "copyreg._reconstructor" and \
                 isinstance(target.args, tuple) and target.args:
+            base = target.args[1] if len(target.args) > 1 else None
+            if isinstance(target.args[0], Global) and not (
+                    isinstance(base, Global) and base.dotted == "builtins.object"):
+                target.args[0].called = True  # base.__init__ runs: a call, not a plain build
             m.invoke(target.args[0], pos, "BUILD")
         target.state = state
     elif isinstance(target, Global):  # BUILD on a class itself calls its __setstate__
+        target.called = True  # pickle never saves an object so: not the author's-class case
         m.invoke(target, pos, "BUILD")
     elif hasattr(target, "build"):
         target.build(state)
