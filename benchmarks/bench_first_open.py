@@ -37,10 +37,9 @@ TARGET_PAINT = 0.5
 
 def write_folders(tmp: Path) -> dict[str, Path]:
     """A tiny Llama, a GPTQ 4-bit Llama and a gpt-oss MXFP4 folder, each with config.json."""
-    from safetensors.numpy import save_file
-
     from quant_codec.layouts import mxfp4_layer
     from quant_format import layouts as L
+    from safetensors.numpy import save_file
 
     rng = np.random.default_rng(0)
     h, f, layers, vocab, experts = 64, 128, 4, 256, 4
@@ -125,9 +124,8 @@ def bench_processes(folders: dict[str, Path], repeat: int) -> bool:
 
 
 def bench_browser(folders: dict[str, Path]) -> bool:
-    from playwright.sync_api import sync_playwright
-
     from labserver import CHROMIUM, CHROMIUM_ARGS, jupyter_lab, open_notebook
+    from playwright.sync_api import sync_playwright
 
     import model_explorer as mx
 

@@ -7,10 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from widgets.widget_test_files import starcoder2_missing_a_tensor  # tests/ is on the path
 
 import model_explorer as mx
-
-from widgets.widget_test_files import starcoder2_missing_a_tensor  # tests/ is on the path
 
 from .conftest import tiny_cfg, tiny_state, write_folder
 

@@ -9,10 +9,10 @@ import json
 
 import numpy as np
 import pytest
+from quant_codec.layouts import mxfp4_layer  # tests/ is on the path: its folders are packages
 
 import model_explorer as mx
 
-from quant_codec.layouts import mxfp4_layer  # tests/ is on the path: its folders are packages
 from .family_configs import tiny_config
 
 transformers = pytest.importorskip("transformers")
