@@ -169,6 +169,14 @@ class NumpyBackend:
         t *= up
         return t
 
+    def rows(self, x, idx):
+        return x[idx]
+
+    def add_rows(self, out, idx, values):
+        """out[idx] += values (each index once: a token meets an expert at most once)."""
+        out[idx] += values
+        return out
+
     def softcap(self, x, cap: float):
         """cap * tanh(x / cap), Gemma 2's soft bound on attention scores and logits."""
         return np.tanh(x / np.float32(cap)) * np.float32(cap)
@@ -308,6 +316,12 @@ class TorchBackend:
 
     def softcap(self, x, cap: float):
         return self.torch.tanh(x / cap) * cap
+
+    def rows(self, x, idx):
+        return x.index_select(0, idx)
+
+    def add_rows(self, out, idx, values):
+        return out.index_add_(0, idx, values)
 
     def rope(self, x, cos, sin):
         half = x.shape[-1] // 2

@@ -139,10 +139,10 @@ class Decoder:
             out = b.linear(attn, layer["o"], layer["o_bias"])
             x = self._residual(x, out, layer["attn_out_norm"])
             h = x if layer["ffn_norm"] is None else b.rms_norm(x, layer["ffn_norm"], eps)
-            gate_up = b.linear(h, layer["gate_up"])
-            inter = cfg.intermediate_size
-            act = b.geglu if cfg.activation == "gelu_tanh" else b.swiglu
-            out = b.linear(act(gate_up[:, :inter], gate_up[:, inter:]), layer["down"])
+            if layer.get("experts"):
+                out = self._experts(h, layer)
+            else:
+                out = self._mlp(h, layer["gate_up"], layer["down"], cfg.intermediate_size)
             x = self._residual(x, out, layer["ffn_out_norm"])
         cache.length = end
         if last_only:
@@ -151,6 +151,36 @@ class Decoder:
         if cfg.final_softcap:
             logits = b.softcap(logits, cfg.final_softcap)
         return logits if cfg.logit_scale == 1.0 else logits * float(cfg.logit_scale)
+
+    def _mlp(self, h, gate_up, down, inter: int):
+        """down(act(gate(h)) * up(h)): SwiGLU, or GeGLU where the family says."""
+        b = self.backend
+        gu = b.linear(h, gate_up)
+        act = b.geglu if self.cfg.activation == "gelu_tanh" else b.swiglu
+        return b.linear(act(gu[:, :inter], gu[:, inter:]), down)
+
+    def _experts(self, h, layer):
+        """A mixture of experts: a softmax router picks `experts_per_token` experts per token
+        (their weights renormalised to 1 where the family does, Mixtral always), and each
+        expert's MLP runs on the tokens routed to it. Routing is decided on the host in float32,
+        as transformers computes it."""
+        b, cfg = self.backend, self.cfg
+        logits = np.asarray(b.to_numpy(b.linear(h, layer["router"])), dtype=np.float32)
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        k = cfg.experts_per_token
+        top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+        weights = np.take_along_axis(probs, top, -1)
+        if cfg.renormalize_top_k:
+            weights = weights / weights.sum(-1, keepdims=True)
+        out = b.zeros(tuple(h.shape))
+        for e in np.unique(top):
+            tokens, slot = np.nonzero(top == e)
+            idx = b.ids(tokens)
+            gate_up, down = layer["experts"][int(e)]
+            y = self._mlp(b.rows(h, idx), gate_up, down, cfg.expert_intermediate_size)
+            out = b.add_rows(out, idx, y * b.asarray(weights[tokens, slot][:, None].astype(np.float32)))
+        return out
 
     def _residual(self, x, out, post_norm):
         """x + out, the sublayer's output normed first (OLMo 2) and scaled (Granite) where the

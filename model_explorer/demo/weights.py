@@ -28,9 +28,29 @@ BIAS_PARTS = ("q_bias", "k_bias", "v_bias")
 NORM_PARTS = ("norm", "attn_norm", "ffn_norm", "q_norm", "k_norm", "attn_out_norm", "ffn_out_norm")
 
 
-def layer_parts(cfg: ModelConfig) -> tuple[str, ...]:
-    """The tensors one layer of this model has (the family's features decide)."""
+def is_moe(cfg: ModelConfig, layer: int | None) -> bool:
+    return bool(cfg.experts) and (layer is None or cfg.moe_layers is None or cfg.moe_layers[layer])
+
+
+# The experts' tensors, by family: (router, expert {e}'s gate, up, down).
+EXPERT_NAMES = {
+    "mixtral": ("model.layers.{i}.block_sparse_moe.gate.weight",
+                "model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight",
+                "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight",
+                "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight"),
+    "qwen3_moe": ("model.layers.{i}.mlp.gate.weight", "model.layers.{i}.mlp.experts.{e}.gate_proj.weight",
+                  "model.layers.{i}.mlp.experts.{e}.up_proj.weight",
+                  "model.layers.{i}.mlp.experts.{e}.down_proj.weight"),
+}
+
+
+def layer_parts(cfg: ModelConfig, layer: int | None = None) -> tuple[str, ...]:
+    """The tensors one layer of this model has (the family's features decide); a layer whose
+    feed-forward is a mixture of experts has a router instead of gate/up/down (its experts are
+    listed by `expert_names`)."""
     parts = [p for p in LAYER_PARTS if not (cfg.post_norms and p in ("attn_norm", "ffn_norm"))]
+    if layer is not None and is_moe(cfg, layer):
+        parts = [p for p in parts if p not in ("gate", "up", "down")] + ["router"]
     if cfg.fused_projections:  # Phi-3 stores q, k, v as one matrix, and gate, up as another
         parts = [p for p in parts if p not in ("q", "k", "v", "gate", "up")] + ["qkv", "gate_up"]
     if cfg.attention_bias:
@@ -42,6 +62,13 @@ def layer_parts(cfg: ModelConfig) -> tuple[str, ...]:
     if cfg.post_norms or cfg.sandwich_norms:
         parts += ["attn_out_norm", "ffn_out_norm"]
     return tuple(parts)
+
+
+def expert_names(cfg: ModelConfig, layer: int) -> list[tuple[str, str, str]]:
+    """(gate, up, down) names of each expert of `layer`."""
+    _, gate, up, down = EXPERT_NAMES[cfg.architecture]
+    return [(gate.format(i=layer, e=e), up.format(i=layer, e=e), down.format(i=layer, e=e))
+            for e in range(cfg.experts)]
 
 
 # Gemma 2 norms the MLP's input with a weight of its own (Llama's post_attention_layernorm norms
@@ -241,12 +268,15 @@ class Weights:
         top = 2 + (0 if self.tied else 1) + (1 if "rope_freqs_tensor" in self.cfg.extra else 0)
         if self.keep_quantized:
             return top
-        return top + len(layer_parts(self.cfg)) * self.cfg.num_layers
+        return top + sum(len(layer_parts(self.cfg, i)) + (3 * self.cfg.experts if is_moe(self.cfg, i) else 0)
+                         for i in range(self.cfg.num_layers))
 
     # -- names and shapes ----------------------------------------------------------------------
 
     def name(self, part: str, layer: int | None = None) -> str:
         """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
+        if part == "router":
+            return EXPERT_NAMES[self.cfg.architecture][0].format(i=layer)
         if self.cfg.sandwich_norms and part in SANDWICH_NAMES and not self.gguf:
             return SANDWICH_NAMES[part].format(i=layer)
         return tensor_name(part, layer, self.gguf)
@@ -264,6 +294,7 @@ class Weights:
                 "q_bias": (c.q_size,), "k_bias": (c.kv_size,), "v_bias": (c.kv_size,),
                 "o_bias": (c.hidden_size,), "attn_out_norm": (c.hidden_size,), "ffn_out_norm": (c.hidden_size,),
                 "qkv": (c.q_size + 2 * c.kv_size, c.hidden_size), "gate_up": (2 * c.intermediate_size, c.hidden_size),
+                "router": (c.experts, c.hidden_size),
                 "q_norm": (c.head_dim,) if c.qk_norm == "head" else (c.q_size,),
                 "k_norm": (c.head_dim,) if c.qk_norm == "head" else (c.kv_size,),
                 "gate": (c.intermediate_size, c.hidden_size), "up": (c.intermediate_size, c.hidden_size),
@@ -282,8 +313,7 @@ class Weights:
         elif not self.cfg.tie_word_embeddings and self.ckpt.format != "gguf":
             raise UnsupportedModel(f"The checkpoint has no {self.name('lm_head')!r} and config.json "
                                    "does not tie it to the embedding (tie_word_embeddings is false).")
-        parts = layer_parts(self.cfg)
-        wanted += [(p, i) for i in range(self.cfg.num_layers) for p in parts]
+        wanted += [(p, i) for i in range(self.cfg.num_layers) for p in layer_parts(self.cfg, i)]
         missing = [(p, i) for p, i in wanted if self.name(p, i) not in tensors]
         if missing:
             p, i = missing[0]
@@ -295,12 +325,21 @@ class Weights:
             raise UnsupportedModel(f"The checkpoint has no tensor {self.name(p, i)!r} (the "
                                    f"{DESCRIPTIONS[p]}{where}){more}; a {self.cfg.architecture} "
                                    f"model with {self.cfg.num_layers} layers needs it.{why}")
-        for p, i in wanted:
-            info = tensors[self.name(p, i)]
+        named = [(self.name(p, i), shapes[p]) for p, i in wanted]
+        ef, h = self.cfg.expert_intermediate_size, self.cfg.hidden_size
+        for i in range(self.cfg.num_layers):
+            if is_moe(self.cfg, i):
+                for gate, up, down in expert_names(self.cfg, i):
+                    named += [(gate, (ef, h)), (up, (ef, h)), (down, (h, ef))]
+        for name, shape in named:
+            info = tensors.get(name)
+            if info is None:
+                raise UnsupportedModel(f"The checkpoint has no tensor {name!r}; a {self.cfg.architecture} "
+                                       f"model with {self.cfg.experts} experts per layer needs it.")
             self._check_decodable(info)
-            if tuple(info.shape) != shapes[p]:
+            if tuple(info.shape) != shape:
                 raise UnsupportedModel(f"Tensor {info.name!r} has shape {list(info.shape)}; the "
-                                       f"hyperparameters imply {list(shapes[p])}.")
+                                       f"hyperparameters imply {list(shape)}.")
 
     def _check_decodable(self, info) -> None:
         """Refuse, naming the scheme, what would run unscaled: a Hub-quantized tensor the codec
@@ -326,9 +365,10 @@ class Weights:
 
     # -- dequantization ------------------------------------------------------------------------
 
-    def _read(self, part: str, layer: int | None = None) -> np.ndarray:
-        """float32 numpy for one tensor, timed and recorded; q/k rows put in Hugging Face order."""
-        name = self.name(part, layer)
+    def _read(self, part: str, layer: int | None = None, name: str | None = None) -> np.ndarray:
+        """float32 numpy for one tensor, timed and recorded; q/k rows put in Hugging Face order.
+        `name`: read this tensor (an expert's) instead of the part's."""
+        name = name or self.name(part, layer)
         info = self.ckpt.tensors[name]
         t0 = time.perf_counter()
         a = self.ckpt.read(name)
@@ -372,15 +412,22 @@ class Weights:
 
     def _build_layer(self, i: int) -> dict:
         b = self.backend
+        moe = is_moe(self.cfg, i)
         if self.cfg.fused_projections:  # stored fused, in the order the decoder splits them
             qkv, gate_up = self._read("qkv", i), self._read("gate_up", i)
         else:
             qkv = np.concatenate([self._read("q", i), self._read("k", i), self._read("v", i)])
-            gate_up = np.concatenate([self._read("gate", i), self._read("up", i)])
+            gate_up = None if moe else np.concatenate([self._read("gate", i), self._read("up", i)])
+        experts = None
+        if moe:
+            experts = [(self._matrix(f"layer {i} expert {e} gate_up", np.concatenate(
+                            [self._read("", name=gate), self._read("", name=up)])),
+                        self._matrix(f"layer {i} expert {e} down", self._read("", name=down)))
+                       for e, (gate, up, down) in enumerate(expert_names(self.cfg, i))]
         bias = None
         if self.cfg.attention_bias:
             bias = b.asarray(np.concatenate([self._read(p, i) for p in BIAS_PARTS]))
-        parts = layer_parts(self.cfg)
+        parts = layer_parts(self.cfg, i)
 
         def maybe(part):
             return self._array(part, i) if part in parts else None
@@ -390,8 +437,10 @@ class Weights:
                 "o_bias": maybe("o_bias"), "q_norm": maybe("q_norm"), "k_norm": maybe("k_norm"),
                 "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
                 "ffn_out_norm": maybe("ffn_out_norm"),
-                "gate_up": self._matrix(f"layer {i} gate_up", gate_up),
-                "down": self._matrix(f"layer {i} down", self._read("down", i))}
+                "gate_up": None if moe else self._matrix(f"layer {i} gate_up", gate_up),
+                "down": None if moe else self._matrix(f"layer {i} down", self._read("down", i)),
+                "router": self._matrix(f"layer {i} router", self._read("router", i)) if moe else None,
+                "experts": experts}
 
     def layer(self, i: int) -> dict:
         """The backend arrays of layer `i`; dequantized now when `keep_quantized`."""
@@ -403,7 +452,8 @@ class Weights:
         """Bytes of weights held between forward passes (float32, or int8/int4 plus scales)."""
         held = [self.embed, self.norm] + ([] if self.tied else [self.lm_head])
         for layer in self._layers or []:
-            held += [v for v in layer.values() if v is not None]
+            held += [v for k, v in layer.items() if v is not None and k != "experts"]
+            held += [m for pair in layer.get("experts") or () for m in pair]
         return sum(int(a.nbytes) for a in held)
 
 

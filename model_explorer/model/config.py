@@ -22,11 +22,10 @@ from . import families
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
 # Hugging Face `model_type` values; the `architectures` classes they come with.
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
-                  "phi3")
+                  "phi3", "mixtral", "qwen3_moe")
 # What the families in families.py that this decoder does not run yet need, in words.
 NOT_YET = {"gemma3_text": "Gemma 3's per-layer local/global RoPE bases with sandwich norms",
-           "mixtral": "the mixture-of-experts feed-forward", "qwen2_moe": "the mixture-of-experts feed-forward",
-           "qwen3_moe": "the mixture-of-experts feed-forward", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
+           "qwen2_moe": "Qwen2-MoE's gated shared expert", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
            "learned positions", "gpt_neox": "NeoX's parallel residual, LayerNorm and partial rotary",
            "gpt_oss": "gpt-oss's attention sinks and clamped SwiGLU experts",
            "deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
@@ -78,6 +77,12 @@ class ModelConfig:
     final_softcap: float | None = None  # the same on the logits
     sliding_layers: list[bool] | None = None  # per layer, whether the sliding window applies
     fused_projections: bool = False  # qkv_proj and gate_up_proj stored as one matrix each (Phi-3)
+    # mixture of experts (Mixtral, Qwen3-MoE): softmax router, top-k, optionally renormalised
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate_size: int = 0
+    renormalize_top_k: bool = True
+    moe_layers: list[bool] | None = None  # per layer, whether its feed-forward is the experts
     extra: dict[str, Any] = field(default_factory=dict)
 
     def features(self) -> list[str]:
@@ -117,6 +122,11 @@ class ModelConfig:
             out.append(f"{self.rope_scaling.get('rope_type')} RoPE scaling")
         if self.fused_projections:
             out.append("fused qkv and gate/up projections")
+        if self.experts:
+            which = "" if not self.moe_layers or all(self.moe_layers) else \
+                f" in {sum(self.moe_layers)} of {self.num_layers} layers"
+            out.append(f"{self.experts} experts, top {self.experts_per_token}"
+                       f"{' renormalised' if self.renormalize_top_k else ''}{which}")
         return out
 
     @property
@@ -156,6 +166,10 @@ class ModelConfig:
         if self.sliding_layers is not None and len(self.sliding_layers) != self.num_layers:
             problems.append(f"layer_types has {len(self.sliding_layers)} entries for {self.num_layers} "
                             "layers")
+        if self.experts and not (0 < self.experts_per_token <= self.experts <= 4096
+                                 and self.expert_intermediate_size > 0):
+            problems.append(f"{self.experts} experts with {self.experts_per_token} per token and "
+                            f"expert width {self.expert_intermediate_size} cannot route")
         if self.rope_layers is not None and len(self.rope_layers) != self.num_layers:
             problems.append(f"the per-layer RoPE list has {len(self.rope_layers)} entries for "
                             f"{self.num_layers} layers")
@@ -345,7 +359,31 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         final_softcap=cap("final_logit_softcapping"),
         sliding_layers=sliding_layers,
         fused_projections=family.attention == "phi3",
+        **_moe(model_type, config),
     ).validate()
+
+
+def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The mixture-of-experts fields: Mixtral (every layer, renormalised top-k) and Qwen3-MoE
+    (decoder_sparse_step / mlp_only_layers, norm_topk_prob)."""
+    if model_type not in ("mixtral", "qwen3_moe"):
+        return {}
+    n = config.get("num_local_experts")
+    if model_type == "qwen3_moe" and config.get("num_experts") is not None:  # the Hub's spelling
+        n = config["num_experts"]
+    k = config.get("num_experts_per_tok")
+    width = config.get("intermediate_size") if model_type == "mixtral" else config.get("moe_intermediate_size")
+    layers = config.get("num_hidden_layers")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, k, width, layers)):
+        raise UnsupportedModel(f"config.json of {model_type} lacks the expert count, top-k or width.")
+    moe_layers = None
+    if model_type == "qwen3_moe":
+        step = config.get("decoder_sparse_step", 1) or 1
+        dense = set(config.get("mlp_only_layers") or [])
+        moe_layers = [i not in dense and (i + 1) % step == 0 for i in range(min(layers, 1 << 16))]
+    return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width,
+            "renormalize_top_k": True if model_type == "mixtral" else bool(config.get("norm_topk_prob", False)),
+            "moe_layers": moe_layers}
 
 
 def rope_inverse_frequencies(cfg: ModelConfig):

@@ -30,6 +30,10 @@ FAMILIES = {
                    attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=8),
     "llama": dict(attention_bias=True),  # q, k, v and o biases
     "phi3": dict(sliding_window=None),
+    "mixtral": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=None),
+    # a dense layer among the experts' (mlp_only_layers), top-k not renormalised
+    "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, mlp_only_layers=[1],
+                      norm_topk_prob=False),
 }
 
 
@@ -91,7 +95,8 @@ def test_the_model_says_its_family_features(saved):
     expect = {"qwen3": "q/k RMSNorm per head", "olmo2": "norms after attention and MLP",
               "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
               "gemma2": "attention logit softcap 2", "llama": "q/k/v biases",
-              "phi3": "fused qkv and gate/up projections"}[mt]
+              "phi3": "fused qkv and gate/up projections", "mixtral": "4 experts, top 2 renormalised",
+              "qwen3_moe": "4 experts, top 2 in 2 of 3 layers"}[mt]
     assert expect in features, features
     from model_explorer.demo.widget import RunDemo
 
@@ -101,7 +106,7 @@ def test_the_model_says_its_family_features(saved):
 
 
 @pytest.mark.parametrize("model_type,words", [
-    ("gemma3_text", "local/global"), ("mixtral", "mixture-of-experts"), ("deepseek_v3", "MLA"),
+    ("gemma3_text", "local/global"), ("qwen2_moe", "shared expert"), ("deepseek_v3", "MLA"),
     ("gpt_oss", "attention sinks"), ("gpt_neox", "parallel residual")])
 def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
     import json
