@@ -76,17 +76,23 @@ LAB_SETTINGS = ROOT / "jupyter" / "overrides.d"
 
 
 @contextlib.contextmanager
-def jupyter_lab(tmp: Path, app: str = "lab") -> Iterator[tuple[str, Path]]:
+def jupyter_lab(tmp: Path, app: str = "lab", python: str | None = None,
+                env: dict[str, str] | None = None) -> Iterator[tuple[str, Path]]:
     """Yield (base_url, notebook_dir) of a fresh JupyterLab (or, with app="notebook", Jupyter
-    Notebook 7) whose folders all live in `tmp`, with the settings `make lab` installs."""
+    Notebook 7) whose folders all live in `tmp`, with the settings `make lab` installs.
+
+    `python` runs the server (and so its kernels) from another environment; then this checkout
+    is not put on the kernel's path, and `env` replaces the server's environment."""
     home = tmp / "notebooks"
     home.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    installed = python is not None
+    env = dict(env if env is not None else os.environ)
     for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
                      ("JUPYTER_DATA_DIR", "data")):
         env[var] = str(tmp / sub)
     # The kernel must import this checkout even when it is not pip-installed.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    if not installed:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     # No "news" pop-up over the widgets in screenshots.
     settings = tmp / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True, exist_ok=True)
@@ -99,8 +105,11 @@ def jupyter_lab(tmp: Path, app: str = "lab") -> Iterator[tuple[str, Path]]:
     port = _free_port()
     log_path = tmp / "lab.log"
     with open(log_path, "w") as log:
+        # Another environment's bin/ holds no jupyter-lab script: run the app's module there.
+        command = ([python, "-m", {"lab": "jupyterlab", "notebook": "notebook"}[app]] if installed
+                   else [sys.executable, "-m", "jupyter", app])
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", app, "--no-browser", "--allow-root", f"--port={port}",
+            [*command, "--no-browser", "--allow-root", f"--port={port}",
              "--ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
              f"--{server_class}.expose_app_in_browser=True", f"--{server_class}.app_settings_dir={app_settings}",
              f"--ServerApp.root_dir={home}"],
