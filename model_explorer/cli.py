@@ -362,7 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("source")
     s.add_argument("--json", action="store_true")
     s.add_argument("--strict", action="store_true",
-                   help="also exit 1 when there are warnings (e.g. a suspicious pickle)")
+                   help="also exit 1 when there are warnings (e.g. a suspicious pickle, or a "
+                        "whole model that needs its author's classes)")
     s.add_argument("--deep", action="store_true", help="also decode tensors and check values")
     s.set_defaults(func=cmd_doctor)
 

@@ -21,7 +21,7 @@ def verdict(row: dict) -> str:
         return "dangerous"
     if row["errors"]:
         return "errors"
-    if row["warnings"] or row.get("pickle_verdict") == "suspicious":
+    if row["warnings"] or row.get("pickle_verdict") in ("suspicious", "needs_classes"):
         return "warnings"
     return "clean"
 

@@ -25,6 +25,11 @@ def call(func: bytes, *args: bytes) -> bytes:
     return func + b"(" + b"".join(args) + b"tR"
 
 
+def newobj(cls: bytes, *args: bytes) -> bytes:
+    """cls.__new__(cls, *args) with NEWOBJ: how pickle makes an object of a class."""
+    return cls + b"(" + b"".join(args) + b"t\x81"
+
+
 def p4(body: bytes) -> bytes:
     return b"\x80\x04" + body + b"."
 
@@ -41,6 +46,7 @@ def gadget_pickles(marker) -> dict[str, bytes]:
     """Name -> pickle; the ones marked real create `marker` under pickle.loads."""
     cmd, code = shell(marker), python_code(marker)
     os_system = g4("os", "system")
+    cleanup = g4("mypackage.tools", "cleanup")
     return {
         # real payloads (run for proof in a child process)
         "eval_call": p4(call(g4("builtins", "eval.__call__"), s(code))),
@@ -94,6 +100,28 @@ def gadget_pickles(marker) -> dict[str, bytes]:
         # copyreg._reconstructor(cls, list, ...): list.__init__ runs on the file's state
         "reconstructor_base_init": b"ccopy_reg\n_reconstructor\n(csomepkg.mod\nThing\n"
                                    b"c__builtin__\nlist\n(lI1\natR(dS'a'\nI1\nsb.",
+        # built as pickle saves objects, but not an author's class: denied names, the standard
+        # library's callable wrappers and lazy iterators, an EXT code
+        "newobj_os_system": p4(newobj(os_system, s(cmd))),
+        "newobj_partial_called": p4(newobj(g4("functools", "partial"), cleanup, s(str(marker)))
+                                    + b")R"),
+        "newobj_map_listed": p4(call(g4("builtins", "list"),
+                                     newobj(g4("builtins", "map"), cleanup, b"]" + s(str(marker)) + b"a"))),
+        "newobj_stdlib_class": p4(newobj(g4("threading", "Thread")) + b"}b"),
+        "newobj_ext_code": b"\x80\x02\x82\x01)\x81.",
+        # an object the pickle built, then called: its class's __call__ with the file's arguments
+        "author_instance_called": p4(call(newobj(g4("somepkg.mod", "Thing")) + b"}b", s(str(marker)))),
+        # pure builtins that return an argument, used to hide a call: max([f])(x), sum([], f)(x)
+        "max_launders_a_call": p4(call(call(g4("builtins", "max"), b"]" + cleanup + b"a"), s(str(marker)))),
+        "sum_launders_a_call": p4(call(call(g4("builtins", "sum"), b"]", cleanup), s(str(marker)))),
+        "build_on_max_of_class": p4(call(g4("builtins", "max"), b"]" + g4("somepkg.mod", "Thing") + b"a")
+                                    + b"}b"),
+        "reconstructor_launders_class": p4(call(g4("copyreg", "_reconstructor"),
+                                                call(g4("builtins", "max"), b"]" + g4("somepkg.mod", "Thing") + b"a"),
+                                                g4("builtins", "object"), b"N") + b"}b"),
+        # torch's tensor-subclass rebuild runs func(*args)
+        "from_type_calls_func": p4(call(g4("torch._tensor", "_rebuild_from_type_v2"), cleanup,
+                                        g4("torch", "Tensor"), b"(" + s(str(marker)) + b"t", b"}")),
     }
 
 

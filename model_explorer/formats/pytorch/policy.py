@@ -6,20 +6,53 @@ what it built (BUILD, which calls the class's `__setstate__`). This reader never
 anything; it names what a real unpickler would import and judges each name here. Python 2
 names are mapped as the unpickler maps them (`__builtin__` -> `builtins`, ...) first.
 
-The verdict comes from what the pickle *does*, not from a list of bad names:
+The verdict comes from what the pickle *does*, not from a list of bad names. From worst:
 
-- Allowed (no finding): the data reconstructors a checkpoint legitimately needs: torch's
-  rebuild functions, storages, dtypes, layouts and Size/device/Parameter; collections;
-  numpy's array, dtype and scalar reconstruction; plain builtin containers; copyreg's
-  `_reconstructor`; `_codecs.encode`.
-- Anything else that the pickle *invokes* is an error (verdict "dangerous"): unpickling
-  runs it, and nothing about a name says it is harmless. A name outside the allow-list that
-  is only *referenced* (stored, never called) is a warning.
-- A few known classes are tolerated even when instantiated (a warning, never an error):
-  torch's own `nn` module classes (what `torch.save(model)` writes) and plain data classes
-  of the standard library (argparse.Namespace, datetime, Decimal, pathlib paths).
-- The deny-list below only supplies the words of the message ("runs programs", "writes
-  files"): names on it are errors even when merely referenced.
+- "dangerous": a name on the deny-list, or a name outside the allow-list that the pickle
+  *calls* (REDUCE, INST, OBJ, BUILD on a class itself, a call of an object it built): the
+  file chooses the function and its arguments, and nothing about a name says it is harmless.
+- "suspicious": a name outside the allow-list only *referenced* (stored, never called; it may
+  still be called later by code that receives it), and odd structure.
+- "needs_classes": objects of classes outside the allow-list built the way pickle saves any
+  object, which is what `torch.save(model)` writes for the model's own classes (see
+  `author_class_candidate`), and the tolerated classes below however they are made. Loading
+  imports their modules and runs their `__new__` and `__setstate__`, so it needs the author's
+  code, trusted, and `torch.load(weights_only=True)` refuses it; but no function of the
+  file's choosing is called.
+- "safe": only the allow-list: the data reconstructors a checkpoint legitimately needs
+  (torch's rebuild functions, storages, dtypes, layouts and Size/device/Parameter;
+  collections; numpy's array, dtype and scalar reconstruction; copyreg's `_reconstructor`;
+  `_codecs.encode`), plain builtin types, and pure builtin functions.
+
+Which builtins are pure: a pickle calls a name with positional arguments only (REDUCE, OBJ,
+INST; NEWOBJ_EX passes keywords to a class's `__new__`, never to a function), and every
+argument is data the pickle built or another import, which is judged on its own. So `len`,
+`abs`, `min`, `max`, `sum`, `sorted`, `round`, `divmod`, `pow`, `hash`, `isinstance`, ...
+cannot do more than compute on their arguments: `max`'s and `sorted`'s `key=` is keyword-only
+and out of reach. They may call their arguments' own methods (`__len__`, `__lt__`, `__iter__`),
+but an argument with methods is an object of a class the pickle imported and is judged as
+such. `min`, `max` and `sum` may return an argument (`max([f])` is `f`): calling, or
+building from, what any call returned makes every import among its arguments a call
+(`vm.result_sources`), so they cannot hide one. Builtins that take a callable positionally
+and call it (`map`, `filter`, `iter` with a sentinel, `apply`), that reach attributes, globals
+or the import system (`getattr`, `vars`, `globals`, `__import__`, `super`, `type` with three
+arguments makes a class), that evaluate (`eval`, `exec`, `compile`), do I/O (`open`, `input`,
+`print`, `breakpoint`), or hand out memory (`memoryview`) stay outside the allow-list. Cost is
+not judged: `pow(10, 10**9)` or `bytes(10**12)` only exhaust the loader.
+
+A class told from a function without importing either: the opcodes say. NEWOBJ and NEWOBJ_EX
+run `cls.__new__(cls, ...)`, which fails on anything but a class; protocols 0/1 save an object
+as `copyreg._reconstructor(cls, object, None)` (`object.__new__(cls)`); torch rebuilds a tensor
+subclass with `_rebuild_from_type_v2(func, cls, ...)` or `_rebuild_wrapper_subclass(cls, ...)`;
+BUILD on the new object then hands it its state. That is how pickle saves every ordinary
+object, and no argument of the file's reaches a function it chose. A bare REDUCE (or INST,
+OBJ) of a name with arguments calls whatever the name is, a function the file chose; so does
+a reconstructor on another base than object (its `__init__` runs on the file's state), BUILD
+on a class itself, and calling an object the pickle built. So a class only built is
+"needs_classes" (when `author_class_candidate` accepts its name), and any other invocation is
+a call. `copyreg.__newobj__`, which pickle never writes (protocol 2 turns it into NEWOBJ),
+stays denied. The deny-list below supplies the words of the message ("runs programs", "writes
+files"); names on it are errors even when merely referenced, and however they are built.
 
 Dotted names are judged by every segment: `builtins.eval.__call__` is `builtins.eval`,
 `torch.hub.load` is in `torch.hub`; a module reached as an attribute of another
@@ -31,6 +64,7 @@ from __future__ import annotations
 
 import _compat_pickle
 import functools
+import sys
 
 ALLOWED_TORCH_REBUILD = {
     "_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3", "_rebuild_parameter",
@@ -69,12 +103,11 @@ ALLOWED_EXACT = {
     *(f"builtins.{n}" for n in ("set", "frozenset", "bytearray", "bytes", "complex", "slice",
                                 "range", "list", "dict", "tuple", "int", "float", "str", "bool",
                                 "object",
-                                # pure functions of their arguments: no attribute access, import,
-                                # I/O or call of a callable they are given (map, filter, iter,
-                                # next and getattr can, and stay out)
+                                # pure functions of their arguments (see the module's docstring):
+                                # map, filter, iter, next, getattr, type... stay out
                                 "len", "abs", "min", "max", "sum", "round", "divmod", "pow", "ord",
                                 "chr", "bin", "hex", "oct", "any", "all", "isinstance",
-                                "issubclass")),
+                                "issubclass", "sorted", "reversed", "enumerate", "zip", "hash")),
     *(f"{m}.{n}" for m in ("numpy.core.multiarray", "numpy._core.multiarray")
       for n in ("_reconstruct", "scalar")),
     "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
@@ -232,6 +265,25 @@ def tolerated_when_invoked(dotted: str) -> bool:
     if dotted.startswith(TORCH_MODULE_CLASSES):  # torch.nn.modules.<file>.<Class>
         return dotted.count(".") == 4 and dotted.rsplit(".", 1)[-1][:1].isupper()
     return False
+
+
+def author_class_candidate(dotted: str) -> bool:
+    """A name outside the allow-list whose objects, built as pickle saves any object, make the
+    verdict "needs_classes" rather than "dangerous" (the caller checks how it was built):
+    the tolerated classes and torch's nn modules, and classes of `__main__` or of any module
+    outside the standard library, where a model's own classes live. The standard library's
+    other classes stay errors: its callable wrappers and lazy iterators (functools.partial,
+    builtins.map, itertools.starmap) and resource handles are the attacker's parts, not a
+    model's. TorchScript types are not: torch.jit.load compiles them from code in the file;
+    nor names that are no import path (an EXT code, a computed name). Denied names never
+    reach here: they are errors already."""
+    if dotted in WARNING_EXACT or dotted.startswith("__torch__."):
+        return False
+    if tolerated_when_invoked(dotted):
+        return True
+    parts = dotted.split(".")
+    return len(parts) >= 2 and all(p.isidentifier() for p in parts) and \
+        parts[0] not in sys.stdlib_module_names
 
 
 def _denied(module: str, name: str) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...spans import Report
-from .policy import tolerated_when_invoked
+from .policy import author_class_candidate, tolerated_when_invoked
 from .vm import Global, PickleRun, render
 
 MAX_IMPORTS_LISTED = 10_000
@@ -23,19 +23,30 @@ AUTHOR_CLASSES_SHOWN = 10
 
 def judge_calls(imports: list[Global]) -> None:
     """A name outside the allow-list that the pickle invokes is an error: unpickling runs it.
-    A class it only builds (NEWOBJ + BUILD, how `torch.save(model)` stores the model's own
-    classes) is not: it needs the author's code, which is a warning of its own."""
+    A class it only builds as pickle saves any object (NEWOBJ, a reconstructor, then BUILD:
+    how `torch.save(model)` stores the model's own classes) is not, when its name is an
+    author's class (`author_class_candidate`): it needs the author's code, a warning of its own;
+    nor is a tolerated class (torch's nn modules, the standard library's data classes), even
+    called. A name is judged as a whole: an import of it that is neither decides."""
+    plain: set[str] = set()
     for g in imports:
-        if g.severity == "warning" and g.invoked is not None and not g.called:
+        if g.severity != "warning":
+            continue
+        if g.invoked is not None and not g.computed and author_class_candidate(g.dotted) and \
+                (not g.called or tolerated_when_invoked(g.dotted)):
             g.author_class = True
             continue
-        if g.severity == "warning" and g.invoked is not None and not tolerated_when_invoked(g.dotted):
+        plain.add(g.dotted)
+        if g.invoked is not None and not tolerated_when_invoked(g.dotted):
             op, at = g.invoked
             g.severity = "error"
             how = "" if g.calls else f" ({op} at byte {at})"
             g.why = (f"it is outside the allow-list and the pickle calls it{how}, so unpickling "
                      "runs code this reader cannot vouch for")
             g.opcode_called = True
+    for g in imports:  # also referenced, or called, elsewhere: not only built
+        if g.author_class and g.dotted in plain:
+            g.author_class = False
 
 
 def call_text(func: Any, args: Any) -> str:
@@ -108,14 +119,20 @@ def _author_classes_finding(rep: Report, classes: list[tuple[str, Global]]) -> N
     shown = ", ".join(names[:AUTHOR_CLASSES_SHOWN]) + (f" and {len(names) - AUTHOR_CLASSES_SHOWN} more"
                                                        if len(names) > AUTHOR_CLASSES_SHOWN else "")
     first = min((g for _, g in classes), key=lambda g: g.offset)
-    f = rep.warning("needs_author_classes", f"The pickle stores objects of classes outside the plain-data "
-                    f"allow-list, the author's or a library's ({shown}), "
-                    f"built the way pickle saves any object (first at byte {first.offset}): loading it "
-                    "imports those modules, running their code, and torch.load(weights_only=True) refuses "
-                    "it. Nothing in it calls a function of the file's choosing.", first.offset, 1)
+    op, at = first.invoked or (first.opcode, first.offset)
+    f = rep.warning("needs_author_classes", "Expected plain data (tensors in dicts, a state_dict), "
+                    f"which torch.load(weights_only=True) loads; found objects of "
+                    f"{len(names)} class{'es' if len(names) > 1 else ''} outside the allow-list "
+                    f"({shown}), made the way pickle saves objects, by creating each one and handing "
+                    f"it its state (the first imported at byte {first.offset}, made by {op} at byte "
+                    f"{at}): a whole model, as torch.save(model) writes it. "
+                    "torch.load(weights_only=True) refuses it; torch.load(weights_only=False) "
+                    "imports those modules, running their import-time code and each class's __new__ "
+                    "and __setstate__, so it needs that code installed and trusted. No function of "
+                    "the file's choosing is called.", first.offset, 1)
     f.fix = ("Load it only with the author's code installed and trusted, then save the weights alone "
-             "(torch.save(model.state_dict()) or safetensors); mx.repair writes a safetensors copy of "
-             "its tensors without loading it.")
+             "(torch.save(model.state_dict()) or safetensors); mx.repair(file, out_dir) writes a "
+             "safetensors copy of its tensors without loading it.")
     f.extra.update(classes=names)
 
 

@@ -58,8 +58,8 @@ class Global:
     computed: str | None = None  # STACK_GLOBAL whose names were not constants
     dotted: str = ""  # "module.name" after Python 2 name mapping
     invoked: tuple[str, int] | None = None  # (opcode, offset) of the first call of it
-    called: bool = False  # invoked as a function (REDUCE, INST, OBJ...), not only built (NEWOBJ, BUILD)
-    author_class: bool = False  # only built: the author's class (report.judge_calls)
+    called: bool = False  # invoked as a function (REDUCE, INST, OBJ...), not only built (`builds`)
+    author_class: bool = False  # only built, and an author's class by name (report.judge_calls)
     opcode_called: bool = False  # an error only because the pickle calls it (report.judge_calls)
     label: str = ""  # which pickle of the file ("data.pkl", "legacy data", ...)
     past_cap: bool = False  # shared by imports past MAX_IMPORTS_KEPT (in `imports` once called)
@@ -540,22 +540,23 @@ class PickleMachine:
             if len(func.calls) < MAX_CALLS_KEPT:
                 func.calls.append((func, args, self.base + pos, opcode))
             return _CALL_PAST_CAP
-        root = func
-        for _ in range(8):  # getattr(__import__('os'), 'system')(...): credit the import used
-            if isinstance(root, Call):
-                root = root.func
-            else:
-                break
+        root = maker(func)  # getattr(__import__('os'), 'system')(...): credit the import used
         if isinstance(root, Global):
             if root.calls is None:
                 root.calls = []
             if len(root.calls) < MAX_CALLS_KEPT:
                 root.calls.append((func, args, self.base + pos, opcode))
-        if isinstance(func, Global):
+        if isinstance(func, Call):  # calling what a call returned or built
             self.invoke(func, pos, opcode)
-            slot = CLASS_ARGUMENTS.get(func.dotted)
-            if slot is not None and isinstance(args, tuple) and len(args) > slot:
-                self.invoke(args[slot], pos, opcode)
+        if isinstance(func, Global):
+            self.invoke(func, pos, opcode, builds=opcode in ("NEWOBJ", "NEWOBJ_EX"))
+            if isinstance(args, tuple):
+                slot = CALLED_ARGUMENTS.get(func.dotted)
+                if slot is not None and len(args) > slot:
+                    self.invoke(args[slot], pos, opcode)
+                slot = BUILT_ARGUMENTS.get(func.dotted)
+                if slot is not None and len(args) > slot:
+                    self.invoke(args[slot], pos, opcode, builds=_plain_build(func, args))
         if isinstance(func, Global) and isinstance(args, tuple) and kwargs is None:
             reducer = self.reducers.get(func.dotted)
             if reducer is not None and self._afford(args, pos):
@@ -570,9 +571,17 @@ class PickleMachine:
             self.run_info.watched.append(call)
         return call
 
-    def invoke(self, target: Any, pos: int, opcode: str) -> None:
-        """Loading calls `target` (a function, a class's constructor or its __setstate__)."""
-        if isinstance(target, Global) and opcode not in BUILDS_ONLY:
+    def invoke(self, target: Any, pos: int, opcode: str, builds: bool = False) -> None:
+        """Loading calls `target` (a function, a class's constructor or its __setstate__);
+        `builds`: it only makes an object of the class as pickle saves any object (NEWOBJ,
+        a reconstructor), which `report.judge_calls` may let pass as the author's class.
+        A `Call` target is what a call returned: every import it may be is called (strictly:
+        a checkpoint never calls, or builds from, a value a call returned)."""
+        if isinstance(target, Call):
+            for g in result_sources(target):
+                self.invoke(g, pos, opcode)
+            return
+        if isinstance(target, Global) and not builds:
             target.called = True
         if isinstance(target, Global) and target.invoked is None:
             target.invoked = (opcode, self.base + pos)
@@ -599,16 +608,71 @@ class PickleMachine:
 
 
 _SIZED = (str, bytes, bytearray, list, tuple, dict)
-# Opcodes that build an instance of a class the way pickle saves ordinary objects
-# (cls.__new__(cls, *args), then its state): no argument reaches a function of the file's choosing.
-BUILDS_ONLY = ("NEWOBJ", "NEWOBJ_EX", "BUILD")
 _CALL_PAST_CAP = Unknown("a call of an import past the cap")
-# Allowed reconstructors that call a class they are given: (dotted name -> argument index).
-# copyreg._reconstructor(cls, base, state) calls base.__new__ / base.__init__; torch's
-# _rebuild_from_type_v2(func, new_type, args, state) and _rebuild_wrapper_subclass(cls, ...)
-# make an instance of the class and set its state.
-CLASS_ARGUMENTS = {"copyreg._reconstructor": 1, "torch._tensor._rebuild_from_type_v2": 1,
+# Allowed reconstructors that call what they are given (dotted name -> argument index):
+# copyreg._reconstructor(cls, base, state) runs base.__new__(cls, state) and, unless base is
+# object, base.__init__(obj, state); torch's _rebuild_from_type_v2(func, new_type, args, state)
+# runs func(*args).
+CALLED_ARGUMENTS = {"copyreg._reconstructor": 1, "torch._tensor._rebuild_from_type_v2": 0}
+# ... and those that make an object of a class they are given, as pickle saves any object
+# (no __init__; the state goes to its __setstate__): the reconstructor's cls (protocols 0/1),
+# the tensor subclass of _rebuild_from_type_v2 (as_subclass) and of _rebuild_wrapper_subclass.
+BUILT_ARGUMENTS = {"copyreg._reconstructor": 0, "torch._tensor._rebuild_from_type_v2": 1,
                    "torch._utils._rebuild_wrapper_subclass": 0}
+
+
+def _plain_build(func: Global, args: tuple) -> bool:
+    """Whether a BUILT_ARGUMENTS class is only built. copyreg._reconstructor is so only on
+    object (object.__new__(cls), then the state); on any other base, base.__new__(cls, state)
+    and base.__init__(obj, state) run with the file's state: counted as a call, strictly."""
+    if func.dotted != "copyreg._reconstructor":
+        return True
+    base = args[1] if len(args) > 1 else None
+    return isinstance(base, Global) and base.dotted == "builtins.object"
+
+
+MAX_SOURCES_WALKED = 64
+# Allowed builtins whose result may be one of their arguments: min([f]), max([f]), sum([], f).
+RETURNS_AN_ARGUMENT = frozenset({"builtins.min", "builtins.max", "builtins.sum"})
+
+
+def result_sources(call: Call) -> list[Global]:
+    """The imports a pickle may be calling when it calls the result of `call`: the class the
+    result is an object of, or the function that returned it (its `maker`), and every import
+    among the call's arguments, which the result may be (max([f]) is f, partial(f) calls f).
+    A checkpoint never calls a result; a pickle that does is judged by all of them."""
+    found, todo, seen = [], [(call, 0)], 0
+    while todo and seen < MAX_SOURCES_WALKED:
+        value, depth = todo.pop()
+        seen += 1
+        if isinstance(value, Global):
+            found.append(value)
+        elif isinstance(value, Call):
+            todo.append((value.func, depth))
+            if depth < 3 and isinstance(value.args, tuple):
+                todo.extend((a, depth + 1) for a in value.args[:16])
+        elif depth < 3 and isinstance(value, (list, tuple)):
+            todo.extend((a, depth + 1) for a in value[:16])
+        elif depth < 3 and isinstance(value, EmuSet):
+            todo.extend((a, depth + 1) for a in value.items[:16])
+    root = maker(call)
+    if isinstance(root, Global) and root not in found:
+        found.append(root)
+    return found
+
+
+def maker(value: Any) -> Any:
+    """The import a value comes from: the function that returned it or the class it is an object
+    of (through a reconstructor), following calls of calls a few levels deep."""
+    for _ in range(8):
+        if not isinstance(value, Call):
+            return value
+        func, args = value.func, value.args
+        slot = BUILT_ARGUMENTS.get(func.dotted) if isinstance(func, Global) else None
+        if slot is not None and isinstance(args, tuple) and len(args) > slot:
+            return args[slot]
+        value = func
+    return value
 
 
 # -- opcode handlers ------------------------------------------------------------------------
@@ -817,20 +881,14 @@ def _build(m, arg, pos, op):
     state = m.pop(pos)
     target = m.top(pos)
     if isinstance(target, Call):
-        # BUILD calls the class's __setstate__: the class is the callee itself (REDUCE, NEWOBJ)
-        # or, for copyreg._reconstructor(cls, base, state), its first argument.
-        func = target.func
-        if isinstance(func, Global) and func.dotted == "copyreg._reconstructor" and \
-                isinstance(target.args, tuple) and target.args:
-            base = target.args[1] if len(target.args) > 1 else None
-            if isinstance(target.args[0], Global) and not (
-                    isinstance(base, Global) and base.dotted == "builtins.object"):
-                target.args[0].called = True  # base.__init__ runs: a call, not a plain build
-            m.invoke(target.args[0], pos, "BUILD")
+        # BUILD hands the object its state (its class's __setstate__): part of building it, and
+        # its class was judged when it was made (REDUCE, NEWOBJ, a reconstructor's cls). Unless
+        # the call returns one of its arguments (max([cls])): then BUILD may target a class.
+        if isinstance(target.func, Global) and target.func.dotted in RETURNS_AN_ARGUMENT:
+            m.invoke(target, pos, "BUILD")
         target.state = state
     elif isinstance(target, Global):  # BUILD on a class itself calls its __setstate__
-        target.called = True  # pickle never saves an object so: not the author's-class case
-        m.invoke(target, pos, "BUILD")
+        m.invoke(target, pos, "BUILD")  # pickle never saves an object so: a call
     elif hasattr(target, "build"):
         target.build(state)
 
