@@ -22,8 +22,8 @@ from .build import Build, OutFile, OutTensor, Producer
 from .fix import Fix
 
 # The findings the conversion leaves behind, because nothing of the pickle is kept.
-PICKLE_CODES = ("dangerous_import", "unknown_import", "torchscript_archive", "pickle_trailing_bytes",
-                "several_pickles", "zip_prefix_bytes", "polyglot", "unused_storage", "zip_foreign_entry")
+PICKLE_CODES = ("dangerous_import", "unknown_import", "needs_author_classes", "torchscript_archive",
+                "pickle_trailing_bytes", "several_pickles", "zip_prefix_bytes", "polyglot", "unused_storage", "zip_foreign_entry")
 _SHARD = re.compile(r"^pytorch_model(-\d+-of-\d+)\.bin$")
 
 
