@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .units import format_bytes
+
 # JSON: arrays longer than this are given as their length and first elements.
 JSON_ARRAY_ITEMS = 16
 # Text: like gguf-dump, the first 6 items of an array and strings cut at 60 characters.
@@ -98,6 +100,15 @@ def banner(ckpt) -> list[str]:
     """The lines printed before anything else: a danger banner for a file that would run code
     when loaded, an error line for a file with errors, nothing for a clean one."""
     errors = ckpt.errors
+    hub = ckpt.details.get("hub")
+    if hub:  # read from the Hub: what it took
+        return _errors_banner(ckpt, errors) + [
+            f"hub: {hub['requests']} requests, {format_bytes(hub['bytes'])} read of "
+            f"{format_bytes(hub['repo_bytes'])} in {hub['seconds']:.2f} s ({hub['repo']}@{hub['revision']})"]
+    return _errors_banner(ckpt, errors)
+
+
+def _errors_banner(ckpt, errors) -> list[str]:
     if not errors:
         return []
     dangerous = [f for f in errors if f.code == "dangerous_import"]

@@ -276,6 +276,23 @@ CATALOG: dict[str, Code] = {
                          "Rerun with a larger --memory-limit."),
     "audit_crashed": Code("error", "The process auditing the model died (a crash or a signal); the batch went on.",
                           "Audit the model alone with model-explorer doctor to see the failure."),
+    # -- the Hugging Face Hub (hf://, hub.py) -----------------------------------------------------
+    "hub_reads": Code("info", "What reading the model from the Hub took: requests, bytes, seconds (headers only, no download)."),
+    "hub_not_found": Code("error", "The Hub has no such repo, or it is private and the token used cannot see it.",
+                          "Check the name; for a private repo set HF_TOKEN or run `hf auth login` with an account that can read it."),
+    "hub_gated": Code("error", "The repo is gated and the token used has not been granted access to its files.",
+                      "Accept the conditions on the repo's Hub page, then use that account's token (HF_TOKEN or `hf auth login`)."),
+    "hub_forbidden": Code("error", "The Hub refused access (401/403): the token lacks the permission to read the repo.",
+                          "Use a token with read access to the repo (HF_TOKEN or `hf auth login`)."),
+    "hub_rate_limited": Code("error", "The Hub rate-limited the requests (HTTP 429).",
+                             "Wait the time the message gives and retry; requests with a token have a higher limit."),
+    "hub_revision_not_found": Code("error", "The repo has no branch, tag or commit of the name after '@'.",
+                                   "Use an existing revision: hf://org/repo@main, @v1.0 or a commit hash."),
+    "hub_file_not_found": Code("error", "The repo has no file or folder at that path in that revision."),
+    "hub_http_error": Code("error", "The Hub answered with an HTTP error not covered by another code."),
+    "hub_unreachable": Code("error", "The Hub (HF_ENDPOINT) could not be reached: network, DNS or TLS failure."),
+    "hub_not_installed": Code("error", "hf:// needs huggingface_hub, which is not installed.",
+                              "pip install 'checkpoint-model-explorer[hub]'"),
 }
 
 

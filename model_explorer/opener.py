@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from . import sources
+from . import hub, sources
 from .assemble import assemble
 from .checkpoint import Checkpoint
 from .gcpause import no_gc
@@ -68,6 +68,16 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
     the bytes say, a Checkpoint comes back with findings that locate the problems.
     """
     path = os.fspath(source)
+    repo = None
+    if hub.is_hub(path):
+        # hf://: list the repo once and fetch its headers in parallel; what the Hub refuses
+        # (not found, gated, private, rate-limited) is a finding, not an exception.
+        try:
+            repo = hub.begin(path)
+        except hub.HubError as e:
+            ckpt = OpenCheckpoint(path)
+            ckpt.findings.append(e.finding(path))
+            return ckpt
     if not sources.exists(path):
         raise FileNotFoundError(f"No such file or directory: {path!r}")
     with no_gc():
@@ -76,6 +86,8 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
         ckpt.__class__ = OpenCheckpoint
         # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
         header_checks(ckpt)
+    if repo is not None:
+        hub.report(ckpt, repo)
     if cross_check:
         ckpt.cross_check()
     if base is not None:

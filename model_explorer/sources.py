@@ -1,4 +1,5 @@
-"""Byte sources: a local file through mmap, or a remote one through fsspec range reads.
+"""Byte sources: a local file through mmap, a remote one through fsspec range reads, or a file of
+a Hugging Face Hub repo (hf://, hub.py: listed once, headers fetched in parallel).
 
 Parsers see only `size`, `read(offset, length)` and `prefix(n)`; they never learn whether
 the bytes come from a disk or a network, and they never read more than they ask for.
@@ -149,7 +150,37 @@ class RemoteSource:
         return f"RemoteSource({self.name!r}, size={self.size})"
 
 
+class HubSource(RemoteSource):
+    """A file of a Hugging Face Hub repo (hf://), read by range requests through hub.py; the
+    bytes fetched in parallel before the readers ran (its header) are its first prefix."""
+
+    def __init__(self, url: str) -> None:
+        from . import hub
+
+        self.name = url
+        self._repo = hub.repo_of(url)
+        self.size = self._repo.size(url)
+        self._prefix = self._repo.head(url)
+        self.bytes_read = len(self._prefix)
+        self.requests = 0
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        data = self._repo.read(self.name, start, end)
+        self.requests += 1
+        self.bytes_read += len(data)
+        return data
+
+    def __repr__(self) -> str:
+        return f"HubSource({self.name!r}, size={self.size})"
+
+
+def _is_hub(path: str) -> bool:
+    return str(path).startswith("hf://")
+
+
 def open_source(path: str) -> LocalSource | RemoteSource:
+    if _is_hub(path):
+        return HubSource(path)
     return RemoteSource(path) if is_remote(path) else LocalSource(path)
 
 
@@ -222,9 +253,20 @@ def _http_info(path: str) -> dict | None:
         return None
 
 
+def _hub_repo(path: str):
+    from . import hub
+
+    return hub.repo_of(path)
+
+
 def exists(path: str) -> bool:
     if not is_remote(path):
         return os.path.exists(_local_path(path))
+    if _is_hub(path):
+        try:
+            return _hub_repo(path).exists(path)
+        except OSError:
+            return False
     if _is_http(path):
         return _http_info(path) is not None
     fs, p = _fs(path)
@@ -237,6 +279,11 @@ def exists(path: str) -> bool:
 def isdir(path: str) -> bool:
     if not is_remote(path):
         return os.path.isdir(_local_path(path))
+    if _is_hub(path):
+        try:
+            return _hub_repo(path).isdir(path)
+        except OSError:
+            return False
     fs, p = _fs(path)
     try:
         if _is_http(path):
@@ -253,6 +300,8 @@ def listdir(path: str) -> list[str]:
     """File names (not paths) in a directory, sorted."""
     if not is_remote(path):
         return sorted(os.listdir(_local_path(path)))
+    if _is_hub(path):
+        return _hub_repo(path).listdir(path)
     fs, p = _fs(path)
     return sorted(posixpath.basename(e.rstrip("/")) for e in fs.ls(p, detail=False))
 

@@ -87,6 +87,8 @@ def _list_file(path: str) -> list[str]:
 def expand(source: str, _depth: int = 0) -> list[str]:
     """The model sources one source stands for."""
     source = os.fspath(source)
+    if source.startswith("hf://"):
+        return [source]  # a Hub repo (or a file in one) is one model; its open lists it
     if sources.is_remote(source):
         if source.rstrip("/").endswith(WEIGHT_EXT + (".index.json",)):
             return [source]

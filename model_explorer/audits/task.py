@@ -49,7 +49,15 @@ def posixbase(p: str) -> str:
 def fingerprint(source: str) -> dict[str, Any]:
     """Size and mtime (local) or size and ETag (remote) of every file the model spans, hashed.
     Raises OSError when the source cannot be reached."""
-    if sources.is_remote(source):
+    if source.startswith("hf://"):
+        from .. import hub
+
+        try:
+            repo = hub.HubRepo(source)  # its listing: names and sizes at this revision
+            entries = sorted((rel, size, repo.revision) for rel, size in repo.files.items())
+        except hub.HubError:
+            entries = []  # the open says what the Hub refused, as a finding
+    elif sources.is_remote(source):
         entries = _remote_entries(source)
     else:
         path = source[7:] if source.startswith("file://") else source
