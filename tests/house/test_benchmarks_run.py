@@ -22,6 +22,7 @@ SMALL_RUNS = [
     ["bench_audit.py", "--quick", "--only", "deep"],
     ["bench_pickle_imports.py", "--count", "2000"],
     ["bench_first_open.py", "--no-browser", "--repeat", "1"],
+    ["bench_hub.py", "--small"],
 ]
 
 
@@ -29,6 +30,8 @@ SMALL_RUNS = [
 def test_benchmark_runs(argv):
     if argv[0] == "bench_audit.py":
         pytest.importorskip("dask.distributed")
+    if argv[0] == "bench_hub.py":
+        pytest.importorskip("huggingface_hub")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", argv[0]), *argv[1:]],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
