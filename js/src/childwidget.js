@@ -35,3 +35,13 @@ export async function renderChild(model, host, ref, el) {
     } catch (_) { /* already gone with its model */ }
   };
 }
+
+/**
+ * Whether this front end can draw a plain ipywidget inside the Explorer (JupyterLab, Notebook 7,
+ * VS Code and Colab carry a widget manager on the model; marimo draws anywidgets only).
+ * @param {any} model
+ */
+export function drawsIpywidgets(model) {
+  const manager = model && model.widget_manager;
+  return Boolean(manager && typeof manager.get_model === "function" && typeof manager.create_view === "function");
+}

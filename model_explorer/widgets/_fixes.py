@@ -62,3 +62,56 @@ class FixOps:
     def _op_fix_dialog(self, finding: int):
         d = self.fix_dialog(finding)
         return {"ref": f"ipywidget:{d.model_id}", "fixes": d.selected(), "dest": d.dest.value}, None
+
+    # -- the same dialog as data, for front ends that draw no ipywidgets (marimo) ----------------
+
+    _fix_report = None
+
+    def _op_fix_form(self, finding: int):
+        """The Fix… dialog as data: the plan, every fix (ticked: those that resolve finding
+        number `finding`) and the copy's new name; the browser draws it (fixpanel.js)."""
+        from ..repairs import repair_plan
+        from .fix_dialog import fixed_name
+
+        fixes = self.fixable()["by_finding"].get(str(int(finding)))
+        if not fixes:
+            raise ValueError(f"Finding {finding} has no fix.")
+        plan = repair_plan(self.checkpoint)
+        wanted = set(fixes)
+        return {"plan": str(plan) if plan.fixes or plan.unfixable else "Nothing to fix.",
+                "fixes": [{"name": f.name, "label": str(f), "ticked": f.matches(wanted)} for f in plan.fixes],
+                "dest": fixed_name(self.checkpoint.source)}, None
+
+    def _op_fix_write(self, fixes: list[str], dest: str):
+        """Write the copy with `fixes` to `dest` (never over the source); the report as text."""
+        import os
+
+        from ..repairs import RepairError, repair
+
+        try:
+            report = repair(os.fspath(self.checkpoint.source), dest, fixes=[str(f) for f in fixes])
+        except (RepairError, OSError) as e:
+            return {"ok": False, "text": f"Not written: {e}"}, None
+        self._fix_report = report
+        return {"ok": True, "text": str(report)}, None
+
+    def _fixed_target(self) -> str:
+        report = self._fix_report
+        if report is None:
+            raise ValueError("No fixed copy was written yet.")
+        return report.dest if len(report.files) != 1 else report.files[0]
+
+    def _op_fix_explore(self):
+        """An Explorer of the fixed copy, drawn in the dialog."""
+        from ._frontends import child_widget
+        from .explorer import Explorer
+
+        self.fixed_explorer = child_widget(Explorer, self._fixed_target())
+        return {"ref": f"anywidget:{self.fixed_explorer.model_id}"}, None
+
+    def _op_fix_compare(self):
+        """mx.diff of the source and the fixed copy, as text."""
+        from ..checks.diff import diff
+
+        table = diff(self.checkpoint.source, self._fixed_target())
+        return {"text": table.to_string() if hasattr(table, "to_string") else str(table)}, None

@@ -89,8 +89,9 @@ class Explorer(LayerOps, BaseView):
         """
         if self.run_widget is None:
             from ..demo.widget import RunDemo
+            from ._frontends import child_widget
 
-            self.run_widget = RunDemo(self.checkpoint.source)
+            self.run_widget = child_widget(RunDemo, self.checkpoint.source)
         return self.run_widget
 
     def _op_run_demo(self):
