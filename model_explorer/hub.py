@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from .limits import MAX_INDEX_BYTES
 from .spans import Finding
 
 PREFIX = "hf://"
@@ -158,15 +159,14 @@ class HubRepo:
         # A fresh instance per open: its listing and its counts are this open's.
         self.fs = HfFileSystem(endpoint=self.endpoint, skip_instance_cache=True)
         self.started = time.perf_counter()
-        before = _api_requests()
+        before = _api_snapshot()
         try:
             resolved = self.fs.resolve_path(path)  # the repo's info: it exists, this token sees it
         except Exception as e:  # noqa: BLE001 - every Hub answer becomes a finding
             raise _as_hub_error(e, f"hf://{_repo_part(path)}") from e
-        finally:
-            self.stats.add(api_requests=_api_requests() - before)
         self.repo_id, self.revision = resolved.repo_id, resolved.revision
         self.repo_type = resolved.repo_type
+        self.stats.add(api_requests=_api_requests_since(before, self.repo_type, self.repo_id))
         inner = resolved.path_in_repo
         self.root = (path[:len(path) - len(inner)] if inner and path.endswith(inner) else path).rstrip("/")
         self.target = inner
@@ -184,13 +184,13 @@ class HubRepo:
 
     def _list(self) -> None:
         root = self.fs.resolve_path(self.root).unresolve()
-        before = _api_requests()
+        before = _api_snapshot()
         try:
             entries = self.fs.find(root, detail=True, withdirs=True)
         except Exception as e:  # noqa: BLE001
             raise _as_hub_error(e, self.root) from e
         finally:
-            self.stats.add(api_requests=_api_requests() - before)
+            self.stats.add(api_requests=_api_requests_since(before, self.repo_type, self.repo_id))
         for name, info in entries.items():
             rel = name[len(root):].lstrip("/")
             if info.get("type") == "directory":
@@ -348,8 +348,6 @@ class HubRepo:
         return weights, folder
 
     def _index_shards(self, index: str) -> list[str]:
-        from .formats.shards import MAX_INDEX_BYTES
-
         if self.files.get(index, MAX_INDEX_BYTES + 1) > MAX_INDEX_BYTES:
             return []  # the reader says it is too large
         if index not in self._heads:
@@ -391,17 +389,22 @@ def _repo_part(path: str) -> str:
     return "/".join(path[len(PREFIX):].split("/")[:2])
 
 
-_API_REQUESTS = [0]
+# Counted per URL path: HfFileSystem lists trees in threads of its own, and another open (or a
+# background cross-check) of another repo must not land in this open's count.
+_API_PATHS: dict[str, int] = {}
+_API_LOCK = threading.Lock()
 
 
 def _count_api_request(request) -> None:
-    if "/api/" in str(getattr(request, "url", "")):
-        _API_REQUESTS[0] += 1
+    path = urlsplit(str(getattr(request, "url", ""))).path
+    if path.startswith("/api/") and len(_API_PATHS) < 100_000:  # a long session stays bounded
+        with _API_LOCK:
+            _API_PATHS[path] = _API_PATHS.get(path, 0) + 1
 
 
-def _api_requests() -> int:
-    """Requests to the Hub's /api/ made in this process so far (HfFileSystem's info and tree
-    listings go through huggingface_hub's shared client; a hook on it counts them)."""
+def _api_snapshot() -> dict[str, int]:
+    """Requests to the Hub's /api/ made in this process so far, by path (HfFileSystem's info and
+    tree listings go through huggingface_hub's shared client; a hook on it counts them)."""
     try:
         from huggingface_hub.utils import get_session
 
@@ -410,7 +413,15 @@ def _api_requests() -> int:
             hooks.append(_count_api_request)
     except Exception:  # noqa: BLE001 - a client without hooks: counts stay at what is known
         pass
-    return _API_REQUESTS[0]
+    with _API_LOCK:
+        return dict(_API_PATHS)
+
+
+def _api_requests_since(before: dict[str, int], repo_type: str, repo_id: str) -> int:
+    """The /api/ requests about one repo made since `before` was taken."""
+    prefix = f"/api/{repo_type}s/{repo_id}"
+    now = _api_snapshot()
+    return sum(n - before.get(k, 0) for k, n in now.items() if k == prefix or k.startswith(prefix + "/"))
 
 
 # -- the repos of the opens in progress and done ----------------------------------------------------

@@ -12,12 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import sources
+from ..limits import MAX_INDEX_BYTES
 from ..records import CheckpointRecord, IndexMismatch
 from ..spans import Finding
 from ..tensormap import TensorMap
 from .jsonpos import DuplicateKeys, JSONPositionError, members
-
-MAX_INDEX_BYTES = 256 * 1024 * 1024
 
 
 def _finding(sev: str, code: str, msg: str, file: str | None, tensor: str | None = None,

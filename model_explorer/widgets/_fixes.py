@@ -104,9 +104,9 @@ class FixOps:
     def _op_fix_explore(self):
         """An Explorer of the fixed copy, drawn in the dialog."""
         from ._frontends import child_widget
-        from .explorer import Explorer
 
-        self.fixed_explorer = child_widget(Explorer, self._fixed_target())
+        # type(self): the Explorer this is mixed into (importing it here would be an import cycle).
+        self.fixed_explorer = child_widget(type(self), self._fixed_target())
         return {"ref": f"anywidget:{self.fixed_explorer.model_id}"}, None
 
     def _op_fix_compare(self):
