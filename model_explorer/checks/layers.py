@@ -8,10 +8,14 @@ itself left out); the residual, in units of the role's median absolute residual,
 z-score. Identical statistics in two layers of one role flag a duplicated layer.
 
 Trained models are not smooth: the first and last layers, and some in between, legitimately sit
-off the trend (SmolLM2's layer 0 norms are 2-4x below every other layer's). So an off-trend cell
-is only `layer_unusual` (info, with the numbers); a `layer_outlier` warning needs evidence of
-damage: a zeroed tensor, or a value beyond every other layer of its role by DAMAGE_FACTOR
-(NORM_DAMAGE_FACTOR for norm weights, whose scale varies most in trained models). Copies are
+off the trend (SmolLM2's layer 0 norms are 2-4x below every other layer's, MiniLM's layer 0 o
+has 3x the absmax of the others, Gemma 3's norm weights span 13x across layers). So an off-trend
+cell is only `layer_unusual` (info, with the numbers); a `layer_outlier` warning needs evidence
+of damage: a zeroed tensor, NaN/Inf, or a value beyond every other layer of its role by
+DAMAGE_FACTOR (NORM_DAMAGE_FACTOR for norm weights, whose scale varies most in trained models;
+twice either for absmax, one element's extreme). Calibrated on SmolLM2-135M, all-MiniLM-L6-v2
+and Gemma 3 270M (tests/audit/test_layers_real.py): the largest healthy cell lies 2.9x
+beyond the other layers (4.2x for a norm), against 8x (32x) for damage. Copies are
 `layer_duplicate` warnings.
 
 Input is any per-tensor table with a `name` column (`stats_table`, `mx.scan`, an audit's deep
@@ -30,8 +34,8 @@ import numpy as np
 
 from ..spans import Finding
 
-# Layer prefixes: Hugging Face (Llama, Mistral, Qwen, DeepSeek...), GPT-2/Falcon, GGUF.
-_LAYER = re.compile(r"^(?:.*\.)?(?:layers|h|blocks|block|blk)\.(\d+)\.(.+)$")
+# Layer prefixes: Hugging Face (Llama, Mistral, Qwen, DeepSeek...), BERT/DistilBERT, GPT-2/Falcon, GGUF.
+_LAYER = re.compile(r"^(?:.*\.)?(?:layers|layer|h|blocks|block|blk)\.(\d+)\.(.+)$")
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)\.")
 # The tail of a tensor name after its layer prefix -> role. Order matters: first match wins.
 _ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(p)) for role, p in [
@@ -40,21 +44,24 @@ _ROLES: list[tuple[str, re.Pattern]] = [(role, re.compile(p)) for role, p in [
     ("experts", r"experts\.|_exps\."),
     ("q_norm", r"q_norm|attn_q_norm|q_a_layernorm"),
     ("k_norm", r"k_norm|attn_k_norm|kv_a_layernorm"),
-    ("attn_norm", r"input_layernorm|attn_norm|ln_1|ln_attn|norm1\b"),
-    ("ffn_norm", r"post_attention_layernorm|ffn_norm|ln_2|ln_mlp|norm2\b|pre_feedforward_layernorm"),
+    ("post_attn_norm", r"post_attention_norm\b"),  # Gemma 2/3 GGUF (HF's post_attention_layernorm is ffn_norm)
+    ("post_ffn_norm", r"post_ffw_norm|post_feedforward_layernorm"),
+    ("attn_norm", r"input_layernorm|attn_norm|ln_1|ln_attn|norm1\b|attention\.output\.LayerNorm|sa_layer_norm"),
+    ("ffn_norm", r"post_attention_layernorm|ffn_norm|ln_2|ln_mlp|norm2\b|pre_feedforward_layernorm"
+                 r"|^output\.LayerNorm|output_layer_norm"),
     ("q_a", r"q_a_proj|attn_q_a\b"),
     ("q_b", r"q_b_proj|attn_q_b\b"),
     ("kv_a", r"kv_a_proj|attn_kv_a"),
     ("kv_b", r"kv_b_proj|attn_kv_b"),
     ("qkv", r"qkv_proj|attn_qkv|c_attn|query_key_value"),
-    ("q", r"q_proj|attn_q\b|\.query\b|wq\b"),
-    ("k", r"k_proj|attn_k\b|\.key\b|wk\b"),
-    ("v", r"v_proj|attn_v\b|\.value\b|wv\b"),
-    ("o", r"o_proj|attn_output|out_proj|c_proj|attn\.dense|wo\b"),
+    ("q", r"q_proj|attn_q\b|\.query\b|wq\b|q_lin\b"),
+    ("k", r"k_proj|attn_k\b|\.key\b|wk\b|k_lin\b"),
+    ("v", r"v_proj|attn_v\b|\.value\b|wv\b|v_lin\b"),
+    ("o", r"o_proj|attn_output|out_proj|attn\.c_proj|attn\.dense|wo\b|attention\.output\.dense|out_lin\b"),
     ("gate_up", r"gate_up_proj"),
     ("gate", r"gate_proj|ffn_gate\b|w1\b"),
-    ("up", r"up_proj|ffn_up\b|w3\b|c_fc|dense_h_to_4h"),
-    ("down", r"down_proj|ffn_down\b|w2\b|dense_4h_to_h"),
+    ("up", r"up_proj|ffn_up\b|w3\b|c_fc|dense_h_to_4h|intermediate\.dense|ffn\.lin1\b"),
+    ("down", r"down_proj|ffn_down\b|w2\b|dense_4h_to_h|mlp\.c_proj|^output\.dense|ffn\.lin2\b"),
 ]]
 ROLE_ORDER = [r for r, _ in _ROLES]
 # Statistics that scale multiplicatively with depth are compared in log space.
@@ -63,8 +70,9 @@ Z_LIMIT = 6.0  # |robust z| beyond this is an outlier
 REL_FLOOR = 0.02  # a residual spread below 2% is treated as 2%, so a flat trend is not hair-trigger
 WINDOW = 3  # neighbouring layers on each side the trend is fitted through
 DAMAGE_FACTOR = 8.0  # beyond every other layer of the role by this: damage, not an unusual layer
-NORM_DAMAGE_FACTOR = 32.0
-NORM_ROLES = {"attn_norm", "ffn_norm", "q_norm", "k_norm"}
+NORM_DAMAGE_FACTOR = 32.0  # norm weights (RMSNorm/LayerNorm scales): layer 0's are often tiny
+ABSMAX_ALLOWANCE = 2.0  # absmax is one element: outlier features make it heavy-tailed
+NORM_ROLES = {"attn_norm", "ffn_norm", "q_norm", "k_norm", "post_attn_norm", "post_ffn_norm"}
 
 
 @functools.lru_cache(maxsize=1 << 18)  # a profile reads each name several times; 90,000-tensor files exist
@@ -204,24 +212,39 @@ def robust_z(column: np.ndarray, log: bool) -> tuple[np.ndarray, np.ndarray]:
     return z, kinds
 
 
-def damaged(col: np.ndarray, i: int, kind: str, role: str, log: bool) -> bool:
-    """Whether an off-trend cell is evidence of damage: zeroed, or (log statistics) beyond every
-    other layer of its role by the damage factor."""
-    if kind == "zeroed":
-        return True
-    if not log:
-        return False
-    others = np.delete(col, i)
-    others = others[np.isfinite(others) & (others > 0)]
-    if not others.size or not np.isfinite(col[i]):
-        return False
+def beyond(col: np.ndarray, i: int, factor: float = math.inf) -> float:
+    """How many times cell i lies beyond the range of its role's other layers: above their max
+    (value / max) or below their min (min / value); 1 or less inside it. Other layers more than
+    `factor` from the role's median are left out of that range (two exploded layers must not
+    hide each other). NaN with fewer than 3 other layers to compare with, inf for a zero."""
+    v = np.asarray(col, dtype=float)
+    ok = np.isfinite(v) & (v > 0)
+    ref = ok.copy()
+    ref[i] = False
+    if ok.sum() >= 3:
+        med = float(np.median(v[ok]))
+        clean = ref & (v <= factor * med) & (v * factor >= med)
+        if clean.sum() >= 3:
+            ref = clean
+    if ref.sum() < 3 or not np.isfinite(v[i]):
+        return math.nan
+    if v[i] <= 0:
+        return math.inf
+    return float(max(v[i] / v[ref].max(), v[ref].min() / v[i]))
+
+
+def damage_factor(role: str, stat: str) -> float:
+    """How far beyond every other layer of its role a cell must lie to be damage."""
     factor = NORM_DAMAGE_FACTOR if role in NORM_ROLES else DAMAGE_FACTOR
-    return bool(col[i] > factor * others.max() or col[i] * factor < others.min())
+    return factor * (ABSMAX_ALLOWANCE if stat == "absmax" else 1.0)
 
 
 def layer_outliers(source: Any, stat: str = "norm"):
-    """DataFrame of off-trend cells: layer, role, value, z, kind, and `damage` (True: evidence of
-    damage, a warning; False: merely unusual, info)."""
+    """DataFrame of the cells off their role's trend (|robust z| > Z_LIMIT) or far beyond its
+    other layers: layer, role, value, z, kind (high, low, zeroed), `beyond` (times beyond the
+    range of the role's other layers, 1 or less inside it) and `damage` (True: zeroed, or beyond
+    the damage factor, a warning; False: merely unusual, info). Damage needs no z-score: with few
+    layers, or a role whose layers spread widely, a 100x layer can sit within 6 MADs of the trend."""
     import pandas as pd
 
     grid = layer_profile(source, stat)
@@ -230,11 +253,17 @@ def layer_outliers(source: Any, stat: str = "norm"):
     for role in grid.columns:
         col = grid[role].to_numpy(dtype=float)
         z, kinds = robust_z(col, log)
+        factor = damage_factor(role, stat)
         for i, layer in enumerate(grid.index):
-            if kinds[i]:
+            ratio = beyond(col, i, factor) if log else math.nan
+            kind = kinds[i]
+            if not kind and ratio > factor:
+                kind = "high" if col[i] > np.nanmedian(col) else "low"
+            if kind:
                 rows.append({"layer": int(layer), "role": role, "value": col[i], "z": float(z[i]),
-                             "kind": kinds[i], "damage": damaged(col, i, kinds[i], role, log)})
-    return pd.DataFrame(rows, columns=["layer", "role", "value", "z", "kind", "damage"])
+                             "kind": kind, "beyond": ratio,
+                             "damage": bool(kind == "zeroed" or ratio > factor)})
+    return pd.DataFrame(rows, columns=["layer", "role", "value", "z", "kind", "beyond", "damage"])
 
 
 def _fingerprints(table) -> dict[tuple, list[tuple[int, str, str]]]:
@@ -295,21 +324,28 @@ def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
             head = (f"Layer {o['layer']} {o['role']}: {stat} = {o['value']:.4g} {what} the trend of the "
                     f"other layers' {o['role']} (median {typical:.4g}, range {span}){z}")
             extra = {"layer": o["layer"], "role": o["role"], "stat": stat, "value": o["value"],
-                     "z": o["z"], "kind": o["kind"]}
+                     "z": o["z"], "kind": o["kind"], "beyond": o["beyond"]}
+            at = loc(first) if first else {}
+            factor = damage_factor(o["role"], stat)
             if o["damage"]:
-                out.append(Finding("warning", "layer_outlier", head + ": a zeroed, exploded or damaged "
-                                   "layer.", tensor=first, extra=extra, **(loc(first) if first else {})))
+                why = ("all zeros where the other layers are not" if o["kind"] == "zeroed" else
+                       f"{o['beyond']:.3g}x beyond every other layer (damage: over {factor:g}x)")
+                out.append(Finding("warning", "layer_outlier", f"{head}: {why}, a zeroed, exploded or "
+                                   "damaged layer.", tensor=first, extra=extra, **at))
             else:
-                out.append(Finding("info", "layer_unusual", head + "; within a few times the other "
-                                   "layers' range, which trained models show (first and last layers "
-                                   "most): unusual, not evidence of damage.", tensor=first, extra=extra,
-                                   **(loc(first) if first else {})))
+                inside = not o["beyond"] > 1  # NaN (a statistic that is not a scale) reads as inside
+                why = ("inside the other layers' range" if inside else
+                       f"{o['beyond']:.3g}x beyond the other layers' range (damage would be over {factor:g}x)")
+                out.append(Finding("info", "layer_unusual", f"{head}; {why}. Trained models show this "
+                                   "(their first and last layers most): unusual, not evidence of damage.",
+                                   tensor=first, extra=extra, **at))
     for name, bad in _non_finite(table):
         lr = layer_role(name)
         out.append(Finding("warning", "layer_outlier", f"Layer {lr[0]} {lr[1]}: {name!r} holds {bad} "
                            "NaN or infinite value(s) (sampled statistics can miss some): a damaged layer.",
                            tensor=name, extra={"layer": lr[0], "role": lr[1], "stat": stat,
-                                               "value": math.nan, "z": math.nan, "kind": "nonfinite"},
+                                               "value": math.nan, "z": math.nan, "kind": "nonfinite",
+                                               "beyond": math.nan},
                            **loc(name)))
     for members in _fingerprints(table).values():
         members = sorted(members)

@@ -3,8 +3,10 @@ asks for one after another (so it can show progress and the kernel stays free be
 then sent as one compact summary: a layers x roles matrix, labels, and the marked cells.
 
 Nothing is computed when the Explorer opens: only when the tab is opened. The profile's
-layer_outlier / layer_duplicate findings then go to the Explorer's `layer_findings` (synced: the
-Findings tab lists and counts them). Mixed into Explorer.
+layer_outlier / layer_duplicate warnings then go to the Explorer's `layer_findings` (synced: the
+Findings tab lists and counts them); its layer_unusual notes (info: off the trend, not damage, as
+the first layers of healthy trained models are) stay marked in the Layers tab, so a healthy model's
+Findings count stays what the Overview says. Mixed into Explorer.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _round(v: Any, digits: int, significant: bool = False) -> float | None:
     return float(f"{v:.{digits}g}") if significant else round(v, digits)
 
 
-_NUMBER = re.compile(r"((?:^|\.)(?:layers|h|blocks|block|blk)\.)(\d+)(\.)")
+_NUMBER = re.compile(r"((?:^|\.)(?:layers|layer|h|blocks|block|blk)\.)(\d+)(\.)")
 
 
 def name_templates(names: list[list[str | None]], layers: list[int]) -> dict[str, Any]:
@@ -139,8 +141,9 @@ class LayerOps:
         stat, exact = (stat if stat in STATS else "norm"), bool(exact)
         table = self.layer_table(exact)
         found = layer_findings(table, stat)
-        # The Findings tab shows the findings of the profile last drawn, saying from what.
-        self.layer_findings = [finding_json(f, stat, exact) for f in found]
+        # The Findings tab shows the warnings of the profile last drawn, saying from what; the
+        # merely unusual cells (info) are the Layers tab's marks only.
+        self.layer_findings = [finding_json(f, stat, exact) for f in found if f.severity != "info"]
         return layer_summary(table, stat, exact, found), None
 
 
