@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model.config import ModelConfig, UnsupportedModel, from_gguf, from_hf
+from ..model.config import ModelConfig, UnsupportedModel, from_hf
+from ..model.config_gguf import from_gguf
 from ..model.findings import MODEL_CODES
 from ..model.tokenizer import StreamDecoder, Tokenizer
 from ..model.tokenizer import from_directory as tokenizer_from_directory

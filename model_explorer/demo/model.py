@@ -7,6 +7,10 @@ one token costs one pass over the weights, not one per position. What differs be
 is data in ModelConfig (model/config.py), each feature one `if` here: q/k norms, norms after
 rather than before a sublayer, GeGLU, embedding/residual/attention/logit scales, layers
 without RoPE.
+
+Tracing (mx.trace, mx.compare_runs): a `recorder` set on the Decoder is called as
+`recorder(layer, module, activation)` at the named points of MODULES (layer None for the
+embedding, final norm and logits); with none set, recording costs one attribute test per point.
 """
 
 from __future__ import annotations
@@ -54,11 +58,20 @@ class KVCache:
         return 2 * self.cfg.num_layers * self.cfg.num_kv_heads * self.capacity * self.cfg.head_dim * 4
 
 
+# The points a recorder sees, in the order one layer computes them. Every family records the
+# same names, so two runs of different formats or families line up module by module.
+LAYER_MODULES = ("attn_norm", "q", "k", "v", "attn_out", "attn_residual", "ffn_norm", "ffn_out",
+                 "residual")
+MODULES = ("embed", *LAYER_MODULES, "final_norm", "logits")
+
+
 class Decoder:
     """Runs token ids through the layers. `weights` is a `weights.Weights`."""
 
     def __init__(self, cfg: ModelConfig, weights, backend) -> None:
         self.cfg, self.weights, self.backend = cfg, weights, backend
+        # recorder(layer, module, activation): see the module docstring; None when not tracing.
+        self.recorder = None
         self._inv_freq = rope_inverse_frequencies(cfg)
         self._cos = self._sin = None
         self._rope_len = 0
@@ -107,12 +120,17 @@ class Decoder:
         scale = cfg.attention_scale if cfg.attention_scale is not None else 1.0 / float(np.sqrt(hd))
         eps = cfg.rms_norm_eps
 
+        rec = self.recorder
         x = b.embed(w.embed, b.ids(token_ids))
         if cfg.embed_scale != 1.0:
             x = x * float(cfg.embed_scale)
+        if rec:
+            rec(None, "embed", x)
         for i in range(cfg.num_layers):
             layer = w.layer(i)
             h = x if layer["attn_norm"] is None else b.rms_norm(x, layer["attn_norm"], eps)
+            if rec:
+                rec(i, "attn_norm", h)
             qkv = b.linear(h, layer["qkv"], layer["qkv_bias"])
             q, k, v = qkv[:, :qs], qkv[:, qs:qs + kvs], qkv[:, qs + kvs:].reshape(T, nkv, hd)
             if cfg.qk_norm == "full":  # OLMo 2: over the whole projection
@@ -121,6 +139,10 @@ class Decoder:
                 q = b.rms_norm(q.reshape(T * nh, hd), layer["q_norm"], eps)
                 k = b.rms_norm(k.reshape(T * nkv, hd), layer["k_norm"], eps)
             q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
+            if rec:  # before RoPE: what the projections (and q/k norms) made of this layer's input
+                rec(i, "q", q)
+                rec(i, "k", k)
+                rec(i, "v", v)
             if cfg.rope_layers is None or cfg.rope_layers[i]:
                 q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             keys, values = cache.keys[i], cache.values[i]
@@ -138,19 +160,33 @@ class Decoder:
             attn = b.transpose(attn.reshape(nkv, group, T, hd), (2, 0, 1, 3)).reshape(T, qs)
             out = b.linear(attn, layer["o"], layer["o_bias"])
             x = self._residual(x, out, layer["attn_out_norm"])
+            if rec:
+                rec(i, "attn_out", out)
+                rec(i, "attn_residual", x)
             h = x if layer["ffn_norm"] is None else b.rms_norm(x, layer["ffn_norm"], eps)
+            if rec:
+                rec(i, "ffn_norm", h)
             if layer.get("experts"):
                 out = self._experts(h, layer)
             else:
                 out = self._mlp(h, layer["gate_up"], layer["down"], cfg.intermediate_size)
             x = self._residual(x, out, layer["ffn_out_norm"])
+            if rec:
+                rec(i, "ffn_out", out)
+                rec(i, "residual", x)
         cache.length = end
         if last_only:
             x = x[T - 1:]
-        logits = b.linear(b.rms_norm(x, w.norm, eps), w.lm_head)
+        x = b.rms_norm(x, w.norm, eps)
+        if rec:
+            rec(None, "final_norm", x)
+        logits = b.linear(x, w.lm_head)
         if cfg.final_softcap:
             logits = b.softcap(logits, cfg.final_softcap)
-        return logits if cfg.logit_scale == 1.0 else logits * float(cfg.logit_scale)
+        logits = logits if cfg.logit_scale == 1.0 else logits * float(cfg.logit_scale)
+        if rec:
+            rec(None, "logits", logits)
+        return logits
 
     def _mlp(self, h, gate_up, down, inter: int):
         """down(act(gate(h)) * up(h)): SwiGLU, or GeGLU where the family says."""

@@ -15,11 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ggml import Keys
 from . import families
 
-# GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral as "llama".
-GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
 # Hugging Face `model_type` values; the `architectures` classes they come with.
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
                   "phi3", "mixtral", "qwen3_moe")
@@ -181,76 +178,10 @@ class ModelConfig:
         return self
 
 
-def _float(value: Any, name: str) -> float:
+def finite_float(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise UnsupportedModel(f"{name} should be a finite number, found {value!r}.")
     return float(value)
-
-
-# -- GGUF ----------------------------------------------------------------------------------------
-
-_MISSING = object()
-
-
-def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) -> ModelConfig:
-    """Read `{arch}.*` keys; `metadata` maps key -> KeyValue (with `.value`) or plain value."""
-
-    def get(key: str, default: Any = _MISSING) -> Any:
-        kv = metadata.get(key)
-        if kv is None:
-            if default is _MISSING:
-                raise UnsupportedModel(f"The GGUF metadata has no {key!r}, which a {arch} model needs.")
-            return default
-        return getattr(kv, "value", kv)
-
-    arch = get(Keys.ARCHITECTURE, None)
-    if arch not in GGUF_ARCHITECTURES:
-        raise UnsupportedModel(
-            f"GGUF architecture {arch!r} is not supported: load_model runs llama-family decoders "
-            f"(general.architecture one of {', '.join(GGUF_ARCHITECTURES)})."
-            if arch is not None else
-            "The GGUF metadata has no 'general.architecture', so the model type is unknown.")
-    hidden = get(Keys.arch(arch, Keys.EMBEDDING_LENGTH))
-    heads = get(Keys.arch(arch, Keys.HEAD_COUNT))
-    kv_heads = get(Keys.arch(arch, Keys.HEAD_COUNT_KV), heads)
-    head_dim = get(Keys.arch(arch, Keys.KEY_LENGTH), None) or get(Keys.arch(arch, Keys.ROPE_DIMENSION_COUNT), None)
-    if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads:
-        head_dim = hidden // heads
-    rope_scaling = None
-    scaling_type = get(Keys.arch(arch, Keys.ROPE_SCALING_TYPE), None)
-    if scaling_type == "linear":
-        rope_scaling = {"rope_type": "linear", "factor": _float(get(Keys.arch(arch, Keys.ROPE_SCALING_FACTOR)),
-                                                                 "rope.scaling.factor")}
-    elif scaling_type not in (None, "none"):
-        rope_scaling = {"rope_type": scaling_type}
-    names = tensor_names or set()
-    extra = {}
-    if "rope_freqs.weight" in names:
-        # Llama 3.x stores its per-frequency RoPE divisors as a tensor; weights.py reads it.
-        extra["rope_freqs_tensor"] = "rope_freqs.weight"
-    vocab = get(Keys.arch(arch, Keys.VOCAB_SIZE), None)
-    if vocab is None:
-        tokens = metadata.get(Keys.TOKENS)
-        vocab = len(getattr(tokens, "value", tokens)) if tokens is not None else None
-    return ModelConfig(
-        architecture=arch,
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=get(Keys.arch(arch, Keys.FEED_FORWARD_LENGTH)),
-        num_layers=get(Keys.arch(arch, Keys.BLOCK_COUNT)),
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        rms_norm_eps=_float(get(Keys.arch(arch, Keys.RMS_EPS), 1e-5), "layer_norm_rms_epsilon"),
-        rope_theta=_float(get(Keys.arch(arch, Keys.ROPE_FREQ_BASE), 10000.0), "rope.freq_base"),
-        rope_scaling=rope_scaling,
-        max_position_embeddings=get(Keys.arch(arch, Keys.CONTEXT_LENGTH), 2048),
-        attention_bias=bool(names) and "blk.0.attn_q.bias" in names,
-        tie_word_embeddings=bool(names) and "output.weight" not in names,
-        sliding_window=get(Keys.arch(arch, Keys.SLIDING_WINDOW), None) or None,
-        gguf_qk_permuted=arch in ("llama", "mistral"),
-        extra=extra,
-    ).validate()
 
 
 # -- Hugging Face config.json ----------------------------------------------------------------------
@@ -323,7 +254,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
 
     def cap(key: str) -> float | None:
         v = config.get(key) if model_type == "gemma2" else None
-        return None if v is None else _float(v, key)
+        return None if v is None else finite_float(v, key)
 
     return ModelConfig(
         architecture=model_type,
@@ -334,8 +265,8 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         num_heads=heads,
         num_kv_heads=config.get("num_key_value_heads") or heads,
         head_dim=head_dim,
-        rms_norm_eps=_float(config.get("rms_norm_eps", 1e-6), "rms_norm_eps"),
-        rope_theta=_float(theta, "rope_theta"),
+        rms_norm_eps=finite_float(config.get("rms_norm_eps", 1e-6), "rms_norm_eps"),
+        rope_theta=finite_float(theta, "rope_theta"),
         rope_scaling=scaling,
         max_position_embeddings=config.get("max_position_embeddings", 2048),
         attention_bias=families.attention_biases(family, config)[0],
@@ -347,12 +278,12 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         norm_offset=1.0 if gemma else 0.0,
         activation=ACTIVATIONS[act],
         embed_scale=(float(hidden) ** 0.5 if gemma and isinstance(hidden, int) else
-                     _float(config.get("embedding_multiplier", 1.0), "embedding_multiplier") if granite else 1.0),
-        residual_scale=_float(config.get("residual_multiplier", 1.0), "residual_multiplier") if granite else 1.0,
-        attention_scale=(_float(config.get("attention_multiplier"), "attention_multiplier")
+                     finite_float(config.get("embedding_multiplier", 1.0), "embedding_multiplier") if granite else 1.0),
+        residual_scale=finite_float(config.get("residual_multiplier", 1.0), "residual_multiplier") if granite else 1.0,
+        attention_scale=(finite_float(config.get("attention_multiplier"), "attention_multiplier")
                          if granite and config.get("attention_multiplier") is not None else
-                         _float(scalar, "query_pre_attn_scalar") ** -0.5 if scalar is not None else None),
-        logit_scale=1.0 / _float(config.get("logits_scaling", 1.0), "logits_scaling") if granite else 1.0,
+                         finite_float(scalar, "query_pre_attn_scalar") ** -0.5 if scalar is not None else None),
+        logit_scale=1.0 / finite_float(config.get("logits_scaling", 1.0), "logits_scaling") if granite else 1.0,
         rope_layers=rope_layers,
         sandwich_norms=family.norms == "sandwich",
         attn_softcap=cap("attn_logit_softcapping"),

@@ -178,7 +178,7 @@ def test_weights_that_cannot_run_are_refused_with_the_reason(tiny_model, kwargs,
 
 def test_stored_bits_per_weight_of_the_sample(sample_gguf):
     import model_explorer as mx
-    from model_explorer.model.config import from_gguf
+    from model_explorer.model.config_gguf import from_gguf
 
     with mx.open(sample_gguf) as ckpt:
         # Q4_1: 20 bytes per 32 weights; "auto" on CUDA would hold it as int4.
