@@ -103,10 +103,8 @@ class FixOps:
 
     def _op_fix_explore(self):
         """An Explorer of the fixed copy, drawn in the dialog."""
-        from ._frontends import child_widget
-
-        # type(self): the Explorer this is mixed into (importing it here would be an import cycle).
-        self.fixed_explorer = child_widget(type(self), self._fixed_target())
+        # The Explorer this is mixed into makes it (importing Explorer here would be an import cycle).
+        self.fixed_explorer = self._new_explorer(self._fixed_target())
         return {"ref": f"anywidget:{self.fixed_explorer.model_id}"}, None
 
     def _op_fix_compare(self):

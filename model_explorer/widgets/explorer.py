@@ -22,6 +22,13 @@ class Explorer(LayerOps, BaseView):
 
     _init_traits = (*BaseView._init_traits, "run")
 
+    def _new_explorer(self, source: Any) -> Explorer:
+        """An Explorer of another checkpoint, made when the browser asks (the Fix… dialog's
+        fixed copy): drawable under marimo too, where no cell is running."""
+        from ._frontends import child_widget
+
+        return child_widget(Explorer, source)
+
     run = traitlets.Bool(False).tag(sync=True)
     """Whether the Explorer has a "Run" tab (the demo: dequantize, generate, compare).
     The model is only loaded when someone opens that tab and presses a button.
