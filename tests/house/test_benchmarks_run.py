@@ -23,6 +23,7 @@ SMALL_RUNS = [
     ["bench_pickle_imports.py", "--count", "2000"],
     ["bench_first_open.py", "--no-browser", "--repeat", "1"],
     ["bench_hub.py", "--small"],
+    ["bench_families.py", "--small", "--only", "llama,gemma2,qwen3_moe"],
 ]
 
 
@@ -32,6 +33,8 @@ def test_benchmark_runs(argv):
         pytest.importorskip("dask.distributed")
     if argv[0] == "bench_hub.py":
         pytest.importorskip("huggingface_hub")
+    if argv[0] == "bench_families.py":
+        pytest.importorskip("transformers")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", argv[0]), *argv[1:]],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
