@@ -1,0 +1,188 @@
+"""mx.compare_runs: each planted fault is pinpointed to its layer, module and weight (with its
+bytes); quantized copies drift without a divergence, in the expected order; KLD, perplexity and
+top-1 agreement equal the figures computed from transformers' logits on the same ids."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import model_explorer as mx
+from model_explorer.demo.compare_runs import JUMP_FLOOR
+
+from .conftest import TEXT
+
+pytestmark = pytest.mark.reference
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+SWAPPED = {"model.layers.2.self_attn.v_proj.weight": "model.layers.0.self_attn.v_proj.weight"}
+
+
+def _swapped(base) -> dict:
+    return {k: base.state[v] for k, v in SWAPPED.items()}
+
+
+def _permuted(base) -> dict:
+    """Layer 1's q and k rows left in llama.cpp's interleaved order (a converter that forgot them)."""
+    nh, nkv = base.cfg["num_attention_heads"], base.cfg["num_key_value_heads"]
+    return {"model.layers.1.self_attn.q_proj.weight": base.h.llama_cpp_permute(base.weight(1, "self_attn.q_proj"), nh),
+            "model.layers.1.self_attn.k_proj.weight": base.h.llama_cpp_permute(base.weight(1, "self_attn.k_proj"), nkv)}
+
+
+def _nan(base) -> dict:
+    w = base.weight(2, "mlp.up_proj").copy()
+    w[5, 7] = np.nan
+    return {"model.layers.2.mlp.up_proj.weight": w}
+
+
+# fault -> (weights changed, config.json changed, where it must be found, the weight named)
+FAULTS = {
+    "swapped_layer": (_swapped, {}, (2, "v"), "model.layers.2.self_attn.v_proj.weight"),
+    "qk_interleaved": (_permuted, {}, (1, "q"), "model.layers.1.self_attn.q_proj.weight"),
+    "rope_theta": (None, {"rope_theta": 1e6}, (0, "attn_out"), "model.layers.0.self_attn.o_proj.weight"),
+    "rms_norm_eps": (None, {"rms_norm_eps": 0.1}, (0, "attn_norm"), "model.layers.0.input_layernorm.weight"),
+    "nan_weight": (_nan, {}, (2, "ffn_out"), "model.layers.2.mlp.up_proj.weight"),
+}
+
+
+@pytest.fixture(scope="module")
+def identical(base):
+    return mx.compare_runs(base.folder, base.folder, prompt=TEXT)
+
+
+def test_identical_runs_have_no_divergence(identical):
+    assert identical.first_divergence is None
+    assert identical.kld == {"mean": 0.0, "median": 0.0, "p99": 0.0, "max": 0.0}
+    assert identical.top1_agreement == 1.0 and identical.tokenizer_mismatch is None
+    assert all(r["rel_l2"] == 0.0 and r["cosine"] == pytest.approx(1.0) for r in identical.rows)
+    assert "no divergence" in identical.summary()
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_planted_fault_is_found_at_its_layer_and_module(base, fault):
+    weights, config, (layer, module), tensor = FAULTS[fault]
+    folder = base.copy(fault, weights(base) if weights else None, **config)
+    d = mx.compare_runs(base.folder, folder, prompt=TEXT)
+    first = d.first_divergence
+    assert first is not None, d.summary()
+    assert (first["layer"], first["module"]) == (layer, module), d.summary()
+    assert first["tensor"] == tensor and tensor in first["tensors"]
+    info = mx.open(folder).tensors[tensor]
+    assert (first["offset"], first["length"]) == (info.offset, info.length)
+    assert first["rel_l2"] >= JUMP_FLOOR and first["explanation"]
+    if fault == "nan_weight":  # the trace of the broken copy finds the NaN at the same place
+        t = mx.trace(folder, prompt=TEXT)
+        assert {k: t.first_nonfinite[k] for k in ("layer", "module", "tensor")} == \
+            {"layer": layer, "module": module, "tensor": tensor}
+        assert np.isnan(d.kld["mean"])
+    else:
+        assert d.kld["mean"] > 0.01
+    json.dumps(d.to_json(), allow_nan=False)  # NaN/Inf became None
+
+
+def _reference_figures(logits_a: np.ndarray, logits_b: np.ndarray, ids: list[int]) -> dict:
+    """KLD, top-1 and perplexity from transformers' logits, with torch in float64."""
+    la = torch.log_softmax(torch.from_numpy(logits_a).double(), -1)
+    lb = torch.log_softmax(torch.from_numpy(logits_b).double(), -1)
+    kl = (la.exp() * (la - lb)).sum(-1).numpy()
+    nxt = torch.tensor(ids[1:])
+    ppl = [float(torch.exp(-lp[:-1].gather(1, nxt[:, None]).mean())) for lp in (la, lb)]
+    return {"mean": kl.mean(), "median": np.median(kl), "p99": np.percentile(kl, 99), "max": kl.max(),
+            "top1": float((la.argmax(-1) == lb.argmax(-1)).double().mean()), "ppl": ppl}
+
+
+def test_kld_perplexity_and_agreement_equal_transformers(base):
+    folder = base.copy("swapped_for_kld", _swapped(base))
+    d = mx.compare_runs(base.folder, folder, text=TEXT)
+    ids = d.ids
+    ref = _reference_figures(base.h.reference_logits(base.reference(), ids),
+                             base.h.reference_logits(base.reference(_swapped(base)), ids), ids)
+    for k in ("mean", "median", "p99", "max"):
+        assert d.kld[k] == pytest.approx(ref[k], rel=1e-3, abs=1e-7), k
+    assert d.top1_agreement == pytest.approx(ref["top1"])
+    assert 0.0 < d.top1_agreement < 1.0
+    assert d.perplexity["a"] == pytest.approx(ref["ppl"][0], rel=1e-4)
+    assert d.perplexity["b"] == pytest.approx(ref["ppl"][1], rel=1e-4)
+    assert d.perplexity["a"] != pytest.approx(d.perplexity["b"], rel=1e-2)
+
+
+def test_a_tokenizer_that_splits_differently_is_reported(base, tmp_path):
+    vocab = base.h.tiny_vocab(base.cfg["vocab_size"])
+    folder = base.copy("fewer_merges")
+    other = type(vocab)(vocab.tokens, vocab.types, [m for m in vocab.merges if m != "Ġt he"])
+    base.h.write_tokenizer_files(folder, other)
+    d = mx.compare_runs(base.folder, folder, prompt=TEXT)
+    m = d.tokenizer_mismatch
+    assert m is not None and m["a_ids"] == d.ids and len(m["b_ids"]) > len(d.ids)
+    assert m["a_tokens"][0] == "Ġthe" and m["b_tokens"][:2] == ["Ġt", "he"]
+    assert d.first_divergence is None  # both ran on a's ids, and the weights are the same
+    assert "tokenizers disagree" in d.summary()
+    assert mx.compare_runs(base.folder, folder, ids=d.ids).tokenizer_mismatch is None  # no text given
+
+
+@pytest.fixture(scope="module")
+def quantized(base):
+    """KLD of Q8_0 and Q4_0 GGUF copies (mx.convert) and a GPTQ 4-bit folder against the base."""
+    out = {}
+    for dtype in ("Q8_0", "Q4_0"):
+        gguf = mx.convert(base.folder, str(base.root / f"model-{dtype}.gguf"), format="gguf", dtype=dtype)
+        out[dtype] = mx.compare_runs(base.folder, gguf, prompt=TEXT)
+    out["GPTQ"] = mx.compare_runs(base.folder, _gptq_folder(base), prompt=TEXT)
+    return out
+
+
+def _gptq_folder(base) -> str:
+    """The base's seven projections per layer packed as GPTQ 4-bit, group 32 (AutoGPTQ's layout)."""
+    from quant_codec import layouts as L
+
+    tensors = {}
+    for name, w in base.state.items():
+        if name.endswith("_proj.weight"):
+            tensors.update(L.gptq_layer(name[:-len(".weight")], w, 4, 32, sym=False, desc_act=True)[0])
+        else:
+            tensors[name] = w
+    folder = L.write_folder(base.root / "gptq", tensors, L.gptq_config(4, 32, False, True),
+                            {**base.cfg, "torch_dtype": "float32"})
+    base.h.write_tokenizer_files(str(folder), base.h.tiny_vocab(base.cfg["vocab_size"]))
+    return str(folder)
+
+
+def test_quantized_copies_drift_in_the_expected_order(quantized):
+    q8, q4, gptq = quantized["Q8_0"], quantized["Q4_0"], quantized["GPTQ"]
+    assert q8.first_divergence is None, q8.summary()  # quantization noise is a drift, not a jump
+    assert q8.kld["mean"] < q4.kld["mean"] and q8.kld["mean"] < gptq.kld["mean"]
+    assert q8.top1_agreement >= max(q4.top1_agreement, gptq.top1_agreement)
+    assert max(r["rel_l2"] for r in q8.rows) < 0.1
+    # every point of the GGUF run lined up with the folder's, q/k rows included
+    assert q8.rows[2]["module"] == "q" and q8.rows[2]["tensor"] == "blk.0.attn_q.weight"
+    assert q8.rows[2]["tensor_a"] == "model.layers.0.self_attn.q_proj.weight"
+    assert all(r["rel_l2"] < 0.05 for r in q8.rows if r["layer"] == 0)
+
+
+def test_to_json_is_plain_and_shaped_for_the_widget(quantized):
+    j = quantized["Q8_0"].to_json()
+    json.dumps(j, allow_nan=False)
+    layers, modules = len(j["layers"]), len(j["modules"])
+    for metric in ("cosine", "rel_l2", "max_abs"):
+        assert np.array(j["metrics"][metric], dtype=float).shape == (layers, modules)
+    assert np.array(j["tensors"]).shape == (layers, modules)
+    assert j["tensors"][1][j["modules"].index("k")] == "blk.1.attn_k.weight"
+    assert [o["module"] for o in j["outer"]] == ["embed", "final_norm", "logits"]
+    assert set(j["places"]["blk.1.attn_k.weight"]) == {"file", "offset", "length"}
+    assert j["first_divergence"] is None and set(j["kld"]) == {"mean", "median", "p99", "max"}
+    assert quantized["Q8_0"].table().shape[0] == 2 + 1 + layers * modules
+
+
+def test_runs_that_cannot_be_compared_say_why(base):
+    other = base.copy("three_layers")
+    cfg = dict(base.cfg, num_hidden_layers=3)
+    base.h.write_hf_dir(other, cfg, base.h.random_state(cfg))
+    with pytest.raises(ValueError, match="num_layers"):
+        mx.compare_runs(base.folder, other, prompt=TEXT)
+    with pytest.raises(ValueError, match="text="):
+        mx.compare_runs(base.folder, base.folder, prompt="a", text="b")
+    with pytest.raises(FileNotFoundError):
+        mx.compare_runs(base.folder, base.root / "absent", prompt=TEXT)
