@@ -1,4 +1,4 @@
-"""The `model-explorer` command: info, hexdump, doctor, diff, generate, audit, scan."""
+"""The `model-explorer` command: info, hexdump, doctor, diff, generate, compare-runs, audit, scan."""
 
 from __future__ import annotations
 
@@ -202,6 +202,12 @@ def cmd_generate(args) -> int:
     return run_generate(args)
 
 
+def cmd_compare_runs(args) -> int:
+    from .demo.runs_cli import run_compare_runs
+
+    return run_compare_runs(args)
+
+
 def cmd_audit(args) -> int:
     """Audit many models on Dask; exit 0 clean, 1 some error findings, 2 some unreadable."""
     import model_explorer as mx
@@ -382,6 +388,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=float, default=0.0)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("compare-runs", help="run two checkpoints on the same tokens and show where they "
+                       "part ways; exit 0 alike, 1 diverged, 2 unreadable")
+    s.add_argument("a")
+    s.add_argument("b")
+    given = s.add_mutually_exclusive_group()
+    given.add_argument("--prompt", default=None, help="the text both run on (default: a plain sentence)")
+    given.add_argument("--text", metavar="FILE", help="a text file both run on; adds each side's perplexity")
+    s.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"],
+                   help="cpu runs the numpy reference, cuda or mps run torch (default: cpu)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_compare_runs)
     _add_audit_parsers(sub)
     _add_repair_parser(sub)
     return p

@@ -96,7 +96,9 @@ def explain(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     if row["module"] in ("q", "k"):
         return (f"{at} differs while its input agrees: the weight {row['tensor']!r} differs (another "
                 "layer's weight, or q/k rows left in llama.cpp's interleaved RoPE order).")
-    return f"{at} differs while everything before it agrees: the weight {row['tensor']!r} differs."
+    names = row.get("tensors") or [row["tensor"]]
+    which = f"the weight {names[0]!r}" if len(names) == 1 else f"one of its weights ({', '.join(names)})"
+    return f"{at} differs while everything before it agrees: {which} differs."
 
 
 def kl_per_position(logits_a: np.ndarray, logits_b: np.ndarray) -> np.ndarray:
