@@ -202,16 +202,27 @@ def activation_stats(layer: int | None, module: str, x: np.ndarray, top: int = T
     a = np.abs(f)
     sq = float(np.dot(f, f))
     mean = total / n
-    k = min(top, a.size)
-    idx = np.argpartition(a, a.size - k)[a.size - k:] if k else np.zeros(0, np.int64)
-    idx = idx[np.argsort(-a[idx], kind="stable")]
     cols = flat.shape[1]
+    idx = top_indices(a, cols, min(top, a.size))
     tops = [(float(f[i]), int(i // cols), int(i % cols)) for i in idx]
     sample = a[::max(1, a.size // MEDIAN_SAMPLE)]
     median = float(np.partition(sample, sample.size // 2)[sample.size // 2]) if sample.size else 0.0
     return ModuleStats(layer, module, tuple(int(s) for s in x.shape), math.sqrt(sq),
-                       float(a[idx[0]]) if k else 0.0, mean, math.sqrt(max(0.0, sq / n - mean * mean)),
+                       float(a[idx[0]]) if idx.size else 0.0, mean, math.sqrt(max(0.0, sq / n - mean * mean)),
                        nan, inf, median, tops)
+
+
+def top_indices(a: np.ndarray, cols: int, k: int) -> np.ndarray:
+    """Flat indices of the k largest values of `a` (rows of `cols`), largest first. The k-th
+    largest row maximum bounds the k-th largest value from below, so only the few values above it
+    are sorted (a partition of the whole activation cost more than the rest of the statistics)."""
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    row_max = a.reshape(-1, cols).max(axis=1)
+    bound = np.partition(row_max, row_max.size - k)[row_max.size - k] if row_max.size >= k else -np.inf
+    idx = np.flatnonzero(a >= bound)
+    idx = idx[np.argpartition(a[idx], idx.size - k)[idx.size - k:]]
+    return idx[np.argsort(-a[idx], kind="stable")]
 
 
 class StatsRecorder:
