@@ -186,3 +186,10 @@ def test_runs_that_cannot_be_compared_say_why(base):
         mx.compare_runs(base.folder, base.folder, prompt="a", text="b")
     with pytest.raises(FileNotFoundError):
         mx.compare_runs(base.folder, base.root / "absent", prompt=TEXT)
+
+
+def test_the_numpy_and_torch_backends_run_alike(base):
+    torch_model = mx.load_model(base.folder, device="cpu", backend="torch")
+    d = mx.compare_runs(base.folder, torch_model, prompt=TEXT)
+    assert d.first_divergence is None and max(r["rel_l2"] for r in d.rows) < 1e-4
+    assert mx.trace(torch_model, prompt=TEXT).first_nonfinite is None
