@@ -30,6 +30,9 @@ COURSE = {
                                    "finding explained.",
     "07_hub_quantization": "A GPTQ layer (act-order groups, zero points minus one) and an FP8 "
                            "128x128 block-scaled layer built byte by byte and decoded by hand.",
+    "08_debugging_a_conversion": "A conversion that passes every byte check but writes worse text: the "
+                                 "sample traced, a planted q/k row-order fault found by compare_runs at "
+                                 "its layer, module and bytes, fixed and checked again.",
 }
 CELL_TIMEOUT = 170  # seconds; the whole notebook must stay under 3 minutes on 2 cores
 

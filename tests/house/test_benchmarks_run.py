@@ -24,6 +24,7 @@ SMALL_RUNS = [
     ["bench_first_open.py", "--no-browser", "--repeat", "1"],
     ["bench_hub.py", "--small"],
     ["bench_families.py", "--small", "--only", "llama,gemma2,qwen3_moe"],
+    ["bench_trace.py", "--small"],
 ]
 
 

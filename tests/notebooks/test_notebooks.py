@@ -35,6 +35,10 @@ EXPECTED = {
                                     "drop_truncated", "fix_entry", "pickle_to_safetensors", "cannot fix  missing_shard",
                                     "case 2: ok=True, 2 of 3 tensor(s) byte-identical"],
     "07_hub_quantization": ["scale * (q - zero)", "FP8 value * block scale", "GPTQ_Q4"],
+    "08_debugging_a_conversion": ["massive channels: [247, 507]", "doctor findings on the suspect file: none",
+                                  "first divergence: layer 7, module q, tensor blk.7.attn_q.weight",
+                                  "fixed: True", "first divergence: None",
+                                  "merge fault: layer 12 ffn_out, blk.12.ffn_down.weight"],
 }
 
 
