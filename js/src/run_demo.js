@@ -3,11 +3,13 @@
  * "Compare quantizations" side by side. All text from files or models goes in via textContent
  * (dom.js `h`). The pure helpers are unit-tested; run_demo_widget.js is the anywidget entry.
  *
- * Python -> JS custom messages: token, generate_start, generate_done, compare_event, notice, error.
- * JS -> Python: {type: "dequantize" | "generate" | "compare" | "compare_backends" | "stop"}.
+ * Python -> JS custom messages: token, generate_start, generate_done, compare_event, notice, error,
+ * runs_selected. JS -> Python: {type: "dequantize" | "generate" | "compare" | "compare_backends" |
+ * "stop" | "trace"}, {type: "compare_runs", source} and {type: "runs_select", layer, module}.
  */
 import { h } from "./dom.js";
 import { formatBytes } from "./format.js";
+import { pickedText, renderRuns } from "./runsview.js";
 
 export { formatBytes };
 
@@ -61,7 +63,7 @@ export function agreementLabel(agreement) {
 export function statusLine(status, source) {
   const words = {
     idle: "ready", loading: "dequantizing", generating: "generating", converting: "converting",
-    comparing: "comparing quantizations", error: "failed",
+    comparing: "comparing quantizations", error: "failed", tracing: "tracing", "comparing runs": "comparing runs",
   };
   return `${source}: ${words[status] || status}`;
 }
@@ -186,6 +188,13 @@ export function renderRunDemo({ model, el: root }) {
   const dequantBox = el("div");
   const compareBox = el("div");
   const backendsBox = el("div");
+  // "Compare with…" and "Trace" (demo/runs_widget.py RunsJobs): drawn by runsview.js.
+  const other = el("input", { type: "text", class: "me-rd-other", "aria-label": "compare with",
+    placeholder: "another checkpoint to compare with: a path, URL or hf://" });
+  const bRuns = el("button", { text: "Compare with…" });
+  const bTrace = el("button", { text: "Trace" });
+  const runsBox = el("div", { class: "me-rd-runs" });
+  let runsView = null;
 
   root.replaceChildren(
     el("div", { class: "me-rd-row" }, [status]),
@@ -197,7 +206,8 @@ export function renderRunDemo({ model, el: root }) {
       el("label", {}, [document.createTextNode("device "), device]),
     ]),
     el("div", { class: "me-rd-row" }, [bDequant, bGenerate, bCompare, bBackends, bStop, bar, barLabel]),
-    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, family, dequantBox, compareBox, backendsBox);
+    el("div", { class: "me-rd-row" }, [other, bRuns, bTrace]),
+    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, family, dequantBox, compareBox, backendsBox, runsBox);
 
   let live = {}; // label -> streamed text during a comparison
 
@@ -212,7 +222,7 @@ export function renderRunDemo({ model, el: root }) {
   function syncStatus() {
     const busy = model.get("busy");
     status.textContent = statusLine(model.get("status"), model.get("source_label"));
-    for (const b of [bDequant, bGenerate, bCompare, bBackends]) b.disabled = busy;
+    for (const b of [bDequant, bGenerate, bCompare, bBackends, bRuns, bTrace]) b.disabled = busy;
     bStop.disabled = !busy;
     error.textContent = model.get("error");
     const p = model.get("progress");
@@ -237,6 +247,10 @@ export function renderRunDemo({ model, el: root }) {
   const syncDequant = () => renderDequant(dequantBox, model.get("dequant"), model.get("dequant_summary"));
   const syncComparison = () => renderComparison(compareBox, model.get("comparison"), live);
   const syncBackends = () => renderBackends(backendsBox, model.get("backends"));
+  const syncRuns = () => {
+    runsView = renderRuns(runsBox, model.get("runs"), { onPick: (layer, module) => model.send({ type: "runs_select", layer, module }) });
+  };
+  const syncOther = () => { if (document.activeElement !== other) other.value = model.get("other_source") || ""; };
 
   function set(name, value) { model.set(name, value); model.save_changes(); }
   prompt.addEventListener("input", () => set("prompt", prompt.value));
@@ -249,6 +263,9 @@ export function renderRunDemo({ model, el: root }) {
   bCompare.addEventListener("click", () => { live = {}; model.send({ type: "compare" }); });
   bBackends.addEventListener("click", () => model.send({ type: "compare_backends" }));
   bStop.addEventListener("click", () => model.send({ type: "stop" }));
+  other.addEventListener("change", () => set("other_source", other.value));
+  bRuns.addEventListener("click", () => model.send({ type: "compare_runs", source: other.value }));
+  bTrace.addEventListener("click", () => model.send({ type: "trace" }));
 
   function onMessage(msg) {
     if (!msg || typeof msg !== "object") return;
@@ -256,6 +273,7 @@ export function renderRunDemo({ model, el: root }) {
     else if (msg.type === "token") { output.append(document.createTextNode(msg.text)); tps.textContent = formatTps(msg.tps); }
     else if (msg.type === "error") { error.textContent = msg.message; }
     else if (msg.type === "notice") { barLabel.textContent = msg.message; }
+    else if (msg.type === "runs_selected") { if (runsView) runsView.setNote(pickedText(msg)); }
     else if (msg.type === "compare_event") {
       const e = msg.event;
       if (e.type === "variant_start") live[e.label] = "";
@@ -270,11 +288,11 @@ export function renderRunDemo({ model, el: root }) {
     ["change:status change:busy change:error change:progress change:source_label", syncStatus],
     ["change:stats", syncStats], ["change:output", syncOutput], ["change:family", syncFamily],
     ["change:dequant change:dequant_summary", syncDequant], ["change:comparison", syncComparison],
-    ["change:backends", syncBackends],
+    ["change:backends", syncBackends], ["change:runs", syncRuns], ["change:other_source", syncOther],
     ["msg:custom", onMessage],
   ];
   for (const [ev, fn] of handlers) model.on(ev, fn);
-  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncFamily(); syncDequant(); syncComparison(); syncBackends();
+  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncFamily(); syncDequant(); syncComparison(); syncBackends(); syncRuns(); syncOther();
   return () => { for (const [ev, fn] of handlers) model.off(ev, fn); };
 }
 

@@ -260,6 +260,13 @@ class RunDiff:
                             "(both runs use a's ids)")
         return "\n".join(lines)
 
+    def show(self, on_select=None):
+        """The "Compare runs" widget of this comparison (demo/runs_widget.py RunsView): the
+        heatmap, the first divergence outlined and explained, KLD / top-1 / perplexity."""
+        from .runs_widget import RunsView
+
+        return RunsView(self, on_select=on_select)
+
     def __repr__(self) -> str:
         return f"<RunDiff {self.b} against {self.a}\n{self.summary()}>"
 

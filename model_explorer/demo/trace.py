@@ -346,6 +346,13 @@ class Trace:
                 "massive": [{k: finite(v) for k, v in m.items()} for m in self.massive],
                 "massive_ratio": self.massive_ratio}
 
+    def show(self, on_select=None):
+        """This trace as a widget (demo/runs_widget.py RunsView): absmax / median per layer and
+        module, massive activations and the first NaN/Inf marked."""
+        from .runs_widget import RunsView
+
+        return RunsView(self, on_select=on_select)
+
     def __repr__(self) -> str:
         first = self.first_nonfinite
         where = (f"; NaN/Inf first at layer {first['layer']} {first['module']}" if first else "")

@@ -23,6 +23,7 @@ import traitlets as t
 
 from ..assets import MISSING_BUILD, asset
 from ..tensors.stats import json_safe
+from .runs_jobs import RunsJobs
 
 _LAYER = re.compile(r"^(?:blk|model\.layers)\.(\d+)\.")
 
@@ -48,7 +49,7 @@ def layer_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-class RunDemo(anywidget.AnyWidget):
+class RunDemo(RunsJobs, anywidget.AnyWidget):
     """The run cell as a widget: dequantize, generate with streamed tokens, compare quantizations.
 
     Takes a source (default: the bundled SmolLM2 sample), `device`, `cache_dir`, and as keywords
@@ -216,6 +217,8 @@ class RunDemo(anywidget.AnyWidget):
 
     def _on_msg(self, _widget, content, _buffers) -> None:
         kind = content.get("type") if isinstance(content, dict) else None
+        if kind is not None and self._runs_msg(content):  # "Compare with…", "Trace", a cell (runs_widget)
+            return
         if kind == "stop":
             self.stop()
             return

@@ -1,0 +1,171 @@
+// The "Compare runs" view (demo/runs_widget.py): a RunDiff or a Trace as a heatmap of layers
+// (rows) x modules (columns, the decoder's order). A comparison is coloured by log10 relative
+// L2, its first divergence outlined and explained; a trace by absmax / median |x|, massive
+// activations and the first NaN/Inf marked. Hover or focus: the numbers (title + aria-label);
+// click or Enter: `onPick(layer, module)` (the kernel names the weight and the Explorer selects
+// it). Everything from a file or a model is set with textContent.
+import { h, clear } from "./dom.js";
+import { gridKeys } from "./gridkeys.js";
+
+export const GLYPHS = { divergence: "!", massive: "M", nonfinite: "N" };
+const MARK_WORDS = { divergence: "first divergence (outlined)", massive: "massive activation",
+  nonfinite: "first NaN/Inf" };
+
+/**
+ * A cell's background for value v on the scale [lo, hi]: yellow and nearly clear at the low
+ * end, opaque red at the top; translucent, so light and dark themes both show through.
+ * "" for a cell without a value.
+ * @param {number|null|undefined} v @param {number} lo @param {number} hi
+ */
+export function cellColor(v, lo, hi) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return "";
+  const t = hi > lo ? Math.min(1, Math.max(0, (v - lo) / (hi - lo))) : 0;
+  return `hsla(${(48 - 48 * t).toFixed(0)}, 90%, 50%, ${(0.06 + 0.86 * t).toFixed(3)})`;
+}
+
+/** A number for people: 4 significant digits, exponent form for the very large or small. */
+export function num(x) {
+  if (x === null || x === undefined) return "n/a";
+  if (typeof x !== "number") return String(x);
+  if (x === 0) return "0";
+  const a = Math.abs(x);
+  return a >= 1e5 || a < 1e-3 ? x.toExponential(2) : String(Number(x.toPrecision(4)));
+}
+
+/** The marks of the state by "layer,module" (the first of each cell wins). @param {any} s */
+export function markIndex(s) {
+  const out = new Map();
+  for (const m of (s && s.marks) || []) {
+    const key = `${m.layer},${m.module}`;
+    if (!out.has(key)) out.set(key, m);
+  }
+  return out;
+}
+
+/**
+ * What hovering cell (i, j) says: layer, module, the numbers, the weight, the mark.
+ * @param {any} s the state @param {number} i @param {number} j @param {any} [mark]
+ */
+export function cellText(s, i, j, mark) {
+  const m = s.metrics || {};
+  const at = (k) => (m[k] && m[k][i] ? m[k][i][j] : null);
+  const parts = [`layer ${s.layers[i]}`, s.modules[j]];
+  if (s.kind === "diff") {
+    parts.push(`cosine ${num(at("cosine"))}`, `relative L2 ${num(at("rel_l2"))}`, `max |a−b| ${num(at("max_abs"))}`);
+  } else {
+    parts.push(`norm ${num(at("norm"))}`, `absmax ${num(at("absmax"))}`, `mean ${num(at("mean"))}`, `std ${num(at("std"))}`);
+    const r = s.color.values[i][j];
+    if (r !== null && r !== undefined) parts.push(`absmax ${num(10 ** r)}x the median |x|`);
+    if (at("nan") || at("inf")) parts.push(`${at("nan")} NaN, ${at("inf")} Inf`);
+  }
+  const a = s.cell_tensors && s.cell_tensors[i] ? s.cell_tensors[i][j] : null;
+  const b = s.tensors_b && s.tensors_b[i] ? s.tensors_b[i][j] : null;
+  if (a) parts.push(b && b !== a ? `${a} (b: ${b})` : a);
+  if (mark) parts.push(mark.text);
+  return parts.join(" · ");
+}
+
+/** Rows of the figure table: [label, value]. @param {any} s */
+export function figureRows(s) {
+  const f = s.figures || {};
+  const rows = [["tokens", String(f.tokens)]];
+  if (s.kind === "diff") {
+    const k = f.kld || {};
+    rows.push(["KLD mean / median / p99 / max (nats)", [k.mean, k.median, k.p99, k.max].map(num).join(" / ")]);
+    rows.push(["top-1 agreement", typeof f.top1_agreement === "number" ? `${(100 * f.top1_agreement).toFixed(1)}%` : "n/a"]);
+    if (f.perplexity) rows.push(["perplexity a / b", `${num(f.perplexity.a)} / ${num(f.perplexity.b)}`]);
+    for (const o of s.outer || []) rows.push([`${o.module}: relative L2 / cosine`, `${num(o.rel_l2)} / ${num(o.cosine)}`]);
+  } else {
+    rows.push([`massive activations (≥ ${num(f.massive_ratio)}x the median |x|)`, String(f.massive)]);
+    for (const o of s.outer || []) rows.push([`${o.module}: norm / absmax`, `${num(o.norm)} / ${num(o.absmax)}`]);
+  }
+  return rows;
+}
+
+function legend(s) {
+  const c = s.color;
+  const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => cellColor(c.min + t * (c.max - c.min), c.min, c.max));
+  const ramp = h("span", { className: "me-runs-ramp", style: { background: `linear-gradient(to right, ${stops.join(", ")})` } });
+  const kinds = [...new Set((s.marks || []).map((m) => m.kind))];
+  return h("div", { className: "me-runs-legend" },
+    h("span", { text: c.label }), h("span", { text: num(c.min) }), ramp, h("span", { text: num(c.max) }),
+    ...kinds.map((k) => h("span", { className: "me-runs-key" },
+      h("span", { className: `me-runs-glyph me-runs-${k}`, text: GLYPHS[k] || "?" }), ` ${MARK_WORDS[k] || k}`)));
+}
+
+/**
+ * Draw state `s` into `box`; returns {setNote(text), cells}.
+ * @param {HTMLElement} box @param {any} s @param {{onPick?: (layer: number, module: string) => void}} [o]
+ */
+export function renderRuns(box, s, o = {}) {
+  clear(box);
+  const note = h("div", { className: "me-runs-note", attrs: { role: "status" } });
+  const api = { setNote: (t) => { note.textContent = t; }, cells: [] };
+  if (!s || !s.layers || !s.modules) return api;
+  const root = h("div", { className: "me-runs" });
+  root.dataset.kind = s.kind;
+  const marks = markIndex(s);
+  const cols = s.modules.length;
+  const grid = h("div", { className: "me-runs-grid", attrs: { role: "grid", "aria-label": s.color.label },
+    style: { gridTemplateColumns: `auto repeat(${cols}, minmax(30px, 1fr))` } });
+  const head = h("div", { className: "me-runs-row", attrs: { role: "row" } }, h("span", { className: "me-runs-corner", text: "layer" }),
+    ...s.modules.map((m) => h("span", { className: "me-runs-colhead", text: m, attrs: { role: "columnheader" } })));
+  grid.append(head);
+  let selected = null;
+  let start = null;
+  const pick = (cell) => {
+    if (selected) selected.classList.remove("me-selected");
+    selected = cell;
+    cell.classList.add("me-selected");
+    if (o.onPick) o.onPick(Number(cell.dataset.layer), cell.dataset.module);
+  };
+  s.layers.forEach((layer, i) => {
+    const row = h("div", { className: "me-runs-row", attrs: { role: "row" } },
+      h("span", { className: "me-runs-rowhead", text: String(layer), attrs: { role: "rowheader" } }));
+    const cells = s.modules.map((module, j) => {
+      const mark = marks.get(`${layer},${module}`);
+      const text = cellText(s, i, j, mark);
+      const cell = h("span", { className: "me-runs-cell" + (mark ? ` me-runs-mark me-runs-${mark.kind}` : ""),
+        text: mark ? GLYPHS[mark.kind] || "?" : "", tabIndex: -1,
+        attrs: { role: "gridcell", title: text, "aria-label": text },
+        style: { background: cellColor(s.color.values[i][j], s.color.min, s.color.max) } });
+      Object.assign(cell.dataset, { layer: String(layer), module, row: String(i), col: String(j) });
+      cell.addEventListener("click", () => pick(cell));
+      // The tab stop: the first divergence or NaN/Inf, else the first massive cell.
+      if (mark && (!start || (start.kind === "massive" && mark.kind !== "massive"))) start = { i, j, kind: mark.kind };
+      return cell;
+    });
+    api.cells.push(cells);
+    row.append(...cells);
+    grid.append(row);
+  });
+  gridKeys(grid, { rows: s.layers.length, cols, cellAt: (i, j) => api.cells[i] && api.cells[i][j],
+    start: start ? [start.i, start.j] : [0, 0], onPick: pick });
+  root.append(h("div", { className: "me-runs-title", text: s.title }), legend(s), grid);
+  const first = s.first;
+  const sentence = first && first.sentence ? first.sentence : (s.figures && s.figures.note) || "";
+  if (sentence) root.append(h("div", { className: `me-runs-first${first ? "" : " me-runs-none"}`, text: sentence }));
+  if (s.tokenizer_mismatch) {
+    const m = s.tokenizer_mismatch;
+    root.append(h("div", { className: "me-runs-warn", text: `The tokenizers disagree from token ${m.position} (a ${JSON.stringify(m.a_tokens)}, b ${JSON.stringify(m.b_tokens)}); both runs use a's ids.` }));
+  }
+  const table = h("table", { className: "me-runs-figures" });
+  for (const [label, value] of figureRows(s)) table.append(h("tr", {}, h("th", { text: label }), h("td", { text: value })));
+  root.append(table);
+  const top = (s.figures && s.figures.massive_top) || [];
+  if (top.length) {
+    root.append(h("ul", { className: "me-runs-massive" }, ...top.map((m) => h("li", {
+      text: `${m.layer === null ? "" : `layer ${m.layer} `}${m.module}: ${num(m.value)} at token ${m.position} (${JSON.stringify(m.token)}) channel ${m.channel}, ${num(m.ratio)}x the median |x|` }))));
+  }
+  root.append(note);
+  box.append(root);
+  return api;
+}
+
+/** The line a click leaves: what was selected, or why nothing was. @param {any} msg */
+export function pickedText(msg) {
+  if (msg.note) return msg.note;
+  if (!msg.tensor) return `No weight feeds layer ${msg.layer} ${msg.module}.`;
+  return msg.selected ? `Selected ${msg.tensor}: the tensor table, histogram and bytes show it.`
+    : `layer ${msg.layer} ${msg.module}: weight ${msg.tensor}`;
+}
