@@ -1,4 +1,5 @@
-"""The `model-explorer` command: info, hexdump, doctor, diff, generate, compare-runs, audit, scan."""
+"""The `model-explorer` command: info, hexdump, doctor, diff, generate, compare-runs; audit and scan
+(cli_batch), repair (cli_repair)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,20 @@ import argparse
 import json
 import sys
 
-from .cli_info import OPTION_HELP, banner, metadata_json, plural, tensor_start, value_text
+from .cli_batch import add_batch_parsers
+from .cli_info import (
+    EXIT_ERRORS,
+    EXIT_OK,
+    EXIT_UNREADABLE,
+    OPTION_HELP,
+    banner,
+    metadata_json,
+    plural,
+    tensor_start,
+    value_text,
+)
+from .cli_repair import add_repair_parser
 from .units import format_bytes
-
-EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -208,141 +219,6 @@ def cmd_compare_runs(args) -> int:
     return run_compare_runs(args)
 
 
-def cmd_audit(args) -> int:
-    """Audit many models on Dask; exit 0 clean, 1 some error findings, 2 some unreadable."""
-    import model_explorer as mx
-
-    try:
-        result = mx.audit(args.sources, out=args.out, sarif=args.sarif, html=args.html, deep=args.deep,
-                          scheduler=args.scheduler, workers=args.workers, threads=args.threads,
-                          timeout=args.timeout or None, memory_limit=args.memory_limit)
-    except ImportError as e:
-        print(f"model-explorer: {e}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    m = result.models
-    if args.json:
-        print(m.to_json(orient="records"))
-    else:
-        bad = m[(m["status"] != "ok") | (m["errors"] > 0)]
-        for r in bad.head(args.max_rows).to_dict("records"):
-            what = f"{r['status']}: {r['error']}" if r["status"] != "ok" else \
-                f"{r['errors']} errors ({', '.join(r['top_codes'])})"
-            print(f"{r['source']}: {what}")
-        print(f"{len(m)} models: {int((m['status'] != 'ok').sum())} unreadable, "
-              f"{int(((m['status'] == 'ok') & (m['errors'] > 0)).sum())} with errors, "
-              f"{int((m['pickle_verdict'] == 'dangerous').sum())} dangerous pickles, "
-              f"{len(result.findings)} findings")
-    return result.exit_code
-
-
-def cmd_scan(args) -> int:
-    """Exact statistics of every tensor (on Dask with --workers/--scheduler) and the layer profile."""
-    import model_explorer as mx
-
-    try:
-        table = mx.scan(args.source, scheduler=args.scheduler, workers=args.workers, threads=args.threads)
-    except (OSError, ValueError) as e:
-        print(f"model-explorer: cannot scan {args.source!r}: {e}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    if args.out:
-        table.to_parquet(args.out) if args.out.endswith(".parquet") else table.to_csv(args.out, index=False)
-    found = mx.layer_findings(table, stat=args.stat)
-    if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        ax = mx.plot_layers(table, stat=args.stat)
-        ax.figure.savefig(args.plot, bbox_inches="tight", dpi=120)
-    bad = table[(table["nan"].fillna(0) > 0) | (table["inf"].fillna(0) > 0) | table["error"].notna()]
-    cols = ["name", "dtype", "shape", "min", "max", "mean", "std", "norm", "nan", "inf"]
-    import pandas as pd
-
-    with pd.option_context("display.max_rows", args.max_rows, "display.width", 200):
-        print(table[cols].to_string(max_rows=args.max_rows))
-    for f in found:
-        print(f)
-    print(f"{len(table)} tensors, {len(bad)} with NaN/Inf or undecodable, {len(found)} layer findings")
-    return EXIT_ERRORS if len(bad) else EXIT_OK
-
-
-def _gguf_value(text: str):
-    """KEY=VALUE's value: JSON when it parses (numbers, true, lists), else the text itself."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def cmd_repair(args) -> int:
-    """Write a repaired copy; exit 0 when every selected fix applied and the output reopens
-    without the fixed findings, 1 when some remain, 2 when the repair was refused."""
-    import model_explorer as mx
-
-    from .repairs import RepairError
-
-    choices = {"tie": args.tie, "deep": args.deep}
-    if args.strip_prefix:
-        choices["strip_prefix"] = args.strip_prefix
-    if args.gguf_set:
-        pairs = [kv.split("=", 1) for kv in args.gguf_set]
-        if any(len(p) != 2 for p in pairs):
-            print("model-explorer: --gguf-set takes KEY=VALUE", file=sys.stderr)
-            return EXIT_UNREADABLE
-        choices["gguf_set"] = {k: _gguf_value(v) for k, v in pairs}
-    if args.gguf_remove:
-        choices["gguf_remove"] = args.gguf_remove
-    bar = None
-    progress = None
-    if not args.json and not args.dry_run and sys.stderr.isatty():
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=0, unit="B", unit_scale=True, desc="repair", file=sys.stderr)
-
-        def progress(done, total, what):
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-    try:
-        report = mx.repair(args.source, args.dest, fixes=args.only, overwrite=args.overwrite,
-                           progress=progress, dry_run=args.dry_run, **choices)
-    except (RepairError, OSError) as e:
-        print(f"model-explorer: repair refused: {e}", file=sys.stderr)
-        return EXIT_UNREADABLE
-    finally:
-        if bar is not None:
-            bar.close()
-    if args.json:
-        print(report.to_json(indent=1))
-    elif args.dry_run:
-        plan = mx.repair_plan(args.source, **choices)
-        print(plan)
-        for s in report.skipped:
-            print(f"  skipped  {s}")
-    else:
-        print(report)
-    if args.dry_run:
-        return EXIT_OK
-    return EXIT_OK if report.ok else EXIT_ERRORS
-
-
-def _add_repair_parser(sub) -> None:
-    s = sub.add_parser("repair", help="write a repaired copy (the source is never touched); exit 0 "
-                       "when every fix applied and the copy reopens without them")
-    s.add_argument("source")
-    s.add_argument("dest", help="a new folder, or a .safetensors/.gguf path for a one-file source")
-    s.add_argument("--dry-run", action="store_true", help="print the plan; write nothing")
-    s.add_argument("--only", nargs="+", metavar="CODE", help="only these fixes (fix names or finding codes)")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--overwrite", action="store_true", help="write into a non-empty destination")
-    s.add_argument("--tie", choices=["config", "copy"], default="config",
-                   help="lm_head missing: set tie_word_embeddings (default) or write a copy")
-    s.add_argument("--strip-prefix", help="strip this prefix from every tensor name")
-    s.add_argument("--gguf-set", nargs="+", metavar="KEY=VALUE", help="GGUF metadata to set")
-    s.add_argument("--gguf-remove", nargs="+", metavar="KEY", help="GGUF metadata to remove")
-    s.add_argument("--deep", action="store_true", help="decode tensors first (lists NaN/Inf as unfixable)")
-    s.set_defaults(func=cmd_repair)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="model-explorer", description="See inside ML checkpoints without running them.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -400,40 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cpu runs the numpy reference, cuda or mps run torch (default: cpu)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_compare_runs)
-    _add_audit_parsers(sub)
-    _add_repair_parser(sub)
+    add_batch_parsers(sub)
+    add_repair_parser(sub)
     return p
-
-
-def _add_audit_parsers(sub) -> None:
-    s = sub.add_parser("audit", help="audit many models on Dask: parquet, SARIF, HTML; exit 1/2 on errors")
-    s.add_argument("sources", nargs="+", help="files, folders, globs, URLs, or a .txt file of sources")
-    s.add_argument("--out", help="results.parquet (findings go to results.findings.parquet); reruns resume")
-    s.add_argument("--sarif", help="write SARIF 2.1.0 here")
-    s.add_argument("--html", help="write an offline dashboard here (reports in NAME_reports/)")
-    s.add_argument("--deep", action="store_true", help="also decode tensors (split per tensor range)")
-    s.add_argument("--scheduler", help="tcp://host:8786 of an existing Dask cluster")
-    s.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
-    s.add_argument("--threads", type=int, default=1, help="tasks at a time per worker (I/O-bound remote audits)")
-    s.add_argument("--timeout", type=float, default=300.0, help="seconds per model (0: none)")
-    s.add_argument("--memory-limit", default="4GiB", help="memory cap per model")
-    s.add_argument("--json", action="store_true", help="print the models table as JSON")
-    s.add_argument("--max-rows", type=int, default=50,
-                   help="list at most this many of the worst models (default: 50)")
-    s.set_defaults(func=cmd_audit)
-
-    s = sub.add_parser("scan", help="exact statistics of every tensor, and the layer profile")
-    s.add_argument("source")
-    s.add_argument("--scheduler", help="tcp://host:8786 of an existing Dask cluster")
-    s.add_argument("--workers", type=int, help="local Dask worker processes (default: no Dask)")
-    s.add_argument("--threads", type=int, default=1, help="range reads in flight per worker (remote storage)")
-    s.add_argument("--out", help="the table as .parquet or .csv")
-    s.add_argument("--plot", help="save the layer heatmap (PNG/SVG)")
-    s.add_argument("--stat", default="norm", choices=["norm", "std", "absmax", "mean"],
-                   help="the statistic the layer profile compares (default: norm)")
-    s.add_argument("--max-rows", type=int, default=40,
-                   help="print at most this many tensor rows (default: 40)")
-    s.set_defaults(func=cmd_scan)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,9 @@ from typing import Any
 
 from .units import format_bytes
 
+# Exit codes of every command: clean, errors found, unreadable (or a usage error).
+EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = 0, 1, 2
+
 # JSON: arrays longer than this are given as their length and first elements.
 JSON_ARRAY_ITEMS = 16
 # Text: like gguf-dump, the first 6 items of an array and strings cut at 60 characters.

@@ -22,10 +22,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checks", ("checks", "opener")),
     ("convert", ("conversion",)),
     ("repair", ("repairs",)),
-    ("views", ("demo", "widgets", "audits", "cli_info", "cli")),
+    ("views", ("demo", "widgets", "audits", "cli_info", "cli_batch", "cli_repair", "cli")),
 ]
 # Within the views, the run cell sits below the Explorer that hosts it.
-VIEW_ORDER = ("demo", "widgets", "audits", "cli_info", "cli")
+VIEW_ORDER = ("demo", "widgets", "audits", "cli_info", "cli_batch", "cli_repair", "cli")
 
 
 def module_name(path: pathlib.Path) -> str:
