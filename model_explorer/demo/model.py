@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.config import ModelConfig, rope_inverse_frequencies
+from ..model.config import ModelConfig
+from .rope import RopeTables, rotary_dim
 
 
 class KVCache:
@@ -72,28 +73,21 @@ class Decoder:
         self.cfg, self.weights, self.backend = cfg, weights, backend
         # recorder(layer, module, activation): see the module docstring; None when not tracing.
         self.recorder = None
-        self._inv_freq = rope_inverse_frequencies(cfg)
-        self._cos = self._sin = None
-        self._rope_len = 0
+        self._ropes = {False: RopeTables(cfg, backend)}
+        if cfg.local_rope_theta is not None:  # Gemma 3: sliding layers rotate with a base of their own
+            self._ropes[True] = RopeTables(cfg, backend, local=True)
+        self._rotary = rotary_dim(cfg)
 
     def new_cache(self, capacity: int) -> KVCache:
         return KVCache(self.backend, self.cfg, capacity)
 
-    def _rope(self, start: int, count: int):
-        """cos/sin for positions [start, start + count), shaped (count, 1, head_dim // 2)."""
-        end = start + count
-        if end > self._rope_len:
-            length = max(end, 2 * self._rope_len, 256)
-            # float32 throughout, as transformers computes them.
-            freqs = np.arange(length, dtype=np.float32)[:, None] * self._inv_freq[None, :]
-            self._cos = self.backend.asarray(np.cos(freqs)[:, None, :])
-            self._sin = self.backend.asarray(np.sin(freqs)[:, None, :])
-            self._rope_len = length
-        return self._cos[start:end], self._sin[start:end]
-
     def _rotate(self, x, cos, sin):
-        """Rotary embedding, rotate-half convention: pairs (i, i + head_dim/2) turn together."""
-        return self.backend.rope(x, cos, sin)
+        """Rotary embedding, rotate-half convention: pairs (i, i + rotary/2) turn together; with
+        partial rotary (Phi-3, NeoX) only the first rotary_dim dims of each head turn."""
+        if self._rotary == self.cfg.head_dim:
+            return self.backend.rope(x, cos, sin)
+        r = self._rotary
+        return self.backend.concat([self.backend.rope(x[..., :r], cos, sin), x[..., r:]], -1)
 
     def forward(self, token_ids, cache: KVCache, last_only: bool = False):
         """Logits (backend array) for `token_ids` appended after what `cache` holds.
@@ -109,7 +103,7 @@ class Decoder:
         nh, nkv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         group = nh // nkv
         qs, kvs = cfg.q_size, cfg.kv_size
-        cos, sin = self._rope(start, T)
+        ropes = {local: tables(start, T) for local, tables in self._ropes.items()}
         masks = {}  # by whether the layer slides (Gemma 2 alternates)
 
         def mask_for(i: int):
@@ -144,6 +138,8 @@ class Decoder:
                 rec(i, "k", k)
                 rec(i, "v", v)
             if cfg.rope_layers is None or cfg.rope_layers[i]:
+                local = len(ropes) > 1 and cfg.sliding_layers is not None and cfg.sliding_layers[i]
+                cos, sin = ropes[local]
                 q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             keys, values = cache.keys[i], cache.values[i]
             keys[:, :, start:end] = b.transpose(k, (1, 2, 0))

@@ -19,17 +19,19 @@ from . import families
 
 # Hugging Face `model_type` values; the `architectures` classes they come with.
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
-                  "phi3", "mixtral", "qwen3_moe")
+                  "gemma3_text", "phi3", "mixtral", "qwen3_moe")
 # What the families in families.py that this decoder does not run yet need, in words.
-NOT_YET = {"gemma3_text": "Gemma 3's per-layer local/global RoPE bases with sandwich norms",
-           "qwen2_moe": "Qwen2-MoE's gated shared expert", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
+NOT_YET = {"qwen2_moe": "Qwen2-MoE's gated shared expert", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
            "learned positions", "gpt_neox": "NeoX's parallel residual, LayerNorm and partial rotary",
            "gpt_oss": "gpt-oss's attention sinks and clamped SwiGLU experts",
            "deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
-ROPE_TYPES = ("default", "linear", "llama3")
-ROPE_PARAMETERS = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
-                                                     "original_max_position_embeddings")}
+ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn")
+ROPE_PARAMETERS = {"linear": ("factor",), "dynamic": ("factor",),
+                   "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+                   "yarn": ("factor", "original_max_position_embeddings")}
+# Families whose layers alternate sliding-window and full attention (config.json layer_types).
+LAYER_TYPED = ("gemma2", "gemma3_text")
 
 
 class UnsupportedModel(ValueError):
@@ -73,6 +75,8 @@ class ModelConfig:
     attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2)
     final_softcap: float | None = None  # the same on the logits
     sliding_layers: list[bool] | None = None  # per layer, whether the sliding window applies
+    local_rope_theta: float | None = None  # the RoPE base of sliding layers, plain RoPE (Gemma 3)
+    rotary_dim: int | None = None  # None: all of head_dim rotates; else the first rotary_dim (partial)
     fused_projections: bool = False  # qkv_proj and gate_up_proj stored as one matrix each (Phi-3)
     # mixture of experts (Mixtral, Qwen3-MoE): softmax router, top-k, optionally renormalised
     experts: int = 0
@@ -117,6 +121,10 @@ class ModelConfig:
             out.append(f"sliding window {self.sliding_window}{which}")
         if self.rope_scaling:
             out.append(f"{self.rope_scaling.get('rope_type')} RoPE scaling")
+        if self.local_rope_theta is not None:
+            out.append(f"local RoPE base {self.local_rope_theta:g} on sliding layers")
+        if self.rotary_dim is not None:
+            out.append(f"partial rotary ({self.rotary_dim} of {self.head_dim} dims)")
         if self.fused_projections:
             out.append("fused qkv and gate/up projections")
         if self.experts:
@@ -167,6 +175,11 @@ class ModelConfig:
                                  and self.expert_intermediate_size > 0):
             problems.append(f"{self.experts} experts with {self.experts_per_token} per token and "
                             f"expert width {self.expert_intermediate_size} cannot route")
+        if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0):
+            problems.append(f"the rotary part of each head ({self.rotary_dim} of head_dim {self.head_dim}) "
+                            "must be a positive even number of dimensions")
+        if self.local_rope_theta is not None and not self.local_rope_theta > 0:
+            problems.append(f"the sliding layers' RoPE base must be positive, found {self.local_rope_theta!r}")
         if self.rope_layers is not None and len(self.rope_layers) != self.num_layers:
             problems.append(f"the per-layer RoPE list has {len(self.rope_layers)} entries for "
                             f"{self.num_layers} layers")
@@ -217,19 +230,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
     hidden, heads = need("hidden_size"), need("num_attention_heads")
     head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
                                           and heads else None)
-    rope = config.get("rope_parameters") or {}
-    if not isinstance(rope, dict):
-        raise UnsupportedModel(f"config.json rope_parameters should be an object, found {rope!r}.")
-    rope = dict(rope)
-    theta = rope.pop("rope_theta", None) or config.get("rope_theta", 10000.0)
-    scaling = config.get("rope_scaling") or rope
-    if scaling and not isinstance(scaling, dict):
-        raise UnsupportedModel(f"config.json rope_scaling should be an object, found {scaling!r}.")
-    scaling = dict(scaling) if scaling else None
-    if scaling is not None:
-        scaling["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
-        if scaling["rope_type"] == "default":
-            scaling = None
+    rope = _rope_fields(model_type, config, head_dim)
     window = config.get("sliding_window") if model_type == "mistral" or config.get("use_sliding_window") else None
     rope_layers = None
     if model_type == "smollm3":
@@ -237,23 +238,17 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         if said is not None and (not isinstance(said, list) or not all(v in (0, 1) for v in said)):
             raise UnsupportedModel(f"config.json no_rope_layers should be a list of 0/1, found {said!r}.")
         rope_layers = [bool(v) for v in said] if said is not None else None
-    granite, gemma = model_type == "granite", model_type in ("gemma", "gemma2")
-    partial = config.get("partial_rotary_factor", 1.0)
-    if partial not in (1, 1.0, None):
-        raise UnsupportedModel(f"config.json sets partial_rotary_factor {partial!r} ({model_type}): "
-                               "partial rotary embeddings are not implemented.")
+    granite, gemma = model_type == "granite", model_type in ("gemma", "gemma2", "gemma3_text")
     sliding_layers = None
-    types = config.get("layer_types")
-    if model_type == "gemma2":
-        if not isinstance(types, list) or not all(t in ("sliding_attention", "full_attention") for t in types):
-            raise UnsupportedModel(f"config.json layer_types should list sliding_attention / full_attention "
-                                   f"per layer for gemma2, found {types!r}.")
-        sliding_layers = [t == "sliding_attention" for t in types]
+    if model_type in LAYER_TYPED:
+        sliding_layers = _layer_types(model_type, config)
         window = config.get("sliding_window")
-    scalar = config.get("query_pre_attn_scalar") if model_type == "gemma2" else None
+    scalar = config.get("query_pre_attn_scalar") if model_type in LAYER_TYPED else None
 
     def cap(key: str) -> float | None:
-        v = config.get(key) if model_type == "gemma2" else None
+        # Gemma 3 keeps attn_logit_softcapping in its config but transformers never applies it
+        used = model_type in LAYER_TYPED and not (key.startswith("attn") and model_type == "gemma3_text")
+        v = config.get(key) if used else None
         return None if v is None else finite_float(v, key)
 
     return ModelConfig(
@@ -266,8 +261,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         num_kv_heads=config.get("num_key_value_heads") or heads,
         head_dim=head_dim,
         rms_norm_eps=finite_float(config.get("rms_norm_eps", 1e-6), "rms_norm_eps"),
-        rope_theta=finite_float(theta, "rope_theta"),
-        rope_scaling=scaling,
+        **rope,
         max_position_embeddings=config.get("max_position_embeddings", 2048),
         attention_bias=families.attention_biases(family, config)[0],
         o_bias=families.attention_biases(family, config)[1],
@@ -294,6 +288,68 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
     ).validate()
 
 
+def _layer_types(model_type: str, config: dict[str, Any]) -> list[bool]:
+    """Per layer, whether it slides: config.json's layer_types, or Gemma 3's older
+    sliding_window_pattern (every pattern-th layer is global)."""
+    types = config.get("layer_types")
+    layers = config.get("num_hidden_layers")
+    if types is None and model_type == "gemma3_text" and isinstance(layers, int):
+        pattern = config.get("sliding_window_pattern", 6)
+        if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern <= 0:
+            raise UnsupportedModel(f"config.json sliding_window_pattern should be a positive integer, "
+                                   f"found {pattern!r}.")
+        return [bool((i + 1) % pattern) for i in range(min(layers, 1 << 16))]
+    if not isinstance(types, list) or not all(t in ("sliding_attention", "full_attention") for t in types):
+        raise UnsupportedModel(f"config.json layer_types should list sliding_attention / full_attention "
+                               f"per layer for {model_type}, found {types!r}.")
+    return [t == "sliding_attention" for t in types]
+
+
+def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict[str, Any]:
+    """rope_theta, rope_scaling, local_rope_theta and rotary_dim from transformers 4.x spellings
+    (rope_theta, rope_scaling, rope_local_base_freq, partial_rotary_factor / rotary_pct) or 5.x
+    (rope_parameters, per layer type for Gemma 3)."""
+    rope = config.get("rope_parameters") or {}
+    if not isinstance(rope, dict):
+        raise UnsupportedModel(f"config.json rope_parameters should be an object, found {rope!r}.")
+    local = None
+    if model_type == "gemma3_text":
+        local = config.get("rope_local_base_freq", 10000.0)
+        if "sliding_attention" in rope or "full_attention" in rope:
+            sliding = rope.get("sliding_attention") or {}
+            kind = sliding.get("rope_type", sliding.get("type", "default"))
+            if kind != "default":
+                raise UnsupportedModel(f"config.json gives Gemma 3's sliding layers {kind!r} RoPE scaling; "
+                                       "the decoder runs plain RoPE there.")
+            local = sliding.get("rope_theta", local)
+            rope = rope.get("full_attention") or {}
+    rope = dict(rope)
+    theta = rope.pop("rope_theta", None) or config.get("rope_theta") or (
+        1_000_000.0 if model_type == "gemma3_text" else 10000.0)
+    partial = rope.pop("partial_rotary_factor", None)
+    for key in ("partial_rotary_factor", "rotary_pct"):
+        partial = config.get(key) if partial is None else partial
+    partial = 1.0 if partial is None else finite_float(partial, "partial_rotary_factor")
+    scaling = config.get("rope_scaling") or rope
+    if scaling and not isinstance(scaling, dict):
+        raise UnsupportedModel(f"config.json rope_scaling should be an object, found {scaling!r}.")
+    scaling = dict(scaling) if scaling else None
+    if scaling is not None:
+        scaling["rope_type"] = scaling.get("rope_type", scaling.get("type", "default"))
+        if scaling["rope_type"] == "default":
+            scaling = None
+        elif scaling["rope_type"] in ("llama3", "yarn"):  # as transformers' standardize_rope_params
+            scaling["original_max_position_embeddings"] = config.get(
+                "original_max_position_embeddings", scaling.get("original_max_position_embeddings",
+                                                                config.get("max_position_embeddings")))
+    if not 0 < partial <= 1:
+        raise UnsupportedModel(f"config.json partial_rotary_factor should be in (0, 1], found {partial!r}.")
+    rotary = int(head_dim * partial) if isinstance(head_dim, int) and partial != 1 else None
+    return {"rope_theta": finite_float(theta, "rope_theta"), "rope_scaling": scaling,
+            "local_rope_theta": None if local is None else finite_float(local, "rope_local_base_freq"),
+            "rotary_dim": rotary}
+
+
 def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
     """The mixture-of-experts fields: Mixtral (every layer, renormalised top-k) and Qwen3-MoE
     (decoder_sparse_step / mlp_only_layers, norm_topk_prob)."""
@@ -316,28 +372,3 @@ def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
             "renormalize_top_k": True if model_type == "mixtral" else bool(config.get("norm_topk_prob", False)),
             "moe_layers": moe_layers}
 
-
-def rope_inverse_frequencies(cfg: ModelConfig):
-    """Per-pair rotation speeds, with Llama 3 / linear scaling applied as transformers does."""
-    import numpy as np
-
-    dim = cfg.head_dim
-    inv = 1.0 / (cfg.rope_theta ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / dim))
-    s = cfg.rope_scaling or {}
-    kind = s.get("rope_type")
-    if kind == "linear":
-        inv = inv / float(s["factor"])
-    elif kind == "llama3":
-        factor, low, high = float(s["factor"]), float(s["low_freq_factor"]), float(s["high_freq_factor"])
-        old = float(s["original_max_position_embeddings"])
-        wavelen = 2 * math.pi / inv
-        low_wavelen, high_wavelen = old / low, old / high
-        scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
-        smooth = (old / wavelen - low) / (high - low)
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
-        inv = np.where(medium, smoothed, scaled)
-    factors = cfg.extra.get("rope_freq_factors")
-    if factors is not None:  # GGUF rope_freqs: llama.cpp divides each frequency by its factor
-        inv = inv / np.asarray(factors, dtype=np.float32)
-    return inv.astype(np.float32)

@@ -28,6 +28,13 @@ FAMILIES = {
     # a window shorter than the prompt, on alternate layers; both softcaps low enough to bite
     "gemma2": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
                    attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=8),
+    # local/global: sliding layers rotate with their own base, full ones with linear scaling
+    "gemma3_text": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                         "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                            "rope_theta": 10000.0}},
+                        query_pre_attn_scalar=8, final_logit_softcapping=5.0,
+                        attn_logit_softcapping=1.0),  # which transformers' Gemma 3 ignores
     "llama": dict(attention_bias=True),  # q, k, v and o biases
     "phi3": dict(sliding_window=None),
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=None),
@@ -94,7 +101,8 @@ def test_the_model_says_its_family_features(saved):
     features = load_model(folder, device="cpu").config.features()
     expect = {"qwen3": "q/k RMSNorm per head", "olmo2": "norms after attention and MLP",
               "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
-              "gemma2": "attention logit softcap 2", "llama": "q/k/v biases",
+              "gemma2": "attention logit softcap 2",
+              "gemma3_text": "local RoPE base 100 on sliding layers", "llama": "q/k/v biases",
               "phi3": "fused qkv and gate/up projections", "mixtral": "4 experts, top 2 renormalised",
               "qwen3_moe": "4 experts, top 2 in 2 of 3 layers"}[mt]
     assert expect in features, features
@@ -106,7 +114,7 @@ def test_the_model_says_its_family_features(saved):
 
 
 @pytest.mark.parametrize("model_type,words", [
-    ("gemma3_text", "local/global"), ("qwen2_moe", "shared expert"), ("deepseek_v3", "MLA"),
+    ("qwen2_moe", "shared expert"), ("deepseek_v3", "MLA"),
     ("gpt_oss", "attention sinks"), ("gpt_neox", "parallel residual")])
 def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
     import json
