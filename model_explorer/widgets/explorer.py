@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import anywidget
@@ -99,7 +100,13 @@ class Explorer(LayerOps, BaseView):
             from ._frontends import child_widget
 
             self.run_widget = child_widget(RunDemo, self.checkpoint.source)
+            self.run_widget.on_select = self._select_tensor  # a "Compare runs" cell's weight
         return self.run_widget
+
+    def _select_tensor(self, name: str) -> None:
+        """Select a tensor by name, as a click would (the run cell's "Compare runs" view asks):
+        a fresh "at" makes a second click on the same tensor move the views again."""
+        self.selection = {"tensor": name, "at": time.time() * 1000}
 
     def _op_run_demo(self):
         """The browser opened the Run tab: create the RunDemo and say which widget it is."""

@@ -127,3 +127,13 @@ def test_the_sentence_compares_the_jump_with_the_largest_error_before_it():
     assert s.startswith("The runs part at layer 7 q (relative L2 0.9, 30x the largest before it (0.03))")
     assert "blk.7.attn_q.weight at byte 1,234,567 of model.gguf. Layer 7 q differs" in s
     assert "NaN/Inf in one run only" in divergence_sentence({**first, "rel_l2": None}, 0.03)
+
+
+def test_a_cell_clicked_in_the_explorers_run_tab_selects_the_tensor_there(base, swapped):
+    ex = mx.explore(base.folder, run=True)
+    demo = ex.run_demo()
+    demo.send = lambda content, buffers=None: None
+    demo.runs = runs_state(mx.compare_runs(base.folder, swapped, prompt=TEXT))
+    demo._on_msg(demo, {"type": "runs_select", "layer": 2, "module": "v"}, [])
+    info = mx.open(base.folder).tensors[V2]
+    assert (ex.selection["tensor"], ex.selection["offset"], ex.selection["length"]) == (V2, info.offset, info.length)
