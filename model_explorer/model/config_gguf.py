@@ -1,6 +1,14 @@
 """Hyperparameters of a decoder the run cell runs, from a GGUF file's `{arch}.*` metadata.
 
-The Hugging Face side (config.json) is config.py; both fill the one ModelConfig the decoder reads.
+The Hugging Face side (config.json) is config.py; both fill the one ModelConfig the decoder reads,
+so a model converted by llama.cpp's convert_hf_to_gguf.py (or mx.convert) gets the config its
+config.json gives, whatever llama.cpp's conventions moved:
+- q/k rows are permuted for llama.cpp's interleaved RoPE only by its LlamaModel-based converters
+  (llama, mistral, mixtral, granite, smollm3); qwen2/3, gemma, phi3 and olmo2 keep HF's order.
+- Gemma's norms are stored as (1 + w) already, so norm_offset is 0 here.
+- What llama.cpp hard-codes rather than stores is restated here: Gemma's sqrt(hidden) embedding
+  scale and GeGLU, Gemma 2's sliding window on even layers, SmolLM3's RoPE-less every 4th layer,
+  renormalised top-k for Mixtral and Qwen3-MoE (unless `expert_weights_norm` says otherwise).
 """
 
 from __future__ import annotations
@@ -8,70 +16,184 @@ from __future__ import annotations
 from typing import Any
 
 from ..ggml import Keys
-from .config import ModelConfig, UnsupportedModel, finite_float
+from .config import NOT_YET, ModelConfig, UnsupportedModel, finite_float
 
-# GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral as "llama".
-GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2")
+# GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
+# "llama" (Mixtral with `llama.expert_count`).
+GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "phi3", "olmo2",
+                      "granite", "smollm3")
+# GGUF architecture -> the Hugging Face model_type it comes from, where the names differ.
+HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe"}
+# Families the decoder knows from config.json but not yet from GGUF (config.NOT_YET says why).
+GGUF_NOT_YET = {"gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "gpt2": "gpt2", "gptneox": "gpt_neox",
+                "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
+# Architectures whose converter permutes q/k rows (LlamaModel and its subclasses).
+QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
+SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key says so)
+
+try:  # gguf-py's spelling of the keys llama.cpp reads (the same strings without gguf-py)
+    from gguf.constants import Keys as _G
+
+    _MORE = (_G.LLM.EXPERT_FEED_FORWARD_LENGTH, _G.LLM.EXPERT_WEIGHTS_NORM, _G.LLM.ATTN_LOGIT_SOFTCAPPING,
+             _G.LLM.FINAL_LOGIT_SOFTCAPPING, _G.LLM.EMBEDDING_SCALE, _G.LLM.RESIDUAL_SCALE,
+             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN)
+except ImportError:  # pragma: no cover - gguf-py is a dependency; the core reads without it
+    _MORE = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", "{arch}.attn_logit_softcapping",
+             "{arch}.final_logit_softcapping", "{arch}.embedding_scale", "{arch}.residual_scale",
+             "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern")
+(EXPERT_FEED_FORWARD_LENGTH, EXPERT_WEIGHTS_NORM, ATTN_SOFTCAP, FINAL_SOFTCAP, EMBEDDING_SCALE, RESIDUAL_SCALE,
+ LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN) = _MORE
 
 _MISSING = object()
 
 
+def unsupported_architecture(arch: Any) -> UnsupportedModel:
+    """The refusal for a GGUF whose architecture the numpy decoder does not run."""
+    if arch is None:
+        return UnsupportedModel("The GGUF metadata has no 'general.architecture', so the model type is unknown.")
+    if arch in GGUF_NOT_YET:
+        return UnsupportedModel(f"GGUF architecture {arch!r}: {NOT_YET[GGUF_NOT_YET[arch]]} is not implemented "
+                                "in the numpy decoder yet.")
+    return UnsupportedModel(f"GGUF architecture {arch!r} is not supported: the numpy decoder runs "
+                            f"general.architecture one of {', '.join(GGUF_ARCHITECTURES)}.")
+
+
 def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) -> ModelConfig:
-    """Read `{arch}.*` keys; `metadata` maps key -> KeyValue (with `.value`) or plain value."""
+    """Read `{arch}.*` keys; `metadata` maps key -> KeyValue (with `.value`) or plain value.
+    `tensor_names` decide what only the tensors say (biases, a tied head, which layers are MoE)."""
+
+    arch = metadata.get(Keys.ARCHITECTURE)
+    arch = getattr(arch, "value", arch)
 
     def get(key: str, default: Any = _MISSING) -> Any:
-        kv = metadata.get(key)
+        kv = metadata.get(key.format(arch=arch))
         if kv is None:
             if default is _MISSING:
-                raise UnsupportedModel(f"The GGUF metadata has no {key!r}, which a {arch} model needs.")
+                raise UnsupportedModel(f"The GGUF metadata has no {key.format(arch=arch)!r}, which a {arch} "
+                                       "model needs.")
             return default
         return getattr(kv, "value", kv)
 
-    arch = get(Keys.ARCHITECTURE, None)
     if arch not in GGUF_ARCHITECTURES:
-        raise UnsupportedModel(
-            f"GGUF architecture {arch!r} is not supported: load_model runs llama-family decoders "
-            f"(general.architecture one of {', '.join(GGUF_ARCHITECTURES)})."
-            if arch is not None else
-            "The GGUF metadata has no 'general.architecture', so the model type is unknown.")
-    hidden = get(Keys.arch(arch, Keys.EMBEDDING_LENGTH))
-    heads = get(Keys.arch(arch, Keys.HEAD_COUNT))
-    kv_heads = get(Keys.arch(arch, Keys.HEAD_COUNT_KV), heads)
-    head_dim = get(Keys.arch(arch, Keys.KEY_LENGTH), None) or get(Keys.arch(arch, Keys.ROPE_DIMENSION_COUNT), None)
+        raise unsupported_architecture(arch)
+    hidden = get(Keys.EMBEDDING_LENGTH)
+    heads = get(Keys.HEAD_COUNT)
+    kv_heads = get(Keys.HEAD_COUNT_KV, heads)
+    for what, value in (("attention.head_count", heads), ("attention.head_count_kv", kv_heads)):
+        if isinstance(value, (list, tuple)) or hasattr(value, "to_list"):
+            raise UnsupportedModel(f"{arch}.{what} gives one value per layer; the decoder needs one for all.")
+    head_dim = get(Keys.KEY_LENGTH, None) or get(Keys.ROPE_DIMENSION_COUNT, None)
     if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads:
         head_dim = hidden // heads
+    rotary = get(Keys.ROPE_DIMENSION_COUNT, None)
+    if rotary is not None and rotary != head_dim:
+        raise UnsupportedModel(f"{arch}.rope.dimension_count is {rotary} of head_dim {head_dim}: partial rotary "
+                               "embeddings are not implemented.")
     rope_scaling = None
-    scaling_type = get(Keys.arch(arch, Keys.ROPE_SCALING_TYPE), None)
+    scaling_type = get(Keys.ROPE_SCALING_TYPE, None)
     if scaling_type == "linear":
-        rope_scaling = {"rope_type": "linear", "factor": finite_float(get(Keys.arch(arch, Keys.ROPE_SCALING_FACTOR)),
+        rope_scaling = {"rope_type": "linear", "factor": finite_float(get(Keys.ROPE_SCALING_FACTOR),
                                                                  "rope.scaling.factor")}
     elif scaling_type not in (None, "none"):
         rope_scaling = {"rope_type": scaling_type}
     names = tensor_names or set()
+    if "rope_factors_long.weight" in names:
+        raise UnsupportedModel(f"The {arch} GGUF holds rope_factors_long/short (LongRoPE): not implemented.")
     extra = {}
     if "rope_freqs.weight" in names:
         # Llama 3.x stores its per-frequency RoPE divisors as a tensor; weights.py reads it.
         extra["rope_freqs_tensor"] = "rope_freqs.weight"
-    vocab = get(Keys.arch(arch, Keys.VOCAB_SIZE), None)
+    vocab = get(Keys.VOCAB_SIZE, None)
     if vocab is None:
         tokens = metadata.get(Keys.TOKENS)
         vocab = len(getattr(tokens, "value", tokens)) if tokens is not None else None
+    layers = get(Keys.BLOCK_COUNT)
+    window = get(Keys.SLIDING_WINDOW, None) or None
+    model_type = HF_MODEL_TYPE.get(arch, arch)
+    gemma = arch in ("gemma", "gemma2")
+    fields: dict[str, Any] = {}
+    if arch == "qwen3" or arch == "qwen3moe":
+        fields["qk_norm"] = "head"
+    elif arch == "olmo2":
+        fields.update(qk_norm="full", post_norms=True)
+    elif arch == "phi3":
+        fields["fused_projections"] = True
+    elif arch == "smollm3" and isinstance(layers, int):
+        fields["rope_layers"] = [(i + 1) % SMOLLM3_NO_ROPE_STEP != 0 for i in range(min(layers, 1 << 16))]
+    elif arch == "granite":
+        fields.update(embed_scale=_scalar(get(EMBEDDING_SCALE, None), arch, "embedding_scale"),
+                      residual_scale=_scalar(get(RESIDUAL_SCALE, None), arch, "residual_scale"),
+                      logit_scale=1.0 / _scalar(get(LOGIT_SCALE, None), arch, "logit_scale"))
+    if gemma:
+        fields.update(activation="gelu_tanh", embed_scale=float(hidden) ** 0.5 if isinstance(hidden, int) else 1.0)
+    if arch == "gemma2":
+        fields.update(sandwich_norms=True, attn_softcap=_cap(get(ATTN_SOFTCAP, None), arch, "attn"),
+                      final_softcap=_cap(get(FINAL_SOFTCAP, None), arch, "final"),
+                      sliding_layers=_sliding_layers(get(SLIDING_WINDOW_PATTERN, None), layers))
+        if isinstance(layers, int) and layers == 46 and isinstance(hidden, int) and isinstance(heads, int):
+            # llama.cpp: Gemma 2 27B scales by its query_pre_attn_scalar, hidden / heads
+            fields["attention_scale"] = (hidden / heads) ** -0.5
+    scale = get(ATTENTION_SCALE, None)
+    if scale is not None:
+        fields["attention_scale"] = finite_float(scale, f"{arch}.attention.scale")
+    experts = get(Keys.EXPERT_COUNT, 0) or 0
+    if experts:
+        if arch not in ("llama", "qwen3moe"):
+            raise UnsupportedModel(f"The {arch} GGUF has {experts} experts; mixtures of experts run for "
+                                   "llama (Mixtral) and qwen3moe.")
+        model_type = "mixtral" if arch == "llama" else model_type
+        moe = [f"blk.{i}.ffn_gate_inp.weight" in names for i in range(min(layers, 1 << 16))] \
+            if names and isinstance(layers, int) else None
+        fields.update(experts=experts, experts_per_token=get(Keys.EXPERT_USED_COUNT, 0),
+                      expert_intermediate_size=get(EXPERT_FEED_FORWARD_LENGTH, None)
+                      or get(Keys.FEED_FORWARD_LENGTH),
+                      renormalize_top_k=bool(get(EXPERT_WEIGHTS_NORM, True)),
+                      moe_layers=None if moe is None or all(moe) else moe)
+    feed_forward = get(Keys.FEED_FORWARD_LENGTH, None) if experts else get(Keys.FEED_FORWARD_LENGTH)
     return ModelConfig(
-        architecture=arch,
+        architecture=model_type,
         vocab_size=vocab,
         hidden_size=hidden,
-        intermediate_size=get(Keys.arch(arch, Keys.FEED_FORWARD_LENGTH)),
-        num_layers=get(Keys.arch(arch, Keys.BLOCK_COUNT)),
+        intermediate_size=feed_forward or fields.get("expert_intermediate_size"),
+        num_layers=layers,
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        rms_norm_eps=finite_float(get(Keys.arch(arch, Keys.RMS_EPS), 1e-5), "layer_norm_rms_epsilon"),
-        rope_theta=finite_float(get(Keys.arch(arch, Keys.ROPE_FREQ_BASE), 10000.0), "rope.freq_base"),
+        rms_norm_eps=finite_float(get(Keys.RMS_EPS, 1e-5), "layer_norm_rms_epsilon"),
+        rope_theta=finite_float(get(Keys.ROPE_FREQ_BASE, 10000.0), "rope.freq_base"),
         rope_scaling=rope_scaling,
-        max_position_embeddings=get(Keys.arch(arch, Keys.CONTEXT_LENGTH), 2048),
+        max_position_embeddings=get(Keys.CONTEXT_LENGTH, 2048),
         attention_bias=bool(names) and "blk.0.attn_q.bias" in names,
+        o_bias=bool(names) and "blk.0.attn_output.bias" in names,
         tie_word_embeddings=bool(names) and "output.weight" not in names,
-        sliding_window=get(Keys.arch(arch, Keys.SLIDING_WINDOW), None) or None,
-        gguf_qk_permuted=arch in ("llama", "mistral"),
+        sliding_window=window,
+        gguf_qk_permuted=arch in QK_PERMUTED,
         extra=extra,
+        **fields,
     ).validate()
+
+
+def _scalar(value: Any, arch: str, key: str) -> float:
+    """A Granite multiplier; llama.cpp writes each only when it is set (absent: 1)."""
+    if value is None or value == 0:
+        return 1.0
+    return finite_float(value, f"{arch}.{key}")
+
+
+def _cap(value: Any, arch: str, which: str) -> float | None:
+    if value is None or value == 0:
+        return None
+    return finite_float(value, f"{arch}.{which}_logit_softcapping")
+
+
+def _sliding_layers(pattern: Any, layers: Any) -> list[bool] | None:
+    """Which layers slide: the file's per-layer pattern, else llama.cpp's Gemma 2 rule (even layers)."""
+    if not isinstance(layers, int) or layers <= 0:
+        return None
+    if pattern is not None:
+        said = list(getattr(pattern, "to_list", lambda: pattern)())
+        if len(said) == layers and all(isinstance(v, (bool, int)) for v in said):
+            return [bool(v) for v in said]
+        raise UnsupportedModel(f"gemma2.attention.sliding_window_pattern should list {layers} booleans, "
+                               f"found {said!r}.")
+    return [i % 2 == 0 for i in range(min(layers, 1 << 16))]

@@ -1,13 +1,21 @@
-"""Llama-family tensor names: Hugging Face <-> GGUF, and llama.cpp's Q/K row permutation.
+"""Tensor names: Hugging Face <-> GGUF per architecture, and llama.cpp's Q/K row permutation.
 
 llama.cpp's converter reorders the rows of each attention head of the Q and K projections
-(HF keeps the two rotary halves apart, ggml interleaves them); comparing a safetensors and
-a GGUF copy of one model means undoing that.
+(HF keeps the two rotary halves apart, ggml interleaves them) for the architectures it converts
+through its LlamaModel class (llama, mistral, mixtral, granite, smollm3); comparing a safetensors
+and a GGUF copy of one model means undoing that.
+
+Names come from gguf-py's TensorNameMap (the table llama.cpp's converter uses) when gguf-py is
+installed; the built-in tables below cover the tensors the run cell's decoder reads without it.
+One HF name can mean two GGUF tensors: `post_attention_layernorm` is the MLP's input norm in
+Llama (`ffn_norm`) but the attention output's norm in Gemma 2 and OLMo 2 (`post_attention_norm`),
+so the mapping takes the GGUF architecture.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -25,33 +33,132 @@ _BLOCK = {
     "attn_q.bias": "self_attn.q_proj.bias",
     "attn_k.bias": "self_attn.k_proj.bias",
     "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_output.bias": "self_attn.o_proj.bias",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "attn_qkv.weight": "self_attn.qkv_proj.weight",
     "ffn_norm.weight": "post_attention_layernorm.weight",
     "ffn_gate.weight": "mlp.gate_proj.weight",
     "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+    "ffn_gate_inp.weight": "mlp.gate.weight",
 }
+# Where an architecture gives an HF name another GGUF tensor than Llama does.
+_ARCH_BLOCK = {
+    "gemma2": {"post_attention_layernorm.weight": "post_attention_norm.weight",
+               "pre_feedforward_layernorm.weight": "ffn_norm.weight"},
+    "olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight"},
+    "phi3": {"mlp.gate_up_proj.weight": "ffn_up.weight"},
+}
+_ARCH_BLOCK["gemma3"] = _ARCH_BLOCK["gemma2"]
 _GGUF_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
 _HF_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 _HF_BLOCK = {v: k for k, v in _BLOCK.items()}
+# The experts stacked as llama.cpp's converter stacks them (merged_expert_name), both spellings.
+for _g, _names in (("ffn_gate_exps", ("gate_proj", "w1")), ("ffn_up_exps", ("up_proj", "w3")),
+                   ("ffn_down_exps", ("down_proj", "w2"))):
+    for _mlp, _hf in zip(("mlp", "block_sparse_moe"), _names):
+        _HF_BLOCK[f"{_mlp}.experts.{_hf}.weight"] = f"{_g}.weight"
+_HF_BLOCK["block_sparse_moe.gate.weight"] = "ffn_gate_inp.weight"
 _HF_TOP = {v: k for k, v in _TOP.items()}
 
+# The decoder's parts (demo/weights.py) by GGUF name: one name each whatever the architecture,
+# as llama.cpp names tensors by role (gguf-py's TENSOR_NAMES; a test holds them equal).
+GGUF_PARTS = {
+    "embed": "token_embd.weight", "norm": "output_norm.weight", "lm_head": "output.weight",
+    "attn_norm": "blk.{i}.attn_norm.weight", "q": "blk.{i}.attn_q.weight", "k": "blk.{i}.attn_k.weight",
+    "v": "blk.{i}.attn_v.weight", "o": "blk.{i}.attn_output.weight", "q_bias": "blk.{i}.attn_q.bias",
+    "k_bias": "blk.{i}.attn_k.bias", "v_bias": "blk.{i}.attn_v.bias", "o_bias": "blk.{i}.attn_output.bias",
+    "q_norm": "blk.{i}.attn_q_norm.weight", "k_norm": "blk.{i}.attn_k_norm.weight",
+    "attn_out_norm": "blk.{i}.post_attention_norm.weight", "ffn_out_norm": "blk.{i}.post_ffw_norm.weight",
+    "qkv": "blk.{i}.attn_qkv.weight", "gate_up": "blk.{i}.ffn_up.weight",  # Phi-3: gate rows, then up
+    "ffn_norm": "blk.{i}.ffn_norm.weight", "gate": "blk.{i}.ffn_gate.weight", "up": "blk.{i}.ffn_up.weight",
+    "down": "blk.{i}.ffn_down.weight", "router": "blk.{i}.ffn_gate_inp.weight",
+}
+# Every expert of a layer in one tensor per projection, [experts, out, in] in numpy order.
+GGUF_EXPERTS = ("blk.{i}.ffn_gate_exps.weight", "blk.{i}.ffn_up_exps.weight", "blk.{i}.ffn_down_exps.weight")
+_HF_EXPERT = re.compile(r"^model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\."
+                        r"(gate_proj|w1|up_proj|w3|down_proj|w2)\.weight$")
+_EXPERT_ROLE = {"gate_proj": 0, "w1": 0, "up_proj": 1, "w3": 1, "down_proj": 2, "w2": 2}
 
-def gguf_to_hf(name: str) -> str | None:
-    if name in _TOP:
-        return _TOP[name]
-    m = _GGUF_BLK.match(name)
-    if m and m[2] in _BLOCK:
-        return f"model.layers.{m[1]}.{_BLOCK[m[2]]}"
-    return None
+
+def gguf_part_name(part: str, layer: int | None = None) -> str:
+    """The GGUF name of a decoder part ("q", "ffn_norm", "router"...) of block `layer`."""
+    return GGUF_PARTS[part].format(i=layer)
 
 
-def hf_to_gguf(name: str) -> str | None:
+def gguf_expert(hf_name: str) -> tuple[str, int] | None:
+    """(merged GGUF tensor, expert index) holding a per-expert HF tensor (Mixtral's w1/w2/w3,
+    Qwen-MoE's gate/up/down_proj), else None: read row `index` of the merged tensor."""
+    m = _HF_EXPERT.match(hf_name)
+    if m is None:
+        return None
+    return GGUF_EXPERTS[_EXPERT_ROLE[m[3]]].format(i=int(m[1])), int(m[2])
+
+
+def merged_expert_name(hf_name: str) -> str | None:
+    """The HF name llama.cpp's converter gives the stack of one projection of every expert
+    (`model.layers.N.mlp.experts.gate_proj.weight`), which its tables map to `ffn_gate_exps`."""
+    m = _HF_EXPERT.match(hf_name)
+    return None if m is None else hf_name.replace(f".experts.{m[2]}.", ".experts.", 1)
+
+
+@lru_cache(maxsize=32)
+def _name_map(arch: str):
+    """gguf-py's TensorNameMap of `arch` for one block (block 0), or None without gguf-py."""
+    try:
+        import gguf
+        from gguf.tensor_mapping import TensorNameMap
+    except ImportError:
+        return None
+    kind = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}.get(arch)
+    if kind is None:
+        return None
+    # TensorNameMap folds an architecture's overrides into the class's shared table; keep it clean.
+    shared = dict(TensorNameMap.block_mappings_cfg)
+    try:
+        return TensorNameMap(kind, 1)
+    finally:
+        TensorNameMap.block_mappings_cfg.clear()
+        TensorNameMap.block_mappings_cfg.update(shared)
+
+
+def _builtin_hf_to_gguf(name: str, arch: str | None) -> str | None:
     if name in _HF_TOP:
         return _HF_TOP[name]
     m = _HF_LAYER.match(name)
-    if m and m[2] in _HF_BLOCK:
-        return f"blk.{m[1]}.{_HF_BLOCK[m[2]]}"
-    return None
+    if not m:
+        return None
+    rest = _ARCH_BLOCK.get(arch or "", {}).get(m[2]) or _HF_BLOCK.get(m[2])
+    return f"blk.{m[1]}.{rest}" if rest else None
+
+
+def hf_to_gguf(name: str, arch: str | None = None) -> str | None:
+    """The GGUF name of an HF tensor; `arch` (GGUF `general.architecture`) picks llama.cpp's
+    table for that architecture, else the llama layout. Merged expert names
+    (`...mlp.experts.gate_proj.weight`) map to `ffn_gate_exps`; per-expert ones to None."""
+    tmap = _name_map(arch) if arch else None
+    if tmap is not None:
+        m = _HF_LAYER.match(name)
+        key = f"model.layers.0.{m[2]}" if m else name
+        got = tmap.get_name(key, try_suffixes=(".weight", ".bias"))
+        if got is not None:
+            return f"blk.{m[1]}.{got[len('blk.0.'):]}" if m and got.startswith("blk.0.") else got
+    return _builtin_hf_to_gguf(name, arch)
+
+
+def gguf_to_hf(name: str, arch: str | None = None) -> str | None:
+    """The HF (llama-layout) name of a GGUF tensor, else None."""
+    if name in _TOP:
+        return _TOP[name]
+    m = _GGUF_BLK.match(name)
+    if not m:
+        return None
+    for hf, gg in _ARCH_BLOCK.get(arch or "", {}).items():
+        if gg == m[2]:
+            return f"model.layers.{m[1]}.{hf}"
+    return f"model.layers.{m[1]}.{_BLOCK[m[2]]}" if m[2] in _BLOCK else None
 
 
 def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
