@@ -36,7 +36,13 @@ FAMILIES = {
                         query_pre_attn_scalar=8, final_logit_softcapping=5.0,
                         attn_logit_softcapping=1.0),  # which transformers' Gemma 3 ignores
     "llama": dict(attention_bias=True),  # q, k, v and o biases
-    "phi3": dict(sliding_window=None),
+    "phi3": dict(sliding_window=None, partial_rotary_factor=0.5),  # the first half of each head turns
+    # RoPE scalings, named "family/variant": YaRN (attention factor on cos/sin, ramped frequencies);
+    # dynamic NTK, whose base stretches with the sequence past max_position_embeddings (8 < 14)
+    "llama/yarn": dict(rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0,
+                                        "original_max_position_embeddings": 16, "beta_fast": 8.0}),
+    "llama/dynamic": dict(max_position_embeddings=8,
+                          rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 100.0}),
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=None),
     # a dense layer among the experts' (mlp_only_layers), top-k not renormalised
     "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, mlp_only_layers=[1],
@@ -56,11 +62,11 @@ def _randomize_norms(model, seed: int) -> None:
 @pytest.fixture(scope="module", params=list(FAMILIES))
 def saved(request, tmp_path_factory):
     mt = request.param
-    cfg = transformers.AutoConfig.for_model(mt, **SIZES, **FAMILIES[mt])
+    cfg = transformers.AutoConfig.for_model(mt.split("/")[0], **{**SIZES, **FAMILIES[mt]})
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
     _randomize_norms(model, 1)
-    folder = tmp_path_factory.mktemp(mt)
+    folder = tmp_path_factory.mktemp(mt.replace("/", "-"))
     model.save_pretrained(folder)
     with torch.no_grad():
         ref = model(torch.tensor([IDS])).logits[0].numpy()
@@ -103,14 +109,15 @@ def test_the_model_says_its_family_features(saved):
               "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
               "gemma2": "attention logit softcap 2",
               "gemma3_text": "local RoPE base 100 on sliding layers", "llama": "q/k/v biases",
-              "phi3": "fused qkv and gate/up projections", "mixtral": "4 experts, top 2 renormalised",
+              "phi3": "partial rotary (8 of 16 dims)",
+              "llama/yarn": "yarn RoPE scaling", "llama/dynamic": "dynamic RoPE scaling", "mixtral": "4 experts, top 2 renormalised",
               "qwen3_moe": "4 experts, top 2 in 2 of 3 layers"}[mt]
     assert expect in features, features
     from model_explorer.demo.widget import RunDemo
 
     w = RunDemo(folder, device="cpu")  # the run cell says it too, once loaded
     w._job_load()
-    assert w.family.startswith(f"{mt}: ") and expect in w.family and expect in repr(w._model)
+    assert w.family.startswith(f"{mt.split('/')[0]}: ") and expect in w.family and expect in repr(w._model)
 
 
 @pytest.mark.parametrize("model_type,words", [
