@@ -24,8 +24,8 @@ from model_explorer.demo.backend import get_backend, torch_installed
 
 def test_unsupported_gguf_architecture_is_named(tmp_path):
     cfg = tiny_config()
-    path = write_gguf(cfg, random_state(cfg), str(tmp_path / "g.gguf"), architecture="gemma")
-    with pytest.raises(UnsupportedModel, match=r"'gemma' is not supported.*llama, mistral, qwen2"):
+    path = write_gguf(cfg, random_state(cfg), str(tmp_path / "g.gguf"), architecture="mamba")
+    with pytest.raises(UnsupportedModel, match=r"'mamba' is not supported.*llama, mistral, qwen2"):
         load_model(path, device="cpu")
 
 
