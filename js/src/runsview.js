@@ -88,13 +88,14 @@ function legend(s) {
   const ramp = h("span", { className: "me-runs-ramp", style: { background: `linear-gradient(to right, ${stops.join(", ")})` } });
   const kinds = [...new Set((s.marks || []).map((m) => m.kind))];
   return h("div", { className: "me-runs-legend" },
-    h("span", { text: c.label }), h("span", { text: num(c.min) }), ramp, h("span", { text: num(c.max) }),
+    h("span", { text: c.label }), h("span", { text: num(10 ** c.min) }), ramp, h("span", { text: num(10 ** c.max) }),
     ...kinds.map((k) => h("span", { className: "me-runs-key" },
       h("span", { className: `me-runs-glyph me-runs-${k}`, text: GLYPHS[k] || "?" }), ` ${MARK_WORDS[k] || k}`)));
 }
 
 /**
- * Draw state `s` into `box`; returns {setNote(text), cells}.
+ * Draw state `s` into `box`: the colour values are log10 of the statistic (the legend's ends
+ * show the statistic itself); returns {setNote(text), cells}.
  * @param {HTMLElement} box @param {any} s @param {{onPick?: (layer: number, module: string) => void}} [o]
  */
 export function renderRuns(box, s, o = {}) {

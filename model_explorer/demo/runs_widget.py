@@ -85,7 +85,7 @@ def _diff_state(d) -> dict[str, Any]:
         figures["note"] = f"No divergence: the largest relative L2 is {worst:.3g}, a drift at most."
     return {"kind": "diff", "title": f"{_name(d.b)} against {_name(d.a)}", "a": d.a, "b": d.b,
             "layers": j["layers"], "modules": j["modules"], "tokens": j["tokens"][:TOKENS_SHOWN],
-            "metrics": j["metrics"], "color": {"label": "log10 relative L2", "values": values, **_scale(values)},
+            "metrics": j["metrics"], "color": {"label": "relative L2 (log scale)", "values": values, **_scale(values)},
             "cell_tensors": j["tensors_a"], "tensors_b": j["tensors"], "places_b": j["places"],
             "outer": j["outer"], "first": first, "marks": marks, "figures": figures,
             "tokenizer_mismatch": j["tokenizer_mismatch"], "jump": j["jump"]}
@@ -117,7 +117,7 @@ def _trace_state(tr) -> dict[str, Any]:
                "massive_top": j["massive"][:MASSIVE_LISTED]}
     return {"kind": "trace", "title": f"trace of {_name(tr.source)} ({tr.architecture})", "a": tr.source,
             "layers": j["layers"], "modules": j["modules"], "tokens": j["tokens"][:TOKENS_SHOWN],
-            "metrics": j["metrics"], "color": {"label": "log10 absmax / median |x|", "values": values, **_scale(values)},
+            "metrics": j["metrics"], "color": {"label": "absmax / median |x| (log scale)", "values": values, **_scale(values)},
             "cell_tensors": j["tensors"], "outer": j["outer"], "first": first, "marks": marks, "figures": figures}
 
 

@@ -1,0 +1,129 @@
+"""The "Compare runs" view in a real JupyterLab (issue 25): a tiny Llama compared against its copy
+with layer 2's v weight swapped for layer 0's. `d.show()` draws the heatmap with the first
+divergence outlined and explained (layer, module, weight, byte offset) and the KLD / top-1
+figures; in the Explorer's Run tab, "Compare with…" runs the same comparison in the kernel and a
+click on the marked cell selects that weight in the Explorer (the hexdump lands on its first
+byte, the tensor table follows). One server for the module."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from labserver import screenshot
+
+import model_explorer as mx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the runs fixtures' builders
+
+pytestmark = pytest.mark.browser
+
+V2 = "model.layers.2.self_attn.v_proj.weight"
+PROMPT = "the cat sat on the mat, and then the hat was in the sun."
+
+
+@pytest.fixture(scope="module")
+def made(lab):
+    pytest.importorskip("safetensors")
+    pytest.importorskip("tokenizers")
+    from runs.conftest import Base
+
+    _, home = lab
+    base = Base(home / "models")
+    swapped = base.copy("swapped", {V2: base.state["model.layers.0.self_attn.v_proj.weight"]})
+    return {"a": base.folder, "b": swapped}
+
+
+@pytest.fixture(scope="module")
+def page(lab, made, chromium):
+    from labserver import run_cells
+
+    url, home = lab
+    cells = ["import model_explorer as mx",
+             f"d = mx.compare_runs({made['a']!r}, {made['b']!r}, prompt={PROMPT!r})\nd.show()",
+             f"mx.explore({made['a']!r}, run=True)"]
+    started = time.perf_counter()
+    p = run_cells(chromium, url, home, "runs.ipynb", cells,
+                  "document.querySelector('.me-runs') && document.querySelector('.me-explorer')")
+    p.opened_s = time.perf_counter() - started
+    yield p
+    p.close()
+
+
+def test_the_heatmap_marks_and_explains_the_first_divergence(page, made):
+    view = page.locator(".jp-CodeCell").nth(1).locator(".me-runs")
+    assert view.get_attribute("data-kind") == "diff"
+    assert view.locator(".me-runs-cell").count() == 4 * 9  # 4 layers x the decoder's 9 modules
+    heads = view.locator(".me-runs-colhead").all_inner_texts()
+    assert heads[:4] == ["attn_norm", "q", "k", "v"] and len(heads) == 9
+    marked = view.locator(".me-runs-cell.me-runs-mark")
+    assert marked.count() == 1
+    assert (marked.get_attribute("data-layer"), marked.get_attribute("data-module")) == ("2", "v")
+    assert "me-runs-divergence" in marked.get_attribute("class")
+    # Hover says the numbers; the cell before it agrees exactly, the marked one does not.
+    title = marked.get_attribute("title")
+    for part in ("layer 2", "v", "cosine", "relative L2", V2, "first divergence"):
+        assert part in title, (part, title)
+    assert "relative L2 0 " in view.locator(".me-runs-cell[data-layer='1'][data-module='v']").get_attribute("title")
+    # The sentence: where, the jump, the weight and its bytes.
+    info = mx.open(made["b"]).tensors[V2]
+    text = view.locator(".me-runs-first").inner_text()
+    for part in ("layer 2 v", "relative L2", V2, f"byte {info.offset:,}", "model.safetensors"):
+        assert part in text, (part, text)
+    figures = view.locator(".me-runs-figures").inner_text()
+    assert "KLD mean / median / p99 / max" in figures and "top-1 agreement" in figures
+    assert "relative L2 (log scale)" in view.locator(".me-runs-legend").inner_text()
+    # The marked cell is coloured as the hottest of its column so far (a visible red).
+    assert marked.evaluate("c => getComputedStyle(c).backgroundColor") != \
+        view.locator(".me-runs-cell[data-layer='0'][data-module='v']").evaluate("c => getComputedStyle(c).backgroundColor")
+    # Outside the Explorer, a click says which weight the cell is.
+    marked.click()
+    page.wait_for_function("el => /weight model\\.layers\\.2\\.self_attn\\.v_proj/.test(el.textContent)",
+                           arg=view.locator(".me-runs-note").element_handle(), timeout=10_000)
+    screenshot(page, "compare-runs-view", view)
+    assert not page.errors, page.errors
+
+
+def test_compare_with_in_the_run_tab_and_a_click_selects_the_weight(page, made):
+    ex = page.locator(".me-explorer").first
+    ex.locator(".me-tab", has_text="Run").click()
+    demo = ex.locator(".me-panel-run .me-rundemo")
+    demo.wait_for(timeout=30_000)
+    demo.locator("input.me-rd-other").fill(made["b"])
+    started = time.perf_counter()
+    demo.get_by_role("button", name="Compare with…").click()
+    view = demo.locator(".me-runs")
+    view.wait_for(timeout=60_000)
+    compare_s = time.perf_counter() - started
+    cell = view.locator(".me-runs-cell.me-runs-divergence")
+    assert (cell.get_attribute("data-layer"), cell.get_attribute("data-module")) == ("2", "v")
+    assert "layer 2 v" in view.locator(".me-runs-first").inner_text()
+    info = mx.open(made["a"]).tensors[V2]
+    cell.click()
+    page.wait_for_function("([el, off]) => el.querySelector(`.me-b.me-hl[data-off='${off}']`)",
+                           arg=[ex.locator(".me-hexdump").element_handle(), info.offset], timeout=20_000)
+    assert "Selected " + V2 in view.locator(".me-runs-note").inner_text()
+    assert "me-selected" in cell.get_attribute("class")
+    ex.locator(".me-tab", has_text="Tensors").click()
+    ex.locator(f".me-table-row.me-selected[data-tensor='{V2}']").wait_for(timeout=10_000)
+    page.wait_for_function("([el, name]) => el.textContent.includes(name)",
+                           arg=[ex.locator(".me-hist-title").first.element_handle(), V2], timeout=10_000)
+    ex.locator(".me-tab", has_text="Run").click()
+    screenshot(page, "compare-runs-run-tab", ex)
+    # Trace: the same view, coloured by absmax / median; no NaN in a healthy model.
+    ex.locator(".me-tab", has_text="Run").click()
+    demo.get_by_role("button", name="Trace").click()
+    page.wait_for_function("el => el.querySelector('.me-runs[data-kind=\"trace\"]')", arg=demo.element_handle(),
+                           timeout=60_000)
+    assert "absmax / median" in demo.locator(".me-runs-legend").inner_text()
+    assert demo.locator(".me-runs-cell.me-runs-nonfinite").count() == 0
+    # A path that is not there: a sentence in the widget, no traceback.
+    demo.locator("input.me-rd-other").fill(made["a"] + "-nowhere")
+    demo.get_by_role("button", name="Compare with…").click()
+    err = demo.locator(".me-rd-error")
+    page.wait_for_function("el => el.textContent.length > 0", arg=err.element_handle(), timeout=30_000)
+    assert "Traceback" not in err.inner_text()
+    print(f"notebook opened and ran in {page.opened_s:.1f} s; Compare with… drawn in {compare_s:.1f} s")
+    assert not page.errors, page.errors
