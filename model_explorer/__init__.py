@@ -33,6 +33,7 @@ _LAZY = {
     "compare_runs": "model_explorer.demo.compare_runs",
     "RunDiff": "model_explorer.demo.compare_runs",
     "convert": "model_explorer.conversion",
+    "random_model": "model_explorer.conversion.random_model",
     "sample_path": "model_explorer.samples",
     "audit": "model_explorer.audits",
     "scan": "model_explorer.audits",

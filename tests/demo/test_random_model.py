@@ -1,0 +1,62 @@
+"""mx.random_model writes a tiny checkpoint of a family from its table alone: transformers loads it
+with no missing or unexpected weight and computes the same logits as our decoder; the doctor finds
+nothing; what it cannot write is refused with a reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import model_explorer as mx
+from model_explorer.conversion import ConvertError
+
+IDS = [1, 5, 9, 3, 7, 11, 20, 4, 4, 30]
+FAMILIES = {
+    "llama": {},
+    "qwen3": {},
+    "gemma2": dict(sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+                   attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=16),
+    "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
+    "phi3": {},
+}
+
+
+@pytest.mark.parametrize("model_type", list(FAMILIES))
+def test_healthy_and_runs(model_type, tmp_path):
+    folder = mx.random_model({"model_type": model_type, **FAMILIES[model_type]}, tmp_path / model_type)
+    ckpt = mx.open(folder)
+    assert [f for f in ckpt.findings if f.severity in ("error", "warning")] == []
+    logits = mx.load_model(folder, device="cpu").forward(IDS)
+    assert logits.shape == (len(IDS), 128) and np.abs(logits).max() > 1.0  # far from uniform
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("model_type", list(FAMILIES))
+def test_transformers_loads_it_with_the_same_logits(model_type, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    folder = mx.random_model({"model_type": model_type, **FAMILIES[model_type]}, tmp_path / model_type, seed=3)
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        ref = model.float().eval()(torch.tensor([IDS])).logits[0].numpy()
+    ours = mx.load_model(folder, device="cpu").forward(IDS)
+    assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def test_seeded(tmp_path):
+    a = mx.random_model({"model_type": "llama"}, tmp_path / "a", seed=1)
+    b = mx.random_model({"model_type": "llama"}, tmp_path / "b", seed=1)
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
+    assert mx.open(a).tensors.keys() == mx.open(b).tensors.keys()
+
+
+def test_refusals(tmp_path):
+    with pytest.raises(ConvertError, match="model_type"):
+        mx.random_model({}, tmp_path / "none")
+    with pytest.raises(ConvertError, match="not one of them"):
+        mx.random_model({"model_type": "no_such_family"}, tmp_path / "unknown")
+    with pytest.raises(ConvertError, match="not a tiny model"):
+        mx.random_model({"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
+                         "num_hidden_layers": 8, "num_attention_heads": 64, "head_dim": 128}, tmp_path / "big")
+    assert not (tmp_path / "big" / "model.safetensors").exists()
