@@ -65,6 +65,12 @@ export function cellText(s, i, j, mark) {
   return parts.join(" · ");
 }
 
+/** Whether a trace's cell (i, j) holds NaN or Inf (drawn hatched). @param {any} s */
+export function nonfinite(s, i, j) {
+  const m = s.metrics || {};
+  return s.kind === "trace" && Boolean((m.nan && m.nan[i][j]) || (m.inf && m.inf[i][j]));
+}
+
 /** Rows of the figure table: [label, value]. @param {any} s */
 export function figureRows(s) {
   const f = s.figures || {};
@@ -87,10 +93,12 @@ function legend(s) {
   const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => cellColor(c.min + t * (c.max - c.min), c.min, c.max));
   const ramp = h("span", { className: "me-runs-ramp", style: { background: `linear-gradient(to right, ${stops.join(", ")})` } });
   const kinds = [...new Set((s.marks || []).map((m) => m.kind))];
+  const bad = s.layers.some((_, i) => s.modules.some((__, j) => nonfinite(s, i, j)));
   return h("div", { className: "me-runs-legend" },
     h("span", { text: c.label }), h("span", { text: num(10 ** c.min) }), ramp, h("span", { text: num(10 ** c.max) }),
     ...kinds.map((k) => h("span", { className: "me-runs-key" },
-      h("span", { className: `me-runs-glyph me-runs-${k}`, text: GLYPHS[k] || "?" }), ` ${MARK_WORDS[k] || k}`)));
+      h("span", { className: `me-runs-glyph me-runs-${k}`, text: GLYPHS[k] || "?" }), ` ${MARK_WORDS[k] || k}`)),
+    bad ? h("span", { className: "me-runs-key" }, h("span", { className: "me-runs-glyph me-runs-bad", text: "\u00a0" }), " holds NaN/Inf") : null);
 }
 
 /**
@@ -126,7 +134,8 @@ export function renderRuns(box, s, o = {}) {
     const cells = s.modules.map((module, j) => {
       const mark = marks.get(`${layer},${module}`);
       const text = cellText(s, i, j, mark);
-      const cell = h("span", { className: "me-runs-cell" + (mark ? ` me-runs-mark me-runs-${mark.kind}` : ""),
+      const bad = nonfinite(s, i, j);
+      const cell = h("span", { className: "me-runs-cell" + (mark ? ` me-runs-mark me-runs-${mark.kind}` : "") + (bad ? " me-runs-bad" : ""),
         text: mark ? GLYPHS[mark.kind] || "?" : "", tabIndex: -1,
         attrs: { role: "gridcell", title: text, "aria-label": text },
         style: { background: cellColor(s.color.values[i][j], s.color.min, s.color.max) } });

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cellColor, cellText, figureRows, markIndex, num, pickedText } from "../src/runsview.js";
+import { cellColor, cellText, figureRows, markIndex, nonfinite, num, pickedText } from "../src/runsview.js";
 
 const DIFF = {
   kind: "diff", layers: [0, 1], modules: ["q", "v"],
@@ -43,6 +43,8 @@ test("a trace cell says absmax against the median and its NaN/Inf", () => {
   const tr = { kind: "trace", layers: [0], modules: ["ffn_out"],
     metrics: { norm: [[3]], absmax: [[2000]], mean: [[0.1]], std: [[1]], nan: [[4]], inf: [[0]] },
     color: { values: [[3.3]] }, cell_tensors: [["l.0.up"]] };
+  assert.equal(nonfinite(tr, 0, 0), true);
+  assert.equal(nonfinite(DIFF, 1, 1), false);  // a comparison shows NaN as the top of its scale
   const t = cellText(tr, 0, 0, { text: "first NaN/Inf (4 NaN, 0 Inf)" });
   assert.match(t, /absmax 1995x the median \|x\|/);
   assert.match(t, /4 NaN, 0 Inf · l\.0\.up · first NaN\/Inf/);

@@ -1,7 +1,8 @@
 """The "Compare runs" view in a real JupyterLab (issue 25): a tiny Llama compared against its copy
 with layer 2's v weight swapped for layer 0's. `d.show()` draws the heatmap with the first
 divergence outlined and explained (layer, module, weight, byte offset) and the KLD / top-1
-figures; in the Explorer's Run tab, "Compare with…" runs the same comparison in the kernel and a
+figures; a trace of a copy with a NaN in layer 2's up weight marks where NaN first appears; in
+the Explorer's Run tab, "Compare with…" runs the same comparison in the kernel and a
 click on the marked cell selects that weight in the Explorer (the hexdump lands on its first
 byte, the tensor table follows). One server for the module."""
 
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the runs
 pytestmark = pytest.mark.browser
 
 V2 = "model.layers.2.self_attn.v_proj.weight"
+UP2 = "model.layers.2.mlp.up_proj.weight"
 PROMPT = "the cat sat on the mat, and then the hat was in the sun."
 
 
@@ -33,7 +35,10 @@ def made(lab):
     _, home = lab
     base = Base(home / "models")
     swapped = base.copy("swapped", {V2: base.state["model.layers.0.self_attn.v_proj.weight"]})
-    return {"a": base.folder, "b": swapped}
+    up = base.weight(2, "mlp.up_proj").copy()
+    up[5, 7] = float("nan")
+    nan = base.copy("nan", {UP2: up})
+    return {"a": base.folder, "b": swapped, "nan": nan}
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +48,11 @@ def page(lab, made, chromium):
     url, home = lab
     cells = ["import model_explorer as mx",
              f"d = mx.compare_runs({made['a']!r}, {made['b']!r}, prompt={PROMPT!r})\nd.show()",
-             f"mx.explore({made['a']!r}, run=True)"]
+             f"mx.explore({made['a']!r}, run=True)",
+             f"mx.trace({made['nan']!r}, prompt={PROMPT!r}).show()"]
     started = time.perf_counter()
     p = run_cells(chromium, url, home, "runs.ipynb", cells,
-                  "document.querySelector('.me-runs') && document.querySelector('.me-explorer')")
+                  "document.querySelectorAll('.me-runs').length >= 2 && document.querySelector('.me-explorer')")
     p.opened_s = time.perf_counter() - started
     yield p
     p.close()
@@ -83,6 +89,24 @@ def test_the_heatmap_marks_and_explains_the_first_divergence(page, made):
     page.wait_for_function("el => /weight model\\.layers\\.2\\.self_attn\\.v_proj/.test(el.textContent)",
                            arg=view.locator(".me-runs-note").element_handle(), timeout=10_000)
     screenshot(page, "compare-runs-view", view)
+    assert not page.errors, page.errors
+
+
+def test_a_trace_marks_where_nan_first_appears(page):
+    view = page.locator(".jp-CodeCell").nth(3).locator(".me-runs")
+    assert view.get_attribute("data-kind") == "trace"
+    assert "absmax / median |x| (log scale)" in view.locator(".me-runs-legend").inner_text()
+    cell = view.locator(".me-runs-cell.me-runs-nonfinite")
+    assert cell.count() == 1 and (cell.get_attribute("data-layer"), cell.get_attribute("data-module")) == ("2", "ffn_out")
+    assert cell.inner_text() == "N" and "NaN" in cell.get_attribute("title")
+    assert cell.evaluate("c => c === document.activeElement || c.tabIndex === 0")  # the tab stop
+    # NaN spreads from there: every later cell holds some (hatched), no earlier one does.
+    bad = {(c.get_attribute("data-layer"), c.get_attribute("data-module")) for c in view.locator(".me-runs-cell.me-runs-bad").all()}
+    assert ("2", "ffn_out") in bad and ("3", "residual") in bad and not any(layer in "01" for layer, _ in bad)
+    assert "holds NaN/Inf" in view.locator(".me-runs-legend").inner_text()
+    text = view.locator(".me-runs-first").inner_text()
+    assert "NaN/Inf first appear at layer 2 ffn_out" in text and UP2 in text
+    screenshot(page, "compare-runs-trace", view)
     assert not page.errors, page.errors
 
 
