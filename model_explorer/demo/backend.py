@@ -159,6 +159,9 @@ class NumpyBackend:
         # x * sigmoid(x), written to stay finite for large |x|.
         return x / (1.0 + np.exp(-np.clip(x, -80.0, 80.0)))
 
+    def sigmoid(self, x):
+        return 1.0 / (1.0 + np.exp(-np.clip(x, -80.0, 80.0)))
+
     def swiglu(self, gate, up):
         """silu(gate) * up in one buffer: decoding runs this every layer, so no temporaries."""
         t = np.clip(gate, -80.0, 80.0)
@@ -307,6 +310,9 @@ class TorchBackend:
 
     def silu(self, x):
         return self.torch.nn.functional.silu(x)
+
+    def sigmoid(self, x):
+        return self.torch.sigmoid(x)
 
     def swiglu(self, gate, up):
         return self.torch.nn.functional.silu(gate) * up

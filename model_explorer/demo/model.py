@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.config import ModelConfig
+from . import experts
 from .rope import RopeTables, rotary_dim
 
 
@@ -163,7 +164,7 @@ class Decoder:
             if rec:
                 rec(i, "ffn_norm", h)
             if layer.get("experts"):
-                out = self._experts(h, layer)
+                out = experts.forward(b, cfg, self._mlp, h, layer)
             else:
                 out = self._mlp(h, layer["gate_up"], layer["down"], cfg.intermediate_size)
             x = self._residual(x, out, layer["ffn_out_norm"])
@@ -190,29 +191,6 @@ class Decoder:
         gu = b.linear(h, gate_up)
         act = b.geglu if self.cfg.activation == "gelu_tanh" else b.swiglu
         return b.linear(act(gu[:, :inter], gu[:, inter:]), down)
-
-    def _experts(self, h, layer):
-        """A mixture of experts: a softmax router picks `experts_per_token` experts per token
-        (their weights renormalised to 1 where the family does, Mixtral always), and each
-        expert's MLP runs on the tokens routed to it. Routing is decided on the host in float32,
-        as transformers computes it."""
-        b, cfg = self.backend, self.cfg
-        logits = np.asarray(b.to_numpy(b.linear(h, layer["router"])), dtype=np.float32)
-        probs = np.exp(logits - logits.max(-1, keepdims=True))
-        probs /= probs.sum(-1, keepdims=True)
-        k = cfg.experts_per_token
-        top = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
-        weights = np.take_along_axis(probs, top, -1)
-        if cfg.renormalize_top_k:
-            weights = weights / weights.sum(-1, keepdims=True)
-        out = b.zeros(tuple(h.shape))
-        for e in np.unique(top):
-            tokens, slot = np.nonzero(top == e)
-            idx = b.ids(tokens)
-            gate_up, down = layer["experts"][int(e)]
-            y = self._mlp(b.rows(h, idx), gate_up, down, cfg.expert_intermediate_size)
-            out = b.add_rows(out, idx, y * b.asarray(weights[tokens, slot][:, None].astype(np.float32)))
-        return out
 
     def _residual(self, x, out, post_norm):
         """x + out, the sublayer's output normed first (OLMo 2) and scaled (Granite) where the

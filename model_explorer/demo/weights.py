@@ -22,26 +22,12 @@ import numpy as np
 from ..model.config import ModelConfig, UnsupportedModel
 from ..tensors.names import hf_to_gguf, unpermute_qk
 from ..units import format_bytes
+from . import experts as moe
+from .experts import expert_names, is_moe  # noqa: F401  (where callers found them)
 
 LAYER_PARTS = ("attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down")
 BIAS_PARTS = ("q_bias", "k_bias", "v_bias")
 NORM_PARTS = ("norm", "attn_norm", "ffn_norm", "q_norm", "k_norm", "attn_out_norm", "ffn_out_norm")
-
-
-def is_moe(cfg: ModelConfig, layer: int | None) -> bool:
-    return bool(cfg.experts) and (layer is None or cfg.moe_layers is None or cfg.moe_layers[layer])
-
-
-# The experts' tensors, by family: (router, expert {e}'s gate, up, down).
-EXPERT_NAMES = {
-    "mixtral": ("model.layers.{i}.block_sparse_moe.gate.weight",
-                "model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight",
-                "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight",
-                "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight"),
-    "qwen3_moe": ("model.layers.{i}.mlp.gate.weight", "model.layers.{i}.mlp.experts.{e}.gate_proj.weight",
-                  "model.layers.{i}.mlp.experts.{e}.up_proj.weight",
-                  "model.layers.{i}.mlp.experts.{e}.down_proj.weight"),
-}
 
 
 def layer_parts(cfg: ModelConfig, layer: int | None = None) -> tuple[str, ...]:
@@ -62,13 +48,6 @@ def layer_parts(cfg: ModelConfig, layer: int | None = None) -> tuple[str, ...]:
     if cfg.post_norms or cfg.sandwich_norms:
         parts += ["attn_out_norm", "ffn_out_norm"]
     return tuple(parts)
-
-
-def expert_names(cfg: ModelConfig, layer: int) -> list[tuple[str, str, str]]:
-    """(gate, up, down) names of each expert of `layer`."""
-    _, gate, up, down = EXPERT_NAMES[cfg.architecture]
-    return [(gate.format(i=layer, e=e), up.format(i=layer, e=e), down.format(i=layer, e=e))
-            for e in range(cfg.experts)]
 
 
 # Gemma 2 norms the MLP's input with a weight of its own (Llama's post_attention_layernorm norms
@@ -268,7 +247,7 @@ class Weights:
         top = 2 + (0 if self.tied else 1) + (1 if "rope_freqs_tensor" in self.cfg.extra else 0)
         if self.keep_quantized:
             return top
-        return top + sum(len(layer_parts(self.cfg, i)) + (3 * self.cfg.experts if is_moe(self.cfg, i) else 0)
+        return top + sum(len(layer_parts(self.cfg, i)) + (moe.tensor_count(self.cfg, i) if is_moe(self.cfg, i) else 0)
                          for i in range(self.cfg.num_layers))
 
     # -- names and shapes ----------------------------------------------------------------------
@@ -276,7 +255,7 @@ class Weights:
     def name(self, part: str, layer: int | None = None) -> str:
         """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
         if part == "router":
-            return EXPERT_NAMES[self.cfg.architecture][0].format(i=layer)
+            return moe.router_name(self.cfg, layer)
         if self.cfg.sandwich_norms and part in SANDWICH_NAMES and not self.gguf:
             return SANDWICH_NAMES[part].format(i=layer)
         return tensor_name(part, layer, self.gguf)
@@ -326,11 +305,9 @@ class Weights:
                                    f"{DESCRIPTIONS[p]}{where}){more}; a {self.cfg.architecture} "
                                    f"model with {self.cfg.num_layers} layers needs it.{why}")
         named = [(self.name(p, i), shapes[p]) for p, i in wanted]
-        ef, h = self.cfg.expert_intermediate_size, self.cfg.hidden_size
         for i in range(self.cfg.num_layers):
             if is_moe(self.cfg, i):
-                for gate, up, down in expert_names(self.cfg, i):
-                    named += [(gate, (ef, h)), (up, (ef, h)), (down, (h, ef))]
+                named += moe.expected_shapes(self.cfg, i)
         for name, shape in named:
             info = tensors.get(name)
             if info is None:
@@ -412,18 +389,12 @@ class Weights:
 
     def _build_layer(self, i: int) -> dict:
         b = self.backend
-        moe = is_moe(self.cfg, i)
+        sparse = is_moe(self.cfg, i)
         if self.cfg.fused_projections:  # stored fused, in the order the decoder splits them
             qkv, gate_up = self._read("qkv", i), self._read("gate_up", i)
         else:
             qkv = np.concatenate([self._read("q", i), self._read("k", i), self._read("v", i)])
-            gate_up = None if moe else np.concatenate([self._read("gate", i), self._read("up", i)])
-        experts = None
-        if moe:
-            experts = [(self._matrix(f"layer {i} expert {e} gate_up", np.concatenate(
-                            [self._read("", name=gate), self._read("", name=up)])),
-                        self._matrix(f"layer {i} expert {e} down", self._read("", name=down)))
-                       for e, (gate, up, down) in enumerate(expert_names(self.cfg, i))]
+            gate_up = None if sparse else np.concatenate([self._read("gate", i), self._read("up", i)])
         bias = None
         if self.cfg.attention_bias:
             bias = b.asarray(np.concatenate([self._read(p, i) for p in BIAS_PARTS]))
@@ -432,15 +403,17 @@ class Weights:
         def maybe(part):
             return self._array(part, i) if part in parts else None
 
-        return {"attn_norm": maybe("attn_norm"), "qkv": self._matrix(f"layer {i} qkv", qkv),
+        layer = {"attn_norm": maybe("attn_norm"), "qkv": self._matrix(f"layer {i} qkv", qkv),
                 "qkv_bias": bias, "o": self._matrix(f"layer {i} o", self._read("o", i)),
                 "o_bias": maybe("o_bias"), "q_norm": maybe("q_norm"), "k_norm": maybe("k_norm"),
                 "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
                 "ffn_out_norm": maybe("ffn_out_norm"),
-                "gate_up": None if moe else self._matrix(f"layer {i} gate_up", gate_up),
-                "down": None if moe else self._matrix(f"layer {i} down", self._read("down", i)),
-                "router": self._matrix(f"layer {i} router", self._read("router", i)) if moe else None,
-                "experts": experts}
+                "gate_up": None if sparse else self._matrix(f"layer {i} gate_up", gate_up),
+                "down": None if sparse else self._matrix(f"layer {i} down", self._read("down", i)),
+                "router": None, "experts": None, "shared": None, "shared_gate": None}
+        if sparse:
+            layer.update(moe.build(self, i))
+        return layer
 
     def layer(self, i: int) -> dict:
         """The backend arrays of layer `i`; dequantized now when `keep_quantized`."""
@@ -452,8 +425,8 @@ class Weights:
         """Bytes of weights held between forward passes (float32, or int8/int4 plus scales)."""
         held = [self.embed, self.norm] + ([] if self.tied else [self.lm_head])
         for layer in self._layers or []:
-            held += [v for k, v in layer.items() if v is not None and k != "experts"]
-            held += [m for pair in layer.get("experts") or () for m in pair]
+            held += [v for k, v in layer.items() if v is not None and k not in ("experts", "shared")]
+            held += [m for pair in (layer.get("experts") or []) + [layer.get("shared")] if pair for m in pair]
         return sum(int(a.nbytes) for a in held)
 
 

@@ -19,9 +19,9 @@ from . import families
 
 # Hugging Face `model_type` values; the `architectures` classes they come with.
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
-                  "gemma3_text", "phi3", "mixtral", "qwen3_moe")
+                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe")
 # What the families in families.py that this decoder does not run yet need, in words.
-NOT_YET = {"qwen2_moe": "Qwen2-MoE's gated shared expert", "gpt2": "GPT-2's LayerNorm, GELU MLP and "
+NOT_YET = {"gpt2": "GPT-2's LayerNorm, GELU MLP and "
            "learned positions", "gpt_neox": "NeoX's parallel residual, LayerNorm and partial rotary",
            "gpt_oss": "gpt-oss's attention sinks and clamped SwiGLU experts",
            "deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
@@ -84,6 +84,8 @@ class ModelConfig:
     expert_intermediate_size: int = 0
     renormalize_top_k: bool = True
     moe_layers: list[bool] | None = None  # per layer, whether its feed-forward is the experts
+    shared_expert_size: int = 0  # an MLP every token goes through beside its experts (Qwen2-MoE, DeepSeek)
+    shared_expert_gate: bool = False  # Qwen2-MoE scales the shared expert by sigmoid(h . w)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def features(self) -> list[str]:
@@ -132,6 +134,8 @@ class ModelConfig:
                 f" in {sum(self.moe_layers)} of {self.num_layers} layers"
             out.append(f"{self.experts} experts, top {self.experts_per_token}"
                        f"{' renormalised' if self.renormalize_top_k else ''}{which}")
+        if self.shared_expert_size:
+            out.append("shared expert" + (" with a sigmoid gate" if self.shared_expert_gate else ""))
         return out
 
     @property
@@ -351,12 +355,12 @@ def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict
 
 
 def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
-    """The mixture-of-experts fields: Mixtral (every layer, renormalised top-k) and Qwen3-MoE
-    (decoder_sparse_step / mlp_only_layers, norm_topk_prob)."""
-    if model_type not in ("mixtral", "qwen3_moe"):
+    """The mixture-of-experts fields: Mixtral (every layer, renormalised top-k) and Qwen2/3-MoE
+    (decoder_sparse_step / mlp_only_layers, norm_topk_prob; Qwen2-MoE's gated shared expert)."""
+    if model_type not in ("mixtral", "qwen3_moe", "qwen2_moe"):
         return {}
     n = config.get("num_local_experts")
-    if model_type == "qwen3_moe" and config.get("num_experts") is not None:  # the Hub's spelling
+    if model_type != "mixtral" and config.get("num_experts") is not None:  # the Hub's spelling
         n = config["num_experts"]
     k = config.get("num_experts_per_tok")
     width = config.get("intermediate_size") if model_type == "mixtral" else config.get("moe_intermediate_size")
@@ -364,11 +368,14 @@ def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, k, width, layers)):
         raise UnsupportedModel(f"config.json of {model_type} lacks the expert count, top-k or width.")
     moe_layers = None
-    if model_type == "qwen3_moe":
+    if model_type != "mixtral":
         step = config.get("decoder_sparse_step", 1) or 1
         dense = set(config.get("mlp_only_layers") or [])
         moe_layers = [i not in dense and (i + 1) % step == 0 for i in range(min(layers, 1 << 16))]
+    shared = config.get("shared_expert_intermediate_size") if model_type == "qwen2_moe" else 0
+    if not isinstance(shared, int) or isinstance(shared, bool) or shared < 0:
+        raise UnsupportedModel(f"config.json shared_expert_intermediate_size should be a non-negative "
+                               f"integer, found {shared!r}.")
     return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width,
             "renormalize_top_k": True if model_type == "mixtral" else bool(config.get("norm_topk_prob", False)),
-            "moe_layers": moe_layers}
-
+            "moe_layers": moe_layers, "shared_expert_size": shared, "shared_expert_gate": bool(shared)}

@@ -47,6 +47,9 @@ FAMILIES = {
     # a dense layer among the experts' (mlp_only_layers), top-k not renormalised
     "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, mlp_only_layers=[1],
                       norm_topk_prob=False),
+    # the shared expert and its sigmoid gate beside the routed ones; renormalised top-k; a dense layer
+    "qwen2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+                      shared_expert_intermediate_size=48, decoder_sparse_step=1, mlp_only_layers=[2]),
 }
 
 
@@ -111,7 +114,8 @@ def test_the_model_says_its_family_features(saved):
               "gemma3_text": "local RoPE base 100 on sliding layers", "llama": "q/k/v biases",
               "phi3": "partial rotary (8 of 16 dims)",
               "llama/yarn": "yarn RoPE scaling", "llama/dynamic": "dynamic RoPE scaling", "mixtral": "4 experts, top 2 renormalised",
-              "qwen3_moe": "4 experts, top 2 in 2 of 3 layers"}[mt]
+              "qwen3_moe": "4 experts, top 2 in 2 of 3 layers",
+              "qwen2_moe": "shared expert with a sigmoid gate"}[mt]
     assert expect in features, features
     from model_explorer.demo.widget import RunDemo
 
@@ -121,7 +125,7 @@ def test_the_model_says_its_family_features(saved):
 
 
 @pytest.mark.parametrize("model_type,words", [
-    ("qwen2_moe", "shared expert"), ("deepseek_v3", "MLA"),
+    ("deepseek_v3", "MLA"),
     ("gpt_oss", "attention sinks"), ("gpt_neox", "parallel residual")])
 def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
     import json

@@ -1,0 +1,125 @@
+"""Mixture-of-experts feed-forwards: where each family stores its experts, how the router picks
+them, and the forward pass over the tokens routed to each expert.
+
+Families differ as data: the router (softmax over all experts, then top-k, optionally
+renormalised: Mixtral, Qwen2/3-MoE), and a shared expert every token goes through beside its
+routed ones (Qwen2-MoE scales it by a sigmoid gate of its own). Routing is decided on the host in
+float32, as transformers computes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.config import ModelConfig
+
+
+def is_moe(cfg: ModelConfig, layer: int | None) -> bool:
+    return bool(cfg.experts) and (layer is None or cfg.moe_layers is None or cfg.moe_layers[layer])
+
+
+_QWEN = ("model.layers.{i}.mlp.gate.weight", "model.layers.{i}.mlp.experts.{e}.gate_proj.weight",
+         "model.layers.{i}.mlp.experts.{e}.up_proj.weight", "model.layers.{i}.mlp.experts.{e}.down_proj.weight")
+# The experts' tensors, by family: (router, expert {e}'s gate, up, down).
+EXPERT_NAMES = {
+    "mixtral": ("model.layers.{i}.block_sparse_moe.gate.weight",
+                "model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight",
+                "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight",
+                "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight"),
+    "qwen3_moe": _QWEN, "qwen2_moe": _QWEN,
+}
+# The shared expert's gate, up, down, and its sigmoid gate's weight (None: ungated).
+SHARED_NAMES = {
+    "qwen2_moe": ("model.layers.{i}.mlp.shared_expert.gate_proj.weight",
+                  "model.layers.{i}.mlp.shared_expert.up_proj.weight",
+                  "model.layers.{i}.mlp.shared_expert.down_proj.weight",
+                  "model.layers.{i}.mlp.shared_expert_gate.weight"),
+}
+
+
+def router_name(cfg: ModelConfig, layer: int) -> str:
+    return EXPERT_NAMES[cfg.architecture][0].format(i=layer)
+
+
+def expert_names(cfg: ModelConfig, layer: int) -> list[tuple[str, str, str]]:
+    """(gate, up, down) names of each expert of `layer`."""
+    _, gate, up, down = EXPERT_NAMES[cfg.architecture]
+    return [(gate.format(i=layer, e=e), up.format(i=layer, e=e), down.format(i=layer, e=e))
+            for e in range(cfg.experts)]
+
+
+def shared_names(cfg: ModelConfig, layer: int) -> tuple[str, str, str, str | None] | None:
+    """(gate, up, down, sigmoid gate or None) of the layer's shared expert; None without one."""
+    if not cfg.shared_expert_size:
+        return None
+    names = SHARED_NAMES[cfg.architecture]
+    return tuple(n.format(i=layer) if n else None for n in names)
+
+
+def expected_shapes(cfg: ModelConfig, layer: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every expert tensor of a mixture-of-experts layer, router excepted."""
+    ef, h, sf = cfg.expert_intermediate_size, cfg.hidden_size, cfg.shared_expert_size
+    out = []
+    for gate, up, down in expert_names(cfg, layer):
+        out += [(gate, (ef, h)), (up, (ef, h)), (down, (h, ef))]
+    shared = shared_names(cfg, layer)
+    if shared:
+        out += [(shared[0], (sf, h)), (shared[1], (sf, h)), (shared[2], (h, sf))]
+        if shared[3]:
+            out.append((shared[3], (1, h)))
+    return out
+
+
+def tensor_count(cfg: ModelConfig, layer: int) -> int:
+    return len(expected_shapes(cfg, layer))
+
+
+def build(w, i: int) -> dict:
+    """The layer's router, experts ((gate_up, down) each) and shared expert as backend matrices;
+    `w` is the `weights.Weights` reading them."""
+    def pair(label: str, gate: str, up: str, down: str):
+        return (w._matrix(f"layer {i} {label} gate_up", np.concatenate([w._read("", name=gate),
+                                                                         w._read("", name=up)])),
+                w._matrix(f"layer {i} {label} down", w._read("", name=down)))
+
+    out = {"router": w._matrix(f"layer {i} router", w._read("", name=router_name(w.cfg, i))),
+           "experts": [pair(f"expert {e}", *names) for e, names in enumerate(expert_names(w.cfg, i))],
+           "shared": None, "shared_gate": None}
+    shared = shared_names(w.cfg, i)
+    if shared:
+        out["shared"] = pair("shared expert", *shared[:3])
+        if shared[3]:
+            out["shared_gate"] = w._matrix(f"layer {i} shared expert gate", w._read("", name=shared[3]))
+    return out
+
+
+def route(cfg: ModelConfig, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(experts, weights) per token, each (tokens, experts_per_token): softmax over all experts,
+    the top k, renormalised to 1 where the family does."""
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    top = np.argsort(-probs, axis=-1, kind="stable")[:, :cfg.experts_per_token]
+    weights = np.take_along_axis(probs, top, -1)
+    if cfg.renormalize_top_k:
+        weights = weights / weights.sum(-1, keepdims=True)
+    return top, weights
+
+
+def forward(b, cfg: ModelConfig, mlp, h, layer: dict):
+    """The experts' output for the normed hidden states `h`: each expert's MLP (`mlp(h, gate_up,
+    down, width)`) runs on the tokens routed to it, weighted; plus the shared expert."""
+    logits = np.asarray(b.to_numpy(b.linear(h, layer["router"])), dtype=np.float32)
+    top, weights = route(cfg, logits)
+    out = b.zeros(tuple(h.shape))
+    for e in np.unique(top):
+        tokens, slot = np.nonzero(top == e)
+        idx = b.ids(tokens)
+        gate_up, down = layer["experts"][int(e)]
+        y = mlp(b.rows(h, idx), gate_up, down, cfg.expert_intermediate_size)
+        out = b.add_rows(out, idx, y * b.asarray(weights[tokens, slot][:, None].astype(np.float32)))
+    if layer.get("shared") is not None:
+        y = mlp(h, *layer["shared"], cfg.shared_expert_size)
+        if layer.get("shared_gate") is not None:
+            y = y * b.sigmoid(b.linear(h, layer["shared_gate"]))
+        out = out + y
+    return out
