@@ -170,7 +170,9 @@ class RunsView(anywidget.AnyWidget):
     """
 
     def __init__(self, result=None, on_select: Callable[[str], Any] | None = None, **kwargs) -> None:
-        super().__init__(runs=runs_state(result) if result is not None else {}, **kwargs)
+        if result is not None:
+            kwargs["runs"] = runs_state(result)
+        super().__init__(**kwargs)
         self.on_select = on_select
         self.on_msg(self._on_msg)
 

@@ -23,6 +23,13 @@ pytestmark = pytest.mark.browser
 
 V2 = "model.layers.2.self_attn.v_proj.weight"
 UP2 = "model.layers.2.mlp.up_proj.weight"
+EVIL = '<img src=x onerror="window.pwned=1">'
+# The state of d with names from a hostile file: drawn as text, never parsed as HTML.
+EVIL_CELL = f"""from model_explorer.demo.runs_widget import RunsView, runs_state
+s = runs_state(d)
+s["title"] = s["first"]["sentence"] = s["cell_tensors"][2][3] = s["marks"][0]["text"] = {EVIL!r}
+s["tokenizer_mismatch"] = {{"position": 1, "a_tokens": [{EVIL!r}], "b_tokens": ["x"]}}
+RunsView(runs=s)"""
 PROMPT = "the cat sat on the mat, and then the hat was in the sun."
 
 
@@ -49,10 +56,11 @@ def page(lab, made, chromium):
     cells = ["import model_explorer as mx",
              f"d = mx.compare_runs({made['a']!r}, {made['b']!r}, prompt={PROMPT!r})\nd.show()",
              f"mx.explore({made['a']!r}, run=True)",
-             f"mx.trace({made['nan']!r}, prompt={PROMPT!r}).show()"]
+             f"mx.trace({made['nan']!r}, prompt={PROMPT!r}).show()",
+             EVIL_CELL]
     started = time.perf_counter()
     p = run_cells(chromium, url, home, "runs.ipynb", cells,
-                  "document.querySelectorAll('.me-runs').length >= 2 && document.querySelector('.me-explorer')")
+                  "document.querySelectorAll('.me-runs').length >= 3 && document.querySelector('.me-explorer')")
     p.opened_s = time.perf_counter() - started
     yield p
     p.close()
@@ -108,6 +116,15 @@ def test_a_trace_marks_where_nan_first_appears(page):
     assert "NaN/Inf first appear at layer 2 ffn_out" in text and UP2 in text
     screenshot(page, "compare-runs-trace", view)
     assert not page.errors, page.errors
+
+
+def test_names_from_files_are_text_never_html(page):
+    view = page.locator(".jp-CodeCell").nth(4).locator(".me-runs")
+    assert view.locator(".me-runs-title").inner_text() == EVIL
+    assert view.locator(".me-runs-first").inner_text() == EVIL
+    assert "<img src=x onerror=" in view.locator(".me-runs-warn").inner_text()
+    assert EVIL in view.locator(".me-runs-cell[data-layer='2'][data-module='v']").get_attribute("title")
+    assert view.locator("img").count() == 0 and page.evaluate("window.pwned") is None
 
 
 def test_compare_with_in_the_run_tab_and_a_click_selects_the_weight(page, made):
