@@ -33,6 +33,8 @@ COURSE = {
     "08_debugging_a_conversion": "A conversion that passes every byte check but writes worse text: the "
                                  "sample traced, a planted q/k row-order fault found by compare_runs at "
                                  "its layer, module and bytes, fixed and checked again.",
+    "09_model_families": "Llama and Gemma 2 side by side: the dials in config.json, the norms in the "
+                         "tensors, and compare_runs showing where each softcap and the sliding window act.",
 }
 CELL_TIMEOUT = 170  # seconds; the whole notebook must stay under 3 minutes on 2 cores
 

@@ -39,6 +39,12 @@ EXPECTED = {
                                   "first divergence: layer 7, module q, tensor blk.7.attn_q.weight",
                                   "fixed: True", "first divergence: None",
                                   "merge fault: layer 12 ffn_out, blk.12.ffn_down.weight"],
+    "09_model_families": ["llama: ['(a plain Llama decoder)']", "final logit softcap 3",
+                          "pre_feedforward_layernorm.weight", "largest |logit| with a final softcap of 3.0: 2.9",
+                          "attention softcap off: first divergence: layer 0 attn_out",
+                          "final softcap off: first divergence: logits", "top-1 agreement 100%",
+                          "no sliding window: first divergence: layer 0 attn_out",
+                          "gemma read as llama: first divergence at embed"],
 }
 
 
