@@ -1,4 +1,5 @@
-"""config.json <-> GGUF metadata for llama-family models."""
+"""GGUF metadata -> config.json for llama GGUFs, and GGUF -> GGUF metadata copies (HF -> GGUF
+keys per family: gguf_arch.py)."""
 
 from __future__ import annotations
 
@@ -67,38 +68,6 @@ def config_from_gguf(ckpt: Checkpoint) -> dict:
         if value is not None:
             config[field_name] = value
     return config
-
-
-def _rope_theta(config: dict) -> float | None:
-    rp = config.get("rope_parameters")
-    if isinstance(rp, dict) and "rope_theta" in rp:
-        return float(rp["rope_theta"])
-    return float(config["rope_theta"]) if "rope_theta" in config else None
-
-
-def _add_llama_metadata(writer, config: dict, name: str) -> None:
-    """HF config.json -> llama.* keys (what llama.cpp's convert_hf_to_gguf writes)."""
-    if config.get("model_type") not in LLAMA_LIKE:
-        raise ConvertError(f"config.json says model_type {config.get('model_type')!r}; writing GGUF "
-                           "from a Hugging Face model knows the llama layout only.")
-    writer.add_name(name)
-    heads = int(config["num_attention_heads"])
-    writer.add_context_length(int(config.get("max_position_embeddings", 2048)))
-    writer.add_embedding_length(int(config["hidden_size"]))
-    writer.add_block_count(int(config["num_hidden_layers"]))
-    writer.add_feed_forward_length(int(config["intermediate_size"]))
-    writer.add_head_count(heads)
-    writer.add_head_count_kv(int(config.get("num_key_value_heads") or heads))
-    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-5)))
-    theta = _rope_theta(config)
-    if theta is not None:
-        writer.add_rope_freq_base(theta)
-    head_dim = int(config.get("head_dim") or config["hidden_size"] // heads)
-    writer.add_rope_dimension_count(head_dim)
-    if head_dim != config["hidden_size"] // heads:
-        writer.add_key_length(head_dim)
-        writer.add_value_length(head_dim)
-    writer.add_vocab_size(int(config["vocab_size"]))
 
 
 def _copy_gguf_metadata(writer, ckpt: Checkpoint) -> None:

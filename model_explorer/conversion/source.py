@@ -16,23 +16,12 @@ from ..model.findings import MODEL_CODES
 from ..model.tokenizer import side_text
 from ..tensors.names import gguf_to_hf, unpermute_qk
 from .common import SAFETENSORS_DTYPES, TOKENIZER_FILES, ConvertError
+from .gguf_arch import rope_heads
 from .gguf_meta import config_from_gguf
 from .tokenizer_meta import tokenizer_config_from_gguf, tokenizer_json_from_gguf
 
 # Derived by llama.cpp from the rope scaling settings; transformers recomputes it from config.json.
 _GGUF_ONLY = ("rope_freqs.weight",)
-
-
-def _rope_heads(hf_name: str, config: dict) -> int | None:
-    """Heads llama.cpp permutes a Q or K projection over (weight and bias), else None."""
-    if hf_name.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
-        return int(config["num_attention_heads"])
-    if hf_name.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
-        return int(config.get("num_key_value_heads") or config["num_attention_heads"])
-    return None
-
-
-
 
 
 @dataclass
@@ -43,6 +32,7 @@ class _Tensor:
     source: str
     shape: tuple[int, ...]
     transform: Callable[[np.ndarray], np.ndarray] | None = None
+    stack: tuple[str, ...] = ()  # several sources stacked on a new first axis (a layer's experts)
 
 
 @dataclass
@@ -54,6 +44,8 @@ class _Source:
     float_dtype: str = "F16"
 
     def read(self, t: _Tensor) -> np.ndarray:
+        if t.stack:
+            return np.stack([np.asarray(self.ckpt.read(name), dtype=np.float32) for name in t.stack])
         arr = np.asarray(self.ckpt.read(t.source), dtype=np.float32)
         if arr.shape != t.shape:
             arr = arr.reshape(t.shape)
@@ -100,7 +92,7 @@ def _from_gguf(ckpt: Checkpoint) -> _Source:
             if name not in _GGUF_ONLY:
                 warnings.warn(f"convert: {name!r} has no Hugging Face llama name; left out.", stacklevel=3)
             continue
-        heads = _rope_heads(hf, config)
+        heads = rope_heads(hf, config)
         transform = (lambda w, h=heads: unpermute_qk(w, h)) if heads else None
         tensors.append(_Tensor(hf, name, tuple(info.shape), transform))
     files = {}

@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from typing import Any
 
 import numpy as np
 
 from ..ggml import Keys
-from ..tensors.names import hf_to_gguf, permute_qk
+from . import gguf_arch
 from .common import ConvertError, Progress, report
-from .gguf_meta import _add_llama_metadata, _copy_gguf_metadata
-from .source import _rope_heads, _Source, _Tensor
+from .gguf_meta import _copy_gguf_metadata
+from .source import _Source, _Tensor
 from .tokenizer_meta import _add_tokenizer_metadata
 
 
@@ -224,21 +223,7 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
         if src.config is None:
             raise ConvertError(f"{ckpt.source!r} has no config.json, so the GGUF hyperparameters "
                                "(heads, layers, rope) cannot be derived.")
-        arch = "llama"
-        plan = []
-        for t in src.tensors:
-            name = hf_to_gguf(t.name)
-            if name is None:
-                warnings.warn(f"convert: {t.name!r} has no GGUF llama name; left out.", stacklevel=3)
-                continue
-            heads = _rope_heads(t.name, src.config)
-            inner = t.transform
-            if heads:
-                def transform(w, h=heads, inner=inner):
-                    return permute_qk(inner(w) if inner else w, h)
-            else:
-                transform = inner
-            plan.append(_Tensor(name, t.source, t.shape, transform))
+        arch, plan = gguf_arch.tensor_plan(src, _Tensor)
     partial = path + ".partial"
     writer = gguf.GGUFWriter(partial, arch)
     try:
@@ -246,7 +231,7 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
             _copy_gguf_metadata(writer, ckpt)
         else:
             name = (src.config.get("_name_or_path") or os.path.basename(os.path.normpath(ckpt.source)))
-            _add_llama_metadata(writer, src.config, str(name))
+            gguf_arch.add_metadata(writer, src.config, str(name))
             rows = next((t.shape[0] for t in plan if t.name == "token_embd.weight"), 0)
             _add_tokenizer_metadata(writer, src.tokenizer_files, src.config, rows)
         writer.add_file_type(gguf.LlamaFileType[_FILE_TYPE[dtype]])

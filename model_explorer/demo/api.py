@@ -350,6 +350,8 @@ def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer | None, str | Non
     if ckpt.errors:
         refuse(ckpt.errors)
     if ckpt.format == "gguf":
+        if "tokenizer.ggml.tokens" not in ckpt.metadata:  # a converted folder that had no tokenizer
+            return cfg, None, "the GGUF metadata has no tokenizer (tokenizer.ggml.tokens)"
         return cfg, tokenizer_from_gguf(ckpt.metadata), None
     directory = path if sources.isdir(path) else sources.dirname(path)
     if not sources.exists(sources.join(directory, "tokenizer.json")):

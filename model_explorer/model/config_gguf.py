@@ -51,9 +51,13 @@ def unsupported_architecture(arch: Any) -> UnsupportedModel:
     """The refusal for a GGUF whose architecture the numpy decoder does not run."""
     if arch is None:
         return UnsupportedModel("The GGUF metadata has no 'general.architecture', so the model type is unknown.")
-    if arch in GGUF_NOT_YET:
-        return UnsupportedModel(f"GGUF architecture {arch!r}: {NOT_YET[GGUF_NOT_YET[arch]]} is not implemented "
+    hf = GGUF_NOT_YET.get(arch)
+    if hf in NOT_YET:
+        return UnsupportedModel(f"GGUF architecture {arch!r}: {NOT_YET[hf]} is not implemented "
                                 "in the numpy decoder yet.")
+    if hf is not None:
+        return UnsupportedModel(f"GGUF architecture {arch!r}: the numpy decoder runs {hf} from a Hugging Face "
+                                "folder (config.json) but does not read its GGUF hyperparameters yet.")
     return UnsupportedModel(f"GGUF architecture {arch!r} is not supported: the numpy decoder runs "
                             f"general.architecture one of {', '.join(GGUF_ARCHITECTURES)}.")
 
@@ -82,13 +86,12 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     for what, value in (("attention.head_count", heads), ("attention.head_count_kv", kv_heads)):
         if isinstance(value, (list, tuple)) or hasattr(value, "to_list"):
             raise UnsupportedModel(f"{arch}.{what} gives one value per layer; the decoder needs one for all.")
-    head_dim = get(Keys.KEY_LENGTH, None) or get(Keys.ROPE_DIMENSION_COUNT, None)
-    if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads:
-        head_dim = hidden // heads
     rotary = get(Keys.ROPE_DIMENSION_COUNT, None)
-    if rotary is not None and rotary != head_dim:
-        raise UnsupportedModel(f"{arch}.rope.dimension_count is {rotary} of head_dim {head_dim}: partial rotary "
-                               "embeddings are not implemented.")
+    head_dim = get(Keys.KEY_LENGTH, None)
+    if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads:
+        # no key_length: hidden / heads, unless RoPE turns more dims than that (Mistral Nemo's head_dim)
+        head_dim = max(hidden // heads, rotary if isinstance(rotary, int) else 0)
+    rotary = None if rotary == head_dim else rotary  # partial rotary: the first `rotary` dims of a head
     rope_scaling = None
     scaling_type = get(Keys.ROPE_SCALING_TYPE, None)
     if scaling_type == "linear":
@@ -168,6 +171,7 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         tie_word_embeddings=bool(names) and "output.weight" not in names,
         sliding_window=window,
         gguf_qk_permuted=arch in QK_PERMUTED,
+        rotary_dim=rotary,
         extra=extra,
         **fields,
     ).validate()

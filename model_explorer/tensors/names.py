@@ -49,7 +49,6 @@ _ARCH_BLOCK = {
     "gemma2": {"post_attention_layernorm.weight": "post_attention_norm.weight",
                "pre_feedforward_layernorm.weight": "ffn_norm.weight"},
     "olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight"},
-    "phi3": {"mlp.gate_up_proj.weight": "ffn_up.weight"},
 }
 _ARCH_BLOCK["gemma3"] = _ARCH_BLOCK["gemma2"]
 _GGUF_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
@@ -61,6 +60,7 @@ for _g, _names in (("ffn_gate_exps", ("gate_proj", "w1")), ("ffn_up_exps", ("up_
     for _mlp, _hf in zip(("mlp", "block_sparse_moe"), _names):
         _HF_BLOCK[f"{_mlp}.experts.{_hf}.weight"] = f"{_g}.weight"
 _HF_BLOCK["block_sparse_moe.gate.weight"] = "ffn_gate_inp.weight"
+_HF_BLOCK["mlp.gate_up_proj.weight"] = "ffn_up.weight"  # Phi-3's gate and up, one tensor in both
 _HF_TOP = {v: k for k, v in _TOP.items()}
 
 # The decoder's parts (demo/weights.py) by GGUF name: one name each whatever the architecture,

@@ -1,0 +1,201 @@
+"""Hugging Face folder -> GGUF for each family the run cell runs, as llama.cpp's
+convert_hf_to_gguf.py writes it: the architecture name, its `{arch}.*` keys, tensor names from
+gguf-py's TensorNameMap, and the changes its converter makes to the tensors (q/k rows permuted for
+the LlamaModel-based ones, Gemma's norms stored as 1 + w, each projection of every expert stacked
+into one [experts, out, in] tensor, Gemma's tied head left out).
+
+Where llama.cpp hard-codes what a config.json can vary (Gemma 2's sliding layers, SmolLM3's
+RoPE-less layers), a model that differs is refused rather than written to run differently.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+
+from ..model.config_gguf import QK_PERMUTED, SMOLLM3_NO_ROPE_STEP
+from ..tensors.names import hf_to_gguf, merged_expert_name, permute_qk
+from .common import ConvertError
+
+# HF model_type -> GGUF general.architecture (llama.cpp writes Mistral and Mixtral as llama).
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+             "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "phi3": "phi3", "olmo2": "olmo2",
+             "granite": "granite", "smollm3": "smollm3"}
+_EXPERT = re.compile(r"\.experts\.(\d+)\.")
+
+
+def gguf_arch(config: dict) -> str:
+    model_type = config.get("model_type")
+    if model_type not in GGUF_ARCH:
+        raise ConvertError(f"config.json says model_type {model_type!r}; writing GGUF from a Hugging Face "
+                           f"model knows {', '.join(GGUF_ARCH)}.")
+    return GGUF_ARCH[model_type]
+
+
+def _rope(config: dict) -> tuple[float | None, dict]:
+    """rope_theta and the scaling dict (transformers 4.x rope_scaling or 5.x rope_parameters)."""
+    rp = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    theta = rp.get("rope_theta", config.get("rope_theta"))
+    scaling = dict(config.get("rope_scaling") or rp)
+    scaling.pop("rope_theta", None)
+    return (None if theta is None else float(theta)), scaling
+
+
+def rope_heads(hf_name: str, config: dict) -> int | None:
+    """Heads llama.cpp permutes a Q or K projection over (weight and bias), else None."""
+    if hf_name.endswith(("self_attn.q_proj.weight", "self_attn.q_proj.bias")):
+        return int(config["num_attention_heads"])
+    if hf_name.endswith(("self_attn.k_proj.weight", "self_attn.k_proj.bias")):
+        return int(config.get("num_key_value_heads") or config["num_attention_heads"])
+    return None
+
+
+def add_metadata(writer, config: dict, name: str) -> None:
+    """config.json -> the `{arch}.*` keys llama.cpp's converter writes for this family."""
+    arch = gguf_arch(config)
+    model_type = config["model_type"]
+    writer.add_name(name)
+    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+    head_dim = int(config.get("head_dim") or hidden // heads)
+    theta, scaling = _rope(config)
+    writer.add_context_length(int(config.get("max_position_embeddings", 2048)))
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(int(config["num_hidden_layers"]))
+    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(int(config.get("num_key_value_heads") or heads))
+    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-5)))
+    if theta is not None:
+        writer.add_rope_freq_base(theta)
+    partial = scaling.pop("partial_rotary_factor", None) or config.get("partial_rotary_factor") or 1.0
+    writer.add_rope_dimension_count(int(head_dim * float(partial)))
+    if head_dim != hidden // heads or arch in ("gemma", "gemma2"):
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+    writer.add_vocab_size(int(config["vocab_size"]))
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "linear":
+        import gguf
+
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(float(scaling["factor"]))
+    elif kind not in ("default", None):
+        raise ConvertError(f"config.json sets {kind!r} RoPE scaling; writing GGUF knows plain and linear RoPE.")
+    _FAMILY_KEYS.get(model_type, lambda w, c: None)(writer, config)
+
+
+def _granite(writer, config: dict) -> None:
+    # llama.cpp renames the multipliers to scales and writes each only when set
+    for key, add in (("attention_multiplier", writer.add_attention_scale),
+                     ("embedding_multiplier", writer.add_embedding_scale),
+                     ("residual_multiplier", writer.add_residual_scale), ("logits_scaling", writer.add_logit_scale)):
+        if config.get(key):
+            add(float(config[key]))
+
+
+def _gemma2(writer, config: dict) -> None:
+    layers = int(config["num_hidden_layers"])
+    types = config.get("layer_types") or [("sliding_attention" if i % 2 == 0 else "full_attention")
+                                          for i in range(layers)]
+    if [t == "sliding_attention" for t in types] != [i % 2 == 0 for i in range(layers)]:
+        raise ConvertError(f"config.json layer_types {types!r}: llama.cpp's gemma2 slides on the even layers "
+                           "only, so this model would run differently there.")
+    for key, add in (("attn_logit_softcapping", writer.add_attn_logit_softcapping),
+                     ("final_logit_softcapping", writer.add_final_logit_softcapping),
+                     ("sliding_window", writer.add_sliding_window)):
+        if config.get(key) is not None:
+            add(config[key])
+    head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+    scalar = config.get("query_pre_attn_scalar")
+    llamacpp = config["hidden_size"] / config["num_attention_heads"] if layers == 46 else head_dim
+    if scalar is not None and scalar != llamacpp:
+        # gemma2.attention.scale states it; llama.cpp scales by 1/sqrt(head_dim) whatever the file says
+        writer.add_attention_scale(float(scalar) ** -0.5)
+        warnings.warn(f"convert: query_pre_attn_scalar {scalar} differs from head_dim {head_dim}; the GGUF "
+                      "states the scale (gemma2.attention.scale), which llama.cpp ignores.", stacklevel=4)
+
+
+def _experts(writer, config: dict) -> None:
+    n = config.get("num_local_experts") or config.get("num_experts")
+    writer.add_expert_count(int(n))
+    writer.add_expert_used_count(int(config["num_experts_per_tok"]))
+    if config.get("model_type") != "qwen3_moe":
+        return
+    writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+    norm = bool(config.get("norm_topk_prob", False))
+    writer.add_expert_weights_norm(norm)
+    dense = config.get("mlp_only_layers") or (config.get("decoder_sparse_step") or 1) != 1
+    if not norm or dense:
+        warnings.warn("convert: llama.cpp's qwen3moe renormalises the top-k weights and runs experts in every "
+                      "layer; this model " + ("does not renormalise" if not norm else "has dense layers")
+                      + " (stated in the GGUF, read by load_model).", stacklevel=4)
+
+
+def _phi3(writer, config: dict) -> None:
+    _, scaling = _rope(config)
+    if scaling.get("long_factor") or scaling.get("rope_type", scaling.get("type")) in ("longrope", "su"):
+        raise ConvertError("config.json sets LongRoPE (rope_factors_long/short): not written by this converter.")
+    original = config.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")
+    if original:
+        writer.add_rope_scaling_orig_ctx_len(int(original))
+    writer.add_sliding_window(int(config.get("sliding_window") or 0))  # 0: none (how llama.cpp tells Phi-4)
+
+
+def _smollm3(writer, config: dict) -> None:
+    layers = int(config["num_hidden_layers"])
+    said = config.get("no_rope_layers")
+    want = [int((i + 1) % SMOLLM3_NO_ROPE_STEP != 0) for i in range(layers)]
+    if said is not None and list(said) != want:
+        raise ConvertError(f"config.json no_rope_layers {said!r}: llama.cpp's smollm3 skips RoPE in every "
+                           f"{SMOLLM3_NO_ROPE_STEP}th layer only, so this model would run differently there.")
+
+
+_FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "mixtral": _experts, "qwen3_moe": _experts,
+                "phi3": _phi3, "smollm3": _smollm3}
+
+
+def tensor_plan(src, tensor_cls) -> tuple[str, list]:
+    """(GGUF architecture, the output tensors in GGUF names with their transforms)."""
+    config = src.config
+    arch = gguf_arch(config)
+    gemma = arch in ("gemma", "gemma2")
+    permuted = arch in QK_PERMUTED
+    plan, stacks = [], {}
+    for t in src.tensors:
+        if gemma and t.name == "lm_head.weight":
+            continue  # llama.cpp's Gemma has no output tensor: the head is the embedding
+        merged = merged_expert_name(t.name)
+        if merged is not None:  # one projection of one expert: stacked with the others below
+            stacks.setdefault(merged, []).append((int(_EXPERT.search(t.name)[1]), t))
+            continue
+        name = hf_to_gguf(t.name, arch)
+        if name is None:
+            warnings.warn(f"convert: {t.name!r} has no GGUF {arch} name; left out.", stacklevel=4)
+            continue
+        heads = rope_heads(t.name, config) if permuted else None
+        plan.append(tensor_cls(name, t.source, t.shape, _transform(t.transform, heads,
+                                                                   gemma and t.name.endswith("norm.weight"))))
+    for merged, parts in stacks.items():
+        parts.sort(key=lambda p: p[0])
+        if [e for e, _ in parts] != list(range(len(parts))):
+            raise ConvertError(f"The experts of {merged!r} are not numbered 0..{len(parts) - 1}.")
+        first = parts[0][1]
+        if any(p.shape != first.shape or p.transform is not None for _, p in parts):
+            raise ConvertError(f"The experts of {merged!r} differ in shape; they cannot be stacked.")
+        plan.append(tensor_cls(hf_to_gguf(merged, arch), first.source, (len(parts), *first.shape),
+                               stack=tuple(p.source for _, p in parts)))
+    return arch, plan
+
+
+def _transform(inner, heads: int | None, plus_one: bool):
+    if not heads and not plus_one:
+        return inner
+
+    def transform(w: np.ndarray) -> np.ndarray:
+        w = inner(w) if inner else w
+        if heads:
+            w = permute_qk(w, heads)
+        return w + np.float32(1.0) if plus_one else w  # Gemma stores w, llama.cpp's file 1 + w
+    return transform

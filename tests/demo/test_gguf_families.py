@@ -1,0 +1,240 @@
+"""GGUF of every family the numpy decoder runs: mx.convert writes a tiny transformers model as
+llama.cpp's convert_hf_to_gguf.py would (architecture, `{arch}.*` keys, gguf-py's tensor names,
+q/k rows permuted only for LlamaModel-based converters, Gemma's norms as 1 + w, experts stacked),
+gguf-py's GGUFReader reads it back, from_gguf gives the ModelConfig config.json gives, and
+load_model runs it with transformers' float32 logits (F32) or close to them (Q8_0)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from test_families import _randomize_norms  # the sibling module (tests/demo is on sys.path)
+
+import model_explorer as mx
+from model_explorer.conversion import ConvertError
+from model_explorer.demo import load_model
+from model_explorer.model.config import from_hf
+from model_explorer.model.config_gguf import from_gguf
+from model_explorer.tensors import names
+
+pytestmark = [pytest.mark.reference, pytest.mark.filterwarnings("ignore:convert. no tokenizer.json")]
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+
+IDS = [1, 7, 33, 2, 60, 15, 15, 9, 41, 3, 27, 50, 12, 8]
+SIZES = dict(vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+             num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0,
+             max_position_embeddings=128, initializer_range=0.2, bos_token_id=1, eos_token_id=2)
+# name -> (model_type, config changes); what llama.cpp hard-codes is kept as it hard-codes it
+FAMILIES = {
+    "qwen2": ("qwen2", {}),
+    "qwen3": ("qwen3", {}),
+    "llama": ("llama", dict(attention_bias=True)),
+    "gemma": ("gemma", {}),
+    # sliding on even layers, a window shorter than the prompt, both softcaps biting
+    "gemma2": ("gemma2", dict(sliding_window=4, layer_types=["sliding_attention", "full_attention",
+                                                             "sliding_attention"],
+                              attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=16)),
+    "phi3": ("phi3", dict(sliding_window=None)),
+    "olmo2": ("olmo2", {}),
+    "granite": ("granite", dict(embedding_multiplier=6.0, residual_multiplier=0.3, attention_multiplier=0.05,
+                                logits_scaling=4.0)),
+    "smollm3": ("smollm3", dict(num_hidden_layers=4, no_rope_layers=[1, 1, 1, 0])),  # llama.cpp's step 4
+    "mixtral": ("mixtral", dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=None)),
+    "qwen3_moe": ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                    norm_topk_prob=True)),
+    # a dense layer and top-k not renormalised: stated in the GGUF, which llama.cpp would not run so
+    "qwen3_moe_dense": ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                          mlp_only_layers=[1], norm_topk_prob=False)),
+}
+GGUF_ARCH = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe"}
+# What load_model needs beyond these files before a family's GGUF runs (see the report of the
+# GGUF-families change): demo/weights.py naming GGUF tensors by part (names.gguf_part_name) and
+# reading one expert of the stacked tensors (names.gguf_expert); model/will_load.py and
+# model/expected.py knowing Phi-3's fused ffn_up and Mixtral's stacked experts in GGUF names.
+_WEIGHTS = ("demo/weights.py must name GGUF tensors by part (tensors.names.gguf_part_name): "
+            "post_attention_layernorm is post_attention_norm in this architecture")
+_EXPERTS = ("demo/weights.py must read experts from llama.cpp's stacked ffn_*_exps tensors "
+            "(tensors.names.gguf_expert) and name the router ffn_gate_inp")
+PENDING = {
+    "gemma2": _WEIGHTS, "olmo2": _WEIGHTS,
+    "mixtral": _EXPERTS + "; model/expected.py's GGUF llama table must expect ffn_*_exps when llama.expert_count",
+    "qwen3_moe": _EXPERTS, "qwen3_moe_dense": _EXPERTS,
+    "phi3": "model/will_load.py must not read Phi-3's fused ffn_up rows (2 x feed_forward_length) as a mismatch",
+}
+
+
+def _tiny(key: str, folder):
+    """A tiny random model of the family saved by transformers, and its float32 logits on IDS."""
+    mt, changes = FAMILIES[key]
+    cfg = transformers.AutoConfig.for_model(mt, **{**SIZES, **changes})
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
+    _randomize_norms(model, 1)
+    model.save_pretrained(folder)
+    with torch.no_grad():
+        return model, model(torch.tensor([IDS])).logits[0].numpy()
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def family(request, tmp_path_factory):
+    key = request.param
+    folder = tmp_path_factory.mktemp(key)
+    model, ref = _tiny(key, folder)
+    with pytest.warns(UserWarning, match="qwen3moe") if key == "qwen3_moe_dense" else contextlib.nullcontext():
+        path = mx.convert(folder, folder / f"{key}.F32.gguf", format="gguf", dtype="F32")
+    return key, model, str(folder), str(path), ref
+
+
+def _pending(key: str) -> None:
+    if key in PENDING:
+        pytest.xfail(PENDING[key])
+
+
+def _effective(cfg) -> dict:
+    """The fields that change what the decoder computes, as config.json and GGUF both state them."""
+    d = dataclasses.asdict(cfg)
+    for k in ("gguf_qk_permuted", "norm_offset", "extra"):  # how the file stores it, not the model
+        d.pop(k)
+    d["attention_scale"] = cfg.attention_scale or cfg.head_dim ** -0.5
+    for k in ("rms_norm_eps", "attention_scale", "embed_scale", "residual_scale", "logit_scale"):
+        d[k] = float(np.float32(d[k]))  # GGUF keeps float32
+    if d["moe_layers"] is not None and all(d["moe_layers"]):
+        d["moe_layers"] = None  # every layer's feed-forward is the experts, said either way
+    return d
+
+
+def test_config_from_gguf_equals_config_json(family):
+    key, _, folder, path, _ = family
+    ckpt = mx.open(path)
+    ours = from_gguf(ckpt.metadata, set(ckpt.tensors))
+    want = from_hf(json.load(open(f"{folder}/config.json")))
+    assert _effective(ours) == _effective(want), key
+    assert ours.norm_offset == 0.0  # Gemma's (1 + w) is stored
+
+
+def test_converted_f32_gguf_logits_equal_transformers(family):
+    key, _, _, path, ref = family
+    _pending(key)
+    ours = load_model(path, device="cpu").forward(IDS)
+    assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), key
+    assert np.abs(ref).max() > 1.0
+
+
+@pytest.mark.parametrize("key", ["qwen3", "gemma2", "qwen3_moe", "granite"])
+def test_q8_0_gguf_logits_are_close(key, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(key + "-q8")
+    _, ref = _tiny(key, folder)
+    path = mx.convert(folder, folder / "m.Q8_0.gguf", format="gguf", dtype="Q8_0")
+    assert mx.open(path).dtype_mix().get("Q8_0", 0) > 0
+    _pending(key)
+    ours = load_model(path, device="cpu").forward(IDS)
+    err = np.abs(ours - ref).max() / np.abs(ref).max()
+    assert 0 < err < 0.05, err
+    assert (ours.argmax(1) == ref.argmax(1)).mean() >= 0.85
+
+
+def _reader(path):
+    r = gguf.GGUFReader(path)
+    keys = {k: f.contents() for k, f in r.fields.items() if not k.startswith("GGUF.")}
+    tensors = {t.name: t for t in r.tensors}
+    return keys, tensors
+
+
+def _saved(folder: str) -> dict[str, np.ndarray]:
+    """The tensors as save_pretrained wrote them (transformers 5 fuses experts in memory only)."""
+    from safetensors.numpy import load_file
+
+    return load_file(f"{folder}/model.safetensors")
+
+
+def test_gguf_reader_sees_llamacpp_keys_names_and_shapes(family):
+    key, model, folder, path, _ = family
+    mt, changes = FAMILIES[key]
+    arch = GGUF_ARCH.get(key, mt)
+    keys, tensors = _reader(path)
+    cfg = model.config
+    assert keys["general.architecture"] == arch
+    assert keys[f"{arch}.block_count"] == cfg.num_hidden_layers
+    assert keys[f"{arch}.embedding_length"] == 64
+    assert keys[f"{arch}.attention.head_count"] == 4 and keys[f"{arch}.attention.head_count_kv"] == 2
+    assert keys["general.file_type"] == gguf.LlamaFileType.ALL_F32
+    # every name is one llama.cpp knows for the architecture (gguf-py's MODEL_TENSORS)
+    kind = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
+    known = {gguf.TENSOR_NAMES[t].format(bid=i) + s for t in gguf.MODEL_TENSORS[kind]
+             for i in range(cfg.num_hidden_layers) for s in (".weight", ".bias")}
+    dense = {n for n in tensors if key == "qwen3_moe_dense" and n.startswith("blk.1.ffn_")}
+    assert set(tensors) - dense <= known, set(tensors) - known
+    state = _saved(folder)
+    for name, t in tensors.items():
+        assert t.tensor_type == gguf.GGMLQuantizationType.F32, name
+    if arch in ("gemma", "gemma2"):
+        assert "output.weight" not in tensors  # the head is the embedding
+        np.testing.assert_array_equal(np.asarray(tensors["blk.0.attn_norm.weight"].data),
+                                      state["model.layers.0.input_layernorm.weight"] + np.float32(1))
+    if key != "phi3":  # Phi-3's q is part of attn_qkv
+        q, hf_q = np.asarray(tensors["blk.1.attn_q.weight"].data), state["model.layers.1.self_attn.q_proj.weight"]
+        permuted = arch in ("llama", "granite", "smollm3")
+        want = names.permute_qk(hf_q, 4) if permuted else hf_q
+        np.testing.assert_array_equal(q, want, err_msg=f"{key}: q rows {'not ' if permuted else ''}permuted")
+    if key == "gemma2":
+        assert keys["gemma2.attn_logit_softcapping"] == pytest.approx(2.0)
+        assert keys["gemma2.final_logit_softcapping"] == pytest.approx(3.0)
+        assert keys["gemma2.attention.sliding_window"] == 4
+        assert keys["gemma2.attention.key_length"] == 16
+        np.testing.assert_array_equal(np.asarray(tensors["blk.2.post_attention_norm.weight"].data),
+                                      state["model.layers.2.post_attention_layernorm.weight"] + np.float32(1))
+        np.testing.assert_array_equal(np.asarray(tensors["blk.2.ffn_norm.weight"].data),
+                                      state["model.layers.2.pre_feedforward_layernorm.weight"] + np.float32(1))
+    if key in ("mixtral", "qwen3_moe"):
+        width = 96 if key == "mixtral" else 32
+        assert keys[f"{arch}.expert_count"] == 4 and keys[f"{arch}.expert_used_count"] == 2
+        # ggml lists dims fastest first: [hidden, width, experts] is numpy's [experts, width, hidden]
+        assert list(tensors["blk.2.ffn_gate_exps.weight"].shape) == [64, width, 4]
+        assert list(tensors["blk.2.ffn_down_exps.weight"].shape) == [width, 64, 4]
+        assert list(tensors["blk.2.ffn_gate_inp.weight"].shape) == [64, 4]
+        down = np.asarray(tensors["blk.2.ffn_down_exps.weight"].data)
+        hf = ("model.layers.2.block_sparse_moe.experts.3.w2.weight" if key == "mixtral"
+              else "model.layers.2.mlp.experts.3.down_proj.weight")
+        np.testing.assert_array_equal(down[3], state[hf])
+    if key == "qwen3_moe":
+        assert keys["qwen3moe.expert_feed_forward_length"] == 32
+        assert keys["qwen3moe.expert_weights_norm"] is True
+    if key == "granite":
+        assert keys["granite.logit_scale"] == pytest.approx(4.0)
+        assert keys["granite.embedding_scale"] == pytest.approx(6.0)
+    if key == "phi3":
+        assert list(tensors["blk.0.attn_qkv.weight"].shape) == [64, 128]
+        assert list(tensors["blk.0.ffn_up.weight"].shape) == [64, 192]  # gate rows, then up
+
+
+def test_built_in_names_agree_with_gguf_py(family):
+    """Without gguf-py, the built-in tables name every tensor the decoder reads as gguf-py does."""
+    key, _, folder, _, _ = family
+    arch = GGUF_ARCH.get(key, FAMILIES[key][0])
+    for hf in _saved(folder):
+        merged = names.merged_expert_name(hf) or hf
+        want = names.hf_to_gguf(merged, arch)
+        if want is not None:
+            assert names._builtin_hf_to_gguf(merged, arch) == want, hf
+    for part, template in names.GGUF_PARTS.items():
+        stem, suffix = template.rsplit(".", 1)
+        assert stem.replace("{i}", "{bid}") in gguf.TENSOR_NAMES.values(), part
+
+
+@pytest.mark.parametrize(("mt", "changes", "message"), [
+    ("smollm3", dict(no_rope_layers=[1, 0, 1]), "every 4th layer"),
+    ("gemma2", dict(layer_types=["full_attention", "sliding_attention", "full_attention"]), "even layers"),
+    ("gpt2", {}, "model_type 'gpt2'"),
+])
+def test_what_llamacpp_would_run_differently_is_refused(mt, changes, message, tmp_path):
+    sizes = {k: v for k, v in SIZES.items() if mt != "gpt2" or k in ("vocab_size",)}
+    cfg = transformers.AutoConfig.for_model(mt, **{**sizes, **changes})
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    with pytest.raises(ConvertError, match=message):
+        mx.convert(tmp_path, tmp_path / "m.gguf", format="gguf", dtype="F32")
