@@ -184,6 +184,27 @@ class NumpyBackend:
         """cap * tanh(x / cap), Gemma 2's soft bound on attention scores and logits."""
         return np.tanh(x / np.float32(cap)) * np.float32(cap)
 
+    def layer_norm(self, x, weight, bias, eps: float):
+        """LayerNorm over the last axis (GPT-2, NeoX): biased variance, as torch computes it."""
+        d = x - x.mean(axis=-1, keepdims=True)
+        var = np.einsum("ij,ij->i", d, d)[:, None] / np.float32(x.shape[-1])
+        y = d / np.sqrt(var + np.float32(eps))
+        y *= weight
+        if bias is not None:
+            y += bias
+        return y
+
+    def gelu(self, x, tanh: bool):
+        """GELU: the tanh approximation (GPT-2's gelu_new), or exact, 0.5 x (1 + erf(x / sqrt 2)),
+        with erf from Abramowitz & Stegun 7.1.26 in float64 (absolute error 1.5e-7; numpy has no erf)."""
+        if tanh:
+            return self.geglu(x, np.float32(1.0))
+        z = np.abs(x.astype(np.float64)) / np.sqrt(2.0)
+        t = 1.0 / (1.0 + 0.3275911 * z)
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
+        return (0.5 * x * (1.0 + erf)).astype(np.float32)
+
     def geglu(self, gate, up):
         """gelu_tanh(gate) * up (Gemma's GeGLU), as torch's gelu(approximate="tanh") computes it."""
         g = gate.astype(np.float32)
@@ -319,6 +340,12 @@ class TorchBackend:
 
     def geglu(self, gate, up):
         return self.torch.nn.functional.gelu(gate, approximate="tanh") * up
+
+    def layer_norm(self, x, weight, bias, eps: float):
+        return self.torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+    def gelu(self, x, tanh: bool):
+        return self.torch.nn.functional.gelu(x, approximate="tanh" if tanh else "none")
 
     def softcap(self, x, cap: float):
         return self.torch.tanh(x / cap) * cap

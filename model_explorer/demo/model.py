@@ -101,70 +101,50 @@ class Decoder:
         start = cache.length
         cache.reserve(start + T)
         end = start + T
-        nh, nkv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        group = nh // nkv
-        qs, kvs = cfg.q_size, cfg.kv_size
         ropes = {local: tables(start, T) for local, tables in self._ropes.items()}
         masks = {}  # by whether the layer slides (Gemma 2 alternates)
 
         def mask_for(i: int):
             slides = self.cfg.sliding_layers[i] if self.cfg.sliding_layers is not None else True
             if slides not in masks:
-                masks[slides] = self._mask(start, T, group, self.cfg.sliding_window if slides else None)
+                masks[slides] = self._mask(start, T, cfg.num_heads // cfg.num_kv_heads,
+                                           self.cfg.sliding_window if slides else None)
             return masks[slides]
-        scale = cfg.attention_scale if cfg.attention_scale is not None else 1.0 / float(np.sqrt(hd))
-        eps = cfg.rms_norm_eps
 
         rec = self.recorder
         x = b.embed(w.embed, b.ids(token_ids))
         if cfg.embed_scale != 1.0:
             x = x * float(cfg.embed_scale)
+        if cfg.positions == "learned":  # GPT-2: a learned vector per position
+            x = x + w.pos_embed[start:end]
         if rec:
             rec(None, "embed", x)
         for i in range(cfg.num_layers):
             layer = w.layer(i)
-            h = x if layer["attn_norm"] is None else b.rms_norm(x, layer["attn_norm"], eps)
+            h = self._norm(x, layer["attn_norm"], layer.get("attn_norm_bias"))
             if rec:
                 rec(i, "attn_norm", h)
-            qkv = b.linear(h, layer["qkv"], layer["qkv_bias"])
-            q, k, v = qkv[:, :qs], qkv[:, qs:qs + kvs], qkv[:, qs + kvs:].reshape(T, nkv, hd)
-            if cfg.qk_norm == "full":  # OLMo 2: over the whole projection
-                q, k = b.rms_norm(q, layer["q_norm"], eps), b.rms_norm(k, layer["k_norm"], eps)
-            elif cfg.qk_norm == "head":  # Qwen3: each head on its own
-                q = b.rms_norm(q.reshape(T * nh, hd), layer["q_norm"], eps)
-                k = b.rms_norm(k.reshape(T * nkv, hd), layer["k_norm"], eps)
-            q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
-            if rec:  # before RoPE: what the projections (and q/k norms) made of this layer's input
-                rec(i, "q", q)
-                rec(i, "k", k)
-                rec(i, "v", v)
-            if cfg.rope_layers is None or cfg.rope_layers[i]:
+            q, k, v = self._qkv(i, layer, h)
+            if cfg.positions == "rope" and (cfg.rope_layers is None or cfg.rope_layers[i]):
                 local = len(ropes) > 1 and cfg.sliding_layers is not None and cfg.sliding_layers[i]
                 cos, sin = ropes[local]
                 q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
-            keys, values = cache.keys[i], cache.values[i]
-            keys[:, :, start:end] = b.transpose(k, (1, 2, 0))
-            values[:, start:end] = b.transpose(v, (1, 0, 2))
-            # (T, nkv, group, hd) -> (nkv, group * T, hd): one batched matmul per kv head.
-            qg = b.transpose(q.reshape(T, nkv, group, hd), (1, 2, 0, 3)).reshape(nkv, group * T, hd)
-            scores = b.matmul(qg, keys[:, :, :end]) * scale
-            if cfg.attn_softcap:
-                scores = b.softcap(scores, cfg.attn_softcap)
-            mask = mask_for(i)
-            if mask is not None:
-                scores = scores + mask
-            attn = b.matmul(b.softmax(scores), values[:, :end])            # (nkv, group*T, hd)
-            attn = b.transpose(attn.reshape(nkv, group, T, hd), (2, 0, 1, 3)).reshape(T, qs)
+            attn = self._attend(i, layer, q, k, v, cache, start, mask_for(i))
             out = b.linear(attn, layer["o"], layer["o_bias"])
-            x = self._residual(x, out, layer["attn_out_norm"])
+            if cfg.parallel_residual:  # NeoX: both sublayers read the same x
+                x_in, x = x, x + out
+            else:
+                x = self._residual(x, out, layer["attn_out_norm"])
             if rec:
                 rec(i, "attn_out", out)
                 rec(i, "attn_residual", x)
-            h = x if layer["ffn_norm"] is None else b.rms_norm(x, layer["ffn_norm"], eps)
+            h = self._norm(x_in if cfg.parallel_residual else x, layer["ffn_norm"], layer.get("ffn_norm_bias"))
             if rec:
                 rec(i, "ffn_norm", h)
             if layer.get("experts"):
                 out = experts.forward(b, cfg, self._mlp, h, layer)
+            elif cfg.mlp == "gelu":
+                out = self._gelu_mlp(h, layer)
             else:
                 out = self._mlp(h, layer["gate_up"], layer["down"], cfg.intermediate_size)
             x = self._residual(x, out, layer["ffn_out_norm"])
@@ -174,7 +154,7 @@ class Decoder:
         cache.length = end
         if last_only:
             x = x[T - 1:]
-        x = b.rms_norm(x, w.norm, eps)
+        x = self._norm(x, w.norm, getattr(w, "norm_bias", None))
         if rec:
             rec(None, "final_norm", x)
         logits = b.linear(x, w.lm_head)
@@ -185,12 +165,65 @@ class Decoder:
             rec(None, "logits", logits)
         return logits
 
+    def _norm(self, x, weight, bias=None):
+        """RMSNorm, or LayerNorm with its bias (GPT-2, NeoX); None: the family has no norm here."""
+        if weight is None:
+            return x
+        if self.cfg.norm == "layer":
+            return self.backend.layer_norm(x, weight, bias, self.cfg.rms_norm_eps)
+        return self.backend.rms_norm(x, weight, self.cfg.rms_norm_eps)
+
+    def _qkv(self, i: int, layer: dict, h):
+        """q (T, heads, head_dim), k (T, kv_heads, head_dim), v (T, kv_heads, head_dim) before
+        RoPE, q/k normed where the family says (recorded as they are)."""
+        cfg, b, eps = self.cfg, self.backend, self.cfg.rms_norm_eps
+        T, nh, nkv, hd, qs, kvs = h.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.q_size, cfg.kv_size
+        qkv = b.linear(h, layer["qkv"], layer["qkv_bias"])
+        q, k, v = qkv[:, :qs], qkv[:, qs:qs + kvs], qkv[:, qs + kvs:].reshape(T, nkv, hd)
+        if cfg.qk_norm == "full":  # OLMo 2: over the whole projection
+            q, k = b.rms_norm(q, layer["q_norm"], eps), b.rms_norm(k, layer["k_norm"], eps)
+        elif cfg.qk_norm == "head":  # Qwen3: each head on its own
+            q = b.rms_norm(q.reshape(T * nh, hd), layer["q_norm"], eps)
+            k = b.rms_norm(k.reshape(T * nkv, hd), layer["k_norm"], eps)
+        q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
+        if self.recorder:  # before RoPE: what the projections (and q/k norms) made of this layer's input
+            self.recorder(i, "q", q)
+            self.recorder(i, "k", k)
+            self.recorder(i, "v", v)
+        return q, k, v
+
+    def _attend(self, i: int, layer: dict, q, k, v, cache: KVCache, start: int, mask):
+        """Softmax attention of q over the cached keys and values (k, v appended first):
+        (T, heads * value head_dim)."""
+        cfg, b = self.cfg, self.backend
+        T, nh, nkv, hd, vd = q.shape[0], cfg.num_heads, cfg.num_kv_heads, q.shape[-1], v.shape[-1]
+        group, end = nh // nkv, start + q.shape[0]
+        keys, values = cache.keys[i], cache.values[i]
+        keys[:, :, start:end] = b.transpose(k, (1, 2, 0))
+        values[:, start:end] = b.transpose(v, (1, 0, 2))
+        # (T, nkv, group, hd) -> (nkv, group * T, hd): one batched matmul per kv head.
+        qg = b.transpose(q.reshape(T, nkv, group, hd), (1, 2, 0, 3)).reshape(nkv, group * T, hd)
+        scale = cfg.attention_scale if cfg.attention_scale is not None else 1.0 / float(np.sqrt(hd))
+        scores = b.matmul(qg, keys[:, :, :end]) * scale
+        if cfg.attn_softcap:
+            scores = b.softcap(scores, cfg.attn_softcap)
+        if mask is not None:
+            scores = scores + mask
+        attn = b.matmul(b.softmax(scores), values[:, :end])            # (nkv, group*T, vd)
+        return b.transpose(attn.reshape(nkv, group, T, vd), (2, 0, 1, 3)).reshape(T, nh * vd)
+
     def _mlp(self, h, gate_up, down, inter: int):
         """down(act(gate(h)) * up(h)): SwiGLU, or GeGLU where the family says."""
         b = self.backend
         gu = b.linear(h, gate_up)
         act = b.geglu if self.cfg.activation == "gelu_tanh" else b.swiglu
         return b.linear(act(gu[:, :inter], gu[:, inter:]), down)
+
+    def _gelu_mlp(self, h, layer: dict):
+        """down(gelu(up(h) + b) + b): GPT-2 (tanh GELU), NeoX (exact GELU)."""
+        b = self.backend
+        up = b.linear(h, layer["gate_up"], layer["gate_up_bias"])
+        return b.linear(b.gelu(up, self.cfg.activation == "gelu_tanh"), layer["down"], layer["down_bias"])
 
     def _residual(self, x, out, post_norm):
         """x + out, the sublayer's output normed first (OLMo 2) and scaled (Granite) where the

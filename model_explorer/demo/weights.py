@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel
 from ..tensors.names import hf_to_gguf, unpermute_qk
-from ..units import format_bytes
 from . import experts as moe
-from .experts import expert_names, is_moe  # noqa: F401  (where callers found them)
+from . import layouts
+from .dequant_report import DequantReport, DequantRow, RequantRow  # noqa: F401  (found here too)
+from .experts import expert_names, is_moe  # noqa: F401
 
 LAYER_PARTS = ("attn_norm", "q", "k", "v", "o", "ffn_norm", "gate", "up", "down")
 BIAS_PARTS = ("q_bias", "k_bias", "v_bias")
@@ -39,8 +39,12 @@ def layer_parts(cfg: ModelConfig, layer: int | None = None) -> tuple[str, ...]:
         parts = [p for p in parts if p not in ("gate", "up", "down")] + ["router"]
     if cfg.fused_projections:  # Phi-3 stores q, k, v as one matrix, and gate, up as another
         parts = [p for p in parts if p not in ("q", "k", "v", "gate", "up")] + ["qkv", "gate_up"]
-    if cfg.attention_bias:
-        parts += BIAS_PARTS
+    if cfg.attention_bias:  # fused projections have one fused bias (GPT-2, NeoX)
+        parts += ["qkv_bias"] if cfg.fused_projections else BIAS_PARTS
+    if cfg.norm == "layer":
+        parts += ["attn_norm_bias", "ffn_norm_bias"]
+    if cfg.mlp == "gelu":
+        parts += ["gate_up_bias", "down_bias"]
     if cfg.o_bias:
         parts.append("o_bias")
     if cfg.qk_norm:
@@ -78,110 +82,8 @@ DESCRIPTIONS = {
     "v_bias": "value bias", "o_bias": "attention output bias", "q_norm": "query norm",
     "k_norm": "key norm", "attn_out_norm": "attention output norm", "ffn_out_norm": "MLP output norm",
     "qkv": "fused q/k/v projection", "gate_up": "fused MLP gate/up", "ffn_norm": "MLP norm", "gate": "MLP gate", "up": "MLP up", "down": "MLP down",
+    **layouts.DESCRIPTIONS,
 }
-
-
-@dataclass
-class DequantRow:
-    """One tensor's dequantization: what it was, what it became, how long it took."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    quantized_bytes: int
-    dequantized_bytes: int
-    seconds: float
-    calls: int = 1
-
-
-@dataclass
-class RequantRow:
-    """One layer matrix held for a weight-only kernel: requantized from the decoded values."""
-
-    name: str  # e.g. "layer 3 qkv" (q, k and v are fused into one matrix)
-    kind: str  # "int8" | "int4"
-    shape: tuple[int, ...]
-    held_bytes: int
-    rel_error: float  # RMS(requantized - decoded) / RMS(decoded)
-    seconds: float
-
-
-@dataclass
-class DequantReport:
-    """Per-tensor dequantization rows. `mode` is "load" or "on_the_fly" (seconds then add up
-    over every forward pass; `calls` counts them). `requantized`: the layer matrices a torch
-    backend holds as int8/int4 for its weight-only kernels (empty for float32)."""
-
-    mode: str = "load"
-    rows: list[DequantRow] = field(default_factory=list)
-    requantized: list[RequantRow] = field(default_factory=list)
-
-    def add(self, row: DequantRow) -> None:
-        self.rows.append(row)
-
-    @property
-    def seconds(self) -> float:
-        return sum(r.seconds for r in self.rows)
-
-    @property
-    def quantized_bytes(self) -> int:
-        return sum(r.quantized_bytes for r in self.rows)
-
-    @property
-    def dequantized_bytes(self) -> int:
-        return sum(r.dequantized_bytes for r in self.rows)
-
-    def by_dtype(self) -> dict[str, dict[str, float]]:
-        """dtype -> {"tensors", "quantized_bytes", "dequantized_bytes", "seconds"}."""
-        out: dict[str, dict[str, float]] = {}
-        for r in self.rows:
-            d = out.setdefault(r.dtype, {"tensors": 0, "quantized_bytes": 0, "dequantized_bytes": 0,
-                                         "seconds": 0.0})
-            d["tensors"] += 1
-            d["quantized_bytes"] += r.quantized_bytes
-            d["dequantized_bytes"] += r.dequantized_bytes
-            d["seconds"] += r.seconds
-        return out
-
-    def to_records(self) -> list[dict]:
-        return [dict(asdict(r), shape=list(r.shape)) for r in self.rows]
-
-    def to_dataframe(self):
-        """A pandas DataFrame, one row per tensor."""
-        import pandas as pd
-
-        return pd.DataFrame(self.to_records(), columns=[f for f in DequantRow.__dataclass_fields__])
-
-    def summary(self) -> str:
-        q, d = self.quantized_bytes, self.dequantized_bytes
-        ratio = f" ({d / q:.1f}x)" if q else ""
-        text = (f"dequantize ({self.mode}): {len(self.rows)} tensors in {self.seconds:.2f} s; "
-                f"{format_bytes(q)} stored -> {format_bytes(d)} as float32{ratio}")
-        return text + self.requant_summary()
-
-    def requant_summary(self) -> str:
-        """How the layer matrices are held when not float32, and what the second rounding cost."""
-        packed = [r for r in self.requantized if r.kind != "float32"]
-        kept = len(self.requantized) - len(packed)
-        if not packed and not kept:
-            return ""
-        text = ""
-        if packed:
-            kinds = sorted({r.kind for r in packed})
-            errors = np.array([r.rel_error for r in packed])
-            text = (f"; then {len(packed)} layer matrices requantized to {'/'.join(kinds)} for torch's "
-                    f"weight-only kernels ({format_bytes(sum(r.held_bytes for r in packed))} held, "
-                    f"{sum(r.seconds for r in packed):.2f} s): relative RMS error against the decoded "
-                    f"values median {np.median(errors):.2%}, max {errors.max():.2%}")
-        if kept:
-            text += f"; {kept} layer matrices kept float32 (they hold NaN or Inf)"
-        return text
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __repr__(self) -> str:
-        return f"<DequantReport {self.summary()}>"
 
 
 # Stored dtypes that are weights as they are; anything else in a safetensors folder is codes
@@ -223,6 +125,8 @@ class Weights:
         self._read_rope_factors()
         self.embed = self._array("embed")
         self.norm = self._array("norm")
+        self.norm_bias = self._array("norm_bias") if cfg.norm == "layer" else None
+        self.pos_embed = self._array("pos_embed") if cfg.positions == "learned" else None
         self.lm_head = self.embed if self.tied else self._array("lm_head")
         self._layers = None if keep_quantized else [self._build_layer(i) for i in range(cfg.num_layers)]
         self._progress = None  # load is over; on-the-fly passes do not report progress
@@ -244,7 +148,8 @@ class Weights:
 
     def _count_at_load(self) -> int:
         """How many tensors the load dequantizes (for progress callbacks)."""
-        top = 2 + (0 if self.tied else 1) + (1 if "rope_freqs_tensor" in self.cfg.extra else 0)
+        top = (len(self._top_parts()) + (0 if self.tied else 1)
+               + (1 if "rope_freqs_tensor" in self.cfg.extra else 0))
         if self.keep_quantized:
             return top
         return top + sum(len(layer_parts(self.cfg, i)) + (moe.tensor_count(self.cfg, i) if is_moe(self.cfg, i) else 0)
@@ -258,7 +163,13 @@ class Weights:
             return moe.router_name(self.cfg, layer)
         if self.cfg.sandwich_norms and part in SANDWICH_NAMES and not self.gguf:
             return SANDWICH_NAMES[part].format(i=layer)
-        return tensor_name(part, layer, self.gguf)
+        own = None if self.gguf else layouts.name(self.cfg, part, layer)
+        return own or tensor_name(part, layer, self.gguf)
+
+    def _top_parts(self) -> list[str]:
+        """The tensors outside the layers, the output projection excepted."""
+        return (["embed", "norm"] + (["norm_bias"] if self.cfg.norm == "layer" else [])
+                + (["pos_embed"] if self.cfg.positions == "learned" else []))
 
     @property
     def tied(self) -> bool:
@@ -272,7 +183,12 @@ class Weights:
                 "v": (c.kv_size, c.hidden_size), "o": (c.hidden_size, c.q_size),
                 "q_bias": (c.q_size,), "k_bias": (c.kv_size,), "v_bias": (c.kv_size,),
                 "o_bias": (c.hidden_size,), "attn_out_norm": (c.hidden_size,), "ffn_out_norm": (c.hidden_size,),
-                "qkv": (c.q_size + 2 * c.kv_size, c.hidden_size), "gate_up": (2 * c.intermediate_size, c.hidden_size),
+                "qkv": (c.q_size + 2 * c.kv_size, c.hidden_size), "qkv_bias": (c.q_size + 2 * c.kv_size,),
+                # a plain GELU MLP holds its up projection where a gated one holds gate and up
+                "gate_up": ((1 if c.mlp == "gelu" else 2) * c.intermediate_size, c.hidden_size),
+                "gate_up_bias": (c.intermediate_size,), "down_bias": (c.hidden_size,),
+                "norm_bias": (c.hidden_size,), "attn_norm_bias": (c.hidden_size,),
+                "ffn_norm_bias": (c.hidden_size,), "pos_embed": (c.max_position_embeddings, c.hidden_size),
                 "router": (c.experts, c.hidden_size),
                 "q_norm": (c.head_dim,) if c.qk_norm == "head" else (c.q_size,),
                 "k_norm": (c.head_dim,) if c.qk_norm == "head" else (c.kv_size,),
@@ -286,7 +202,7 @@ class Weights:
         if self.cfg.num_layers * per_layer > len(tensors):  # before listing names per layer
             raise UnsupportedModel(f"The model says it has {self.cfg.num_layers} layers, but the checkpoint "
                                    f"holds only {len(tensors)} tensors ({per_layer} per layer needed).")
-        wanted = [("embed", None), ("norm", None)]
+        wanted = [(p, None) for p in self._top_parts()]
         if not self.tied:
             wanted.append(("lm_head", None))
         elif not self.cfg.tie_word_embeddings and self.ckpt.format != "gguf":
@@ -304,7 +220,9 @@ class Weights:
             raise UnsupportedModel(f"The checkpoint has no tensor {self.name(p, i)!r} (the "
                                    f"{DESCRIPTIONS[p]}{where}){more}; a {self.cfg.architecture} "
                                    f"model with {self.cfg.num_layers} layers needs it.{why}")
-        named = [(self.name(p, i), shapes[p]) for p, i in wanted]
+        named = [(self.name(p, i), layouts.stored_shape(self.cfg, p, i, shapes[p],
+                                                         bool(tensors[self.name(p, i)].quant)))
+                 for p, i in wanted]
         for i in range(self.cfg.num_layers):
             if is_moe(self.cfg, i):
                 named += moe.expected_shapes(self.cfg, i)
@@ -348,7 +266,7 @@ class Weights:
         name = name or self.name(part, layer)
         info = self.ckpt.tensors[name]
         t0 = time.perf_counter()
-        a = self.ckpt.read(name)
+        a = layouts.to_decoder(self.cfg, part, layer, self.ckpt.read(name), bool(info.quant))
         if a.dtype != np.float32 or not a.flags.writeable:
             # Read-only arrays are views of the file's memory map: copy them, so the file can
             # close after loading and torch can adopt the array without a warning.
@@ -396,7 +314,9 @@ class Weights:
             qkv = np.concatenate([self._read("q", i), self._read("k", i), self._read("v", i)])
             gate_up = None if sparse else np.concatenate([self._read("gate", i), self._read("up", i)])
         bias = None
-        if self.cfg.attention_bias:
+        if self.cfg.attention_bias and self.cfg.fused_projections:
+            bias = self._array("qkv_bias", i)
+        elif self.cfg.attention_bias:
             bias = b.asarray(np.concatenate([self._read(p, i) for p in BIAS_PARTS]))
         parts = layer_parts(self.cfg, i)
 
@@ -407,7 +327,9 @@ class Weights:
                 "qkv_bias": bias, "o": self._matrix(f"layer {i} o", self._read("o", i)),
                 "o_bias": maybe("o_bias"), "q_norm": maybe("q_norm"), "k_norm": maybe("k_norm"),
                 "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
-                "ffn_out_norm": maybe("ffn_out_norm"),
+                "ffn_out_norm": maybe("ffn_out_norm"), "attn_norm_bias": maybe("attn_norm_bias"),
+                "ffn_norm_bias": maybe("ffn_norm_bias"), "gate_up_bias": maybe("gate_up_bias"),
+                "down_bias": maybe("down_bias"),
                 "gate_up": None if sparse else self._matrix(f"layer {i} gate_up", gate_up),
                 "down": None if sparse else self._matrix(f"layer {i} down", self._read("down", i)),
                 "router": None, "experts": None, "shared": None, "shared_gate": None}
@@ -423,7 +345,8 @@ class Weights:
 
     def resident_bytes(self) -> int:
         """Bytes of weights held between forward passes (float32, or int8/int4 plus scales)."""
-        held = [self.embed, self.norm] + ([] if self.tied else [self.lm_head])
+        held = [a for a in (self.embed, self.norm, self.norm_bias, self.pos_embed) if a is not None]
+        held += [] if self.tied else [self.lm_head]
         for layer in self._layers or []:
             held += [v for k, v in layer.items() if v is not None and k not in ("experts", "shared")]
             held += [m for pair in (layer.get("experts") or []) + [layer.get("shared")] if pair for m in pair]

@@ -19,13 +19,17 @@ from . import families
 
 # Hugging Face `model_type` values; the `architectures` classes they come with.
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
-                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe")
+                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe", "gpt2", "gpt_neox")
 # What the families in families.py that this decoder does not run yet need, in words.
-NOT_YET = {"gpt2": "GPT-2's LayerNorm, GELU MLP and "
-           "learned positions", "gpt_neox": "NeoX's parallel residual, LayerNorm and partial rotary",
-           "gpt_oss": "gpt-oss's attention sinks and clamped SwiGLU experts",
+NOT_YET = {"gpt_oss": "gpt-oss's attention sinks and clamped SwiGLU experts",
            "deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
+# A plain (not gated) GELU MLP's activations: GPT-2's gelu_new is the tanh approximation.
+GELU_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+# GPT-2's config.json names its sizes its own way; read as Llama's names.
+GPT2_KEYS = {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
+             "n_positions": "max_position_embeddings", "activation_function": "hidden_act",
+             "layer_norm_epsilon": "rms_norm_eps"}
 ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn")
 ROPE_PARAMETERS = {"linear": ("factor",), "dynamic": ("factor",),
                    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
@@ -78,6 +82,10 @@ class ModelConfig:
     local_rope_theta: float | None = None  # the RoPE base of sliding layers, plain RoPE (Gemma 3)
     rotary_dim: int | None = None  # None: all of head_dim rotates; else the first rotary_dim (partial)
     fused_projections: bool = False  # qkv_proj and gate_up_proj stored as one matrix each (Phi-3)
+    norm: str = "rms"  # rms | layer (LayerNorm with a bias: GPT-2, NeoX; rms_norm_eps is its eps)
+    mlp: str = "gated"  # gated: down(act(gate) * up) | gelu: down(gelu(up + b) + b) (GPT-2, NeoX)
+    positions: str = "rope"  # rope | learned (GPT-2's wpe added to the embedding)
+    parallel_residual: bool = False  # x + attn(ln1(x)) + mlp(ln2(x)) (NeoX use_parallel_residual)
     # mixture of experts (Mixtral, Qwen3-MoE): softmax router, top-k, optionally renormalised
     experts: int = 0
     experts_per_token: int = 0
@@ -99,8 +107,16 @@ class ModelConfig:
             out.append("norms after attention and MLP")
         if self.norm_offset:
             out.append("(1 + w) norms")
-        if self.activation != "silu":
+        if self.norm == "layer":
+            out.append("LayerNorm with bias")
+        if self.mlp == "gelu":
+            out.append("GELU MLP" + (" (tanh)" if self.activation == "gelu_tanh" else ""))
+        elif self.activation != "silu":
             out.append("GeGLU (tanh GELU)")
+        if self.positions == "learned":
+            out.append("learned positions")
+        if self.parallel_residual:
+            out.append("parallel residual")
         if self.embed_scale != 1.0:
             out.append(f"embedding x {self.embed_scale:.4g}")
         if self.residual_scale != 1.0:
@@ -128,7 +144,7 @@ class ModelConfig:
         if self.rotary_dim is not None:
             out.append(f"partial rotary ({self.rotary_dim} of {self.head_dim} dims)")
         if self.fused_projections:
-            out.append("fused qkv and gate/up projections")
+            out.append("fused qkv and gate/up projections" if self.mlp == "gated" else "fused qkv projection")
         if self.experts:
             which = "" if not self.moe_layers or all(self.moe_layers) else \
                 f" in {sum(self.moe_layers)} of {self.num_layers} layers"
@@ -218,10 +234,13 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         raise UnsupportedModel(
             f"config.json says model_type {model_type!r} ({', '.join(map(str, classes)) or 'no architectures'}); "
             f"the numpy decoder runs model_type one of {', '.join(HF_MODEL_TYPES)}.")
+    if model_type == "gpt2":
+        config = _gpt2_config(config)
+    acts = GELU_ACTIVATIONS if model_type in ("gpt2", "gpt_neox") else ACTIVATIONS
     act = config.get("hidden_activation") or config.get("hidden_act", "silu")
-    if act not in ACTIVATIONS:
+    if act not in acts:
         raise UnsupportedModel(f"config.json says hidden_act {act!r} for {model_type}; the decoder "
-                               f"implements {', '.join(ACTIVATIONS)}.")
+                               f"implements {', '.join(acts)}.")
     if config.get("mlp_bias"):
         raise UnsupportedModel(f"config.json sets mlp_bias ({model_type}): MLP biases are not implemented.")
     family = families.family(model_type)
@@ -232,8 +251,10 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         return config[key]
 
     hidden, heads = need("hidden_size"), need("num_attention_heads")
-    head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
-                                          and heads else None)
+    split = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
+    # GPT-2 and NeoX split hidden_size evenly over full multi-head attention, whatever else is said
+    mha = model_type in ("gpt2", "gpt_neox")
+    head_dim = split if mha else config.get("head_dim") or split
     rope = _rope_fields(model_type, config, head_dim)
     window = config.get("sliding_window") if model_type == "mistral" or config.get("use_sliding_window") else None
     rope_layers = None
@@ -262,24 +283,25 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         intermediate_size=need("intermediate_size"),
         num_layers=need("num_hidden_layers"),
         num_heads=heads,
-        num_kv_heads=config.get("num_key_value_heads") or heads,
+        num_kv_heads=heads if mha else config.get("num_key_value_heads") or heads,
         head_dim=head_dim,
-        rms_norm_eps=finite_float(config.get("rms_norm_eps", 1e-6), "rms_norm_eps"),
+        rms_norm_eps=finite_float(config.get("layer_norm_eps", config.get("rms_norm_eps", 1e-6)),
+                                  "rms_norm_eps"),
         **rope,
         max_position_embeddings=config.get("max_position_embeddings", 2048),
         attention_bias=families.attention_biases(family, config)[0],
         o_bias=families.attention_biases(family, config)[1],
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", gemma or model_type == "smollm3")),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", gemma or model_type in ("smollm3", "gpt2"))),
         sliding_window=window or None,
         qk_norm=family.qk_norm,
         post_norms=family.norms == "post",
         norm_offset=1.0 if gemma else 0.0,
-        activation=ACTIVATIONS[act],
+        activation=acts[act],
         embed_scale=(float(hidden) ** 0.5 if gemma and isinstance(hidden, int) else
                      finite_float(config.get("embedding_multiplier", 1.0), "embedding_multiplier") if granite else 1.0),
         residual_scale=finite_float(config.get("residual_multiplier", 1.0), "residual_multiplier") if granite else 1.0,
         attention_scale=(finite_float(config.get("attention_multiplier"), "attention_multiplier")
-                         if granite and config.get("attention_multiplier") is not None else
+                         if (granite or model_type == "gpt2") and config.get("attention_multiplier") is not None else
                          finite_float(scalar, "query_pre_attn_scalar") ** -0.5 if scalar is not None else None),
         logit_scale=1.0 / finite_float(config.get("logits_scaling", 1.0), "logits_scaling") if granite else 1.0,
         rope_layers=rope_layers,
@@ -287,9 +309,34 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         attn_softcap=cap("attn_logit_softcapping"),
         final_softcap=cap("final_logit_softcapping"),
         sliding_layers=sliding_layers,
-        fused_projections=family.attention == "phi3",
+        fused_projections=family.attention in ("phi3", "gpt2", "neox"),
+        norm="layer" if family.norm_bias else "rms",
+        mlp="gelu" if family.mlp in ("gpt2", "neox") else "gated",
+        positions="learned" if family.learned_positions else "rope",
+        parallel_residual=model_type == "gpt_neox" and bool(config.get("use_parallel_residual", True)),
         **_moe(model_type, config),
     ).validate()
+
+
+def _gpt2_config(config: dict[str, Any]) -> dict[str, Any]:
+    """GPT-2's config.json in Llama's names (n_inner null: 4 x n_embd); what GPT-2 options the
+    decoder does not implement are refused."""
+    for key, why in (("scale_attn_by_inverse_layer_idx", "scales attention by 1 / layer index"),
+                     ("reorder_and_upcast_attn", "reorders and upcasts attention"),
+                     ("add_cross_attention", "has cross-attention")):
+        if config.get(key):
+            raise UnsupportedModel(f"config.json sets {key} (gpt2): the decoder does not implement GPT-2 "
+                                   f"that {why}.")
+    out = dict(config)
+    for old, new in GPT2_KEYS.items():
+        if old in config:
+            out[new] = config[old]
+    embd = out.get("hidden_size")
+    out["intermediate_size"] = config.get("n_inner") or (4 * embd if isinstance(embd, int) else None)
+    out.setdefault("hidden_act", "gelu_new")
+    if config.get("scale_attn_weights", True) is False:
+        out["attention_multiplier"] = 1.0
+    return out
 
 
 def _layer_types(model_type: str, config: dict[str, Any]) -> list[bool]:
@@ -328,7 +375,7 @@ def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict
             local = sliding.get("rope_theta", local)
             rope = rope.get("full_attention") or {}
     rope = dict(rope)
-    theta = rope.pop("rope_theta", None) or config.get("rope_theta") or (
+    theta = rope.pop("rope_theta", None) or config.get("rope_theta") or config.get("rotary_emb_base") or (
         1_000_000.0 if model_type == "gemma3_text" else 10000.0)
     partial = rope.pop("partial_rotary_factor", None)
     for key in ("partial_rotary_factor", "rotary_pct"):

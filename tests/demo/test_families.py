@@ -37,6 +37,11 @@ FAMILIES = {
                         attn_logit_softcapping=1.0),  # which transformers' Gemma 3 ignores
     "llama": dict(attention_bias=True),  # q, k, v and o biases
     "phi3": dict(sliding_window=None, partial_rotary_factor=0.5),  # the first half of each head turns
+    # LayerNorm with biases, Conv1D weights, fused c_attn, tanh-GELU MLP, learned positions, tied head
+    "gpt2": dict(n_embd=64, n_layer=3, n_head=4, n_positions=32, n_inner=96),
+    # parallel residual, per-head interleaved query_key_value, exact-GELU MLP, a quarter of each head turns
+    "gpt_neox": dict(rotary_pct=0.25, use_parallel_residual=True, hidden_act="gelu"),
+    "gpt_neox/sequential": dict(rotary_pct=0.5, use_parallel_residual=False),
     # RoPE scalings, named "family/variant": YaRN (attention factor on cos/sin, ramped frequencies);
     # dynamic NTK, whose base stretches with the sequence past max_position_embeddings (8 < 14)
     "llama/yarn": dict(rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0,
@@ -115,7 +120,8 @@ def test_the_model_says_its_family_features(saved):
               "phi3": "partial rotary (8 of 16 dims)",
               "llama/yarn": "yarn RoPE scaling", "llama/dynamic": "dynamic RoPE scaling", "mixtral": "4 experts, top 2 renormalised",
               "qwen3_moe": "4 experts, top 2 in 2 of 3 layers",
-              "qwen2_moe": "shared expert with a sigmoid gate"}[mt]
+              "qwen2_moe": "shared expert with a sigmoid gate", "gpt2": "learned positions",
+              "gpt_neox": "parallel residual", "gpt_neox/sequential": "partial rotary (8 of 16 dims)"}[mt]
     assert expect in features, features
     from model_explorer.demo.widget import RunDemo
 
@@ -126,7 +132,7 @@ def test_the_model_says_its_family_features(saved):
 
 @pytest.mark.parametrize("model_type,words", [
     ("deepseek_v3", "MLA"),
-    ("gpt_oss", "attention sinks"), ("gpt_neox", "parallel residual")])
+    ("gpt_oss", "attention sinks")])
 def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
     import json
 
