@@ -6,6 +6,7 @@
     d.kld                   # {"mean", "median", "p99", "max"} of KL(P_a || P_b) per position, nats
     d.top1_agreement        # share of positions whose most likely next token agrees
     mx.compare_runs(a, b, text=open("eval.txt").read()).perplexity   # {"a": ..., "b": ...}
+    d.show()                # the widget: heatmap, first divergence explained (runs_widget.py)
 
 Both run through the same decoder (demo/model.py), so an HF folder, a GGUF (llama.cpp's q/k row
 order undone at load), a Hub-quantized or an MLX folder record the same named points, and each

@@ -6,6 +6,7 @@
     t.massive            # the massive activations: position, channel, value, x the median
     t.plot()             # a matplotlib figure
     t.to_json()          # a plain dict for the widget (see Trace.to_json)
+    t.show()             # the widget: absmax / median per cell, NaN/Inf and massive marked
 
 The statistics are computed inside the decoder's recorder (demo/model.py MODULES), so a trace
 holds a few numbers per layer and module, never the activations themselves, unless keep=True.

@@ -3,7 +3,8 @@
     mx.RunDemo()                      # the bundled SmolLM2 sample
     mx.RunDemo("model.gguf", device="cpu")
 
-The buttons send custom messages ("dequantize", "generate", "compare", "stop"); each job runs
+The buttons send custom messages ("dequantize", "generate", "compare", "stop", and "compare_runs"
+/ "trace", whose jobs live in runs_jobs.py); each job runs
 in a background thread so the kernel keeps serving comms, and streams progress and tokens back
 with `send`. Final results also land in synced traits, so a re-rendered view shows them.
 Notebook code can do the same with `w.generate()`, `w.dequantize()`, `w.compare()`, `w.wait()`.
