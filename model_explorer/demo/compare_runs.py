@@ -21,6 +21,7 @@ weight, a row order, a norm epsilon or a RoPE base changes one point by far more
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,8 +81,47 @@ def find_divergence(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def explain(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+# ModelConfig fields that say how a file stores the model rather than what it computes.
+STORAGE_FIELDS = {"architecture", "extra", "gguf_qk_permuted", "max_position_embeddings",
+                  "tie_word_embeddings", "fused_projections"}
+# Fields two formats spell differently for one model: a GGUF folds Gemma's 1 + w into the norm
+# weights and keeps Llama 3's RoPE factors as a tensor, so these are compared within a format only.
+FORMAT_FIELDS = {"norm_offset", "rope_scaling"}
+
+
+def config_differences(cfg_a, cfg_b, same_format: bool = True) -> dict[str, list[Any]]:
+    """{field: [a's value, b's value]} for the hyperparameters in which the two models' forward
+    passes differ (floats equal to float32 precision count as equal: GGUF stores float32)."""
+    out = {}
+    for f in dataclasses.fields(cfg_a):
+        if f.name in STORAGE_FIELDS or (f.name in FORMAT_FIELDS and not same_format):
+            continue
+        va, vb = getattr(cfg_a, f.name), getattr(cfg_b, f.name, None)
+        if isinstance(va, float) and isinstance(vb, float) and math.isclose(va, vb, rel_tol=1e-6):
+            continue
+        if va != vb:
+            out[f.name] = [va, vb]
+    return out
+
+
+def _config_text(diff: dict[str, list[Any]]) -> str:
+    def short(v):
+        text = repr(v)
+        return text if len(text) <= 40 else text[:37] + "..."
+    return ", ".join(f"{k} {short(a)} vs {short(b)}" for k, (a, b) in diff.items())
+
+
+def explain(row: dict[str, Any], rows: list[dict[str, Any]], config_diff: dict[str, list[Any]] | None = None) -> str:
     """A sentence on what the divergence at `row` most likely comes from."""
+    text = _explain_weights(row, rows)
+    if config_diff:  # the same bytes under two recipes part ways too: say so first
+        return (f"the two configurations differ ({_config_text(config_diff)}), which alone can make "
+                f"{'layer ' + str(row['layer']) + ' ' if row['layer'] is not None else ''}{row['module']} "
+                f"differ; otherwise: {text}")
+    return text
+
+
+def _explain_weights(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     at = f"layer {row['layer']} {row['module']}" if row["layer"] is not None else row["module"]
     if math.isinf(row["rel_l2"]):
         return f"NaN or Inf appear at {at} in one run only: look at {row['tensor']!r} for NaN/Inf values."
@@ -176,6 +216,8 @@ class RunDiff:
     places: dict[str, dict[str, Any]] = field(default_factory=dict)  # b's tensor -> file/offset/length
     tokenizer_mismatch: dict[str, Any] | None = None
     text: str | None = None
+    # {field: [a, b]}: hyperparameters in which the two forward passes differ (config_differences)
+    config_diff: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def first_divergence(self) -> dict[str, Any] | None:
@@ -190,7 +232,7 @@ class RunDiff:
         out = {k: row[k] for k in ("layer", "module", "cosine", "rel_l2", "max_abs", "tensor", "tensor_a",
                                    "tensors")}
         out.update({k: v for k, v in self.places.get(row["tensor"], {}).items() if k != "tensor"})
-        out["explanation"] = explain(row, self.rows)
+        out["explanation"] = explain(row, self.rows, self.config_diff)
         return out
 
     @property
@@ -255,6 +297,8 @@ class RunDiff:
             lines.append(f"first divergence: {where} (cosine {first['cosine']:.4f}, relative L2 "
                          f"{first['rel_l2']:.3g}), tensor {first['tensor']} at byte {first.get('offset')}: "
                          f"{first['explanation']}")
+        if self.config_diff:
+            lines.append(f"configurations differ: {_config_text(self.config_diff)}")
         if self.tokenizer_mismatch:
             m = self.tokenizer_mismatch
             lines.insert(0, f"tokenizers disagree from token {m['position']}: a {m['a_tokens']} b {m['b_tokens']} "
@@ -301,7 +345,13 @@ class RunDiff:
                 "first_divergence": clean(self.first_divergence), "kld": clean(self.kld),
                 "top1_agreement": self.top1_agreement, "perplexity": clean(self.perplexity),
                 "tokenizer_mismatch": self.tokenizer_mismatch,
+                "config_diff": {k: [_jsonable(a), _jsonable(b)] for k, (a, b) in self.config_diff.items()},
                 "jump": {"floor": JUMP_FLOOR, "factor": JUMP_FACTOR}}
+
+
+def _jsonable(v: Any) -> Any:
+    return v if v is None or isinstance(v, (bool, int, str, list, dict)) else finite(float(v)) \
+        if isinstance(v, float) else repr(v)
 
 
 def _names(model) -> dict[tuple[int | None, str], str | None]:
@@ -348,6 +398,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         keep = _Keep(ma.backend)
         logits_a = run(ma, token_ids, keep)
         names_a, label_a, cfg_a, tokens = _names(ma), str(ma.source), ma.config, token_texts(ma, token_ids)
+        gguf_a = getattr(ma.weights, "gguf", None)
     finally:
         if owned:
             ma.close()
@@ -355,6 +406,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     mb, owned_b = load(b, device)
     try:
         _check_shapes(cfg_a, mb.config)
+        config_diff = config_differences(cfg_a, mb.config, same_format=gguf_a == getattr(mb.weights, "gguf", None))
         mismatch = tokenizer_mismatch(tokens, mb, words if ids is None else None, token_ids)
         cmp = _Compare(mb.backend, keep.acts)
         logits_b = run(mb, token_ids, cmp)
@@ -373,4 +425,4 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         row["tensor"], row["tensor_a"] = names_b.get(key), names_a.get(key)
         row["tensors"] = feeding.get(key, [])
     return RunDiff(label_a, str(mb.source), mb.config.num_layers, token_ids, tokens, cmp.rows,
-                   logits_a, logits_b, places, mismatch, text)
+                   logits_a, logits_b, places, mismatch, text, config_diff)

@@ -73,6 +73,11 @@ def test_a_planted_fault_is_found_at_its_layer_and_module(base, fault):
     info = mx.open(folder).tensors[tensor]
     assert (first["offset"], first["length"]) == (info.offset, info.length)
     assert first["rel_l2"] >= JUMP_FLOOR and first["explanation"]
+    # a config.json fault is named as such; a weight fault has the same hyperparameters
+    assert d.config_diff == {k: [base.cfg.get(k, 10000.0), v]
+                             for k, v in config.items()}
+    if config:
+        assert first["explanation"].startswith("the two configurations differ") and next(iter(config)) in d.summary()
     if fault == "nan_weight":  # the trace of the broken copy finds the NaN at the same place
         t = mx.trace(folder, prompt=TEXT)
         assert {k: t.first_nonfinite[k] for k in ("layer", "module", "tensor")} == \
@@ -153,6 +158,7 @@ def _gptq_folder(base) -> str:
 def test_quantized_copies_drift_in_the_expected_order(quantized):
     q8, q4, gptq = quantized["Q8_0"], quantized["Q4_0"], quantized["GPTQ"]
     assert q8.first_divergence is None, q8.summary()  # quantization noise is a drift, not a jump
+    assert q8.config_diff == {} and gptq.config_diff == {}  # GGUF metadata reads as config.json did
     assert q8.kld["mean"] < q4.kld["mean"] and q8.kld["mean"] < gptq.kld["mean"]
     assert q8.top1_agreement >= max(q4.top1_agreement, gptq.top1_agreement)
     assert max(r["rel_l2"] for r in q8.rows) < 0.1
@@ -165,6 +171,7 @@ def test_quantized_copies_drift_in_the_expected_order(quantized):
 def test_to_json_is_plain_and_shaped_for_the_widget(quantized):
     j = quantized["Q8_0"].to_json()
     json.dumps(j, allow_nan=False)
+    assert j["config_diff"] == {}
     layers, modules = len(j["layers"]), len(j["modules"])
     for metric in ("cosine", "rel_l2", "max_abs"):
         assert np.array(j["metrics"][metric], dtype=float).shape == (layers, modules)
