@@ -32,6 +32,7 @@ _LAZY = {
     "Trace": "model_explorer.demo.trace",
     "compare_runs": "model_explorer.demo.compare_runs",
     "RunDiff": "model_explorer.demo.compare_runs",
+    "RunsView": "model_explorer.demo.runs_widget",
     "convert": "model_explorer.conversion",
     "random_model": "model_explorer.conversion.random_model",
     "sample_path": "model_explorer.samples",
