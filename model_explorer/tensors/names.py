@@ -186,3 +186,9 @@ def rope_heads(gguf_name: str, heads: int | None, kv_heads: int | None) -> int |
     if gguf_name.endswith(("attn_k.weight", "attn_k.bias")):
         return kv_heads or heads
     return None
+
+
+def gguf_expert_shapes(layer: int, experts: int, width: int, hidden: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, numpy shape) of a layer's stacked expert tensors in a GGUF: gate, up, down."""
+    gate, up, down = (t.format(i=layer) for t in GGUF_EXPERTS)
+    return [(gate, (experts, width, hidden)), (up, (experts, width, hidden)), (down, (experts, hidden, width))]
