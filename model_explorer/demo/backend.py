@@ -184,6 +184,12 @@ class NumpyBackend:
         """cap * tanh(x / cap), Gemma 2's soft bound on attention scores and logits."""
         return np.tanh(x / np.float32(cap)) * np.float32(cap)
 
+    def clamped_swiglu(self, gate, up, limit: float, alpha: float):
+        """gpt-oss: (clip(up, +-limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit)."""
+        g = np.minimum(gate, np.float32(limit))
+        u = np.clip(up, np.float32(-limit), np.float32(limit))
+        return (u + np.float32(1.0)) * (g * self.sigmoid(g * np.float32(alpha)))
+
     def layer_norm(self, x, weight, bias, eps: float):
         """LayerNorm over the last axis (GPT-2, NeoX): biased variance, as torch computes it."""
         d = x - x.mean(axis=-1, keepdims=True)
@@ -340,6 +346,10 @@ class TorchBackend:
 
     def geglu(self, gate, up):
         return self.torch.nn.functional.gelu(gate, approximate="tanh") * up
+
+    def clamped_swiglu(self, gate, up, limit: float, alpha: float):
+        g = gate.clamp(max=limit)
+        return (up.clamp(-limit, limit) + 1) * (g * self.torch.sigmoid(g * alpha))
 
     def layer_norm(self, x, weight, bias, eps: float):
         return self.torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)

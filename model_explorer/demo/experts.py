@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model import families
 from ..model.config import ModelConfig
 
 
@@ -27,6 +28,16 @@ EXPERT_NAMES = {
                 "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight",
                 "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight"),
     "qwen3_moe": _QWEN, "qwen2_moe": _QWEN,
+    "gpt_oss": ("model.layers.{i}.mlp.router.weight", None, None, None),
+}
+# Experts stored as one tensor per layer, [experts, in, out] (gpt-oss; a Hub-quantized one is
+# [experts, out, in]): gate and up columns interleaved, biases per expert; the router's bias.
+FUSED_NAMES = {
+    "gpt_oss": {"router_bias": "model.layers.{i}.mlp.router.bias",
+                "gate_up": "model.layers.{i}.mlp.experts.gate_up_proj",
+                "gate_up_bias": "model.layers.{i}.mlp.experts.gate_up_proj_bias",
+                "down": "model.layers.{i}.mlp.experts.down_proj",
+                "down_bias": "model.layers.{i}.mlp.experts.down_proj_bias"},
 }
 # The shared expert's gate, up, down, and its sigmoid gate's weight (None: ungated).
 SHARED_NAMES = {
@@ -56,9 +67,21 @@ def shared_names(cfg: ModelConfig, layer: int) -> tuple[str, str, str, str | Non
     return tuple(n.format(i=layer) if n else None for n in names)
 
 
-def expected_shapes(cfg: ModelConfig, layer: int) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, shape) of every expert tensor of a mixture-of-experts layer, router excepted."""
-    ef, h, sf = cfg.expert_intermediate_size, cfg.hidden_size, cfg.shared_expert_size
+def fused_names(cfg: ModelConfig, layer: int) -> dict[str, str] | None:
+    names = FUSED_NAMES.get(cfg.architecture)
+    return None if names is None else {k: v.format(i=layer) for k, v in names.items()}
+
+
+def expected_shapes(cfg: ModelConfig, layer: int, quantized=lambda name: False
+                    ) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every expert tensor of a mixture-of-experts layer, router excepted, as
+    stored; quantized(name) says whether a tensor is Hub-quantized (then [..., out, in])."""
+    ef, h, sf, n = cfg.expert_intermediate_size, cfg.hidden_size, cfg.shared_expert_size, cfg.experts
+    fused = fused_names(cfg, layer)
+    if fused:
+        return [(fused["router_bias"], (n,)), (fused["gate_up_bias"], (n, 2 * ef)), (fused["down_bias"], (n, h))] + [
+            (fused[p], families.stored_shape(cfg.architecture, fused[p], shape, quantized(fused[p])))
+            for p, shape in (("gate_up", (n, h, 2 * ef)), ("down", (n, ef, h)))]
     out = []
     for gate, up, down in expert_names(cfg, layer):
         out += [(gate, (ef, h)), (up, (ef, h)), (down, (h, ef))]
@@ -83,8 +106,11 @@ def build(w, i: int) -> dict:
                 w._matrix(f"layer {i} {label} down", w._read("", name=down)))
 
     out = {"router": w._matrix(f"layer {i} router", w._read("", name=router_name(w.cfg, i))),
-           "experts": [pair(f"expert {e}", *names) for e, names in enumerate(expert_names(w.cfg, i))],
-           "shared": None, "shared_gate": None}
+           "router_bias": None, "shared": None, "shared_gate": None}
+    if fused_names(w.cfg, i):
+        out.update(_fused(w, i))
+        return out
+    out["experts"] = [pair(f"expert {e}", *names) for e, names in enumerate(expert_names(w.cfg, i))]
     shared = shared_names(w.cfg, i)
     if shared:
         out["shared"] = pair("shared expert", *shared[:3])
@@ -93,9 +119,32 @@ def build(w, i: int) -> dict:
     return out
 
 
+def _fused(w, i: int) -> dict:
+    """gpt-oss's experts: (gate_up [2f, h] with gate rows first, down [h, f], their biases) each."""
+    names, b = fused_names(w.cfg, i), w.backend
+
+    def read(part: str) -> np.ndarray:
+        a = w._read("", name=names[part])
+        if part in ("gate_up", "down") and not w.ckpt.tensors[names[part]].quant:
+            a = a.transpose(0, 2, 1)  # [experts, in, out] -> [experts, out, in]
+        return a
+
+    gate_up, down, gu_bias, d_bias = read("gate_up"), read("down"), read("gate_up_bias"), read("down_bias")
+    experts = [(w._matrix(f"layer {i} expert {e} gate_up", np.concatenate([gate_up[e, 0::2], gate_up[e, 1::2]])),
+                w._matrix(f"layer {i} expert {e} down", np.ascontiguousarray(down[e])),
+                b.asarray(np.concatenate([gu_bias[e, 0::2], gu_bias[e, 1::2]])), b.asarray(d_bias[e]))
+               for e in range(w.cfg.experts)]
+    return {"experts": experts, "router_bias": b.asarray(read("router_bias"))}
+
+
 def route(cfg: ModelConfig, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(experts, weights) per token, each (tokens, experts_per_token): softmax over all experts,
-    the top k, renormalised to 1 where the family does."""
+    the top k, renormalised to 1 where the family does; or (gpt-oss) the top k logits softmaxed."""
+    if cfg.router == "topk_softmax":
+        top = np.argsort(-logits, axis=-1, kind="stable")[:, :cfg.experts_per_token]
+        values = np.take_along_axis(logits, top, -1)
+        weights = np.exp(values - values.max(-1, keepdims=True))
+        return top, weights / weights.sum(-1, keepdims=True)
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     probs /= probs.sum(-1, keepdims=True)
     top = np.argsort(-probs, axis=-1, kind="stable")[:, :cfg.experts_per_token]
@@ -108,14 +157,13 @@ def route(cfg: ModelConfig, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def forward(b, cfg: ModelConfig, mlp, h, layer: dict):
     """The experts' output for the normed hidden states `h`: each expert's MLP (`mlp(h, gate_up,
     down, width)`) runs on the tokens routed to it, weighted; plus the shared expert."""
-    logits = np.asarray(b.to_numpy(b.linear(h, layer["router"])), dtype=np.float32)
+    logits = np.asarray(b.to_numpy(b.linear(h, layer["router"], layer.get("router_bias"))), dtype=np.float32)
     top, weights = route(cfg, logits)
     out = b.zeros(tuple(h.shape))
     for e in np.unique(top):
         tokens, slot = np.nonzero(top == e)
         idx = b.ids(tokens)
-        gate_up, down = layer["experts"][int(e)]
-        y = mlp(b.rows(h, idx), gate_up, down, cfg.expert_intermediate_size)
+        y = _expert(b, cfg, mlp, b.rows(h, idx), layer["experts"][int(e)])
         out = b.add_rows(out, idx, y * b.asarray(weights[tokens, slot][:, None].astype(np.float32)))
     if layer.get("shared") is not None:
         y = mlp(h, *layer["shared"], cfg.shared_expert_size)
@@ -123,3 +171,13 @@ def forward(b, cfg: ModelConfig, mlp, h, layer: dict):
             y = y * b.sigmoid(b.linear(h, layer["shared_gate"]))
         out = out + y
     return out
+
+
+def _expert(b, cfg: ModelConfig, mlp, x, expert: tuple):
+    """One expert's MLP: the family's gated MLP, or gpt-oss's clamped SwiGLU with biases."""
+    if cfg.swiglu_limit is None:
+        return mlp(x, expert[0], expert[1], cfg.expert_intermediate_size)
+    gate_up, down, gu_bias, d_bias = expert
+    gu = b.linear(x, gate_up, gu_bias)
+    f = cfg.expert_intermediate_size
+    return b.linear(b.clamped_swiglu(gu[:, :f], gu[:, f:], cfg.swiglu_limit, cfg.swiglu_alpha), down, d_bias)

@@ -209,7 +209,12 @@ class Decoder:
             scores = b.softcap(scores, cfg.attn_softcap)
         if mask is not None:
             scores = scores + mask
-        attn = b.matmul(b.softmax(scores), values[:, :end])            # (nkv, group*T, vd)
+        if layer.get("sinks") is not None:  # gpt-oss: each head's sink logit joins the softmax, then leaves
+            sink = b.zeros((nkv, group, T, 1)) + layer["sinks"].reshape(nkv, group, 1, 1)
+            probs = b.softmax(b.concat([scores, sink.reshape(nkv, group * T, 1)], -1))[..., :-1]
+        else:
+            probs = b.softmax(scores)
+        attn = b.matmul(probs, values[:, :end])            # (nkv, group*T, vd)
         return b.transpose(attn.reshape(nkv, group, T, vd), (2, 0, 1, 3)).reshape(T, nh * vd)
 
     def _mlp(self, h, gate_up, down, inter: int):

@@ -47,6 +47,8 @@ def layer_parts(cfg: ModelConfig, layer: int | None = None) -> tuple[str, ...]:
         parts += ["gate_up_bias", "down_bias"]
     if cfg.o_bias:
         parts.append("o_bias")
+    if cfg.attention_sinks:
+        parts.append("sinks")
     if cfg.qk_norm:
         parts += ["q_norm", "k_norm"]
     if cfg.post_norms or cfg.sandwich_norms:
@@ -73,7 +75,7 @@ HF_NAMES = {
     "qkv": "model.layers.{i}.self_attn.qkv_proj.weight", "gate_up": "model.layers.{i}.mlp.gate_up_proj.weight",
     "ffn_norm": "model.layers.{i}.post_attention_layernorm.weight",
     "gate": "model.layers.{i}.mlp.gate_proj.weight", "up": "model.layers.{i}.mlp.up_proj.weight",
-    "down": "model.layers.{i}.mlp.down_proj.weight",
+    "down": "model.layers.{i}.mlp.down_proj.weight", "sinks": "model.layers.{i}.self_attn.sinks",
 }
 DESCRIPTIONS = {
     "embed": "token embedding", "norm": "final norm", "lm_head": "output projection",
@@ -82,7 +84,7 @@ DESCRIPTIONS = {
     "v_bias": "value bias", "o_bias": "attention output bias", "q_norm": "query norm",
     "k_norm": "key norm", "attn_out_norm": "attention output norm", "ffn_out_norm": "MLP output norm",
     "qkv": "fused q/k/v projection", "gate_up": "fused MLP gate/up", "ffn_norm": "MLP norm", "gate": "MLP gate", "up": "MLP up", "down": "MLP down",
-    **layouts.DESCRIPTIONS,
+    "sinks": "attention sinks", **layouts.DESCRIPTIONS,
 }
 
 
@@ -188,7 +190,7 @@ class Weights:
                 "gate_up": ((1 if c.mlp == "gelu" else 2) * c.intermediate_size, c.hidden_size),
                 "gate_up_bias": (c.intermediate_size,), "down_bias": (c.hidden_size,),
                 "norm_bias": (c.hidden_size,), "attn_norm_bias": (c.hidden_size,),
-                "ffn_norm_bias": (c.hidden_size,), "pos_embed": (c.max_position_embeddings, c.hidden_size),
+                "ffn_norm_bias": (c.hidden_size,), "sinks": (c.num_heads,), "pos_embed": (c.max_position_embeddings, c.hidden_size),
                 "router": (c.experts, c.hidden_size),
                 "q_norm": (c.head_dim,) if c.qk_norm == "head" else (c.q_size,),
                 "k_norm": (c.head_dim,) if c.qk_norm == "head" else (c.kv_size,),
@@ -225,7 +227,7 @@ class Weights:
                  for p, i in wanted]
         for i in range(self.cfg.num_layers):
             if is_moe(self.cfg, i):
-                named += moe.expected_shapes(self.cfg, i)
+                named += moe.expected_shapes(self.cfg, i, lambda n: n in tensors and bool(tensors[n].quant))
         for name, shape in named:
             info = tensors.get(name)
             if info is None:
@@ -329,7 +331,7 @@ class Weights:
                 "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
                 "ffn_out_norm": maybe("ffn_out_norm"), "attn_norm_bias": maybe("attn_norm_bias"),
                 "ffn_norm_bias": maybe("ffn_norm_bias"), "gate_up_bias": maybe("gate_up_bias"),
-                "down_bias": maybe("down_bias"),
+                "down_bias": maybe("down_bias"), "sinks": maybe("sinks"),
                 "gate_up": None if sparse else self._matrix(f"layer {i} gate_up", gate_up),
                 "down": None if sparse else self._matrix(f"layer {i} down", self._read("down", i)),
                 "router": None, "experts": None, "shared": None, "shared_gate": None}

@@ -19,10 +19,9 @@ from . import families
 
 # Hugging Face `model_type` values; the `architectures` classes they come with.
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
-                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe", "gpt2", "gpt_neox")
+                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe", "gpt2", "gpt_neox", "gpt_oss")
 # What the families in families.py that this decoder does not run yet need, in words.
-NOT_YET = {"gpt_oss": "gpt-oss's attention sinks and clamped SwiGLU experts",
-           "deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
+NOT_YET = {"deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
 # A plain (not gated) GELU MLP's activations: GPT-2's gelu_new is the tanh approximation.
 GELU_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
@@ -35,7 +34,7 @@ ROPE_PARAMETERS = {"linear": ("factor",), "dynamic": ("factor",),
                    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
                    "yarn": ("factor", "original_max_position_embeddings")}
 # Families whose layers alternate sliding-window and full attention (config.json layer_types).
-LAYER_TYPED = ("gemma2", "gemma3_text")
+LAYER_TYPED = ("gemma2", "gemma3_text", "gpt_oss")
 
 
 class UnsupportedModel(ValueError):
@@ -94,6 +93,11 @@ class ModelConfig:
     moe_layers: list[bool] | None = None  # per layer, whether its feed-forward is the experts
     shared_expert_size: int = 0  # an MLP every token goes through beside its experts (Qwen2-MoE, DeepSeek)
     shared_expert_gate: bool = False  # Qwen2-MoE scales the shared expert by sigmoid(h . w)
+    router: str = "softmax"  # softmax over all, then top-k | topk_softmax: top-k logits, softmax (gpt-oss)
+    expert_bias: bool = False  # router and expert biases (gpt-oss)
+    swiglu_limit: float | None = None  # clamped SwiGLU experts, (up + 1) * glu (gpt-oss)
+    swiglu_alpha: float = 1.702
+    attention_sinks: bool = False  # a learned logit per head joins each softmax (gpt-oss)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def features(self) -> list[str]:
@@ -150,6 +154,12 @@ class ModelConfig:
                 f" in {sum(self.moe_layers)} of {self.num_layers} layers"
             out.append(f"{self.experts} experts, top {self.experts_per_token}"
                        f"{' renormalised' if self.renormalize_top_k else ''}{which}")
+        if self.router == "topk_softmax":
+            out.append("softmax over the top-k router logits" + (" (router bias)" if self.expert_bias else ""))
+        if self.swiglu_limit is not None:
+            out.append(f"clamped SwiGLU experts (limit {self.swiglu_limit:g}, alpha {self.swiglu_alpha:g})")
+        if self.attention_sinks:
+            out.append("attention sinks")
         if self.shared_expert_size:
             out.append("shared expert" + (" with a sigmoid gate" if self.shared_expert_gate else ""))
         return out
@@ -268,11 +278,11 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
     if model_type in LAYER_TYPED:
         sliding_layers = _layer_types(model_type, config)
         window = config.get("sliding_window")
-    scalar = config.get("query_pre_attn_scalar") if model_type in LAYER_TYPED else None
+    scalar = config.get("query_pre_attn_scalar") if gemma else None
 
     def cap(key: str) -> float | None:
         # Gemma 3 keeps attn_logit_softcapping in its config but transformers never applies it
-        used = model_type in LAYER_TYPED and not (key.startswith("attn") and model_type == "gemma3_text")
+        used = model_type in ("gemma2", "gemma3_text") and not (key.startswith("attn") and model_type == "gemma3_text")
         v = config.get(key) if used else None
         return None if v is None else finite_float(v, key)
 
@@ -404,6 +414,8 @@ def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict
 def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
     """The mixture-of-experts fields: Mixtral (every layer, renormalised top-k) and Qwen2/3-MoE
     (decoder_sparse_step / mlp_only_layers, norm_topk_prob; Qwen2-MoE's gated shared expert)."""
+    if model_type == "gpt_oss":
+        return _gpt_oss(config)
     if model_type not in ("mixtral", "qwen3_moe", "qwen2_moe"):
         return {}
     n = config.get("num_local_experts")
@@ -426,3 +438,16 @@ def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
     return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width,
             "renormalize_top_k": True if model_type == "mixtral" else bool(config.get("norm_topk_prob", False)),
             "moe_layers": moe_layers, "shared_expert_size": shared, "shared_expert_gate": bool(shared)}
+
+
+def _gpt_oss(config: dict[str, Any]) -> dict[str, Any]:
+    """gpt-oss: every layer's feed-forward is experts of intermediate_size, top-k router logits
+    (with a bias) softmaxed, clamped SwiGLU experts with biases; attention sinks."""
+    n, k, width = config.get("num_local_experts"), config.get("num_experts_per_tok"), config.get("intermediate_size")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, k, width)):
+        raise UnsupportedModel("config.json of gpt_oss lacks num_local_experts, num_experts_per_tok or "
+                               "intermediate_size.")
+    return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width, "router": "topk_softmax",
+            "expert_bias": True, "swiglu_limit": finite_float(config.get("swiglu_limit", 7.0), "swiglu_limit"),
+            "swiglu_alpha": finite_float(config.get("swiglu_alpha", 1.702), "swiglu_alpha"),
+            "attention_sinks": True}

@@ -42,6 +42,13 @@ FAMILIES = {
     # parallel residual, per-head interleaved query_key_value, exact-GELU MLP, a quarter of each head turns
     "gpt_neox": dict(rotary_pct=0.25, use_parallel_residual=True, hidden_act="gelu"),
     "gpt_neox/sequential": dict(rotary_pct=0.5, use_parallel_residual=False),
+    # sinks, clamped SwiGLU experts with biases, top-k-then-softmax router with a bias, sliding window on
+    # alternate layers, YaRN; the intermediate size makes gate and up of different experts' columns interleave
+    "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=4, swiglu_limit=1.5,
+                    layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                    rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 8.0, "beta_slow": 1.0,
+                                     "truncate": False, "original_max_position_embeddings": 16,
+                                     "rope_theta": 1000.0}),
     # RoPE scalings, named "family/variant": YaRN (attention factor on cos/sin, ramped frequencies);
     # dynamic NTK, whose base stretches with the sequence past max_position_embeddings (8 < 14)
     "llama/yarn": dict(rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 10000.0,
@@ -63,7 +70,7 @@ def _randomize_norms(model, seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name or name.endswith(".bias"):
+            if "norm" in name or name.endswith(("bias", "sinks")):  # gpt-oss: *_proj_bias, sinks
                 p.copy_(0.5 + torch.rand(p.shape, generator=g))
 
 
@@ -121,7 +128,7 @@ def test_the_model_says_its_family_features(saved):
               "llama/yarn": "yarn RoPE scaling", "llama/dynamic": "dynamic RoPE scaling", "mixtral": "4 experts, top 2 renormalised",
               "qwen3_moe": "4 experts, top 2 in 2 of 3 layers",
               "qwen2_moe": "shared expert with a sigmoid gate", "gpt2": "learned positions",
-              "gpt_neox": "parallel residual", "gpt_neox/sequential": "partial rotary (8 of 16 dims)"}[mt]
+              "gpt_neox": "parallel residual", "gpt_oss": "attention sinks", "gpt_neox/sequential": "partial rotary (8 of 16 dims)"}[mt]
     assert expect in features, features
     from model_explorer.demo.widget import RunDemo
 
@@ -131,8 +138,7 @@ def test_the_model_says_its_family_features(saved):
 
 
 @pytest.mark.parametrize("model_type,words", [
-    ("deepseek_v3", "MLA"),
-    ("gpt_oss", "attention sinks")])
+    ("deepseek_v3", "MLA")])
 def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words):
     import json
 
@@ -142,3 +148,37 @@ def test_families_not_run_yet_are_refused_by_feature(tmp_path, model_type, words
     with pytest.raises(UnsupportedModel, match=words):
         from_hf(json.loads((tmp_path / "config.json").read_text()))
 
+
+
+def test_gpt_oss_mxfp4_experts_run_as_transformers_does_with_their_decoded_values(tmp_path):
+    """gpt-oss as OpenAI ships it: the experts' gate_up_proj / down_proj as MXFP4 blocks of the
+    transposed ([experts, out, in]) matrices. transformers, given the decoded values, is the reference."""
+    import json
+
+    from quant_codec.layouts import mxfp4_layer  # tests/ is on the path
+    from safetensors.numpy import save_file
+
+    cfg = transformers.AutoConfig.for_model("gpt_oss", **{**SIZES, **FAMILIES["gpt_oss"]})
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
+    _randomize_norms(model, 1)
+    model.save_pretrained(tmp_path)
+    tensors = {}
+    with torch.no_grad():
+        for k, p in model.state_dict().items():
+            v = p.detach().numpy()
+            if k.endswith(("experts.gate_up_proj", "experts.down_proj")):
+                packed, decoded = mxfp4_layer(k, np.ascontiguousarray(v.transpose(0, 2, 1)))
+                tensors.update(packed)
+                p.copy_(torch.from_numpy(np.ascontiguousarray(decoded.transpose(0, 2, 1))))
+            else:
+                tensors[k] = np.ascontiguousarray(v)
+        ref = model(torch.tensor([IDS])).logits[0].numpy()
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    ours = load_model(str(tmp_path), device="cpu")
+    assert "MXFP4" in ours.weights.report.by_dtype()
+    assert np.abs(ours.forward(IDS) - ref).max() <= 1e-4 * np.abs(ref).max()
