@@ -16,14 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..model.config import ModelConfig, UnsupportedModel, from_hf
-from ..model.config_gguf import from_gguf
-from ..model.findings import MODEL_CODES
+from ..model.config import ModelConfig, UnsupportedModel
 from ..model.tokenizer import StreamDecoder, Tokenizer
-from ..model.tokenizer import from_directory as tokenizer_from_directory
-from ..model.tokenizer import from_gguf as tokenizer_from_gguf
 from . import memory, wquant
 from .backend import TorchBackend, get_backend
+from .describe import describe
 from .model import Decoder, KVCache
 from .sampling import choose
 from .weights import DequantReport, Weights, layer_bits_per_weight
@@ -305,7 +302,7 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     t0 = time.perf_counter()
     ckpt = open_checkpoint(path)
     try:
-        cfg, tokenizer, tokenizer_problem = _describe(ckpt, path)
+        cfg, tokenizer, tokenizer_problem = describe(ckpt, path)
         if weights == "auto" and not keep_quantized:
             be = _auto_weights(be, ckpt, cfg)
         held = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
@@ -330,35 +327,6 @@ def _auto_weights(be, ckpt, cfg: ModelConfig):
     return be if kind == "float32" else TorchBackend(be.device, kind)
 
 
-def _describe(ckpt, path: str) -> tuple[ModelConfig, Tokenizer | None, str | None]:
-    """Hyperparameters and tokenizer, from GGUF metadata or the files beside the weights. A folder
-    without a tokenizer is still a model: the tokenizer comes back None with the reason."""
-    from .. import sources
-
-    def refuse(errors) -> None:
-        # The model-level findings name the cause (a key prefix, a missing head...): their fix too.
-        shown = "; ".join(f.message + (f" Fix: {f.fix}" if f.fix else "") for f in errors[:3])
-        raise UnsupportedModel(f"{path!r} has {len(errors)} error(s) and cannot be loaded: {shown} "
-                               "(model-explorer doctor lists them all).")
-
-    # Bytes first, then whether the demo runs this architecture, then whether the tensors fit it.
-    unreadable = [f for f in ckpt.errors if f.code not in MODEL_CODES]
-    if unreadable:
-        refuse(unreadable)
-    config = ckpt.metadata.get("config.json")
-    cfg = from_gguf(ckpt.metadata, set(ckpt.tensors)) if ckpt.format == "gguf" else from_hf(config)
-    if ckpt.errors:
-        refuse(ckpt.errors)
-    if ckpt.format == "gguf":
-        if "tokenizer.ggml.tokens" not in ckpt.metadata:  # a converted folder that had no tokenizer
-            return cfg, None, "the GGUF metadata has no tokenizer (tokenizer.ggml.tokens)"
-        return cfg, tokenizer_from_gguf(ckpt.metadata), None
-    directory = path if sources.isdir(path) else sources.dirname(path)
-    if not sources.exists(sources.join(directory, "tokenizer.json")):
-        return cfg, None, f"{directory!r} holds no tokenizer.json"
-    return cfg, tokenizer_from_directory(directory, config, ckpt.metadata.get("generation_config.json")), None
-
-
 def _wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized: bool) -> bool:
     from . import llamacpp
     from .backend import available_devices
@@ -371,8 +339,11 @@ def _wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized:
             raise ValueError("backend='llama.cpp' runs on the CPU and always keeps the weights "
                              "quantized; leave device and keep_quantized at their defaults.")
         return True
-    return (backend is None and device == "auto" and not keep_quantized and llamacpp.installed()
-            and path.endswith(".gguf") and available_devices() == ["cpu"])
+    if not (backend is None and device == "auto" and not keep_quantized and llamacpp.installed()
+            and path.endswith(".gguf")):
+        return False
+    # the engine is chosen before the numpy decoder's reader can refuse the architecture
+    return available_devices() == ["cpu"] or llamacpp.decoder_refusal(path) is not None
 
 
 def _load_llamacpp(path: str, context: int, cache_dir: str | None) -> Model:
@@ -383,7 +354,7 @@ def _load_llamacpp(path: str, context: int, cache_dir: str | None) -> Model:
     memory.reset_peak()
     t0 = time.perf_counter()
     with open_checkpoint(path) as ckpt:
-        cfg, tokenizer, tokenizer_problem = _describe(ckpt, path)
+        cfg, tokenizer, tokenizer_problem = describe(ckpt, path, engine=ckpt.format == "gguf")
     gguf, converted = llamacpp.cached_gguf(path, cache_dir)
     engine = llamacpp.LlamaCppEngine(gguf, n_ctx=context)
     weights = llamacpp.EngineWeights(llamacpp.EngineReport(gguf, converted))

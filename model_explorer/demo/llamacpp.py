@@ -31,6 +31,41 @@ def installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+def supports(arch) -> bool:
+    """Whether llama.cpp runs GGUF architecture `arch` (gguf-py's list of llama.cpp's; without
+    gguf-py, any named one: llama.cpp itself says no when it cannot)."""
+    try:
+        from gguf import MODEL_ARCH_NAMES
+    except ImportError:  # pragma: no cover - gguf-py is a dependency
+        return isinstance(arch, str)
+    return arch in MODEL_ARCH_NAMES.values() and arch != "clip"
+
+
+def decoder_refusal(path: str) -> str | None:
+    """Why the numpy decoder refuses this GGUF's hyperparameters, or None when it reads them
+    (the header only: what decides whether llama.cpp should run it instead)."""
+    from ..model.config import UnsupportedModel
+    from ..model.config_gguf import from_gguf
+    from ..opener import open as open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        try:
+            from_gguf(ckpt.metadata, set(ckpt.tensors))
+        except UnsupportedModel as e:
+            return str(e)
+    return None
+
+
+def offer(arch) -> str:
+    """What llama-cpp-python would add for a GGUF the numpy decoder refuses (appended to the refusal)."""
+    if not supports(arch):
+        return ""
+    if installed():
+        return f" llama.cpp runs {arch!r}: load_model(path) (device='auto') or backend='llama.cpp' hands it there."
+    return (f" llama.cpp runs {arch!r}: with llama-cpp-python installed (pip install "
+            "'checkpoint-model-explorer[llamacpp]'), load_model(path) hands such a GGUF to llama.cpp.")
+
+
 def cached_gguf(path: str, cache_dir: str | None = None) -> tuple[str, bool]:
     """The GGUF llama.cpp runs for `path`, and whether it had to be converted just now.
 

@@ -201,3 +201,28 @@ def _sliding_layers(pattern: Any, layers: Any) -> list[bool] | None:
         raise UnsupportedModel(f"gemma2.attention.sliding_window_pattern should list {layers} booleans, "
                                f"found {said!r}.")
     return [i % 2 == 0 for i in range(min(layers, 1 << 16))]
+
+
+def engine_config(metadata: dict[str, Any], tensor_names: set[str] | None = None) -> ModelConfig:
+    """What `Model` needs of a GGUF that an engine (llama.cpp) runs by itself: the vocabulary to
+    check ids against and the sizes its description shows. Not validated: whatever llama.cpp
+    reads the file with, this decoder is not asked to run it."""
+    def get(key: str, default: Any = None) -> Any:
+        kv = metadata.get(key.format(arch=arch))
+        value = default if kv is None else getattr(kv, "value", kv)
+        if hasattr(value, "to_list"):  # per-layer arrays (head counts): the largest
+            value = max(value.to_list(), default=default)
+        return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+    arch = metadata.get(Keys.ARCHITECTURE)
+    arch = str(getattr(arch, "value", arch))
+    tokens = metadata.get(Keys.TOKENS)
+    vocab = get(Keys.VOCAB_SIZE) or (len(getattr(tokens, "value", tokens)) if tokens is not None else 0)
+    hidden, heads = get(Keys.EMBEDDING_LENGTH, 0), get(Keys.HEAD_COUNT, 0)
+    return ModelConfig(architecture=arch, vocab_size=vocab, hidden_size=hidden,
+                       intermediate_size=get(Keys.FEED_FORWARD_LENGTH, 0), num_layers=get(Keys.BLOCK_COUNT, 0),
+                       num_heads=heads, num_kv_heads=get(Keys.HEAD_COUNT_KV, heads),
+                       head_dim=get(Keys.KEY_LENGTH) or (hidden // heads if heads else 0),
+                       max_position_embeddings=get(Keys.CONTEXT_LENGTH, 2048),
+                       tie_word_embeddings="output.weight" not in (tensor_names or ()),
+                       experts=get(Keys.EXPERT_COUNT, 0), experts_per_token=get(Keys.EXPERT_USED_COUNT, 0))
