@@ -27,7 +27,7 @@ EXPERT_NAMES = {
                 "model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight",
                 "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight",
                 "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight"),
-    "qwen3_moe": _QWEN, "qwen2_moe": _QWEN,
+    "qwen3_moe": _QWEN, "qwen2_moe": _QWEN, "deepseek_v3": _QWEN,
     "gpt_oss": ("model.layers.{i}.mlp.router.weight", None, None, None),
 }
 # Experts stored as one tensor per layer, [experts, in, out] (gpt-oss; a Hub-quantized one is
@@ -45,7 +45,12 @@ SHARED_NAMES = {
                   "model.layers.{i}.mlp.shared_expert.up_proj.weight",
                   "model.layers.{i}.mlp.shared_expert.down_proj.weight",
                   "model.layers.{i}.mlp.shared_expert_gate.weight"),
+    "deepseek_v3": ("model.layers.{i}.mlp.shared_experts.gate_proj.weight",
+                    "model.layers.{i}.mlp.shared_experts.up_proj.weight",
+                    "model.layers.{i}.mlp.shared_experts.down_proj.weight", None),
 }
+# DeepSeek's router adds this to its sigmoid scores to choose experts (not to weight them).
+SCORE_BIAS = "model.layers.{i}.mlp.gate.e_score_correction_bias"
 
 
 def router_name(cfg: ModelConfig, layer: int) -> str:
@@ -82,7 +87,7 @@ def expected_shapes(cfg: ModelConfig, layer: int, quantized=lambda name: False
         return [(fused["router_bias"], (n,)), (fused["gate_up_bias"], (n, 2 * ef)), (fused["down_bias"], (n, h))] + [
             (fused[p], families.stored_shape(cfg.architecture, fused[p], shape, quantized(fused[p])))
             for p, shape in (("gate_up", (n, h, 2 * ef)), ("down", (n, ef, h)))]
-    out = []
+    out = [(SCORE_BIAS.format(i=layer), (n,))] if cfg.router == "sigmoid_groups" else []
     for gate, up, down in expert_names(cfg, layer):
         out += [(gate, (ef, h)), (up, (ef, h)), (down, (h, ef))]
     shared = shared_names(cfg, layer)
@@ -106,7 +111,9 @@ def build(w, i: int) -> dict:
                 w._matrix(f"layer {i} {label} down", w._read("", name=down)))
 
     out = {"router": w._matrix(f"layer {i} router", w._read("", name=router_name(w.cfg, i))),
-           "router_bias": None, "shared": None, "shared_gate": None}
+           "router_bias": None, "shared": None, "shared_gate": None, "score_bias": None}
+    if w.cfg.router == "sigmoid_groups":  # chosen on the host: kept as numpy
+        out["score_bias"] = w._read("", name=SCORE_BIAS.format(i=i))
     if fused_names(w.cfg, i):
         out.update(_fused(w, i))
         return out
@@ -137,9 +144,32 @@ def _fused(w, i: int) -> dict:
     return {"experts": experts, "router_bias": b.asarray(read("router_bias"))}
 
 
-def route(cfg: ModelConfig, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _route_groups(cfg: ModelConfig, logits: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """DeepSeek-V3: sigmoid scores; with the correction bias added, the topk_groups groups with
+    the best two-expert sums, then the top k experts in them; weighted by the scores without
+    the bias, renormalised (norm_topk_prob), times routed_scaling."""
+    scores = 1.0 / (1.0 + np.exp(-logits))
+    choice = scores + bias
+    n, g = cfg.experts, cfg.expert_groups
+    grouped = choice.reshape(-1, g, n // g)
+    group_scores = np.sort(grouped, axis=-1)[..., -2:].sum(-1)
+    groups = np.argsort(-group_scores, axis=-1, kind="stable")[:, :cfg.topk_groups]
+    keep = np.zeros(group_scores.shape, bool)
+    np.put_along_axis(keep, groups, True, -1)
+    choice = np.where(np.repeat(keep, n // g, axis=-1), choice, -np.inf)
+    top = np.argsort(-choice, axis=-1, kind="stable")[:, :cfg.experts_per_token]
+    weights = np.take_along_axis(scores, top, -1)
+    if cfg.renormalize_top_k:
+        weights = weights / (weights.sum(-1, keepdims=True) + np.float32(1e-20))
+    return top, (weights * np.float32(cfg.routed_scaling)).astype(np.float32)
+
+
+def route(cfg: ModelConfig, logits: np.ndarray, score_bias: np.ndarray | None = None
+          ) -> tuple[np.ndarray, np.ndarray]:
     """(experts, weights) per token, each (tokens, experts_per_token): softmax over all experts,
     the top k, renormalised to 1 where the family does; or (gpt-oss) the top k logits softmaxed."""
+    if cfg.router == "sigmoid_groups":
+        return _route_groups(cfg, logits, score_bias)
     if cfg.router == "topk_softmax":
         top = np.argsort(-logits, axis=-1, kind="stable")[:, :cfg.experts_per_token]
         values = np.take_along_axis(logits, top, -1)
@@ -158,7 +188,7 @@ def forward(b, cfg: ModelConfig, mlp, h, layer: dict):
     """The experts' output for the normed hidden states `h`: each expert's MLP (`mlp(h, gate_up,
     down, width)`) runs on the tokens routed to it, weighted; plus the shared expert."""
     logits = np.asarray(b.to_numpy(b.linear(h, layer["router"], layer.get("router_bias"))), dtype=np.float32)
-    top, weights = route(cfg, logits)
+    top, weights = route(cfg, logits, layer.get("score_bias"))
     out = b.zeros(tuple(h.shape))
     for e in np.unique(top):
         tokens, slot = np.nonzero(top == e)

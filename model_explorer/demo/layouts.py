@@ -14,6 +14,7 @@ import numpy as np
 
 from ..model import families
 from ..model.config import ModelConfig
+from . import mla
 
 _GPT2 = "transformer.h.{i}."
 _NEOX = "gpt_neox.layers.{i}."
@@ -39,10 +40,12 @@ NAMES: dict[str, dict[str, str]] = {
         "gate_up": _NEOX + "mlp.dense_h_to_4h.weight", "gate_up_bias": _NEOX + "mlp.dense_h_to_4h.bias",
         "down": _NEOX + "mlp.dense_4h_to_h.weight", "down_bias": _NEOX + "mlp.dense_4h_to_h.bias",
     },
+    "deepseek_v3": mla.NAMES,
 }
 DESCRIPTIONS = {"pos_embed": "learned position embedding", "norm_bias": "final norm bias",
                 "attn_norm_bias": "attention norm bias", "ffn_norm_bias": "MLP norm bias",
-                "qkv_bias": "fused q/k/v bias", "gate_up_bias": "MLP up bias", "down_bias": "MLP down bias"}
+                "qkv_bias": "fused q/k/v bias", "gate_up_bias": "MLP up bias", "down_bias": "MLP down bias",
+                **mla.DESCRIPTIONS}
 
 
 def name(cfg: ModelConfig, part: str, layer: int | None) -> str | None:

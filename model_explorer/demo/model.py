@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.config import ModelConfig
-from . import experts
+from . import experts, mla
 from .rope import RopeTables, rotary_dim
 
 
@@ -41,7 +41,7 @@ class KVCache:
         return (self.cfg.num_kv_heads, self.cfg.head_dim, n)
 
     def _value_shape(self, n: int) -> tuple[int, int, int]:
-        return (self.cfg.num_kv_heads, n, self.cfg.head_dim)
+        return (self.cfg.num_kv_heads, n, self.cfg.value_head_dim or self.cfg.head_dim)
 
     def reserve(self, total: int) -> None:
         """Make room for `total` positions, doubling so appends stay cheap."""
@@ -57,7 +57,8 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        return 2 * self.cfg.num_layers * self.cfg.num_kv_heads * self.capacity * self.cfg.head_dim * 4
+        c = self.cfg
+        return c.num_layers * c.num_kv_heads * self.capacity * (c.head_dim + (c.value_head_dim or c.head_dim)) * 4
 
 
 # The points a recorder sees, in the order one layer computes them. Every family records the
@@ -176,6 +177,8 @@ class Decoder:
     def _qkv(self, i: int, layer: dict, h):
         """q (T, heads, head_dim), k (T, kv_heads, head_dim), v (T, kv_heads, head_dim) before
         RoPE, q/k normed where the family says (recorded as they are)."""
+        if self.cfg.kv_lora_rank:  # DeepSeek's latent attention
+            return mla.qkv(self, i, layer, h)
         cfg, b, eps = self.cfg, self.backend, self.cfg.rms_norm_eps
         T, nh, nkv, hd, qs, kvs = h.shape[0], cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.q_size, cfg.kv_size
         qkv = b.linear(h, layer["qkv"], layer["qkv_bias"])

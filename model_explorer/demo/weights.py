@@ -21,7 +21,7 @@ import numpy as np
 from ..model.config import ModelConfig, UnsupportedModel
 from ..tensors.names import hf_to_gguf, unpermute_qk
 from . import experts as moe
-from . import layouts
+from . import layouts, mla
 from .dequant_report import DequantReport, DequantRow, RequantRow  # noqa: F401  (found here too)
 from .experts import expert_names, is_moe  # noqa: F401
 
@@ -49,6 +49,8 @@ def layer_parts(cfg: ModelConfig, layer: int | None = None) -> tuple[str, ...]:
         parts.append("o_bias")
     if cfg.attention_sinks:
         parts.append("sinks")
+    if cfg.kv_lora_rank:  # DeepSeek's latent attention in place of q, k, v
+        parts = [p for p in parts if p not in ("q", "k", "v", *BIAS_PARTS)] + mla.parts(cfg)
     if cfg.qk_norm:
         parts += ["q_norm", "k_norm"]
     if cfg.post_norms or cfg.sandwich_norms:
@@ -182,7 +184,7 @@ class Weights:
         return {"embed": (c.vocab_size, c.hidden_size), "lm_head": (c.vocab_size, c.hidden_size),
                 "norm": (c.hidden_size,), "attn_norm": (c.hidden_size,), "ffn_norm": (c.hidden_size,),
                 "q": (c.q_size, c.hidden_size), "k": (c.kv_size, c.hidden_size),
-                "v": (c.kv_size, c.hidden_size), "o": (c.hidden_size, c.q_size),
+                "v": (c.kv_size, c.hidden_size), "o": (c.hidden_size, c.num_heads * (c.value_head_dim or c.head_dim)),
                 "q_bias": (c.q_size,), "k_bias": (c.kv_size,), "v_bias": (c.kv_size,),
                 "o_bias": (c.hidden_size,), "attn_out_norm": (c.hidden_size,), "ffn_out_norm": (c.hidden_size,),
                 "qkv": (c.q_size + 2 * c.kv_size, c.hidden_size), "qkv_bias": (c.q_size + 2 * c.kv_size,),
@@ -190,7 +192,7 @@ class Weights:
                 "gate_up": ((1 if c.mlp == "gelu" else 2) * c.intermediate_size, c.hidden_size),
                 "gate_up_bias": (c.intermediate_size,), "down_bias": (c.hidden_size,),
                 "norm_bias": (c.hidden_size,), "attn_norm_bias": (c.hidden_size,),
-                "ffn_norm_bias": (c.hidden_size,), "sinks": (c.num_heads,), "pos_embed": (c.max_position_embeddings, c.hidden_size),
+                "ffn_norm_bias": (c.hidden_size,), "sinks": (c.num_heads,), **mla.shapes(c), "pos_embed": (c.max_position_embeddings, c.hidden_size),
                 "router": (c.experts, c.hidden_size),
                 "q_norm": (c.head_dim,) if c.qk_norm == "head" else (c.q_size,),
                 "k_norm": (c.head_dim,) if c.qk_norm == "head" else (c.kv_size,),
@@ -313,19 +315,20 @@ class Weights:
         if self.cfg.fused_projections:  # stored fused, in the order the decoder splits them
             qkv, gate_up = self._read("qkv", i), self._read("gate_up", i)
         else:
-            qkv = np.concatenate([self._read("q", i), self._read("k", i), self._read("v", i)])
+            qkv = None if self.cfg.kv_lora_rank else np.concatenate([self._read(p, i) for p in ("q", "k", "v")])
             gate_up = None if sparse else np.concatenate([self._read("gate", i), self._read("up", i)])
         bias = None
         if self.cfg.attention_bias and self.cfg.fused_projections:
             bias = self._array("qkv_bias", i)
-        elif self.cfg.attention_bias:
+        elif self.cfg.attention_bias and not self.cfg.kv_lora_rank:
             bias = b.asarray(np.concatenate([self._read(p, i) for p in BIAS_PARTS]))
         parts = layer_parts(self.cfg, i)
 
         def maybe(part):
             return self._array(part, i) if part in parts else None
 
-        layer = {"attn_norm": maybe("attn_norm"), "qkv": self._matrix(f"layer {i} qkv", qkv),
+        layer = {"attn_norm": maybe("attn_norm"),
+                 "qkv": None if qkv is None else self._matrix(f"layer {i} qkv", qkv),
                 "qkv_bias": bias, "o": self._matrix(f"layer {i} o", self._read("o", i)),
                 "o_bias": maybe("o_bias"), "q_norm": maybe("q_norm"), "k_norm": maybe("k_norm"),
                 "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
@@ -335,6 +338,8 @@ class Weights:
                 "gate_up": None if sparse else self._matrix(f"layer {i} gate_up", gate_up),
                 "down": None if sparse else self._matrix(f"layer {i} down", self._read("down", i)),
                 "router": None, "experts": None, "shared": None, "shared_gate": None}
+        if self.cfg.kv_lora_rank:
+            layer.update(mla.build(self, i))
         if sparse:
             layer.update(moe.build(self, i))
         return layer

@@ -19,9 +19,9 @@ from . import families
 
 # Hugging Face `model_type` values; the `architectures` classes they come with.
 HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
-                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe", "gpt2", "gpt_neox", "gpt_oss")
+                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe", "gpt2", "gpt_neox", "gpt_oss", "deepseek_v3")
 # What the families in families.py that this decoder does not run yet need, in words.
-NOT_YET = {"deepseek_v3": "multi-head latent attention (MLA) with q_lora_rank and the routed experts"}
+NOT_YET: dict[str, str] = {}
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
 # A plain (not gated) GELU MLP's activations: GPT-2's gelu_new is the tanh approximation.
 GELU_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
@@ -98,6 +98,17 @@ class ModelConfig:
     swiglu_limit: float | None = None  # clamped SwiGLU experts, (up + 1) * glu (gpt-oss)
     swiglu_alpha: float = 1.702
     attention_sinks: bool = False  # a learned logit per head joins each softmax (gpt-oss)
+    # DeepSeek's router: sigmoid scores, a correction bias used only to choose, the best topk_groups
+    # of expert_groups groups (by their two best scores), weights times routed_scaling
+    expert_groups: int = 1
+    topk_groups: int = 1
+    routed_scaling: float = 1.0
+    # multi-head latent attention (DeepSeek): kv_lora_rank > 0; head_dim is qk_nope + the rotary part
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0  # 0: a plain q_proj
+    qk_nope_head_dim: int = 0
+    value_head_dim: int | None = None  # None: head_dim
+    rope_interleave: bool = False  # the rotary dims stored as interleaved pairs
     extra: dict[str, Any] = field(default_factory=dict)
 
     def features(self) -> list[str]:
@@ -160,6 +171,12 @@ class ModelConfig:
             out.append(f"clamped SwiGLU experts (limit {self.swiglu_limit:g}, alpha {self.swiglu_alpha:g})")
         if self.attention_sinks:
             out.append("attention sinks")
+        if self.router == "sigmoid_groups":
+            out.append(f"sigmoid router with score correction, top {self.topk_groups} of {self.expert_groups} "
+                       f"groups, x {self.routed_scaling:g}")
+        if self.kv_lora_rank:
+            out.append(f"MLA (kv rank {self.kv_lora_rank}" + (f", q rank {self.q_lora_rank}" if self.q_lora_rank
+                                                            else "") + ")")
         if self.shared_expert_size:
             out.append("shared expert" + (" with a sigmoid gate" if self.shared_expert_gate else ""))
         return out
@@ -210,6 +227,15 @@ class ModelConfig:
                             "must be a positive even number of dimensions")
         if self.local_rope_theta is not None and not self.local_rope_theta > 0:
             problems.append(f"the sliding layers' RoPE base must be positive, found {self.local_rope_theta!r}")
+        if self.router == "sigmoid_groups" and self.experts and not (
+                self.expert_groups > 0 and self.experts % self.expert_groups == 0
+                and self.experts // self.expert_groups >= 2 and 0 < self.topk_groups <= self.expert_groups
+                and self.experts_per_token <= self.topk_groups * (self.experts // self.expert_groups)):
+            problems.append(f"{self.experts} experts in n_group {self.expert_groups} groups (topk_group "
+                            f"{self.topk_groups}, {self.experts_per_token} per token) cannot route: the groups "
+                            "must divide the experts, two or more each, and hold the top-k")
+        if self.value_head_dim is not None and self.value_head_dim <= 0:
+            problems.append(f"v_head_dim must be a positive integer, found {self.value_head_dim!r}")
         if self.rope_layers is not None and len(self.rope_layers) != self.num_layers:
             problems.append(f"the per-layer RoPE list has {len(self.rope_layers)} entries for "
                             f"{self.num_layers} layers")
@@ -263,9 +289,14 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
     hidden, heads = need("hidden_size"), need("num_attention_heads")
     split = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
     # GPT-2 and NeoX split hidden_size evenly over full multi-head attention, whatever else is said
-    mha = model_type in ("gpt2", "gpt_neox")
+    mha = model_type in ("gpt2", "gpt_neox", "deepseek_v3")
     head_dim = split if mha else config.get("head_dim") or split
+    mla = _mla(config) if model_type == "deepseek_v3" else {}
+    head_dim = mla.pop("head_dim", head_dim)
     rope = _rope_fields(model_type, config, head_dim)
+    if mla:  # the rotary part is qk_rope_head_dim, whatever partial_rotary_factor says
+        rope["rotary_dim"] = mla.pop("rotary_dim")
+    mla_scale = mla.pop("attention_scale", None)
     window = config.get("sliding_window") if model_type == "mistral" or config.get("use_sliding_window") else None
     rope_layers = None
     if model_type == "smollm3":
@@ -295,6 +326,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         num_heads=heads,
         num_kv_heads=heads if mha else config.get("num_key_value_heads") or heads,
         head_dim=head_dim,
+        **mla,
         rms_norm_eps=finite_float(config.get("layer_norm_eps", config.get("rms_norm_eps", 1e-6)),
                                   "rms_norm_eps"),
         **rope,
@@ -310,7 +342,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         embed_scale=(float(hidden) ** 0.5 if gemma and isinstance(hidden, int) else
                      finite_float(config.get("embedding_multiplier", 1.0), "embedding_multiplier") if granite else 1.0),
         residual_scale=finite_float(config.get("residual_multiplier", 1.0), "residual_multiplier") if granite else 1.0,
-        attention_scale=(finite_float(config.get("attention_multiplier"), "attention_multiplier")
+        attention_scale=mla_scale or (finite_float(config.get("attention_multiplier"), "attention_multiplier")
                          if (granite or model_type == "gpt2") and config.get("attention_multiplier") is not None else
                          finite_float(scalar, "query_pre_attn_scalar") ** -0.5 if scalar is not None else None),
         logit_scale=1.0 / finite_float(config.get("logits_scaling", 1.0), "logits_scaling") if granite else 1.0,
@@ -416,6 +448,8 @@ def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
     (decoder_sparse_step / mlp_only_layers, norm_topk_prob; Qwen2-MoE's gated shared expert)."""
     if model_type == "gpt_oss":
         return _gpt_oss(config)
+    if model_type == "deepseek_v3":
+        return _deepseek_moe(config)
     if model_type not in ("mixtral", "qwen3_moe", "qwen2_moe"):
         return {}
     n = config.get("num_local_experts")
@@ -451,3 +485,45 @@ def _gpt_oss(config: dict[str, Any]) -> dict[str, Any]:
             "expert_bias": True, "swiglu_limit": finite_float(config.get("swiglu_limit", 7.0), "swiglu_limit"),
             "swiglu_alpha": finite_float(config.get("swiglu_alpha", 1.702), "swiglu_alpha"),
             "attention_sinks": True}
+
+
+def _ints(config: dict[str, Any], keys: tuple[str, ...], model_type: str) -> list[int]:
+    values = [config.get(k) for k in keys]
+    bad = [k for k, v in zip(keys, values) if not isinstance(v, int) or isinstance(v, bool) or v < 0]
+    if bad:
+        raise UnsupportedModel(f"config.json of {model_type} needs {', '.join(bad)} as non-negative integers, "
+                               f"found {', '.join(repr(config.get(k)) for k in bad)}.")
+    return values
+
+
+def _mla(config: dict[str, Any]) -> dict[str, Any]:
+    """DeepSeek's multi-head latent attention: q and k are [nope, rope] per head, the decoupled
+    rope key shared by every head; softmax scale 1/sqrt(qk head dim), times YaRN's mscale^2."""
+    kv, nope, rope, v = _ints(config, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"),
+                              "deepseek_v3")
+    q = config.get("q_lora_rank") or 0
+    _ints({"q_lora_rank": q}, ("q_lora_rank",), "deepseek_v3")
+    scale = float(nope + rope) ** -0.5 if nope + rope else None
+    params = config.get("rope_scaling") or config.get("rope_parameters") or {}
+    if isinstance(params, dict) and params.get("rope_type", params.get("type", "default")) != "default" \
+            and params.get("mscale_all_dim") and scale:
+        factor = finite_float(params.get("factor"), "rope factor")
+        mscale = 1.0 if factor <= 1 else 0.1 * float(params["mscale_all_dim"]) * math.log(factor) + 1.0
+        scale *= mscale * mscale
+    return {"kv_lora_rank": kv, "q_lora_rank": q, "qk_nope_head_dim": nope, "head_dim": nope + rope,
+            "value_head_dim": v, "rotary_dim": rope, "rope_interleave": bool(config.get("rope_interleave", True)),
+            "attention_scale": scale}
+
+
+def _deepseek_moe(config: dict[str, Any]) -> dict[str, Any]:
+    """DeepSeek-V3's experts: dense MLPs in the first first_k_dense_replace layers, then routed
+    experts (sigmoid router, group-limited) beside n_shared_experts always-on ones."""
+    n, k, width, layers, first, shared = _ints(config, (
+        "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "num_hidden_layers",
+        "first_k_dense_replace", "n_shared_experts"), "deepseek_v3")
+    groups, topk_groups = config.get("n_group") or 1, config.get("topk_group") or 1
+    return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width, "router": "sigmoid_groups",
+            "renormalize_top_k": bool(config.get("norm_topk_prob", True)), "expert_groups": groups,
+            "topk_groups": topk_groups, "moe_layers": [i >= first for i in range(min(layers, 1 << 16))],
+            "routed_scaling": finite_float(config.get("routed_scaling_factor", 1.0), "routed_scaling_factor"),
+            "shared_expert_size": width * shared}
