@@ -15,13 +15,14 @@ import warnings
 
 import numpy as np
 
-from ..model.config_gguf import QK_PERMUTED, SMOLLM3_NO_ROPE_STEP
+from ..model.config_gguf import GEMMA3_LOCAL_ROPE_BASE, QK_PERMUTED, SMOLLM3_NO_ROPE_STEP, sliding_rule
 from ..tensors.names import hf_to_gguf, merged_expert_name, permute_qk
 from .common import ConvertError
 
 # HF model_type -> GGUF general.architecture (llama.cpp writes Mistral and Mixtral as llama).
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "phi3": "phi3", "olmo2": "olmo2",
+             "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3",
+             "olmo2": "olmo2",
              "granite": "granite", "smollm3": "smollm3"}
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
@@ -34,9 +35,14 @@ def gguf_arch(config: dict) -> str:
     return GGUF_ARCH[model_type]
 
 
+GEMMAS = ("gemma", "gemma2", "gemma3")  # norms stored as 1 + w, no output tensor
+
+
 def _rope(config: dict) -> tuple[float | None, dict]:
-    """rope_theta and the scaling dict (transformers 4.x rope_scaling or 5.x rope_parameters)."""
+    """rope_theta and the scaling dict (transformers 4.x rope_scaling or 5.x rope_parameters;
+    Gemma 3's per layer type: the full-attention layers')."""
     rp = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    rp = rp.get("full_attention", rp)
     theta = rp.get("rope_theta", config.get("rope_theta"))
     scaling = dict(config.get("rope_scaling") or rp)
     scaling.pop("rope_theta", None)
@@ -71,7 +77,7 @@ def add_metadata(writer, config: dict, name: str) -> None:
         writer.add_rope_freq_base(theta)
     partial = scaling.pop("partial_rotary_factor", None) or config.get("partial_rotary_factor") or 1.0
     writer.add_rope_dimension_count(int(head_dim * float(partial)))
-    if head_dim != hidden // heads or arch in ("gemma", "gemma2"):
+    if head_dim != hidden // heads or arch in GEMMAS:
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
     writer.add_vocab_size(int(config["vocab_size"]))
@@ -96,25 +102,34 @@ def _granite(writer, config: dict) -> None:
 
 
 def _gemma2(writer, config: dict) -> None:
+    """Gemma 2 and 3: softcaps, the window, and what llama.cpp hard-codes checked."""
+    arch = gguf_arch(config)
     layers = int(config["num_hidden_layers"])
-    types = config.get("layer_types") or [("sliding_attention" if i % 2 == 0 else "full_attention")
-                                          for i in range(layers)]
-    if [t == "sliding_attention" for t in types] != [i % 2 == 0 for i in range(layers)]:
-        raise ConvertError(f"config.json layer_types {types!r}: llama.cpp's gemma2 slides on the even layers "
-                           "only, so this model would run differently there.")
-    for key, add in (("attn_logit_softcapping", writer.add_attn_logit_softcapping),
-                     ("final_logit_softcapping", writer.add_final_logit_softcapping),
-                     ("sliding_window", writer.add_sliding_window)):
+    want = sliding_rule(arch, layers)
+    types = config.get("layer_types") or [("sliding_attention" if s else "full_attention") for s in want]
+    if [t == "sliding_attention" for t in types] != want:
+        raise ConvertError(f"config.json layer_types {types!r}: llama.cpp's {arch} slides on "
+                           f"{'the even layers' if arch == 'gemma2' else 'five layers of every six'} only, "
+                           "so this model would run differently there.")
+    caps = ("final_logit_softcapping",) if arch == "gemma3" else ("attn_logit_softcapping", "final_logit_softcapping")
+    for key in (*caps, "sliding_window"):
         if config.get(key) is not None:
-            add(config[key])
+            getattr(writer, "add_" + key)(config[key])
+    if arch == "gemma3":
+        rp = config.get("rope_parameters") or {}
+        local = (rp.get("sliding_attention") or {}).get("rope_theta", config.get("rope_local_base_freq",
+                                                                                   GEMMA3_LOCAL_ROPE_BASE))
+        if float(local) != GEMMA3_LOCAL_ROPE_BASE:
+            raise ConvertError(f"Gemma 3's sliding layers rotate with base {local}; llama.cpp's gemma3 uses "
+                               f"{GEMMA3_LOCAL_ROPE_BASE:g} there, so this model would run differently.")
     head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
     scalar = config.get("query_pre_attn_scalar")
-    llamacpp = config["hidden_size"] / config["num_attention_heads"] if layers == 46 else head_dim
+    llamacpp = config["hidden_size"] / config["num_attention_heads"] if layers in (46, 62) else head_dim  # 27B
     if scalar is not None and scalar != llamacpp:
         # gemma2.attention.scale states it; llama.cpp scales by 1/sqrt(head_dim) whatever the file says
         writer.add_attention_scale(float(scalar) ** -0.5)
         warnings.warn(f"convert: query_pre_attn_scalar {scalar} differs from head_dim {head_dim}; the GGUF "
-                      "states the scale (gemma2.attention.scale), which llama.cpp ignores.", stacklevel=4)
+                      f"states the scale ({arch}.attention.scale), which llama.cpp ignores.", stacklevel=4)
 
 
 def _experts(writer, config: dict) -> None:
@@ -152,7 +167,7 @@ def _smollm3(writer, config: dict) -> None:
                            f"{SMOLLM3_NO_ROPE_STEP}th layer only, so this model would run differently there.")
 
 
-_FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "mixtral": _experts, "qwen3_moe": _experts,
+_FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "gemma3_text": _gemma2, "mixtral": _experts, "qwen3_moe": _experts,
                 "phi3": _phi3, "smollm3": _smollm3}
 
 
@@ -160,7 +175,7 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
     """(GGUF architecture, the output tensors in GGUF names with their transforms)."""
     config = src.config
     arch = gguf_arch(config)
-    gemma = arch in ("gemma", "gemma2")
+    gemma = arch in GEMMAS
     permuted = arch in QK_PERMUTED
     plan, stacks = [], {}
     for t in src.tensors:

@@ -20,29 +20,34 @@ from .config import NOT_YET, ModelConfig, UnsupportedModel, finite_float
 
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
 # "llama" (Mixtral with `llama.expert_count`).
-GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "phi3", "olmo2",
-                      "granite", "smollm3")
+GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3",
+                      "olmo2", "granite", "smollm3")
 # GGUF architecture -> the Hugging Face model_type it comes from, where the names differ.
-HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe"}
+HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
 # Families the decoder knows from config.json but not yet from GGUF (config.NOT_YET says why).
-GGUF_NOT_YET = {"gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "gpt2": "gpt2", "gptneox": "gpt_neox",
+GGUF_NOT_YET = {"qwen2moe": "qwen2_moe", "gpt2": "gpt2", "gptneox": "gpt_neox",
                 "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
 # Architectures whose converter permutes q/k rows (LlamaModel and its subclasses).
 QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
 SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key says so)
+# llama.cpp's sliding-window layers (no key says so): Gemma 2 every other layer from layer 0,
+# Gemma 3 five of every six (its sliding layers rotate with base 10000, unscaled)
+SLIDING_PATTERN = {"gemma2": 2, "gemma3": 6}
+GEMMA3_LOCAL_ROPE_BASE = 10000.0
 
 try:  # gguf-py's spelling of the keys llama.cpp reads (the same strings without gguf-py)
     from gguf.constants import Keys as _G
 
     _MORE = (_G.LLM.EXPERT_FEED_FORWARD_LENGTH, _G.LLM.EXPERT_WEIGHTS_NORM, _G.LLM.ATTN_LOGIT_SOFTCAPPING,
              _G.LLM.FINAL_LOGIT_SOFTCAPPING, _G.LLM.EMBEDDING_SCALE, _G.LLM.RESIDUAL_SCALE,
-             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN)
+             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA)
 except ImportError:  # pragma: no cover - gguf-py is a dependency; the core reads without it
     _MORE = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", "{arch}.attn_logit_softcapping",
              "{arch}.final_logit_softcapping", "{arch}.embedding_scale", "{arch}.residual_scale",
-             "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern")
+             "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern",
+             "{arch}.rope.freq_base_swa")
 (EXPERT_FEED_FORWARD_LENGTH, EXPERT_WEIGHTS_NORM, ATTN_SOFTCAP, FINAL_SOFTCAP, EMBEDDING_SCALE, RESIDUAL_SCALE,
- LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN) = _MORE
+ LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN, ROPE_FREQ_BASE_SWA) = _MORE
 
 _MISSING = object()
 
@@ -113,7 +118,7 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     layers = get(Keys.BLOCK_COUNT)
     window = get(Keys.SLIDING_WINDOW, None) or None
     model_type = HF_MODEL_TYPE.get(arch, arch)
-    gemma = arch in ("gemma", "gemma2")
+    gemma = arch in ("gemma", "gemma2", "gemma3")
     fields: dict[str, Any] = {}
     if arch == "qwen3" or arch == "qwen3moe":
         fields["qk_norm"] = "head"
@@ -129,12 +134,16 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
                       logit_scale=1.0 / _scalar(get(LOGIT_SCALE, None), arch, "logit_scale"))
     if gemma:
         fields.update(activation="gelu_tanh", embed_scale=float(hidden) ** 0.5 if isinstance(hidden, int) else 1.0)
-    if arch == "gemma2":
+    if arch in SLIDING_PATTERN:
         fields.update(sandwich_norms=True, attn_softcap=_cap(get(ATTN_SOFTCAP, None), arch, "attn"),
                       final_softcap=_cap(get(FINAL_SOFTCAP, None), arch, "final"),
-                      sliding_layers=_sliding_layers(get(SLIDING_WINDOW_PATTERN, None), layers))
-        if isinstance(layers, int) and layers == 46 and isinstance(hidden, int) and isinstance(heads, int):
-            # llama.cpp: Gemma 2 27B scales by its query_pre_attn_scalar, hidden / heads
+                      sliding_layers=_sliding_layers(get(SLIDING_WINDOW_PATTERN, None), layers, arch))
+    if arch == "gemma3":
+        fields.update(qk_norm="head", attn_softcap=None,  # Gemma 3 computes no attention softcap
+                      local_rope_theta=finite_float(get(ROPE_FREQ_BASE_SWA, GEMMA3_LOCAL_ROPE_BASE),
+                                                    "rope.freq_base_swa"))
+        if isinstance(layers, int) and layers in (46, 62) and isinstance(hidden, int) and isinstance(heads, int):
+            # llama.cpp: Gemma 2 and 3 27B scale by their query_pre_attn_scalar, hidden / heads
             fields["attention_scale"] = (hidden / heads) ** -0.5
     scale = get(ATTENTION_SCALE, None)
     if scale is not None:
@@ -190,17 +199,23 @@ def _cap(value: Any, arch: str, which: str) -> float | None:
     return finite_float(value, f"{arch}.{which}_logit_softcapping")
 
 
-def _sliding_layers(pattern: Any, layers: Any) -> list[bool] | None:
-    """Which layers slide: the file's per-layer pattern, else llama.cpp's Gemma 2 rule (even layers)."""
+def _sliding_layers(pattern: Any, layers: Any, arch: str) -> list[bool] | None:
+    """Which layers slide: the file's per-layer pattern, else llama.cpp's rule (SLIDING_PATTERN)."""
     if not isinstance(layers, int) or layers <= 0:
         return None
     if pattern is not None:
         said = list(getattr(pattern, "to_list", lambda: pattern)())
         if len(said) == layers and all(isinstance(v, (bool, int)) for v in said):
             return [bool(v) for v in said]
-        raise UnsupportedModel(f"gemma2.attention.sliding_window_pattern should list {layers} booleans, "
+        raise UnsupportedModel(f"{arch}.attention.sliding_window_pattern should list {layers} booleans, "
                                f"found {said!r}.")
-    return [i % 2 == 0 for i in range(min(layers, 1 << 16))]
+    return sliding_rule(arch, layers)
+
+
+def sliding_rule(arch: str, layers: int) -> list[bool]:
+    """llama.cpp's set_swa_pattern(n): layer i slides unless it is the last of each n."""
+    n = SLIDING_PATTERN[arch]
+    return [(i + 1) % n != 0 for i in range(min(layers, 1 << 16))]
 
 
 def engine_config(metadata: dict[str, Any], tensor_names: set[str] | None = None) -> ModelConfig:

@@ -40,6 +40,12 @@ FAMILIES = {
     "gemma2": ("gemma2", dict(sliding_window=4, layer_types=["sliding_attention", "full_attention",
                                                              "sliding_attention"],
                               attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=16)),
+    # six layers: llama.cpp's five sliding of every six; linear scaling on the full layers only
+    "gemma3": ("gemma3_text", dict(num_hidden_layers=6, sliding_window=4, query_pre_attn_scalar=16,
+                                   final_logit_softcapping=5.0,
+                                   rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                                    "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                                       "rope_theta": 100000.0}})),
     "phi3": ("phi3", dict(sliding_window=None)),
     "olmo2": ("olmo2", {}),
     "granite": ("granite", dict(embedding_multiplier=6.0, residual_multiplier=0.3, attention_multiplier=0.05,
@@ -52,7 +58,7 @@ FAMILIES = {
     "qwen3_moe_dense": ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                           mlp_only_layers=[1], norm_topk_prob=False)),
 }
-GGUF_ARCH = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe"}
+GGUF_ARCH = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
 # What load_model needs beyond these files before a family's GGUF runs (see the report of the
 # GGUF-families change): demo/weights.py naming GGUF tensors by part (names.gguf_part_name) and
 # reading one expert of the stacked tensors (names.gguf_expert); model/will_load.py and
@@ -62,7 +68,7 @@ _WEIGHTS = ("demo/weights.py must name GGUF tensors by part (tensors.names.gguf_
 _EXPERTS = ("demo/weights.py must read experts from llama.cpp's stacked ffn_*_exps tensors "
             "(tensors.names.gguf_expert) and name the router ffn_gate_inp")
 PENDING = {
-    "gemma2": _WEIGHTS, "olmo2": _WEIGHTS,
+    "gemma2": _WEIGHTS, "gemma3": _WEIGHTS, "olmo2": _WEIGHTS,
     "mixtral": _EXPERTS + "; model/expected.py's GGUF llama table must expect ffn_*_exps when llama.expert_count",
     "qwen3_moe": _EXPERTS, "qwen3_moe_dense": _EXPERTS,
     "phi3": "model/will_load.py must not read Phi-3's fused ffn_up rows (2 x feed_forward_length) as a mismatch",
@@ -198,7 +204,7 @@ def test_gguf_reader_sees_llamacpp_keys_names_and_shapes(family):
     state = _saved(folder)
     for name, t in tensors.items():
         assert t.tensor_type == gguf.GGMLQuantizationType.F32, name
-    if arch in ("gemma", "gemma2"):
+    if arch in ("gemma", "gemma2", "gemma3"):
         assert "output.weight" not in tensors  # the head is the embedding
         np.testing.assert_array_equal(np.asarray(tensors["blk.0.attn_norm.weight"].data),
                                       state["model.layers.0.input_layernorm.weight"] + np.float32(1))
@@ -255,6 +261,10 @@ def test_built_in_names_agree_with_gguf_py(family):
 @pytest.mark.parametrize(("mt", "changes", "message"), [
     ("smollm3", dict(no_rope_layers=[1, 0, 1]), "every 4th layer"),
     ("gemma2", dict(layer_types=["full_attention", "sliding_attention", "full_attention"]), "even layers"),
+    ("gemma3_text", dict(layer_types=["sliding_attention", "full_attention", "sliding_attention"]), "five layers"),
+    ("gemma3_text", dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                          "full_attention": {"rope_type": "default", "rope_theta": 1e6}}),
+     "base 100"),
     ("gpt2", {}, "model_type 'gpt2'"),
 ])
 def test_what_llamacpp_would_run_differently_is_refused(mt, changes, message, tmp_path):
