@@ -224,6 +224,7 @@ class Weights:
             raise UnsupportedModel(f"The checkpoint has no tensor {self.name(p, i)!r} (the "
                                    f"{DESCRIPTIONS[p]}{where}){more}; a {self.cfg.architecture} "
                                    f"model with {self.cfg.num_layers} layers needs it.{why}")
+        attention = {self.name(p, i) for p, i in wanted if p in ("q", "k", "v", "qkv", "o", "q_b", "kv_b")}
         named = [(self.name(p, i), layouts.stored_shape(self.cfg, p, i, shapes[p],
                                                          bool(tensors[self.name(p, i)].quant)))
                  for p, i in wanted]
@@ -237,8 +238,12 @@ class Weights:
                                        f"model with {self.cfg.experts} experts per layer needs it.")
             self._check_decodable(info)
             if tuple(info.shape) != shape:
+                c = self.cfg
+                heads = (f" ({c.num_heads} heads and {c.num_kv_heads} key/value heads of head_dim {c.head_dim})"
+                         if name in attention else "")
                 raise UnsupportedModel(f"Tensor {info.name!r} has shape {list(info.shape)}; the "
-                                       f"hyperparameters imply {list(shape)}.")
+                                       f"hyperparameters imply {list(shape)}{heads}: config.json contradicts "
+                                       "the checkpoint, so the model is not run.")
 
     def _check_decodable(self, info) -> None:
         """Refuse, naming the scheme, what would run unscaled: a Hub-quantized tensor the codec

@@ -33,8 +33,11 @@ ROPE_TYPES = ("default", "linear", "llama3", "dynamic", "yarn")
 ROPE_PARAMETERS = {"linear": ("factor",), "dynamic": ("factor",),
                    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
                    "yarn": ("factor", "original_max_position_embeddings")}
-# Families whose layers alternate sliding-window and full attention (config.json layer_types).
+# Where transformers applies config.json's sliding_window: on every layer; on the layers that
+# layer_types marks (always, or with use_sliding_window); elsewhere (Llama, OLMo 2...) never.
+WINDOW_EVERYWHERE = ("mistral", "mixtral", "phi3")
 LAYER_TYPED = ("gemma2", "gemma3_text", "gpt_oss")
+LAYER_TYPED_IF_USED = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
 
 
 class UnsupportedModel(ValueError):
@@ -210,7 +213,8 @@ class ModelConfig:
             problems.append(f"sliding_window must be a positive integer, found {self.sliding_window!r}")
         kind = (self.rope_scaling or {}).get("rope_type")
         if self.rope_scaling and kind not in ROPE_TYPES:
-            problems.append(f"rope scaling {kind!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
+            problems.append(f"rope scaling {kind!r} is not implemented for {self.architecture} (the decoder runs "
+                            f"{', '.join(ROPE_TYPES)})")
         for key in ROPE_PARAMETERS.get(kind, ()):
             value = self.rope_scaling.get(key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -290,6 +294,9 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
     split = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
     # GPT-2 and NeoX split hidden_size evenly over full multi-head attention, whatever else is said
     mha = model_type in ("gpt2", "gpt_neox", "deepseek_v3")
+    if mha and model_type != "deepseek_v3" and split is not None and split * heads != hidden:
+        raise UnsupportedModel(f"config.json says hidden_size {hidden} over {heads} heads ({model_type}), "
+                               "which do not divide it: the q/k/v projections cannot be split into heads.")
     head_dim = split if mha else config.get("head_dim") or split
     mla = _mla(config) if model_type == "deepseek_v3" else {}
     head_dim = mla.pop("head_dim", head_dim)
@@ -297,7 +304,6 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
     if mla:  # the rotary part is qk_rope_head_dim, whatever partial_rotary_factor says
         rope["rotary_dim"] = mla.pop("rotary_dim")
     mla_scale = mla.pop("attention_scale", None)
-    window = config.get("sliding_window") if model_type == "mistral" or config.get("use_sliding_window") else None
     rope_layers = None
     if model_type == "smollm3":
         said = config.get("no_rope_layers")  # 1: the layer uses RoPE, 0: it does not (NoPE)
@@ -305,10 +311,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
             raise UnsupportedModel(f"config.json no_rope_layers should be a list of 0/1, found {said!r}.")
         rope_layers = [bool(v) for v in said] if said is not None else None
     granite, gemma = model_type == "granite", model_type in ("gemma", "gemma2", "gemma3_text")
-    sliding_layers = None
-    if model_type in LAYER_TYPED:
-        sliding_layers = _layer_types(model_type, config)
-        window = config.get("sliding_window")
+    window, sliding_layers = _window(model_type, config, rope_layers)
     scalar = config.get("query_pre_attn_scalar") if gemma else None
 
     def cap(key: str) -> float | None:
@@ -381,18 +384,45 @@ def _gpt2_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _layer_types(model_type: str, config: dict[str, Any]) -> list[bool]:
-    """Per layer, whether it slides: config.json's layer_types, or Gemma 3's older
-    sliding_window_pattern (every pattern-th layer is global)."""
+def _window(model_type: str, config: dict[str, Any], rope_layers: list[bool] | None
+            ) -> tuple[Any, list[bool] | None]:
+    """(sliding_window, per layer whether it slides or None for all) as transformers applies them."""
+    window = config.get("sliding_window")
+    if model_type in WINDOW_EVERYWHERE:
+        return window, None
+    if model_type in LAYER_TYPED_IF_USED and config.get("use_sliding_window"):
+        return window, (None if model_type == "qwen3_moe" else _layer_types(model_type, config, rope_layers))
+    if model_type in LAYER_TYPED:
+        return window, _layer_types(model_type, config, rope_layers)
+    return None, None
+
+
+def _layer_types(model_type: str, config: dict[str, Any], rope_layers: list[bool] | None = None) -> list[bool]:
+    """Per layer, whether it slides: config.json's layer_types, or as transformers derives them
+    for older configs (Gemma 3's sliding_window_pattern, Qwen's max_window_layers, SmolLM3's NoPE
+    layers)."""
     types = config.get("layer_types")
     layers = config.get("num_hidden_layers")
-    if types is None and model_type == "gemma3_text" and isinstance(layers, int):
+    n = range(min(layers, 1 << 16)) if isinstance(layers, int) else range(0)
+    if types is None and model_type == "gemma3_text":
         pattern = config.get("sliding_window_pattern", 6)
         if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern <= 0:
             raise UnsupportedModel(f"config.json sliding_window_pattern should be a positive integer, "
                                    f"found {pattern!r}.")
-        return [bool((i + 1) % pattern) for i in range(min(layers, 1 << 16))]
-    if not isinstance(types, list) or not all(t in ("sliding_attention", "full_attention") for t in types):
+        return [bool((i + 1) % pattern) for i in n]
+    top = config.get("max_window_layers")
+    if types is None and model_type in ("qwen2", "qwen3", "qwen2_moe") and isinstance(top, int):
+        if model_type == "qwen2_moe":
+            return [i % 2 == 0 and i < top for i in n]
+        return [i >= top for i in n]
+    if types is None and model_type == "smollm3":
+        return [not (rope_layers[i] if rope_layers and i < len(rope_layers) else (i + 1) % 4 != 0) for i in n]
+    other = sorted({str(t) for t in types if t not in ("sliding_attention", "full_attention")}
+                   ) if isinstance(types, list) else []
+    if other:
+        raise UnsupportedModel(f"config.json layer_types names {', '.join(map(repr, other))} layers ({model_type}): "
+                               "the decoder implements sliding_attention and full_attention only.")
+    if not isinstance(types, list):
         raise UnsupportedModel(f"config.json layer_types should list sliding_attention / full_attention "
                                f"per layer for {model_type}, found {types!r}.")
     return [t == "sliding_attention" for t in types]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from model_explorer.demo import load_model
+from model_explorer.model.config import UnsupportedModel, from_hf
 
 pytestmark = pytest.mark.reference
 transformers = pytest.importorskip("transformers")
@@ -35,6 +36,8 @@ FAMILIES = {
                         query_pre_attn_scalar=8, final_logit_softcapping=5.0,
                         attn_logit_softcapping=1.0),  # which transformers' Gemma 3 ignores
     "llama": dict(attention_bias=True),  # q, k, v and o biases
+    # a window shorter than the prompt on the layers from max_window_layers on (layer_types)
+    "qwen2/window": dict(use_sliding_window=True, sliding_window=4, max_window_layers=1),
     "phi3": dict(sliding_window=None, partial_rotary_factor=0.5),  # the first half of each head turns
     # LayerNorm with biases, Conv1D weights, fused c_attn, tanh-GELU MLP, learned positions, tied head
     "gpt2": dict(n_embd=64, n_layer=3, n_head=4, n_positions=32, n_inner=96),
@@ -142,7 +145,7 @@ def test_the_model_says_its_family_features(saved):
     expect = {"qwen3": "q/k RMSNorm per head", "olmo2": "norms after attention and MLP",
               "granite": "residual x 0.3", "smollm3": "no RoPE in 1 of 3 layers", "gemma": "GeGLU (tanh GELU)",
               "gemma2": "attention logit softcap 2",
-              "gemma3_text": "local RoPE base 100 on sliding layers", "llama": "q/k/v biases",
+              "gemma3_text": "local RoPE base 100 on sliding layers", "llama": "q/k/v biases", "qwen2/window": "sliding window 4 in 2 of 3 layers",
               "phi3": "partial rotary (8 of 16 dims)",
               "llama/yarn": "yarn RoPE scaling", "llama/dynamic": "dynamic RoPE scaling", "mixtral": "4 experts, top 2 renormalised",
               "qwen3_moe": "4 experts, top 2 in 2 of 3 layers",
@@ -191,3 +194,54 @@ def test_gpt_oss_mxfp4_experts_run_as_transformers_does_with_their_decoded_value
     ours = load_model(str(tmp_path), device="cpu")
     assert "MXFP4" in ours.weights.report.by_dtype()
     assert np.abs(ours.forward(IDS) - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+def _contradicted(tmp_path, model_type: str, changes: dict) -> str:
+    """A tiny model of the family saved by transformers, then its config.json changed."""
+    import json
+
+    cfg = transformers.AutoConfig.for_model(model_type, **{**SIZES, **FAMILIES[model_type]})
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(changes)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("model_type,changes,message", [
+    # heads x head_dim against q_proj's rows (the open's cross-check says it first, naming the tensor)
+    ("llama", {"head_dim": 8}, r"num_attention_heads = 4, but 'model\.layers\.0\.self_attn\.q_proj\.weight' has 64 rows"),
+    # GPT-2's fused c_attn: heads that do not divide the width
+    ("gpt2", {"n_head": 3}, r"hidden_size 64 over 3 heads \(gpt2\), which do not divide it"),
+    ("gemma2", {"layer_types": ["sliding_attention", "full_attention"]}, r"layer_types has 2 entries for 3 layers"),
+    ("gemma3_text", {"layer_types": ["sliding_attention", "chunked_attention", "full_attention"]},
+     r"layer_types names 'chunked_attention' layers \(gemma3_text\)"),
+    ("llama", {"rope_parameters": {"rope_type": "longrope", "rope_theta": 10000.0}},
+     r"rope scaling 'longrope' is not implemented for llama"),
+    ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, r"yarn rope scaling needs a positive factor"),
+    ("gemma3_text", {"rope_parameters": {"sliding_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10.0},
+                                         "full_attention": {"rope_type": "default", "rope_theta": 1e4}}},
+     r"Gemma 3's sliding layers 'linear' RoPE scaling"),
+    ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, r"scale_attn_by_inverse_layer_idx \(gpt2\)"),
+    ("deepseek_v3", {"n_group": 3}, r"8 experts in n_group 3 groups .* cannot route"),
+    ("phi3", {"partial_rotary_factor": 1.5, "rope_parameters": None}, r"partial_rotary_factor should be in \(0, 1\]"),
+])
+def test_a_self_contradicting_or_unimplemented_config_is_refused_by_name(tmp_path, model_type, changes, message):
+    folder = _contradicted(tmp_path, model_type, changes)
+    with pytest.raises(UnsupportedModel, match=message):
+        load_model(folder, device="cpu")
+
+
+def test_layer_types_and_window_as_transformers_derives_them():
+    """Older configs without layer_types: Gemma 3's sliding_window_pattern and rope_local_base_freq,
+    Qwen2's max_window_layers; Llama ignores a sliding_window, Mistral applies it to every layer."""
+    base = dict(SIZES, model_type="gemma3_text", sliding_window=4, sliding_window_pattern=2,
+                rope_theta=1e6, rope_local_base_freq=10.0, num_hidden_layers=4)
+    cfg = from_hf(base)
+    assert cfg.sliding_layers == [True, False, True, False] and cfg.local_rope_theta == 10.0
+    assert cfg.rope_theta == 1e6
+    qwen = from_hf(dict(SIZES, model_type="qwen2", use_sliding_window=True, sliding_window=4, max_window_layers=2))
+    assert qwen.sliding_window == 4 and qwen.sliding_layers == [False, False, True]
+    assert from_hf(dict(SIZES, model_type="llama", use_sliding_window=True, sliding_window=4)).sliding_window is None
+    mistral = from_hf(dict(SIZES, model_type="mistral", sliding_window=4))
+    assert mistral.sliding_window == 4 and mistral.sliding_layers is None
