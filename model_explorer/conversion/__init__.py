@@ -5,10 +5,11 @@
     mx.convert("smol-f32", "smol-mlx4", format="mlx", bits=4, group_size=64)
 
 Tensors are read one at a time through `Checkpoint.read` (float32), transformed, encoded and
-appended to the output, so memory stays at about one tensor. Names are translated through the
-Hugging Face llama layout: llama.cpp stores the Q and K projections with the rows of each head
-interleaved for its rotary kernel, so GGUF -> HF undoes that permutation and HF -> GGUF applies
-it. GGUF -> GGUF keeps names, layout and metadata as they are.
+appended to the output, so memory stays at about one tensor. HF -> GGUF writes every family the
+run cell runs as llama.cpp's convert_hf_to_gguf.py does (gguf_arch.py: architecture, keys, gguf-py's
+tensor names, q/k rows interleaved for its rotary kernel where its LlamaModel converter does it,
+Gemma's 1 + w norms, stacked experts); GGUF -> HF knows the llama layout and undoes the
+permutation. GGUF -> GGUF keeps names, layout and metadata as they are.
 """
 
 from __future__ import annotations

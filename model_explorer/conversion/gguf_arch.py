@@ -158,6 +158,12 @@ def _phi3(writer, config: dict) -> None:
     writer.add_sliding_window(int(config.get("sliding_window") or 0))  # 0: none (how llama.cpp tells Phi-4)
 
 
+def _mistral(writer, config: dict) -> None:
+    # llama.cpp's llama ignores it; load_model reads it, as config.json's Mistral has it
+    if config.get("sliding_window"):
+        writer.add_sliding_window(int(config["sliding_window"]))
+
+
 def _smollm3(writer, config: dict) -> None:
     layers = int(config["num_hidden_layers"])
     said = config.get("no_rope_layers")
@@ -168,7 +174,7 @@ def _smollm3(writer, config: dict) -> None:
 
 
 _FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "gemma3_text": _gemma2, "mixtral": _experts, "qwen3_moe": _experts,
-                "phi3": _phi3, "smollm3": _smollm3}
+                "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
 
 
 def tensor_plan(src, tensor_cls) -> tuple[str, list]:

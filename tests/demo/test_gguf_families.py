@@ -35,6 +35,7 @@ FAMILIES = {
     "qwen2": ("qwen2", {}),
     "qwen3": ("qwen3", {}),
     "llama": ("llama", dict(attention_bias=True)),
+    "mistral": ("mistral", dict(sliding_window=4)),  # written as llama, with its window
     "gemma": ("gemma", {}),
     # sliding on even layers, a window shorter than the prompt, both softcaps biting
     "gemma2": ("gemma2", dict(sliding_window=4, layer_types=["sliding_attention", "full_attention",
@@ -58,7 +59,7 @@ FAMILIES = {
     "qwen3_moe_dense": ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                           mlp_only_layers=[1], norm_topk_prob=False)),
 }
-GGUF_ARCH = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
+GGUF_ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
 # What load_model needs beyond these files before a family's GGUF runs (see the report of the
 # GGUF-families change): demo/weights.py naming GGUF tensors by part (names.gguf_part_name) and
 # reading one expert of the stacked tensors (names.gguf_expert); model/will_load.py and
@@ -120,6 +121,8 @@ def test_config_from_gguf_equals_config_json(family):
     ckpt = mx.open(path)
     ours = from_gguf(ckpt.metadata, set(ckpt.tensors))
     want = from_hf(json.load(open(f"{folder}/config.json")))
+    if key == "mistral":  # llama.cpp writes Mistral as llama: the file cannot say which it was
+        want.architecture = "llama"
     assert _effective(ours) == _effective(want), key
     assert ours.norm_offset == 0.0  # Gemma's (1 + w) is stored
 
@@ -273,3 +276,31 @@ def test_what_llamacpp_would_run_differently_is_refused(mt, changes, message, tm
     transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
     with pytest.raises(ConvertError, match=message):
         mx.convert(tmp_path, tmp_path / "m.gguf", format="gguf", dtype="F32")
+
+
+def test_converted_qwen3_gguf_tokenizes_like_the_folder(tmp_path):
+    """A byte-level BPE with Qwen2's split: the GGUF says tokenizer.ggml.pre 'qwen2' and load_model's
+    tokenizer from it encodes as the folder's tokenizer.json does (digits one by one, unlike Llama 3)."""
+    from conftest import SPECIALS, tiny_vocab
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import BPE
+
+    from model_explorer.model.tokenizer import PRE_TOKENIZER_SPLITS
+
+    vocab = tiny_vocab(320)
+    cfg = transformers.AutoConfig.for_model("qwen3", **{**SIZES, "vocab_size": len(vocab.tokens)})
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    tok = Tokenizer(BPE(vocab=vocab.ids, merges=[tuple(m.split(" ")) for m in vocab.merges]))
+    split = PRE_TOKENIZER_SPLITS["qwen2"]
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(split if isinstance(split, str) else split["Regex"]), "isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    path = mx.convert(tmp_path, tmp_path / "q.gguf", format="gguf", dtype="F32")
+    keys, _ = _reader(str(path))
+    assert keys["tokenizer.ggml.model"] == "gpt2" and keys["tokenizer.ggml.pre"] == "qwen2"
+    gguf_tok = load_model(path, device="cpu").tokenizer
+    for text in ("the 12345 cats<|im_end|>", "Hello, world!\n\nIt's  here", "in the at on 2024"):
+        assert gguf_tok.encode(text) == tok.encode(text).ids, text
