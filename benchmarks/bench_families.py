@@ -41,7 +41,7 @@ FAMILIES: dict[str, dict] = {
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=None),
     "gemma": {}, "gemma2": dict(sliding_window=16), "gemma3_text": dict(sliding_window=16),
     "phi3": dict(sliding_window=None), "olmo2": {}, "smollm3": {}, "granite": {},
-    "gpt2": dict(n_embd=128, n_layer=2, n_head=4, n_positions=512),
+    "gpt2": dict(n_embd=128, n_layer=2, n_head=4, n_positions=512, n_inner=256),  # n_inner: GPT-2 ignores intermediate_size
     "gpt_neox": dict(rotary_pct=0.25),
     "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=16),
     "deepseek_v3": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
