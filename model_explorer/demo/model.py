@@ -1,12 +1,13 @@
 """The decoder, written once against the array backend (numpy or torch).
 
-One layer: x += o(attention(rope(q), rope(k), v)) over rms_norm(x); then
-x += down(act(gate(h)) * up(h)) over rms_norm(x). Attention is grouped-query (each key/value
-head serves `num_heads // num_kv_heads` query heads) with a preallocated KV cache, so decoding
-one token costs one pass over the weights, not one per position. What differs between families
-is data in ModelConfig (model/config.py), each feature one `if` here: q/k norms, norms after
-rather than before a sublayer, GeGLU, embedding/residual/attention/logit scales, layers
-without RoPE.
+One layer: x += o(attention(rope(q), rope(k), v)) over norm(x); then x += mlp(norm(x)).
+Attention is grouped-query (each key/value head serves `num_heads // num_kv_heads` query heads)
+with a preallocated KV cache, so decoding one token costs one pass over the weights, not one per
+position. What differs between families is data in ModelConfig (model/config.py), each feature
+one `if` here: RMSNorm or LayerNorm, q/k norms, norms after or around a sublayer, GeGLU, a plain
+GELU MLP, learned positions, partial rotary, per-layer windows and RoPE bases, attention sinks,
+the parallel residual, embedding/residual/attention/logit scales. DeepSeek's latent attention
+(mla.py) makes q, k, v its own way; mixtures of experts are experts.py; RoPE tables rope.py.
 
 Tracing (mx.trace, mx.compare_runs): a `recorder` set on the Decoder is called as
 `recorder(layer, module, activation)` at the named points of MODULES (layer None for the

@@ -1,4 +1,5 @@
-"""Weights of a llama-family model: found by name, dequantized through `ckpt.read`, timed.
+"""Weights of a decoder model (names per family: layouts.py, experts.py, mla.py): found by name,
+dequantized through `ckpt.read`, timed.
 
 Two ways to hold them:
 - dequantize at load (default): every matrix becomes float32 once; fastest generation.

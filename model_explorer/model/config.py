@@ -1,12 +1,16 @@
 """Hyperparameters of a decoder the run cell runs, from GGUF metadata or a Hugging Face `config.json`.
 
-One decoder (RMSNorm, rotary position embeddings, grouped-query attention, a gated MLP) with
-the features that tell the families apart as data: q/k norms (Qwen3 per head, OLMo 2 over the
-whole projection), norms after attention and feed-forward instead of before (OLMo 2), Gemma's
-`(1 + w)` norms, GeGLU and `sqrt(hidden)` embedding scale, Granite's multipliers, SmolLM3's
-layers without RoPE. What a family's checkpoint holds comes from model/families.py. Anything
-else is refused with a message that names the architecture and the missing feature, before a
-single weight is read.
+One decoder with the features that tell the families apart as data: q/k norms (Qwen3 per head,
+OLMo 2 over the whole projection), norms after or around each sublayer (OLMo 2, Gemma 2/3),
+Gemma's `(1 + w)` norms, GeGLU and `sqrt(hidden)` embedding scale, Granite's multipliers,
+layers without RoPE (SmolLM3), per-layer sliding windows and local RoPE bases (Gemma 3),
+RoPE scalings (linear, Llama 3, dynamic NTK, YaRN) and partial rotary, LayerNorm with biases,
+plain GELU MLPs, learned positions and the parallel residual (GPT-2, NeoX), attention sinks
+(gpt-oss), multi-head latent attention (DeepSeek) and mixtures of experts (softmax, top-k
+softmax or grouped sigmoid routers, shared experts). What a family's checkpoint holds comes
+from model/families.py. Anything else is refused with a message that names the architecture
+and the missing feature, before a single weight is read; a config that contradicts itself is
+refused too, never run.
 """
 
 from __future__ import annotations
