@@ -83,22 +83,33 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
             return default
         return getattr(kv, "value", kv)
 
+    def count(key: str, default: Any = _MISSING) -> Any:
+        """An integer key (a size, a count); `default` when absent."""
+        value = get(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if isinstance(value, (list, tuple)) or hasattr(value, "to_list"):
+            raise UnsupportedModel(f"{key.format(arch=arch)} gives one value per layer; the decoder needs one "
+                                   "for all.")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UnsupportedModel(f"{key.format(arch=arch)} should be a non-negative integer, found {value!r}.")
+        return value
+
     if arch not in GGUF_ARCHITECTURES:
         raise unsupported_architecture(arch)
-    hidden = get(Keys.EMBEDDING_LENGTH)
-    heads = get(Keys.HEAD_COUNT)
-    kv_heads = get(Keys.HEAD_COUNT_KV, heads)
-    for what, value in (("attention.head_count", heads), ("attention.head_count_kv", kv_heads)):
-        if isinstance(value, (list, tuple)) or hasattr(value, "to_list"):
-            raise UnsupportedModel(f"{arch}.{what} gives one value per layer; the decoder needs one for all.")
-    rotary = get(Keys.ROPE_DIMENSION_COUNT, None)
-    head_dim = get(Keys.KEY_LENGTH, None)
+    hidden = count(Keys.EMBEDDING_LENGTH)
+    heads = count(Keys.HEAD_COUNT)
+    kv_heads = count(Keys.HEAD_COUNT_KV, heads)
+    rotary = count(Keys.ROPE_DIMENSION_COUNT, None)
+    head_dim = count(Keys.KEY_LENGTH, None)
     if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads:
         # no key_length: hidden / heads, unless RoPE turns more dims than that (Mistral Nemo's head_dim)
         head_dim = max(hidden // heads, rotary if isinstance(rotary, int) else 0)
     rotary = None if rotary == head_dim else rotary  # partial rotary: the first `rotary` dims of a head
     rope_scaling = None
     scaling_type = get(Keys.ROPE_SCALING_TYPE, None)
+    if scaling_type is not None and not isinstance(scaling_type, str):
+        raise UnsupportedModel(f"{arch}.rope.scaling.type should be a name, found {scaling_type!r}.")
     if scaling_type == "linear":
         rope_scaling = {"rope_type": "linear", "factor": finite_float(get(Keys.ROPE_SCALING_FACTOR),
                                                                  "rope.scaling.factor")}
@@ -111,12 +122,12 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     if "rope_freqs.weight" in names:
         # Llama 3.x stores its per-frequency RoPE divisors as a tensor; weights.py reads it.
         extra["rope_freqs_tensor"] = "rope_freqs.weight"
-    vocab = get(Keys.VOCAB_SIZE, None)
+    vocab = count(Keys.VOCAB_SIZE, None)
     if vocab is None:
         tokens = metadata.get(Keys.TOKENS)
         vocab = len(getattr(tokens, "value", tokens)) if tokens is not None else None
-    layers = get(Keys.BLOCK_COUNT)
-    window = get(Keys.SLIDING_WINDOW, None) or None
+    layers = count(Keys.BLOCK_COUNT)
+    window = count(Keys.SLIDING_WINDOW, None) or None
     model_type = HF_MODEL_TYPE.get(arch, arch)
     gemma = arch in ("gemma", "gemma2", "gemma3")
     fields: dict[str, Any] = {}
@@ -148,7 +159,7 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     scale = get(ATTENTION_SCALE, None)
     if scale is not None:
         fields["attention_scale"] = finite_float(scale, f"{arch}.attention.scale")
-    experts = get(Keys.EXPERT_COUNT, 0) or 0
+    experts = count(Keys.EXPERT_COUNT, 0)
     if experts:
         if arch not in ("llama", "qwen3moe"):
             raise UnsupportedModel(f"The {arch} GGUF has {experts} experts; mixtures of experts run for "
@@ -156,12 +167,12 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         model_type = "mixtral" if arch == "llama" else model_type
         moe = [f"blk.{i}.ffn_gate_inp.weight" in names for i in range(min(layers, 1 << 16))] \
             if names and isinstance(layers, int) else None
-        fields.update(experts=experts, experts_per_token=get(Keys.EXPERT_USED_COUNT, 0),
-                      expert_intermediate_size=get(EXPERT_FEED_FORWARD_LENGTH, None)
-                      or get(Keys.FEED_FORWARD_LENGTH),
+        fields.update(experts=experts, experts_per_token=count(Keys.EXPERT_USED_COUNT, 0),
+                      expert_intermediate_size=count(EXPERT_FEED_FORWARD_LENGTH, None)
+                      or count(Keys.FEED_FORWARD_LENGTH),
                       renormalize_top_k=bool(get(EXPERT_WEIGHTS_NORM, True)),
                       moe_layers=None if moe is None or all(moe) else moe)
-    feed_forward = get(Keys.FEED_FORWARD_LENGTH, None) if experts else get(Keys.FEED_FORWARD_LENGTH)
+    feed_forward = count(Keys.FEED_FORWARD_LENGTH, None) if experts else count(Keys.FEED_FORWARD_LENGTH)
     return ModelConfig(
         architecture=model_type,
         vocab_size=vocab,
@@ -174,7 +185,7 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         rms_norm_eps=finite_float(get(Keys.RMS_EPS, 1e-5), "layer_norm_rms_epsilon"),
         rope_theta=finite_float(get(Keys.ROPE_FREQ_BASE, 10000.0), "rope.freq_base"),
         rope_scaling=rope_scaling,
-        max_position_embeddings=get(Keys.CONTEXT_LENGTH, 2048),
+        max_position_embeddings=count(Keys.CONTEXT_LENGTH, 2048),
         attention_bias=bool(names) and "blk.0.attn_q.bias" in names,
         o_bias=bool(names) and "blk.0.attn_output.bias" in names,
         tie_word_embeddings=bool(names) and "output.weight" not in names,
@@ -203,12 +214,14 @@ def _sliding_layers(pattern: Any, layers: Any, arch: str) -> list[bool] | None:
     """Which layers slide: the file's per-layer pattern, else llama.cpp's rule (SLIDING_PATTERN)."""
     if not isinstance(layers, int) or layers <= 0:
         return None
+    if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:  # a period, as llama.cpp's
+        return [(i + 1) % pattern != 0 for i in range(min(layers, 1 << 16))]
     if pattern is not None:
-        said = list(getattr(pattern, "to_list", lambda: pattern)())
-        if len(said) == layers and all(isinstance(v, (bool, int)) for v in said):
+        said = pattern.to_list() if hasattr(pattern, "to_list") else pattern
+        if isinstance(said, (list, tuple)) and len(said) == layers and all(isinstance(v, (bool, int)) for v in said):
             return [bool(v) for v in said]
-        raise UnsupportedModel(f"{arch}.attention.sliding_window_pattern should list {layers} booleans, "
-                               f"found {said!r}.")
+        raise UnsupportedModel(f"{arch}.attention.sliding_window_pattern should list {layers} booleans (or give "
+                               f"a period), found {said!r}.")
     return sliding_rule(arch, layers)
 
 

@@ -304,3 +304,41 @@ def test_converted_qwen3_gguf_tokenizes_like_the_folder(tmp_path):
     gguf_tok = load_model(path, device="cpu").tokenizer
     for text in ("the 12345 cats<|im_end|>", "Hello, world!\n\nIt's  here", "in the at on 2024"):
         assert gguf_tok.encode(text) == tok.encode(text).ids, text
+
+
+def test_hostile_gguf_hyperparameters_are_refused_not_a_traceback():
+    """Any value under any key from_gguf reads, for every architecture: a ModelConfig or an
+    UnsupportedModel, never a TypeError from deep inside."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from model_explorer.model.config import UnsupportedModel
+    from model_explorer.model.config_gguf import GGUF_ARCHITECTURES
+
+    base = {"embedding_length": 64, "attention.head_count": 4, "attention.head_count_kv": 2,
+            "feed_forward_length": 96, "block_count": 2, "vocab_size": 64, "attention.key_length": 16,
+            "rope.dimension_count": 16, "expert_count": 4, "expert_used_count": 2,
+            "expert_feed_forward_length": 32, "attention.sliding_window": 4, "rope.freq_base": 1e4,
+            "attention.layer_norm_rms_epsilon": 1e-6, "attn_logit_softcapping": 50.0,
+            "final_logit_softcapping": 30.0, "embedding_scale": 2.0, "residual_scale": 0.5,
+            "logit_scale": 4.0, "attention.scale": 0.1, "expert_weights_norm": True,
+            "attention.sliding_window_pattern": [True, False], "rope.freq_base_swa": 1e4,
+            "rope.scaling.type": "linear", "rope.scaling.factor": 2.0, "context_length": 128}
+    values = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
+                       st.text(max_size=4), st.lists(st.integers(-3, 3), max_size=3))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.sampled_from(GGUF_ARCHITECTURES), st.dictionaries(st.sampled_from(sorted(base)), values, max_size=3),
+           st.booleans())
+    def check(arch, changes, moe_names):
+        meta = {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in {**base, **changes}.items()
+                                                 if v is not None}}
+        if arch not in ("llama", "qwen3moe"):
+            meta.pop(f"{arch}.expert_count", None)
+        names = {"token_embd.weight", "blk.0.ffn_gate_inp.weight"} if moe_names else {"token_embd.weight"}
+        try:
+            from_gguf(meta, names)
+        except UnsupportedModel:
+            pass
+
+    check()
