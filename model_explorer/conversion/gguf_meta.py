@@ -62,12 +62,19 @@ def config_from_gguf(ckpt: Checkpoint) -> dict:
     config["rope_parameters"] = {"rope_type": "default", "rope_theta": config["rope_theta"]}
     config["max_position_embeddings"] = config.get("max_position_embeddings", 2048)
     config["tie_word_embeddings"] = "output.weight" not in ckpt.tensors
+    config.update(special_token_ids(ckpt))
+    return config
+
+
+def special_token_ids(ckpt: Checkpoint) -> dict:
+    """config.json's bos/eos/pad ids from the GGUF tokenizer's, where it states them."""
+    out = {}
     for field_name, key in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id"),
                             ("pad_token_id", "padding_token_id")):
         value = ckpt.meta(f"tokenizer.ggml.{key}")
         if value is not None:
-            config[field_name] = value
-    return config
+            out[field_name] = value
+    return out
 
 
 def _copy_gguf_metadata(writer, ckpt: Checkpoint) -> None:

@@ -15,6 +15,7 @@ from ..checkpoint import Checkpoint
 from ..model.findings import MODEL_CODES
 from ..model.tokenizer import side_text
 from ..tensors.names import gguf_to_hf, unpermute_qk
+from . import gguf_source
 from .common import SAFETENSORS_DTYPES, TOKENIZER_FILES, ConvertError
 from .gguf_arch import rope_heads
 from .gguf_meta import config_from_gguf
@@ -33,6 +34,7 @@ class _Tensor:
     shape: tuple[int, ...]
     transform: Callable[[np.ndarray], np.ndarray] | None = None
     stack: tuple[str, ...] = ()  # several sources stacked on a new first axis (a layer's experts)
+    row: int | None = None  # one row of the source's first axis (an expert of a stacked GGUF tensor)
 
 
 @dataclass
@@ -46,7 +48,7 @@ class _Source:
     def read(self, t: _Tensor) -> np.ndarray:
         if t.stack:
             return np.stack([np.asarray(self.ckpt.read(name), dtype=np.float32) for name in t.stack])
-        arr = np.asarray(self.ckpt.read(t.source), dtype=np.float32)
+        arr = np.asarray(self.ckpt.read(t.source, rows=t.row), dtype=np.float32)
         if arr.shape != t.shape:
             arr = arr.reshape(t.shape)
         return t.transform(arr) if t.transform is not None else arr
@@ -84,6 +86,10 @@ def _float_dtype(ckpt: Checkpoint) -> str:
 
 
 def _from_gguf(ckpt: Checkpoint) -> _Source:
+    if ckpt.meta("general.architecture") != "llama" or ckpt.meta("llama.expert_count"):
+        cfg = gguf_source.read_config(ckpt)  # every other family the run cell reads from GGUF
+        config, tensors = gguf_source.hf_config(cfg, ckpt), gguf_source.hf_tensors(cfg, ckpt, _Tensor)
+        return _Source(ckpt, config, tensors, _tokenizer_files(ckpt), _float_dtype(ckpt))
     config = config_from_gguf(ckpt)
     tensors = []
     for name, info in ckpt.tensors.items():
@@ -95,12 +101,16 @@ def _from_gguf(ckpt: Checkpoint) -> _Source:
         heads = rope_heads(hf, config)
         transform = (lambda w, h=heads: unpermute_qk(w, h)) if heads else None
         tensors.append(_Tensor(hf, name, tuple(info.shape), transform))
+    return _Source(ckpt, config, tensors, _tokenizer_files(ckpt), _float_dtype(ckpt))
+
+
+def _tokenizer_files(ckpt: Checkpoint) -> dict[str, str]:
     files = {}
     tok = tokenizer_json_from_gguf(ckpt)
     if tok is not None:
         files["tokenizer.json"] = tok
         files["tokenizer_config.json"] = json.dumps(tokenizer_config_from_gguf(ckpt), indent=2)
-    return _Source(ckpt, config, tensors, files, _float_dtype(ckpt))
+    return files
 
 
 def _from_hf(ckpt: Checkpoint) -> _Source:

@@ -49,6 +49,7 @@ _ARCH_BLOCK = {
     "gemma2": {"post_attention_layernorm.weight": "post_attention_norm.weight",
                "pre_feedforward_layernorm.weight": "ffn_norm.weight"},
     "olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight"},
+    "phi3": {"mlp.gate_up_proj.weight": "ffn_up.weight"},
 }
 _ARCH_BLOCK["gemma3"] = _ARCH_BLOCK["gemma2"]
 _GGUF_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
