@@ -20,7 +20,7 @@ from ..model.config import ModelConfig, UnsupportedModel
 from ..model.tokenizer import StreamDecoder, Tokenizer
 from . import memory, wquant
 from .backend import TorchBackend, get_backend
-from .describe import describe
+from .describe import decoder_refusal, describe
 from .model import Decoder, KVCache
 from .sampling import choose
 from .weights import DequantReport, Weights, layer_bits_per_weight
@@ -343,7 +343,7 @@ def _wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized:
             and path.endswith(".gguf")):
         return False
     # the engine is chosen before the numpy decoder's reader can refuse the architecture
-    return available_devices() == ["cpu"] or llamacpp.decoder_refusal(path) is not None
+    return available_devices() == ["cpu"] or decoder_refusal(path) is not None
 
 
 def _load_llamacpp(path: str, context: int, cache_dir: str | None) -> Model:

@@ -56,8 +56,52 @@ def gguf_config(ckpt, engine: bool) -> ModelConfig:
     from . import llamacpp
 
     try:
-        return from_gguf(ckpt.metadata, set(ckpt.tensors))
+        # llama.cpp reads the tensors itself: the layout check is the numpy decoder's only
+        return from_gguf(ckpt.metadata, set(ckpt.tensors)) if engine else _numpy_config(ckpt)
     except UnsupportedModel as e:
         if engine:
             return engine_config(ckpt.metadata, set(ckpt.tensors))
         raise UnsupportedModel(str(e) + llamacpp.offer(ckpt.meta("general.architecture"))) from None
+
+
+def _numpy_config(ckpt) -> ModelConfig:
+    cfg = from_gguf(ckpt.metadata, set(ckpt.tensors))
+    _check_gguf_layout(cfg)
+    return cfg
+
+
+def _refusal(ckpt) -> str | None:
+    try:
+        _numpy_config(ckpt)
+    except UnsupportedModel as e:
+        return str(e)
+    return None
+
+
+def decoder_refusal(path: str) -> str | None:
+    """Why the numpy decoder refuses this GGUF, or None when it runs it (the header only: what
+    decides whether llama.cpp should run it instead)."""
+    from ..opener import open as open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        return _refusal(ckpt)
+
+
+def _check_gguf_layout(cfg: ModelConfig) -> None:
+    """Refuse what the weights reader would read wrong: GGUF norms after a sublayer (Gemma 2/3,
+    OLMo 2: `post_attention_norm`, which an HF-name mapping takes for `ffn_norm`) and stacked
+    experts, until it names GGUF tensors by part (tensors.names.gguf_part_name)."""
+    from ..tensors.names import gguf_part_name
+    from .weights import tensor_name
+
+    needed = [p for p, used in (("attn_out_norm", cfg.sandwich_norms or cfg.post_norms),
+                                ("router", bool(cfg.experts))) if used]
+    for part in needed:
+        try:
+            ok = tensor_name(part, 0, True) == gguf_part_name(part, 0)
+        except KeyError:
+            ok = False
+        if not ok:
+            raise UnsupportedModel(f"This {cfg.architecture} GGUF needs the run cell to read llama.cpp's "
+                                   f"{gguf_part_name(part, 0).replace('blk.0.', 'blk.N.')} by its GGUF name, which "
+                                   "it does not do yet (demo/weights.py).")

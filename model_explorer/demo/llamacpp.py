@@ -41,21 +41,6 @@ def supports(arch) -> bool:
     return arch in MODEL_ARCH_NAMES.values() and arch != "clip"
 
 
-def decoder_refusal(path: str) -> str | None:
-    """Why the numpy decoder refuses this GGUF's hyperparameters, or None when it reads them
-    (the header only: what decides whether llama.cpp should run it instead)."""
-    from ..model.config import UnsupportedModel
-    from ..model.config_gguf import from_gguf
-    from ..opener import open as open_checkpoint
-
-    with open_checkpoint(path) as ckpt:
-        try:
-            from_gguf(ckpt.metadata, set(ckpt.tensors))
-        except UnsupportedModel as e:
-            return str(e)
-    return None
-
-
 def offer(arch) -> str:
     """What llama-cpp-python would add for a GGUF the numpy decoder refuses (appended to the refusal)."""
     if not supports(arch):

@@ -368,3 +368,19 @@ def test_gguf_converts_back_to_the_hugging_face_folder(family, tmp_path):
     with torch.no_grad():
         logits = model(torch.tensor([IDS])).logits[0].numpy()
     assert np.abs(logits - ref).max() <= 1e-4 * np.abs(ref).max(), key
+
+
+def test_a_weights_reader_that_would_misread_the_gguf_is_refused_first(tmp_path, monkeypatch):
+    """Until the weights reader names GGUF tensors by part, Gemma 2's post_attention_norm would be
+    read as its ffn_norm (the HF name post_attention_layernorm means either): refused, not run wrong;
+    under device='auto' llama.cpp (here a stand-in) gets the file instead."""
+    from model_explorer.demo import describe, weights
+    from model_explorer.model.config import UnsupportedModel
+
+    _tiny("gemma2", tmp_path)
+    path = str(mx.convert(tmp_path, tmp_path / "g.gguf", format="gguf", dtype="F32"))
+    monkeypatch.setattr(weights, "tensor_name", lambda part, layer, gguf: names.hf_to_gguf(
+        weights.HF_NAMES[part].format(i=layer)) if gguf else weights.HF_NAMES[part].format(i=layer))
+    with pytest.raises(UnsupportedModel, match=r"blk\.N\.post_attention_norm\.weight"):
+        load_model(path, device="cpu")
+    assert "post_attention_norm" in describe.decoder_refusal(path)
