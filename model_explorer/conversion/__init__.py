@@ -8,8 +8,9 @@ Tensors are read one at a time through `Checkpoint.read` (float32), transformed,
 appended to the output, so memory stays at about one tensor. HF -> GGUF writes every family the
 run cell runs as llama.cpp's convert_hf_to_gguf.py does (gguf_arch.py: architecture, keys, gguf-py's
 tensor names, q/k rows interleaved for its rotary kernel where its LlamaModel converter does it,
-Gemma's 1 + w norms, stacked experts); GGUF -> HF knows the llama layout and undoes the
-permutation. GGUF -> GGUF keeps names, layout and metadata as they are.
+Gemma's 1 + w norms, stacked experts); GGUF -> HF undoes all of it for the same families
+(gguf_source.py; the llama layout in gguf_meta.py). GGUF -> GGUF keeps names, layout and metadata
+as they are.
 """
 
 from __future__ import annotations

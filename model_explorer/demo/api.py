@@ -261,14 +261,15 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
                keep_quantized: bool = False, backend: str | None = None, weights: str = "auto",
                progress: Callable[[int, int, str], Any] | None = None, context: int = 2048,
                cache_dir: str | None = None) -> Model:
-    """Load a llama-family checkpoint (Llama, Mistral, Qwen2, SmolLM, TinyLlama) to generate with.
+    """Load a decoder checkpoint (the families in model/config.py, from config.json or GGUF) to generate with.
 
     source: a GGUF file (hyperparameters, tokenizer and chat template from its metadata), a
         Hugging Face folder (config.json + safetensors + tokenizer.json), an MLX-quantized folder,
         or None for the bundled SmolLM2-135M-Instruct sample.
     device: "auto" | "cpu" | "cuda" | "mps". "cpu" runs numpy; "auto" uses a GPU when torch finds
         one, else llama.cpp when llama-cpp-python is installed and the source is a GGUF, else
-        numpy. backend="torch" runs torch even on the CPU; backend="llama.cpp" runs llama.cpp
+        numpy; a GGUF whose architecture the numpy decoder does not run goes to llama.cpp under
+        "auto" whenever llama-cpp-python is installed (without it, the refusal says so). backend="torch" runs torch even on the CPU; backend="llama.cpp" runs llama.cpp
         (safetensors and MLX sources are converted to a Q8_0 GGUF first, once, into `cache_dir`,
         default ~/.cache/model_explorer/gguf); backend="numpy" forces the readable reference.
     context: positions llama.cpp reserves its KV cache for (its other backends grow as needed).
