@@ -10,6 +10,7 @@ RoPE-less layers), a model that differs is refused rather than written to run di
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 
@@ -87,8 +88,9 @@ def add_metadata(writer, config: dict, name: str) -> None:
 
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(float(scaling["factor"]))
-    elif kind not in ("default", None):
-        raise ConvertError(f"config.json sets {kind!r} RoPE scaling; writing GGUF knows plain and linear RoPE.")
+    elif kind not in ("default", None) and not (kind == "llama3" and arch == "llama"):
+        raise ConvertError(f"config.json sets {kind!r} RoPE scaling; writing GGUF knows plain, linear and "
+                           "(llama) llama3 RoPE.")
     _FAMILY_KEYS.get(model_type, lambda w, c: None)(writer, config)
 
 
@@ -198,6 +200,9 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
         heads = rope_heads(t.name, config) if permuted else None
         plan.append(tensor_cls(name, t.source, t.shape, _transform(t.transform, heads,
                                                                    gemma and t.name.endswith("norm.weight"))))
+    factors = llama3_rope_factors(config)
+    if factors is not None:  # llama.cpp's converter states Llama 3's scaling as per-frequency divisors
+        plan.append(tensor_cls("rope_freqs.weight", "", factors.shape, data=factors))
     for merged, parts in stacks.items():
         parts.sort(key=lambda p: p[0])
         if [e for e, _ in parts] != list(range(len(parts))):
@@ -208,6 +213,25 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
         plan.append(tensor_cls(hf_to_gguf(merged, arch), first.source, (len(parts), *first.shape),
                                stack=tuple(p.source for _, p in parts)))
     return arch, plan
+
+
+def llama3_rope_factors(config: dict) -> np.ndarray | None:
+    """rope_freqs.weight for Llama 3's RoPE scaling, as llama.cpp's LlamaModel computes it: per
+    rotary frequency 1 (short wavelengths), `factor` (long ones) or the smooth step between."""
+    theta, scaling = _rope(config)
+    if scaling.get("rope_type", scaling.get("type")) != "llama3" or gguf_arch(config) != "llama":
+        return None
+    heads = int(config["num_attention_heads"])
+    dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
+    factor, low, high = (float(scaling.get(k, d)) for k, d in (("factor", 8.0), ("low_freq_factor", 1.0),
+                                                              ("high_freq_factor", 4.0)))
+    old = float(scaling.get("original_max_position_embeddings", 8192))
+    freqs = 1.0 / ((theta or 10000.0) ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    wavelen = 2 * math.pi / freqs
+    smooth = (old / wavelen - low) / (high - low)
+    out = np.where(wavelen < old / high, 1.0, np.where(wavelen > old / low, factor,
+                                                        1.0 / ((1 - smooth) / factor + smooth)))
+    return out.astype(np.float32)
 
 
 def _transform(inner, heads: int | None, plus_one: bool):

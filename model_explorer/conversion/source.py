@@ -35,6 +35,7 @@ class _Tensor:
     transform: Callable[[np.ndarray], np.ndarray] | None = None
     stack: tuple[str, ...] = ()  # several sources stacked on a new first axis (a layer's experts)
     row: int | None = None  # one row of the source's first axis (an expert of a stacked GGUF tensor)
+    data: np.ndarray | None = None  # computed, not read (llama.cpp's rope_freqs)
 
 
 @dataclass
@@ -46,6 +47,8 @@ class _Source:
     float_dtype: str = "F16"
 
     def read(self, t: _Tensor) -> np.ndarray:
+        if t.data is not None:
+            return t.data
         if t.stack:
             return np.stack([np.asarray(self.ckpt.read(name), dtype=np.float32) for name in t.stack])
         arr = np.asarray(self.ckpt.read(t.source, rows=t.row), dtype=np.float32)

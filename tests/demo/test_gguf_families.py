@@ -36,6 +36,9 @@ FAMILIES = {
     "qwen3": ("qwen3", {}),
     "llama": ("llama", dict(attention_bias=True)),
     "mistral": ("mistral", dict(sliding_window=4)),  # written as llama, with its window
+    # Llama 3's RoPE scaling, stated as llama.cpp does: rope_freqs.weight (smooth and scaled bands)
+    "llama3": ("llama", dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                           "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
     "gemma": ("gemma", {}),
     # sliding on even layers, a window shorter than the prompt, both softcaps biting
     "gemma2": ("gemma2", dict(sliding_window=4, layer_types=["sliding_attention", "full_attention",
@@ -59,7 +62,7 @@ FAMILIES = {
     "qwen3_moe_dense": ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                           mlp_only_layers=[1], norm_topk_prob=False)),
 }
-GGUF_ARCH = {"mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
+GGUF_ARCH = {"llama3": "llama", "mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
 # What load_model needs beyond these files before a family's GGUF runs (see the report of the
 # GGUF-families change): demo/weights.py naming GGUF tensors by part (names.gguf_part_name) and
 # reading one expert of the stacked tensors (names.gguf_expert); model/will_load.py and
@@ -123,6 +126,9 @@ def test_config_from_gguf_equals_config_json(family):
     want = from_hf(json.load(open(f"{folder}/config.json")))
     if key == "mistral":  # llama.cpp writes Mistral as llama: the file cannot say which it was
         want.architecture = "llama"
+    if key == "llama3":  # the GGUF holds the scaling as per-frequency factors (rope_freqs.weight)
+        assert ours.extra["rope_freqs_tensor"] == "rope_freqs.weight" and ours.rope_scaling is None
+        want.rope_scaling = None
     assert _effective(ours) == _effective(want), key
     assert ours.norm_offset == 0.0  # Gemma's (1 + w) is stored
 
@@ -349,7 +355,7 @@ def test_gguf_converts_back_to_the_hugging_face_folder(family, tmp_path):
     experts): the original tensors under their names, a config.json from_hf reads as the original,
     and transformers loads the folder with the original logits."""
     key, _, folder, path, ref = family
-    if key == "llama":
+    if key in ("llama", "llama3"):
         pytest.skip("the llama layout has its own path, tested in test_convert.py")
     out = mx.convert(path, tmp_path / "back", format="safetensors", dtype="F32")
     original, back = _saved(folder), _saved(out)
