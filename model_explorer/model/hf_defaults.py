@@ -1,0 +1,121 @@
+"""What transformers assumes for a config.json key the file leaves out, per model_type.
+
+A config.json written by an older transformers, or by hand, may lack keys a newer reader uses; transformers
+then takes its config class's default, which differs by family (Mixtral's rope_theta is 1e6, Gemma's
+activation is tanh GELU, DeepSeek-V3 scales routed experts by 2.5). config.from_hf reads a config.json over
+these, so the run cell computes what transformers computes for the same file. Only the keys the decoder
+reads are listed, and only values that are set (a default of None is the same as a missing key);
+rope_parameters only where the default is not plain RoPE (gpt-oss's YaRN, Gemma 3's per-layer bases).
+tests/model/test_hf_defaults.py holds the table equal to the installed transformers' config classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The keys looked up in transformers' config classes (tests/model/test_hf_defaults.py).
+# A transformers 4.x config.json says its RoPE in these keys, not in rope_parameters.
+ROPE_4X_KEYS = ("rope_theta", "rope_scaling", "rotary_pct", "partial_rotary_factor", "rope_local_base_freq",
+                "rotary_emb_base")
+
+KEYS = (
+    "hidden_act", "hidden_activation", "activation_function", "rms_norm_eps", "layer_norm_eps",
+    "layer_norm_epsilon", "rope_theta", "tie_word_embeddings", "attention_bias", "mlp_bias",
+    "sliding_window", "use_sliding_window", "max_window_layers", "partial_rotary_factor", "rotary_pct",
+    "norm_topk_prob", "routed_scaling_factor", "rope_interleave", "query_pre_attn_scalar",
+    "attn_logit_softcapping", "final_logit_softcapping", "rope_local_base_freq", "sliding_window_pattern",
+    "use_parallel_residual", "swiglu_limit", "decoder_sparse_step", "n_group", "topk_group",
+    "first_k_dense_replace", "n_shared_experts", "max_position_embeddings", "embedding_multiplier",
+    "residual_multiplier", "attention_multiplier", "logits_scaling", "scale_attn_weights",
+    "num_experts_per_tok", "num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+    "qk_nope_head_dim", "v_head_dim", "no_rope_layer_interval", "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn", "rotary_emb_base"
+)
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "mlp_bias": False, "max_position_embeddings": 2048},
+    "mistral": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "sliding_window": 4096, "max_position_embeddings": 131072},
+    "qwen2": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "use_sliding_window": False, "max_window_layers": 28, "max_position_embeddings": 32768},
+    "qwen3": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "use_sliding_window": False, "max_window_layers": 28,
+        "max_position_embeddings": 32768},
+    "olmo2": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "max_position_embeddings": 2048},
+    "granite": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "mlp_bias": False, "max_position_embeddings": 2048, "embedding_multiplier":
+        1.0, "residual_multiplier": 1.0, "attention_multiplier": 1.0, "logits_scaling": 1.0},
+    "smollm3": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 2000000.0, "tie_word_embeddings": True,
+        "attention_bias": False, "mlp_bias": False, "use_sliding_window": False, "max_position_embeddings":
+        32768, "no_rope_layer_interval": 4},
+    "gemma": {"hidden_act": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+        "tie_word_embeddings": True, "attention_bias": False, "max_position_embeddings": 8192},
+    "gemma2": {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+        "tie_word_embeddings": True, "attention_bias": False, "sliding_window": 4096,
+        "query_pre_attn_scalar": 256, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+        "max_position_embeddings": 8192},
+    "gemma3_text": {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06, "tie_word_embeddings": True,
+        "attention_bias": False, "sliding_window": 4096, "query_pre_attn_scalar": 256,
+        "max_position_embeddings": 131072, "rope_parameters": {"sliding_attention": {"rope_type": "default",
+        "rope_theta": 10000.0}, "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}},
+    "phi3": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "max_position_embeddings": 4096, "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor":
+        1.0, "rope_type": "default"}},
+    "mixtral": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+        "max_position_embeddings": 131072, "num_experts_per_tok": 2, "num_local_experts": 8},
+    "qwen3_moe": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "use_sliding_window": False, "norm_topk_prob": False,
+        "decoder_sparse_step": 1, "max_position_embeddings": 32768, "num_experts_per_tok": 8,
+        "num_local_experts": 128, "moe_intermediate_size": 768},
+    "qwen2_moe": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "sliding_window": 0, "use_sliding_window": False, "max_window_layers": 28, "norm_topk_prob": False,
+        "decoder_sparse_step": 1, "max_position_embeddings": 32768, "num_experts_per_tok": 4, "num_experts":
+        60, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632},
+    "gpt2": {"activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": True,
+        "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn":
+        False},
+    "gpt_neox": {"hidden_act": "gelu", "layer_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": True, "use_parallel_residual": True, "max_position_embeddings": 2048,
+        "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.25, "rope_type": "default"}},
+    "gpt_oss": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 150000.0, "tie_word_embeddings": False,
+        "attention_bias": True, "sliding_window": 128, "swiglu_limit": 7.0, "max_position_embeddings":
+        131072, "num_experts_per_tok": 4, "num_local_experts": 128, "rope_parameters": {"rope_type": "yarn",
+        "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+        "original_max_position_embeddings": 4096, "rope_theta": 150000.0}},
+    "deepseek_v3": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
+        "attention_bias": False, "norm_topk_prob": True, "routed_scaling_factor": 2.5, "rope_interleave":
+        True, "n_group": 8, "topk_group": 4, "first_k_dense_replace": 3, "n_shared_experts": 1,
+        "max_position_embeddings": 4096, "num_experts_per_tok": 8, "n_routed_experts": 256,
+        "moe_intermediate_size": 2048, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "v_head_dim": 128},
+}
+
+
+
+def with_defaults(model_type: str | None, config: dict[str, Any]) -> dict[str, Any]:
+    """config.json over its family's transformers defaults (unchanged for an unknown family).
+
+    RoPE as transformers 5 reads it: a file's rope_parameters or rope_scaling replaces the default
+    wholesale; a file that only names the base (rope_theta) or the rotary share keeps the rest of
+    the default (gpt-oss stays YaRN with the file's base)."""
+    defaults = dict(DEFAULTS.get(model_type or "", {}))
+    rope = defaults.pop("rope_parameters", None)
+    merged = {**defaults, **config}
+    if rope is None or "rope_parameters" in config or "rope_scaling" in config:
+        return merged
+    per_layer_type = all(isinstance(v, dict) for v in rope.values())
+    if per_layer_type:  # Gemma 3: a 4.x file's rope_theta / rope_local_base_freq say it all
+        if not any(k in config for k in ROPE_4X_KEYS):
+            merged["rope_parameters"] = rope
+        return merged
+    rope = dict(rope)
+    if "rope_theta" in config:
+        rope["rope_theta"] = config["rope_theta"]
+    for key in ("partial_rotary_factor", "rotary_pct"):
+        if key in config:
+            rope["partial_rotary_factor"] = config[key]
+    merged["rope_parameters"] = rope
+    return merged
