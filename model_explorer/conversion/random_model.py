@@ -24,19 +24,25 @@ from ..opener import open as open_checkpoint
 from .common import ConvertError
 from .writers import write_safetensors
 
-# Every value written out: a key left out means each reader's own default (transformers' differ
-# per family: Mixtral's rope_theta is 1e6, Gemma's activation is tanh GELU).
+# A key left out means the family's transformers default (model/hf_defaults.py), for both readers.
 # Small enough to run anywhere in milliseconds; every family's numbers are overridable.
 TINY = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256,
         "rms_norm_eps": 1e-6, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32",
         "tie_word_embeddings": False, "pad_token_id": 0, "rope_theta": 10000.0, "sliding_window": None}
+# GPT-2 names its sizes its own way (and has no separate head_dim or kv heads).
+# DeepSeek's MLA: head_dim is the rotary part (qk_rope_head_dim) and every head has its own k, v.
+TINY_BY_FAMILY = {"deepseek_v3": {**{k: v for k, v in TINY.items() if k != "head_dim"}, "num_key_value_heads": 4},
+                  "gpt2": {"vocab_size": 128, "n_embd": 64, "n_inner": 96, "n_layer": 2, "n_head": 4, "n_positions": 256,
+                           "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32", "pad_token_id": 0}}
 # The classes transformers names for the families (config.json's "architectures").
 CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
            "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
            "gemma3_text": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "granite": "GraniteForCausalLM",
            "smollm3": "SmolLM3ForCausalLM", "phi3": "Phi3ForCausalLM", "mixtral": "MixtralForCausalLM",
-           "qwen3_moe": "Qwen3MoeForCausalLM"}
+           "qwen3_moe": "Qwen3MoeForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM", "gpt2": "GPT2LMHeadModel",
+           "gpt_neox": "GPTNeoXForCausalLM", "gpt_oss": "GptOssForCausalLM",
+           "deepseek_v3": "DeepseekV3ForCausalLM"}
 # Families whose norms scale by (1 + w): their neutral weight is 0.
 OFFSET_NORMS = ("gemma", "gemma2", "gemma3_text")
 MAX_PARAMETERS = 50_000_000  # a tiny model; a typo in a size should not fill the disk
@@ -45,14 +51,11 @@ MAX_PARAMETERS = 50_000_000  # a tiny model; a typo in a size should not fill th
 def random_model(config: dict[str, Any], dest: str | os.PathLike, seed: int = 0, std: float = 0.2) -> str:
     """Write `config` (completed with TINY's sizes) and random weights of its family to the folder
     `dest`; returns the folder. Refuses a family the built-in tables do not know."""
-    cfg = {**TINY, **config}
-    model_type = cfg.get("model_type")
+    model_type = config.get("model_type")
+    cfg = {**TINY_BY_FAMILY.get(model_type, TINY), **config}
     if not isinstance(model_type, str):
         raise ConvertError("random_model needs config['model_type'] (e.g. 'llama', 'gemma2').")
     cfg.setdefault("architectures", [CLASSES.get(model_type, model_type.title() + "ForCausalLM")])
-    if model_type in OFFSET_NORMS:
-        cfg.setdefault("hidden_activation", "gelu_pytorch_tanh")
-    cfg.setdefault("hidden_act", cfg.get("hidden_activation", "silu"))
     os.makedirs(dest, exist_ok=True)
     with open(os.path.join(dest, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)

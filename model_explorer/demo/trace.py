@@ -39,8 +39,11 @@ OUTER = ("embed", "final_norm", "logits")  # the points outside the layers (laye
 # The weight parts (demo/weights.py names) whose values feed each module's activation, the
 # one a divergence points at first; fused and mixture-of-experts families are mapped below.
 MODULE_PARTS = {
-    "embed": ("embed",), "attn_norm": ("attn_norm",), "q": ("q", "q_bias", "q_norm"),
-    "k": ("k", "k_bias", "k_norm"), "v": ("v", "v_bias"), "attn_out": ("o", "o_bias"),
+    "embed": ("embed",), "attn_norm": ("attn_norm",),
+    # MLA (DeepSeek) makes q from q_b (or q) over a low-rank q_a, k and v from kv_b over kv_a
+    "q": ("q", "q_b", "q_a", "q_bias", "q_a_bias", "q_norm", "q_a_norm"),
+    "k": ("k", "kv_b", "kv_a", "k_bias", "kv_a_bias", "k_norm", "kv_a_norm"),
+    "v": ("v", "kv_b", "kv_a", "v_bias", "kv_a_bias"), "attn_out": ("o", "o_bias", "sinks"),
     "attn_residual": ("attn_out_norm", "o"), "ffn_norm": ("ffn_norm",),
     "ffn_out": ("down", "gate", "up", "gate_up", "router"), "residual": ("ffn_out_norm", "down"),
     "final_norm": ("norm",), "logits": ("lm_head",),

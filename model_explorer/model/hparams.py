@@ -184,6 +184,11 @@ def _from_config(ckpt: CheckpointRecord) -> HParams:
             put("rope_scaling", "rope_parameters", {k: v for k, v in rope.items() if k != "rope_theta"})
     if scope.get("use_sliding_window") is False and "sliding_window" in values:
         values["sliding_window"].value = None  # Qwen2 writes a window it does not use
+    if cfg.get("model_type") == "gpt2" and "intermediate" in values:
+        # GPT2Config reads n_inner (None: 4 x n_embd); a stray intermediate_size is not used
+        del values["intermediate"]
+        if isinstance(scope.get("n_inner"), int):
+            put("intermediate", "n_inner", scope["n_inner"])
     classes = cfg.get("architectures")
     arch = classes[0] if isinstance(classes, list) and classes and isinstance(classes[0], str) else None
     model_type = cfg.get("model_type") if isinstance(cfg.get("model_type"), str) else None

@@ -392,13 +392,17 @@ def _quantities(ckpt: CheckpointRecord, hp: HParams, by_name: dict[str, TensorIn
         if "layers" in explained:
             explained["layers"] = {max(layers) + 1}
     hd, hidden = _pos_int(hp.get("head_dim")), _pos_int(hp.get("hidden"))
-    for q_name, names, what in (("heads", _Q, "heads"), ("kv_heads", _K, "key/value heads")):
+    # DeepSeek's latent attention: a q head is qk_nope_head_dim + qk_rope_head_dim wide (head_dim
+    # is the rotary part alone), and there is no k_proj
+    nope, rope = _pos_int(hp.get("qk_nope_head_dim")), _pos_int(hp.get("qk_rope_head_dim"))
+    q_hd = nope + rope if nope and rope else hd
+    for q_name, names, what, width in (("heads", _Q, "heads", q_hd), ("kv_heads", _K, "key/value heads", hd)):
         info = _first(by_name, names)
-        if info is None or not hd or len(info.shape) != 2 or not _shape_says(info):
+        if info is None or not width or len(info.shape) != 2 or not _shape_says(info):
             continue
         rows = info.shape[0]
-        if rows % hd == 0 and (hidden is None or info.shape[1] == hidden):
-            check(q_name, rows // hd, info, f"{info.name!r} has {rows} rows = {rows // hd} {what} of {hd}")
+        if rows % width == 0 and (hidden is None or info.shape[1] == hidden):
+            check(q_name, rows // width, info, f"{info.name!r} has {rows} rows = {rows // width} {what} of {width}")
     up = _first(by_name, _UP)
     if up is not None and len(up.shape) == 2 and _shape_says(up) \
             and (hidden is None or up.shape[1] == hidden):

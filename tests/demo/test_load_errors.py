@@ -50,12 +50,12 @@ def _folder(tmp_path, **config_changes) -> str:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}, r"model_type 'gpt2' \(GPT2LMHeadModel\)"),
+    ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, r"model_type 'bert' \(BertForMaskedLM\)"),
     ({"num_attention_heads": None}, r"no 'num_attention_heads'"),
     ({"hidden_act": "gelu"}, r"hidden_act 'gelu'"),
     ({"num_key_value_heads": 3}, r"not a multiple of num_kv_heads"),
     ({"intermediate_size": 100}, r"intermediate_size = 100, but 'model\.layers\.0\.mlp\.up_proj\.weight' has 96 rows"),
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, r"rope scaling 'yarn'"),
+    ({"rope_scaling": {"rope_type": "longrope", "factor": 4.0}}, r"rope scaling 'longrope' is not implemented"),
     ({"num_hidden_layers": 10**12}, r"num_hidden_layers = 1000000000000, but the tensors name layers 0 to 1"),
     ({"rms_norm_eps": "tiny"}, r"rms_norm_eps should be a finite number, found 'tiny'"),
     ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, r"llama3 rope scaling needs a positive low_freq"),
