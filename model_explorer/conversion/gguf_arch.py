@@ -88,10 +88,31 @@ def add_metadata(writer, config: dict, name: str) -> None:
 
         writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         writer.add_rope_scaling_factor(float(scaling["factor"]))
+    elif kind == "yarn":
+        _yarn(writer, config, scaling)
     elif kind not in ("default", None) and not (kind == "llama3" and arch == "llama"):
         raise ConvertError(f"config.json sets {kind!r} RoPE scaling; writing GGUF knows plain, linear and "
                            "(llama) llama3 RoPE.")
     _FAMILY_KEYS.get(model_type, lambda w, c: None)(writer, config)
+
+
+def _yarn(writer, config: dict, scaling: dict) -> None:
+    import gguf
+
+    if scaling.get("truncate") is False:
+        raise ConvertError("config.json sets YaRN with truncate false; llama.cpp always rounds the correction range.")
+    writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    writer.add_rope_scaling_factor(float(scaling["factor"]))
+    writer.add_rope_scaling_orig_ctx_len(int(scaling.get("original_max_position_embeddings")
+                                             or config.get("original_max_position_embeddings")
+                                             or config["max_position_embeddings"]))
+    for key, add in (("beta_fast", writer.add_rope_scaling_yarn_beta_fast),
+                     ("beta_slow", writer.add_rope_scaling_yarn_beta_slow),
+                     ("attention_factor", writer.add_rope_scaling_attn_factors)):
+        if scaling.get(key) is not None:
+            add(float(scaling[key]))
+    if scaling.get("mscale") or scaling.get("mscale_all_dim"):
+        raise ConvertError("config.json sets YaRN mscale / mscale_all_dim: not written by this converter.")
 
 
 def _granite(writer, config: dict) -> None:

@@ -40,14 +40,18 @@ try:  # gguf-py's spelling of the keys llama.cpp reads (the same strings without
 
     _MORE = (_G.LLM.EXPERT_FEED_FORWARD_LENGTH, _G.LLM.EXPERT_WEIGHTS_NORM, _G.LLM.ATTN_LOGIT_SOFTCAPPING,
              _G.LLM.FINAL_LOGIT_SOFTCAPPING, _G.LLM.EMBEDDING_SCALE, _G.LLM.RESIDUAL_SCALE,
-             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA)
+             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA,
+             _G.Rope.SCALING_ORIG_CTX_LEN, _G.Rope.SCALING_YARN_BETA_FAST, _G.Rope.SCALING_YARN_BETA_SLOW,
+             _G.Rope.SCALING_ATTN_FACTOR)
 except ImportError:  # pragma: no cover - gguf-py is a dependency; the core reads without it
     _MORE = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", "{arch}.attn_logit_softcapping",
              "{arch}.final_logit_softcapping", "{arch}.embedding_scale", "{arch}.residual_scale",
              "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern",
-             "{arch}.rope.freq_base_swa")
+             "{arch}.rope.freq_base_swa", "{arch}.rope.scaling.original_context_length",
+             "{arch}.rope.scaling.yarn_beta_fast", "{arch}.rope.scaling.yarn_beta_slow", "{arch}.rope.scaling.attn_factor")
 (EXPERT_FEED_FORWARD_LENGTH, EXPERT_WEIGHTS_NORM, ATTN_SOFTCAP, FINAL_SOFTCAP, EMBEDDING_SCALE, RESIDUAL_SCALE,
- LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN, ROPE_FREQ_BASE_SWA) = _MORE
+ LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN, ROPE_FREQ_BASE_SWA, YARN_ORIGINAL_CONTEXT, YARN_BETA_FAST,
+ YARN_BETA_SLOW, YARN_ATTENTION_FACTOR) = _MORE
 
 _MISSING = object()
 
@@ -113,6 +117,13 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     if scaling_type == "linear":
         rope_scaling = {"rope_type": "linear", "factor": finite_float(get(Keys.ROPE_SCALING_FACTOR),
                                                                  "rope.scaling.factor")}
+    elif scaling_type == "yarn":
+        rope_scaling = {"rope_type": "yarn", "factor": finite_float(get(Keys.ROPE_SCALING_FACTOR), "rope.scaling.factor"),
+                        "original_max_position_embeddings": count(YARN_ORIGINAL_CONTEXT)}
+        for key, name in ((YARN_BETA_FAST, "beta_fast"), (YARN_BETA_SLOW, "beta_slow"),
+                          (YARN_ATTENTION_FACTOR, "attention_factor")):
+            if get(key, None) is not None:
+                rope_scaling[name] = finite_float(get(key), key.format(arch=arch))
     elif scaling_type not in (None, "none"):
         rope_scaling = {"rope_type": scaling_type}
     names = tensor_names or set()

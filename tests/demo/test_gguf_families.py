@@ -34,6 +34,9 @@ SIZES = dict(vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_lay
 FAMILIES = {
     "qwen2": ("qwen2", {}),
     "qwen3": ("qwen3", {}),
+    # YaRN with its original context inside the prompt, so the ramp and attention factor show
+    "qwen3_yarn": ("qwen3", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
+                                                  "original_max_position_embeddings": 8, "beta_fast": 16.0})),
     "llama": ("llama", dict(attention_bias=True)),
     "mistral": ("mistral", dict(sliding_window=4)),  # written as llama, with its window
     # Llama 3's RoPE scaling, stated as llama.cpp does: rope_freqs.weight (smooth and scaled bands)
@@ -62,7 +65,7 @@ FAMILIES = {
     "qwen3_moe_dense": ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                           mlp_only_layers=[1], norm_topk_prob=False)),
 }
-GGUF_ARCH = {"llama3": "llama", "mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
+GGUF_ARCH = {"qwen3_yarn": "qwen3", "llama3": "llama", "mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
 # What load_model needs beyond these files before a family's GGUF runs (see the report of the
 # GGUF-families change): demo/weights.py naming GGUF tensors by part (names.gguf_part_name) and
 # reading one expert of the stacked tensors (names.gguf_expert); model/will_load.py and
