@@ -332,9 +332,12 @@ def test_hostile_gguf_hyperparameters_are_refused_not_a_traceback():
             "final_logit_softcapping": 30.0, "embedding_scale": 2.0, "residual_scale": 0.5,
             "logit_scale": 4.0, "attention.scale": 0.1, "expert_weights_norm": True,
             "attention.sliding_window_pattern": [True, False], "rope.freq_base_swa": 1e4,
-            "rope.scaling.type": "linear", "rope.scaling.factor": 2.0, "context_length": 128}
+            "rope.scaling.type": "linear", "rope.scaling.factor": 2.0, "context_length": 128,
+            "rope.scaling.original_context_length": 64, "rope.scaling.yarn_beta_fast": 32.0,
+            "rope.scaling.attn_factor": 1.2}
     values = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
-                       st.text(max_size=4), st.lists(st.integers(-3, 3), max_size=3))
+                       st.text(max_size=4), st.lists(st.integers(-3, 3), max_size=3),
+                       st.sampled_from(["linear", "yarn", "llama3", "none"]))
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(st.sampled_from(GGUF_ARCHITECTURES), st.dictionaries(st.sampled_from(sorted(base)), values, max_size=3),
