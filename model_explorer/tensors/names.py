@@ -75,7 +75,7 @@ GGUF_PARTS = {
     "attn_out_norm": "blk.{i}.post_attention_norm.weight", "ffn_out_norm": "blk.{i}.post_ffw_norm.weight",
     "qkv": "blk.{i}.attn_qkv.weight", "gate_up": "blk.{i}.ffn_up.weight",  # Phi-3: gate rows, then up
     "ffn_norm": "blk.{i}.ffn_norm.weight", "gate": "blk.{i}.ffn_gate.weight", "up": "blk.{i}.ffn_up.weight",
-    "down": "blk.{i}.ffn_down.weight", "router": "blk.{i}.ffn_gate_inp.weight",
+    "down": "blk.{i}.ffn_down.weight", "router": "blk.{i}.ffn_gate_inp.weight", "sinks": "blk.{i}.attn_sinks.weight",
 }
 # Every expert of a layer in one tensor per projection, [experts, out, in] in numpy order.
 GGUF_EXPERTS = ("blk.{i}.ffn_gate_exps.weight", "blk.{i}.ffn_up_exps.weight", "blk.{i}.ffn_down_exps.weight")

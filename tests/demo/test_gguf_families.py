@@ -265,9 +265,6 @@ def test_built_in_names_agree_with_gguf_py(family):
         want = names.hf_to_gguf(merged, arch)
         if want is not None:
             assert names._builtin_hf_to_gguf(merged, arch) == want, hf
-    for part, template in names.GGUF_PARTS.items():
-        stem, suffix = template.rsplit(".", 1)
-        assert stem.replace("{i}", "{bid}") in gguf.TENSOR_NAMES.values(), part
 
 
 @pytest.mark.parametrize(("mt", "changes", "message"), [
@@ -396,3 +393,13 @@ def test_a_weights_reader_that_would_misread_the_gguf_is_refused_first(tmp_path,
     with pytest.raises(UnsupportedModel, match=r"blk\.N\.post_attention_norm\.weight"):
         load_model(path, device="cpu")
     assert "post_attention_norm" in describe.decoder_refusal(path)
+
+
+def test_every_decoder_part_has_a_gguf_name():
+    """The weights reader's parts all have a GGUF name (llama.cpp's, from gguf-py's TENSOR_NAMES)."""
+    from model_explorer.demo.weights import HF_NAMES
+
+    assert set(HF_NAMES) <= set(names.GGUF_PARTS), set(HF_NAMES) - set(names.GGUF_PARTS)
+    known = {t.replace("{bid}", "{i}") for t in gguf.TENSOR_NAMES.values()}
+    for part, template in names.GGUF_PARTS.items():
+        assert template.rsplit(".", 1)[0] in known, part
