@@ -136,10 +136,11 @@ def test_config_from_gguf_equals_config_json(family):
     assert ours.norm_offset == 0.0  # Gemma's (1 + w) is stored
 
 
-def test_converted_f32_gguf_logits_equal_transformers(family):
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_converted_f32_gguf_logits_equal_transformers(family, backend):
     key, _, _, path, ref = family
     _pending(key)
-    ours = load_model(path, device="cpu").forward(IDS)
+    ours = load_model(path, device="cpu", backend=backend).forward(IDS)
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), key
     assert np.abs(ref).max() > 1.0
 
