@@ -4,8 +4,10 @@ gguf-py's TensorNameMap, and the changes its converter makes to the tensors (q/k
 the LlamaModel-based ones, Gemma's norms stored as 1 + w, each projection of every expert stacked
 into one [experts, out, in] tensor, Gemma's tied head left out).
 
-Where llama.cpp hard-codes what a config.json can vary (Gemma 2's sliding layers, SmolLM3's
-RoPE-less layers), a model that differs is refused rather than written to run differently.
+Where llama.cpp hard-codes what a config.json can vary (Gemma 2/3's sliding layers, Gemma 3's local
+RoPE base, SmolLM3's RoPE-less layers), a model that differs is refused rather than written to run
+differently; what only load_model reads (a Gemma 2 query scale other than head_dim's, Qwen3-MoE's
+dense layers or unnormalised top-k) is stated in the GGUF with a warning.
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ from .common import ConvertError
 
 # HF model_type -> GGUF general.architecture (llama.cpp writes Mistral and Mixtral as llama).
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3",
-             "olmo2": "olmo2",
-             "granite": "granite", "smollm3": "smollm3"}
+             "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
+             "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3"}
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 
@@ -151,7 +152,7 @@ def _gemma2(writer, config: dict) -> None:
     if scalar is not None and scalar != llamacpp:
         # gemma2.attention.scale states it; llama.cpp scales by 1/sqrt(head_dim) whatever the file says
         writer.add_attention_scale(float(scalar) ** -0.5)
-        warnings.warn(f"convert: query_pre_attn_scalar {scalar} differs from head_dim {head_dim}; the GGUF "
+        warnings.warn(f"convert: query_pre_attn_scalar {scalar} differs from llama.cpp's {llamacpp:g}; the GGUF "
                       f"states the scale ({arch}.attention.scale), which llama.cpp ignores.", stacklevel=4)
 
 
@@ -160,6 +161,7 @@ def _experts(writer, config: dict) -> None:
     writer.add_expert_count(int(n))
     writer.add_expert_used_count(int(config["num_experts_per_tok"]))
     if config.get("model_type") != "qwen3_moe":
+        _mistral(writer, config)  # Mixtral's window, as Mistral's
         return
     writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
     norm = bool(config.get("norm_topk_prob", False))
@@ -182,7 +184,7 @@ def _phi3(writer, config: dict) -> None:
 
 
 def _mistral(writer, config: dict) -> None:
-    # llama.cpp's llama ignores it; load_model reads it, as config.json's Mistral has it
+    # llama.cpp's llama ignores it; load_model reads it, as config.json's Mistral/Mixtral has it
     if config.get("sliding_window"):
         writer.add_sliding_window(int(config["sliding_window"]))
 
@@ -196,8 +198,8 @@ def _smollm3(writer, config: dict) -> None:
                            f"{SMOLLM3_NO_ROPE_STEP}th layer only, so this model would run differently there.")
 
 
-_FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "gemma3_text": _gemma2, "mixtral": _experts, "qwen3_moe": _experts,
-                "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
+_FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "gemma3_text": _gemma2, "mixtral": _experts,
+                "qwen3_moe": _experts, "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
 
 
 def tensor_plan(src, tensor_cls) -> tuple[str, list]:

@@ -58,7 +58,7 @@ FAMILIES = {
     "granite": ("granite", dict(embedding_multiplier=6.0, residual_multiplier=0.3, attention_multiplier=0.05,
                                 logits_scaling=4.0)),
     "smollm3": ("smollm3", dict(num_hidden_layers=4, no_rope_layers=[1, 1, 1, 0])),  # llama.cpp's step 4
-    "mixtral": ("mixtral", dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=None)),
+    "mixtral": ("mixtral", dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=6)),
     "qwen3_moe": ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                     norm_topk_prob=True)),
     # a dense layer and top-k not renormalised: stated in the GGUF, which llama.cpp would not run so
