@@ -9,7 +9,7 @@ from typing import Any
 from ..checkpoint import Checkpoint
 from ..ggml import Keys
 
-_TOKEN_NORMAL, _TOKEN_UNUSED, _TOKEN_CONTROL, _TOKEN_USER = 1, 5, 3, 4
+_TOKEN_NORMAL, _TOKEN_UNKNOWN, _TOKEN_CONTROL, _TOKEN_USER, _TOKEN_UNUSED, _TOKEN_BYTE = 1, 2, 3, 4, 5, 6
 
 
 def tokenizer_json_from_gguf(ckpt: Checkpoint) -> str | None:
@@ -87,7 +87,9 @@ def _vocab_ids(tj: dict, rows: int) -> dict[int, tuple[str, int]] | None:
 
 
 def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict, rows: int) -> None:
-    """tokenizer.json (byte-level BPE) -> tokenizer.ggml.* keys; `rows` is the embedding's row count."""
+    """tokenizer.json -> tokenizer.ggml.* keys; `rows` is the embedding's row count. Byte-level BPE
+    becomes llama.cpp's "gpt2" model, sentencepiece-style BPE (byte fallback, "▁" spaces: Llama 2,
+    Gemma) its "llama" model, with scores ranking the merges as the merge list does."""
     text = files.get("tokenizer.json")
     if text is None:
         warnings.warn("convert: no tokenizer.json next to the model; the GGUF has no tokenizer.",
@@ -95,9 +97,8 @@ def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict, rows: i
         return
     tj = json.loads(text)
     model = tj.get("model") or {}
-    if model.get("type") != "BPE" or model.get("byte_fallback"):
-        kind = "sentencepiece-style BPE" if model.get("type") == "BPE" else repr(model.get("type"))
-        warnings.warn(f"convert: tokenizer.json is {kind}; only byte-level BPE goes into GGUF "
+    if model.get("type") != "BPE":
+        warnings.warn(f"convert: tokenizer.json is {model.get('type')!r}; only BPE goes into GGUF "
                       "here, so the GGUF has no tokenizer.", stacklevel=4)
         return
     ids = _vocab_ids(tj, rows)
@@ -105,15 +106,43 @@ def _add_tokenizer_metadata(writer, files: dict[str, str], config: dict, rows: i
         warnings.warn(f"convert: tokenizer.json's vocabulary is not a map of tokens to ids below "
                       f"the embedding's {rows} rows; the GGUF has no tokenizer.", stacklevel=4)
         return
-    n = rows
-    tokens = [ids.get(i, (f"[PAD{i}]", _TOKEN_UNUSED)) for i in range(n)]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre(_guess_pre(tj))
-    writer.add_token_list([t for t, _ in tokens])
-    writer.add_token_types([k for _, k in tokens])
+    tokens = [ids.get(i, (f"[PAD{i}]", _TOKEN_UNUSED)) for i in range(rows)]
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+    if model.get("byte_fallback"):
+        _sentencepiece(writer, tj, tokens, merges)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(_guess_pre(tj))
+        writer.add_token_list([t for t, _ in tokens])
+        writer.add_token_types([k for _, k in tokens])
     if merges:
         writer.add_token_merges(merges)
+    _add_specials(writer, files, config, model)
+
+
+def _sentencepiece(writer, tj: dict, tokens: list[tuple[str, int]], merges: list[str]) -> None:
+    """llama.cpp's "llama" tokenizer merges the pair whose result scores highest: a token made by
+    the merge of rank r scores -r, so it merges in the order tokenizer.json's list gives."""
+    rank: dict[str, int] = {}
+    for r, m in enumerate(merges):
+        left, _, right = m.partition(" ")
+        rank.setdefault(left + right, r)
+    scores = [-float(rank.get(t, len(merges))) if kind == _TOKEN_NORMAL else 0.0 for t, kind in tokens]
+    unk = (tj.get("model") or {}).get("unk_token")
+    kinds = [_TOKEN_BYTE if kind == _TOKEN_NORMAL and len(t) == 6 and t.startswith("<0x") and t.endswith(">")
+             else _TOKEN_UNKNOWN if t == unk else kind for t, kind in tokens]
+    shape = json.dumps([tj.get("normalizer"), tj.get("pre_tokenizer")])
+    writer.add_tokenizer_model("llama")
+    writer.add_tokenizer_pre("default")
+    writer.add_token_list([t for t, _ in tokens])
+    writer.add_token_scores(scores)
+    writer.add_token_types(kinds)
+    # Llama 2 prepends "▁" to the text (Prepend normalizer or Metaspace "first"); Gemma does not
+    writer.add_add_space_prefix('"Prepend"' in shape or '"prepend_scheme": "first"' in shape
+                                or '"prepend_scheme": "always"' in shape)
+
+
+def _add_specials(writer, files: dict[str, str], config: dict, model: dict) -> None:
     tc = json.loads(files["tokenizer_config.json"]) if "tokenizer_config.json" in files else {}
     for key, add in (("bos_token_id", writer.add_bos_token_id), ("eos_token_id", writer.add_eos_token_id),
                      ("pad_token_id", writer.add_pad_token_id)):

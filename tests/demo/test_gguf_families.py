@@ -404,3 +404,38 @@ def test_every_decoder_part_has_a_gguf_name():
     known = {t.replace("{bid}", "{i}") for t in gguf.TENSOR_NAMES.values()}
     for part, template in names.GGUF_PARTS.items():
         assert template.rsplit(".", 1)[0] in known, part
+
+
+def test_converted_gemma_gguf_tokenizes_like_the_folder(tmp_path):
+    """Sentencepiece-style BPE (byte fallback, "▁" for spaces, no prefix space, as Gemma's): the GGUF
+    gets llama.cpp's "llama" tokenizer with scores ranking the merges, and load_model's tokenizer from
+    it encodes as tokenizer.json does, bytes it lacks included."""
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers
+    from tokenizers.models import BPE
+
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    merges = [("▁", "t"), ("h", "e"), ("▁t", "he"), ("i", "n"), ("▁", "a"), ("e", "r"), ("o", "n"),
+              ("▁", "w"), ("o", "r"), ("▁w", "or"), ("l", "d"), ("▁wor", "ld")]
+    vocab = (specials + [f"<0x{b:02X}>" for b in range(256)] + ["▁"] + list("abcdefghijklmnopqrstuvwxyz,.!'")
+             + ["".join(m) for m in merges])
+    tok = Tokenizer(BPE(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, byte_fallback=True,
+                        unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    cfg = transformers.AutoConfig.for_model("gemma", **{**SIZES, "vocab_size": len(vocab), "bos_token_id": 2,
+                                                        "eos_token_id": 1})
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True, "unk_token": "<unk>"}))
+    path = str(mx.convert(tmp_path, tmp_path / "g.gguf", format="gguf", dtype="F32"))
+    keys, _ = _reader(path)
+    assert keys["tokenizer.ggml.model"] == "llama" and keys["tokenizer.ggml.add_space_prefix"] is False
+    scores = dict(zip(keys["tokenizer.ggml.tokens"], keys["tokenizer.ggml.scores"]))
+    assert scores["▁t"] > scores["he"] > scores["▁the"]  # merge order
+    assert keys["tokenizer.ggml.token_type"][4] == 6 and keys["tokenizer.ggml.token_type"][3] == 2  # byte, unk
+    ours = load_model(path, device="cpu").tokenizer
+    for text in ("the world in the", "Hello, world!", "a theater – ünïcode"):
+        assert ours.encode(text, add_special_tokens=False) == tok.encode(text, add_special_tokens=False).ids, text
+        assert ours.decode(ours.encode(text, add_special_tokens=False)) == text
+    assert ours.encode("the")[0] == 2  # add_bos_token
