@@ -1,0 +1,168 @@
+"""GGUF conversion beyond the families' numbers: tokenizers (byte-level BPE with Qwen2's split,
+sentencepiece-style BPE as Gemma's) tokenize as the folder's tokenizer.json, hostile GGUF
+hyperparameters are refused by name, what llama.cpp would run differently is refused at
+conversion, and a weights reader that would misread a GGUF is refused before it runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_gguf_families import SIZES, _reader, _tiny
+
+import model_explorer as mx
+from model_explorer.conversion import ConvertError
+from model_explorer.demo import load_model
+from model_explorer.model.config_gguf import from_gguf
+from model_explorer.tensors import names
+
+pytestmark = [pytest.mark.reference, pytest.mark.filterwarnings("ignore:convert. no tokenizer.json")]
+transformers = pytest.importorskip("transformers")
+gguf = pytest.importorskip("gguf")
+
+
+@pytest.mark.parametrize(("mt", "changes", "message"), [
+    ("smollm3", dict(no_rope_layers=[1, 0, 1]), "every 4th layer"),
+    ("gemma2", dict(layer_types=["full_attention", "sliding_attention", "full_attention"]), "even layers"),
+    ("gemma3_text", dict(layer_types=["sliding_attention", "full_attention", "sliding_attention"]), "five layers"),
+    ("gemma3_text", dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                          "full_attention": {"rope_type": "default", "rope_theta": 1e6}}),
+     "base 100"),
+    ("gpt2", {}, "model_type 'gpt2'"),
+])
+def test_what_llamacpp_would_run_differently_is_refused(mt, changes, message, tmp_path):
+    sizes = {k: v for k, v in SIZES.items() if mt != "gpt2" or k in ("vocab_size",)}
+    cfg = transformers.AutoConfig.for_model(mt, **{**sizes, **changes})
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    with pytest.raises(ConvertError, match=message):
+        mx.convert(tmp_path, tmp_path / "m.gguf", format="gguf", dtype="F32")
+
+
+def test_converted_qwen3_gguf_tokenizes_like_the_folder(tmp_path):
+    """A byte-level BPE with Qwen2's split: the GGUF says tokenizer.ggml.pre 'qwen2' and load_model's
+    tokenizer from it encodes as the folder's tokenizer.json does (digits one by one, unlike Llama 3)."""
+    from conftest import SPECIALS, tiny_vocab
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers
+    from tokenizers.models import BPE
+
+    from model_explorer.model.tokenizer import PRE_TOKENIZER_SPLITS
+
+    vocab = tiny_vocab(320)
+    cfg = transformers.AutoConfig.for_model("qwen3", **{**SIZES, "vocab_size": len(vocab.tokens)})
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    tok = Tokenizer(BPE(vocab=vocab.ids, merges=[tuple(m.split(" ")) for m in vocab.merges]))
+    split = PRE_TOKENIZER_SPLITS["qwen2"]
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(split if isinstance(split, str) else split["Regex"]), "isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    path = mx.convert(tmp_path, tmp_path / "q.gguf", format="gguf", dtype="F32")
+    keys, _ = _reader(str(path))
+    assert keys["tokenizer.ggml.model"] == "gpt2" and keys["tokenizer.ggml.pre"] == "qwen2"
+    gguf_tok = load_model(path, device="cpu").tokenizer
+    for text in ("the 12345 cats<|im_end|>", "Hello, world!\n\nIt's  here", "in the at on 2024"):
+        assert gguf_tok.encode(text) == tok.encode(text).ids, text
+
+
+def test_hostile_gguf_hyperparameters_are_refused_not_a_traceback():
+    """Any value under any key from_gguf reads, for every architecture: a ModelConfig or an
+    UnsupportedModel, never a TypeError from deep inside."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from model_explorer.model.config import UnsupportedModel
+    from model_explorer.model.config_gguf import GGUF_ARCHITECTURES
+
+    base = {"embedding_length": 64, "attention.head_count": 4, "attention.head_count_kv": 2,
+            "feed_forward_length": 96, "block_count": 2, "vocab_size": 64, "attention.key_length": 16,
+            "rope.dimension_count": 16, "expert_count": 4, "expert_used_count": 2,
+            "expert_feed_forward_length": 32, "attention.sliding_window": 4, "rope.freq_base": 1e4,
+            "attention.layer_norm_rms_epsilon": 1e-6, "attn_logit_softcapping": 50.0,
+            "final_logit_softcapping": 30.0, "embedding_scale": 2.0, "residual_scale": 0.5,
+            "logit_scale": 4.0, "attention.scale": 0.1, "expert_weights_norm": True,
+            "attention.sliding_window_pattern": [True, False], "rope.freq_base_swa": 1e4,
+            "rope.scaling.type": "linear", "rope.scaling.factor": 2.0, "context_length": 128,
+            "rope.scaling.original_context_length": 64, "rope.scaling.yarn_beta_fast": 32.0,
+            "rope.scaling.attn_factor": 1.2}
+    values = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
+                       st.text(max_size=4), st.lists(st.integers(-3, 3), max_size=3),
+                       st.sampled_from(["linear", "yarn", "llama3", "none"]))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.sampled_from(GGUF_ARCHITECTURES), st.dictionaries(st.sampled_from(sorted(base)), values, max_size=3),
+           st.booleans())
+    def check(arch, changes, moe_names):
+        meta = {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in {**base, **changes}.items()
+                                                 if v is not None}}
+        if arch not in ("llama", "qwen3moe"):
+            meta.pop(f"{arch}.expert_count", None)
+        names = {"token_embd.weight", "blk.0.ffn_gate_inp.weight"} if moe_names else {"token_embd.weight"}
+        try:
+            from_gguf(meta, names)
+        except UnsupportedModel:
+            pass
+
+    check()
+
+
+def test_a_weights_reader_that_would_misread_the_gguf_is_refused_first(tmp_path, monkeypatch):
+    """Until the weights reader names GGUF tensors by part, Gemma 2's post_attention_norm would be
+    read as its ffn_norm (the HF name post_attention_layernorm means either): refused, not run wrong;
+    under device='auto' llama.cpp (here a stand-in) gets the file instead."""
+    from model_explorer.demo import describe, weights
+    from model_explorer.model.config import UnsupportedModel
+
+    _tiny("gemma2", tmp_path)
+    path = str(mx.convert(tmp_path, tmp_path / "g.gguf", format="gguf", dtype="F32"))
+    monkeypatch.setattr(weights, "tensor_name", lambda part, layer, gguf: names.hf_to_gguf(
+        weights.HF_NAMES[part].format(i=layer)) if gguf else weights.HF_NAMES[part].format(i=layer))
+    with pytest.raises(UnsupportedModel, match=r"blk\.N\.post_attention_norm\.weight"):
+        load_model(path, device="cpu")
+    assert "post_attention_norm" in describe.decoder_refusal(path)
+
+
+def test_every_decoder_part_has_a_gguf_name():
+    """The weights reader's parts all have a GGUF name (llama.cpp's, from gguf-py's TENSOR_NAMES)."""
+    from model_explorer.demo.weights import HF_NAMES
+
+    assert set(HF_NAMES) <= set(names.GGUF_PARTS), set(HF_NAMES) - set(names.GGUF_PARTS)
+    known = {t.replace("{bid}", "{i}") for t in gguf.TENSOR_NAMES.values()}
+    for part, template in names.GGUF_PARTS.items():
+        assert template.rsplit(".", 1)[0] in known, part
+
+
+def test_converted_gemma_gguf_tokenizes_like_the_folder(tmp_path):
+    """Sentencepiece-style BPE (byte fallback, "▁" for spaces, no prefix space, as Gemma's): the GGUF
+    gets llama.cpp's "llama" tokenizer with scores ranking the merges, and load_model's tokenizer from
+    it encodes as tokenizer.json does, bytes it lacks included."""
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers
+    from tokenizers.models import BPE
+
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    merges = [("▁", "t"), ("h", "e"), ("▁t", "he"), ("i", "n"), ("▁", "a"), ("e", "r"), ("o", "n"),
+              ("▁", "w"), ("o", "r"), ("▁w", "or"), ("l", "d"), ("▁wor", "ld")]
+    vocab = (specials + [f"<0x{b:02X}>" for b in range(256)] + ["▁"] + list("abcdefghijklmnopqrstuvwxyz,.!'")
+             + ["".join(m) for m in merges])
+    tok = Tokenizer(BPE(vocab={t: i for i, t in enumerate(vocab)}, merges=merges, byte_fallback=True,
+                        unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    cfg = transformers.AutoConfig.for_model("gemma", **{**SIZES, "vocab_size": len(vocab), "bos_token_id": 2,
+                                                        "eos_token_id": 1})
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": True, "unk_token": "<unk>"}))
+    path = str(mx.convert(tmp_path, tmp_path / "g.gguf", format="gguf", dtype="F32"))
+    keys, _ = _reader(path)
+    assert keys["tokenizer.ggml.model"] == "llama" and keys["tokenizer.ggml.add_space_prefix"] is False
+    scores = dict(zip(keys["tokenizer.ggml.tokens"], keys["tokenizer.ggml.scores"]))
+    assert scores["▁t"] > scores["he"] > scores["▁the"]  # merge order
+    assert keys["tokenizer.ggml.token_type"][4] == 6 and keys["tokenizer.ggml.token_type"][3] == 2  # byte, unk
+    ours = load_model(path, device="cpu").tokenizer
+    for text in ("the world in the", "Hello, world!", "a theater – ünïcode"):
+        assert ours.encode(text, add_special_tokens=False) == tok.encode(text, add_special_tokens=False).ids, text
+        assert ours.decode(ours.encode(text, add_special_tokens=False)) == text
+    assert ours.encode("the")[0] == 2  # add_bos_token
