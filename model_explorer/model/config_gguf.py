@@ -7,8 +7,9 @@ config.json gives, whatever llama.cpp's conventions moved:
   (llama, mistral, mixtral, granite, smollm3); qwen2/3, gemma, phi3 and olmo2 keep HF's order.
 - Gemma's norms are stored as (1 + w) already, so norm_offset is 0 here.
 - What llama.cpp hard-codes rather than stores is restated here: Gemma's sqrt(hidden) embedding
-  scale and GeGLU, Gemma 2's sliding window on even layers, SmolLM3's RoPE-less every 4th layer,
-  renormalised top-k for Mixtral and Qwen3-MoE (unless `expert_weights_norm` says otherwise).
+  scale and GeGLU, Gemma 2's sliding window on even layers and Gemma 3's on five of six (local
+  RoPE base 10000), SmolLM3's RoPE-less every 4th layer, renormalised top-k for Mixtral and
+  Qwen3-MoE (unless `expert_weights_norm` says otherwise).
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key s
 SLIDING_PATTERN = {"gemma2": 2, "gemma3": 6}
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
 
-try:  # gguf-py's spelling of the keys llama.cpp reads (the same strings without gguf-py)
+# The keys beyond ggml.Keys, as gguf-py spells them (a test holds the two equal)
+_FALLBACK = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", "{arch}.attn_logit_softcapping",
+             "{arch}.final_logit_softcapping", "{arch}.embedding_scale", "{arch}.residual_scale",
+             "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern",
+             "{arch}.rope.freq_base_swa", "{arch}.rope.scaling.original_context_length",
+             "{arch}.rope.scaling.yarn_beta_fast", "{arch}.rope.scaling.yarn_beta_slow",
+             "{arch}.rope.scaling.attn_factor")
+try:  # gguf-py's own table when it is there; the core reads GGUF without it
     from gguf.constants import Keys as _G
 
     _MORE = (_G.LLM.EXPERT_FEED_FORWARD_LENGTH, _G.LLM.EXPERT_WEIGHTS_NORM, _G.LLM.ATTN_LOGIT_SOFTCAPPING,
@@ -43,12 +51,8 @@ try:  # gguf-py's spelling of the keys llama.cpp reads (the same strings without
              _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA,
              _G.Rope.SCALING_ORIG_CTX_LEN, _G.Rope.SCALING_YARN_BETA_FAST, _G.Rope.SCALING_YARN_BETA_SLOW,
              _G.Rope.SCALING_ATTN_FACTOR)
-except ImportError:  # pragma: no cover - gguf-py is a dependency; the core reads without it
-    _MORE = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", "{arch}.attn_logit_softcapping",
-             "{arch}.final_logit_softcapping", "{arch}.embedding_scale", "{arch}.residual_scale",
-             "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern",
-             "{arch}.rope.freq_base_swa", "{arch}.rope.scaling.original_context_length",
-             "{arch}.rope.scaling.yarn_beta_fast", "{arch}.rope.scaling.yarn_beta_slow", "{arch}.rope.scaling.attn_factor")
+except (ImportError, AttributeError):  # pragma: no cover - gguf-py is a dependency
+    _MORE = _FALLBACK
 (EXPERT_FEED_FORWARD_LENGTH, EXPERT_WEIGHTS_NORM, ATTN_SOFTCAP, FINAL_SOFTCAP, EMBEDDING_SCALE, RESIDUAL_SCALE,
  LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN, ROPE_FREQ_BASE_SWA, YARN_ORIGINAL_CONTEXT, YARN_BETA_FAST,
  YARN_BETA_SLOW, YARN_ATTENTION_FACTOR) = _MORE

@@ -166,3 +166,10 @@ def test_converted_gemma_gguf_tokenizes_like_the_folder(tmp_path):
         assert ours.encode(text, add_special_tokens=False) == tok.encode(text, add_special_tokens=False).ids, text
         assert ours.decode(ours.encode(text, add_special_tokens=False)) == text
     assert ours.encode("the")[0] == 2  # add_bos_token
+
+
+def test_the_built_in_key_names_are_gguf_pys():
+    """Without gguf-py, from_gguf reads the keys gguf-py spells (and llama.cpp reads)."""
+    from model_explorer.model import config_gguf
+
+    assert config_gguf._FALLBACK == config_gguf._MORE
