@@ -173,3 +173,27 @@ def test_the_built_in_key_names_are_gguf_pys():
     from model_explorer.model import config_gguf
 
     assert config_gguf._FALLBACK == config_gguf._MORE
+
+
+def test_hyperparameters_and_names_read_without_gguf_py():
+    """The core path (from_gguf, names by part and per architecture) needs no gguf-py."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules["gguf"] = None  # import gguf now fails
+from model_explorer.model.config_gguf import from_gguf
+from model_explorer.tensors import names
+a = "gemma2"
+meta = {"general.architecture": a, a + ".embedding_length": 64, a + ".attention.head_count": 4,
+        a + ".feed_forward_length": 96, a + ".block_count": 3, a + ".vocab_size": 64,
+        a + ".attn_logit_softcapping": 50.0, a + ".attention.sliding_window": 8}
+cfg = from_gguf(meta, {"token_embd.weight"})
+assert cfg.attn_softcap == 50.0 and cfg.sliding_layers == [True, False, True], cfg
+assert names.hf_to_gguf("model.layers.2.post_attention_layernorm.weight", a) == "blk.2.post_attention_norm.weight"
+assert names.gguf_part_name("router", 1) == "blk.1.ffn_gate_inp.weight"
+print("ok")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "ok", run.stderr[-2000:]
