@@ -30,6 +30,7 @@ GGUF_NOT_YET = {"qwen2moe": "qwen2_moe", "gpt2": "gpt2", "gptneox": "gpt_neox",
                 "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
 # Architectures whose converter permutes q/k rows (LlamaModel and its subclasses).
 QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
+WINDOWED = ("llama", "mistral", "phi3", "gemma2", "gemma3")
 SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key says so)
 # llama.cpp's sliding-window layers (no key says so): Gemma 2 every other layer from layer 0,
 # Gemma 3 five of every six (its sliding layers rotate with base 10000, unscaled)
@@ -142,7 +143,8 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         tokens = metadata.get(Keys.TOKENS)
         vocab = len(getattr(tokens, "value", tokens)) if tokens is not None else None
     layers = count(Keys.BLOCK_COUNT)
-    window = count(Keys.SLIDING_WINDOW, None) or None
+    # only where a window means one to llama.cpp (and to mx.convert's Mistral/Mixtral)
+    window = count(Keys.SLIDING_WINDOW, None) or None if arch in WINDOWED else None
     model_type = HF_MODEL_TYPE.get(arch, arch)
     gemma = arch in ("gemma", "gemma2", "gemma3")
     fields: dict[str, Any] = {}
