@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -33,7 +34,9 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 IDS = [1, 5, 9, 3, 7, 11, 20, 4, 4, 30, 64, 127]
-KEEP_FLOAT = ("embed_tokens", "lm_head", "norm", "mlp.gate.", "moe.gate.", "router", "shared_expert_gate")
+KEEP_FLOAT = ("embed_tokens", "embed_in", "embed_out", "wte", "wpe", "lm_head", "norm", "ln_", "mlp.gate.",
+              "moe.gate.", "router", "shared_expert_gate")
+CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
 @dataclass
@@ -45,11 +48,18 @@ class Case:
     layer: Callable                       # (base, w) -> (tensors, dequantized w)
     refs: dict = field(default_factory=lambda: {"dequantized": 1e-4})  # reference -> tolerance
     needs: tuple = ()
+    bf16: bool = False                    # the weights left unquantized stored bf16, as the model ships
     quantize: Callable = field(default=lambda name, w: w.ndim == 2 and not any(k in name for k in KEEP_FLOAT))
 
 
 def _gptq(**kw):
     return lambda base, w: L.gptq_layer(base, w, **kw)
+
+
+def _gptq_conv1d(base, w):
+    """GPT-2's Conv1D weights are [in, out]: AutoGPTQ packs them transposed, as a Linear's [out, in]."""
+    t, dq = L.gptq_layer(base, np.ascontiguousarray(w.T), bits=4, group=32)
+    return t, dq.T
 
 
 def _ct(fmt, args):
@@ -72,12 +82,24 @@ CASES = {
     "mixtral-awq-experts": Case(
         "mixtral", dict(num_local_experts=4, num_experts_per_tok=2), "awq", L.awq_config(32),
         lambda base, w: L.awq_layer(base, w, 32)),
+    "qwen3_moe-gptq8-experts": Case(
+        "qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, mlp_only_layers=[0]),
+        "gptq", L.gptq_config(8, 32, sym=True, desc_act=False), _gptq(bits=8, group=32, sym=True, desc_act=False)),
+    "gpt2-gptq4-conv1d": Case(
+        "gpt2", dict(n_embd=64, n_layer=2, n_head=4, n_positions=64, n_inner=96), "gptq", L.gptq_config(4, 32),
+        _gptq_conv1d, quantize=lambda name, w: name.endswith(CONV1D)),
+    "gpt_neox-awq-gemv": Case(
+        "gpt_neox", dict(rotary_pct=0.5), "awq", L.awq_config(32, "gemv"),
+        lambda base, w: L.awq_layer(base, w, 32, "gemv")),
     "phi3-bnb-nf4": Case(
         "phi3", dict(intermediate_size=128), "bnb", L.bnb_config(True, "nf4", True),
         lambda base, w: L.bnb4_layer_real(base, w, "nf4", True), needs=("bitsandbytes",),
         # bitsandbytes' CPU 4-bit matmul (gemv_4bit, AVX512-BF16) computes in bf16 whatever the
         # compute dtype: transformers' logits on the folder are bf16-close, its dequantize_4bit exact
         refs={"dequantized": 1e-4, "transformers": 5e-2}),
+    "olmo2-bnb-int8": Case(
+        "olmo2", {}, "bnb", L.bnb_config(False), lambda base, w: L.bnb_int8_layer_real(base, w),
+        needs=("bitsandbytes",)),  # LLM.int8 quantizes the activations too: no same-floats transformers run
     "gemma3_text-ct-int4": Case(
         "gemma3_text", dict(layer_types=["sliding_attention", "full_attention"], sliding_window=4,
                             query_pre_attn_scalar=16),
@@ -96,13 +118,17 @@ CASES = {
         # transformers dequantizes FP8 on the CPU only where the blocks tile the matrix (kv_a_proj's
         # 72 rows, moe_intermediate 192 do not, as DeepSeek-V3's 576-row kv_a_proj does not): its
         # Fp8Dequantize on the zero-padded matrix gives the reference values
-        "fp8", L.fp8_config((128, 128)), lambda base, w: _fp8_block(base, w, (128, 128))),
+        "fp8", L.fp8_config((128, 128)), lambda base, w: _fp8_block(base, w, (128, 128)), bf16=True),
+    "qwen3_moe-fp8-block32": Case(  # blocks that tile every matrix: transformers dequantizes the folder
+        "qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32),
+        "fp8", L.fp8_config((32, 32)), lambda base, w: _fp8_block(base, w, (32, 32)),
+        refs={"transformers": 1e-4, "dequantized": 1e-4}),
     "gpt_oss-mxfp4": Case(
         "gpt_oss", dict(num_local_experts=4, num_experts_per_tok=2,
                         layer_types=["sliding_attention", "full_attention"], sliding_window=4),
         "mxfp4", {"quant_method": "mxfp4", "modules_to_not_convert": [
             "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
-        None, refs={"transformers": 1e-4},
+        None, refs={"transformers": 1e-4}, bf16=True,
         quantize=lambda name, w: name.endswith(("experts.gate_up_proj", "experts.down_proj"))),
 }
 
@@ -145,13 +171,16 @@ def build(name: str, case: Case, root: Path) -> Built:
     tensors, deq, quantized = {}, {}, set()
     for key, w in state.items():
         if not case.quantize(key, w):
-            tensors[key] = deq[key] = w
+            tensors[key] = w.astype(ml_dtypes.bfloat16) if case.bf16 else w
+            deq[key] = tensors[key].astype(np.float32)
             continue
         t, dq = _mxfp4(key, w) if case.scheme == "mxfp4" else case.layer(key[:-len(".weight")], w)
         tensors.update(t)
         quantized.add(key)
         deq[key] = np.ascontiguousarray(dq, np.float32).reshape(w.shape)  # save_file writes the buffer
     cfg = json.loads((Path(src) / "config.json").read_text())
+    if case.bf16:
+        cfg["torch_dtype"] = "bfloat16"
     folder = L.write_folder(root / "quantized", tensors, case.quant, cfg)
     dq_folder = root / "dequantized"
     dq_folder.mkdir()
@@ -178,13 +207,14 @@ def built(request, tmp_path_factory) -> Built:
 
 
 def test_logits_equal_the_reference(built):
-    ours = mx.load_model(built.folder, device="cpu").forward(IDS)
     for ref_name, tol in built.case.refs.items():
         ref = hf_logits(built.folder if ref_name == "transformers" else built.dequantized)
-        rel = float(np.abs(ours - ref).max() / np.abs(ref).max())
-        print(f"{built.name}: max relative difference {rel:.2e} ({ref_name})")
         assert np.abs(ref).max() > 1.0  # far from uniform: the comparison means something
-        assert rel <= tol, (built.name, ref_name, rel)
+        for backend in ("numpy", "torch"):
+            ours = mx.load_model(built.folder, device="cpu", backend=backend).forward(IDS)
+            rel = float(np.abs(ours - ref).max() / np.abs(ref).max())
+            print(f"{built.name} {backend}: max relative difference {rel:.2e} ({ref_name})")
+            assert rel <= tol, (built.name, backend, ref_name, rel)
 
 
 def test_open_groups_every_quantized_weight_without_a_false_alarm(built):
@@ -193,9 +223,9 @@ def test_open_groups_every_quantized_weight_without_a_false_alarm(built):
     assert {k for k, t in ckpt.tensors.items() if t.quant} == built.quantized
 
 
+@pytest.mark.parametrize("built", [n for n, c in CASES.items() if c.scheme != "mxfp4"], indirect=True)
 def test_trace_maps_the_q_point_through_a_quantized_weight(built):
-    if built.case.scheme == "mxfp4":
-        pytest.skip("gpt-oss ships its attention in bf16: only the experts are MXFP4")
+    """(gpt-oss ships its attention in bf16: only its experts are MXFP4, traced below.)"""
     rows = mx.trace(built.folder, ids=IDS).table().query("layer == 0").set_index("module")["tensor"]
     assert rows["q"] in built.quantized, rows.to_dict()
 
@@ -208,5 +238,5 @@ MOE = [n for n, c in CASES.items() if c.family in ("mixtral", "qwen2_moe", "qwen
 @pytest.mark.parametrize("built", MOE, indirect=True)
 def test_trace_lists_the_quantized_experts_behind_the_router(built):
     trace = mx.trace(built.folder, ids=IDS)
-    last = trace.num_layers - 1  # a MoE layer in every case here (DeepSeek's first is dense)
+    last = trace.num_layers - 1  # a MoE layer in every case here (the first may be dense)
     assert set(trace.tensors[(last, "ffn_out")]) & built.quantized, trace.tensors[(last, "ffn_out")]
