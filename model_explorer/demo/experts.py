@@ -110,7 +110,7 @@ def build(w, i: int) -> dict:
                                                                          w._read("", name=up)])),
                 w._matrix(f"layer {i} {label} down", w._read("", name=down)))
 
-    out = {"router": w._matrix(f"layer {i} router", w._read("", name=router_name(w.cfg, i))),
+    out = {"router": w._matrix(f"layer {i} router", w._read("router", i)),
            "router_bias": None, "shared": None, "shared_gate": None, "score_bias": None}
     if w.cfg.router == "sigmoid_groups":  # chosen on the host: kept as numpy
         out["score_bias"] = w._read("", name=SCORE_BIAS.format(i=i))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel
-from ..tensors.names import hf_to_gguf, unpermute_qk
+from ..tensors.names import gguf_expert, gguf_expert_shapes, gguf_part_name, unpermute_qk
 from . import experts as moe
 from . import layouts, mla
 from .dequant_report import DequantReport, DequantRow, RequantRow  # noqa: F401  (found here too)
@@ -164,6 +164,8 @@ class Weights:
 
     def name(self, part: str, layer: int | None = None) -> str:
         """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
+        if self.gguf:  # llama.cpp names tensors by role, the same in every architecture
+            return gguf_part_name(part, layer)
         if part == "router":
             return moe.router_name(self.cfg, layer)
         if self.cfg.sandwich_norms and part in SANDWICH_NAMES and not self.gguf:
@@ -231,7 +233,8 @@ class Weights:
                  for p, i in wanted]
         for i in range(self.cfg.num_layers):
             if is_moe(self.cfg, i):
-                named += moe.expected_shapes(self.cfg, i, lambda n: n in tensors and bool(tensors[n].quant))
+                named += (gguf_expert_shapes(i, self.cfg.experts, self.cfg.expert_intermediate_size, self.cfg.hidden_size)
+                          if self.gguf else moe.expected_shapes(self.cfg, i, lambda n: n in tensors and bool(tensors[n].quant)))
         for name, shape in named:
             info = tensors.get(name)
             if info is None:
@@ -274,9 +277,11 @@ class Weights:
         """float32 numpy for one tensor, timed and recorded; q/k rows put in Hugging Face order.
         `name`: read this tensor (an expert's) instead of the part's."""
         name = name or self.name(part, layer)
-        info = self.ckpt.tensors[name]
+        stacked = gguf_expert(name) if self.gguf else None  # llama.cpp stacks a layer's experts: one row
+        info = self.ckpt.tensors[stacked[0] if stacked else name]
         t0 = time.perf_counter()
-        a = layouts.to_decoder(self.cfg, part, layer, self.ckpt.read(name), bool(info.quant))
+        raw = self.ckpt.read(info.name, rows=stacked[1]) if stacked else self.ckpt.read(name)
+        a = layouts.to_decoder(self.cfg, part, layer, raw, bool(info.quant))
         if a.dtype != np.float32 or not a.flags.writeable:
             # Read-only arrays are views of the file's memory map: copy them, so the file can
             # close after loading and torch can adopt the array without a warning.
@@ -288,8 +293,8 @@ class Weights:
         seconds = time.perf_counter() - t0
         row = self._rows.get(name)
         if row is None:
-            row = self._rows[name] = DequantRow(name, info.kind, tuple(info.shape), info.stored_bytes,
-                                                4 * info.numel, seconds)
+            row = self._rows[name] = DequantRow(name, info.kind, tuple(a.shape),  # one expert of a stack
+                                                info.stored_bytes * a.size // max(1, info.numel), 4 * a.size, seconds)
             self.report.add(row)
             if self._progress is not None:
                 self._progress(len(self.report), self._total, name)
@@ -368,8 +373,7 @@ class Weights:
 
 def tensor_name(part: str, layer: int | None, gguf: bool) -> str:
     """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
-    hf = HF_NAMES[part].format(i=layer)
-    return hf_to_gguf(hf) if gguf else hf
+    return gguf_part_name(part, layer) if gguf else HF_NAMES[part].format(i=layer)
 
 
 def layer_bits_per_weight(ckpt, cfg: ModelConfig) -> float | None:

@@ -107,6 +107,7 @@ def _gguf_llama(hp: HParams, max_layers: int) -> Expected | None:
     if not all((h, layers, vocab, heads, kvh, hd, f)):
         return None
     q, kv = heads * hd, kvh * hd
+    experts = _int(hp.get("experts"))
     e = Expected(f"built-in {mt} table (GGUF names)")
 
     def add(name: str, shape, required: bool = True) -> None:
@@ -124,12 +125,19 @@ def _gguf_llama(hp: HParams, max_layers: int) -> Expected | None:
         add(g + "attn_norm.weight", (h,))
         add(g + "ffn_norm.weight", (h,))
         add(g + "attn_output.weight", (h, q))
-        add(g + "ffn_down.weight", (h, f))
+        if not experts:
+            add(g + "ffn_down.weight", (h, f))
         add(g + "attn_q.weight", (q, h))
         add(g + "attn_k.weight", (kv, h))
         add(g + "attn_v.weight", (kv, h))
-        add(g + "ffn_gate.weight", (f, h))
-        add(g + "ffn_up.weight", (f, h))
+        if experts:  # Mixtral: a router, each projection of every expert stacked
+            fe = _int(hp.get("moe_intermediate")) or f
+            add(g + "ffn_gate_inp.weight", (experts, h))
+            for part, shape in (("gate", (experts, fe, h)), ("up", (experts, fe, h)), ("down", (experts, h, fe))):
+                add(g + f"ffn_{part}_exps.weight", shape)
+        else:
+            add(g + "ffn_gate.weight", (f, h))
+            add(g + "ffn_up.weight", (f, h))
         for part, size in (("q", q), ("k", kv), ("v", kv)):  # llama.cpp loads biases when present
             add(g + f"attn_{part}.bias", (size,), required=False)
         if mt == "qwen3":

@@ -404,7 +404,8 @@ def _quantities(ckpt: CheckpointRecord, hp: HParams, by_name: dict[str, TensorIn
         if rows % width == 0 and (hidden is None or info.shape[1] == hidden):
             check(q_name, rows // width, info, f"{info.name!r} has {rows} rows = {rows // width} {what} of {width}")
     up = _first(by_name, _UP)
-    if up is not None and len(up.shape) == 2 and _shape_says(up) \
+    fused = gguf and (hp.model_type or "") == "phi3"  # llama.cpp's Phi-3 ffn_up holds gate and up
+    if up is not None and len(up.shape) == 2 and _shape_says(up) and not fused \
             and (hidden is None or up.shape[1] == hidden):
         check("intermediate", up.shape[0], up, f"{up.name!r} has {up.shape[0]} rows")
     experts = {int(m[1]) for n in by_name if (m := _EXPERT.search(n))}

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import SPECIALS, tiny_vocab
 from test_gguf_families import SIZES, _reader, _tiny
 
 import model_explorer as mx
@@ -42,7 +43,6 @@ def test_what_llamacpp_would_run_differently_is_refused(mt, changes, message, tm
 def test_converted_qwen3_gguf_tokenizes_like_the_folder(tmp_path):
     """A byte-level BPE with Qwen2's split: the GGUF says tokenizer.ggml.pre 'qwen2' and load_model's
     tokenizer from it encodes as the folder's tokenizer.json does (digits one by one, unlike Llama 3)."""
-    from conftest import SPECIALS, tiny_vocab
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, pre_tokenizers
     from tokenizers.models import BPE
 
@@ -245,6 +245,5 @@ def test_a_real_llamacpp_gemma3_gguf_reads_as_transformers_runs_it(real_gemma3, 
         ref = model(torch.tensor([ids])).logits[0].numpy()
         more = model.generate(torch.tensor([ids]), max_new_tokens=6, do_sample=False)[0, len(ids):]
     assert "100" in transformers.AutoTokenizer.from_pretrained(out).decode(more)
-    request.applymarker(pytest.mark.xfail(strict=False, reason="demo/weights.py must name GGUF tensors by part"))
     ours = load_model(real_gemma3, device="cpu").forward(ids)
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max()

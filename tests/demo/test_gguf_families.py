@@ -65,20 +65,6 @@ FAMILIES = {
                                           mlp_only_layers=[1], norm_topk_prob=False)),
 }
 GGUF_ARCH = {"qwen3_yarn": "qwen3", "llama3": "llama", "mistral": "llama", "mixtral": "llama", "qwen3_moe": "qwen3moe", "qwen3_moe_dense": "qwen3moe", "gemma3": "gemma3"}
-# What load_model needs beyond these files before a family's GGUF runs (see the report of the
-# GGUF-families change): demo/weights.py naming GGUF tensors by part (names.gguf_part_name) and
-# reading one expert of the stacked tensors (names.gguf_expert); model/will_load.py and
-# model/expected.py knowing Phi-3's fused ffn_up and Mixtral's stacked experts in GGUF names.
-_WEIGHTS = ("demo/weights.py must name GGUF tensors by part (tensors.names.gguf_part_name): "
-            "post_attention_layernorm is post_attention_norm in this architecture")
-_EXPERTS = ("demo/weights.py must read experts from llama.cpp's stacked ffn_*_exps tensors "
-            "(tensors.names.gguf_expert) and name the router ffn_gate_inp")
-PENDING = {
-    "gemma2": _WEIGHTS, "gemma3": _WEIGHTS, "olmo2": _WEIGHTS,
-    "mixtral": _EXPERTS + "; model/expected.py's GGUF llama table must expect ffn_*_exps when llama.expert_count",
-    "qwen3_moe": _EXPERTS, "qwen3_moe_dense": _EXPERTS,
-    "phi3": "model/will_load.py must not read Phi-3's fused ffn_up rows (2 x feed_forward_length) as a mismatch",
-}
 
 
 def _tiny(key: str, folder):
@@ -101,12 +87,6 @@ def family(request, tmp_path_factory):
     with pytest.warns(UserWarning, match="qwen3moe") if key == "qwen3_moe_dense" else contextlib.nullcontext():
         path = mx.convert(folder, folder / f"{key}.F32.gguf", format="gguf", dtype="F32")
     return key, model, str(folder), str(path), ref
-
-
-def _pending(request, key: str) -> None:
-    """Still run, marked xfail (not strict): an XPASS says the pending change has landed."""
-    if key in PENDING:
-        request.applymarker(pytest.mark.xfail(strict=False, reason=PENDING[key]))
 
 
 def _effective(cfg) -> dict:
@@ -139,7 +119,6 @@ def test_config_from_gguf_equals_config_json(family):
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_converted_f32_gguf_logits_equal_transformers(family, backend, request):
     key, _, _, path, ref = family
-    _pending(request, key)
     ours = load_model(path, device="cpu", backend=backend).forward(IDS)
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), key
     assert np.abs(ref).max() > 1.0
@@ -178,7 +157,6 @@ def test_q8_0_gguf_runs_its_rounded_weights_exactly(key, tmp_path_factory, reque
     with torch.no_grad():
         rounded = model(torch.tensor([IDS])).logits[0].numpy()
     assert 0 < np.abs(rounded - ref).max() < 0.5 * np.abs(ref).max()  # rounded, not something else
-    _pending(request, key)
     ours = load_model(path, device="cpu").forward(IDS)
     assert np.abs(ours - rounded).max() <= 1e-4 * np.abs(rounded).max(), key
 
