@@ -1,17 +1,19 @@
 """Hub-quantized folders of the families beyond Llama (issue #24, point 4): a tiny float model of
 the family (mx.random_model), its layers quantized in the exact on-disk layout of a Hub scheme
 (GPTQ, AWQ, bitsandbytes, compressed-tensors, fine-grained FP8, MXFP4), run by mx.load_model
-through the existing codecs: logits equal to the reference, no false alarm at open, and the trace
-names the quantized weights.
+through the existing codecs on the numpy and torch backends: logits equal to the reference, the
+open groups exactly the quantized weights with no error or warning, and the trace names them.
 
-The reference, per case (its `ref`):
-- "transformers": transformers loads the same quantized folder on the CPU (its own or the
-  scheme library's dequantization) and computes the logits;
-- "dequantized": transformers cannot load the scheme on the CPU here (GPTQ and AWQ need
-  gptqmodel / autoawq and a GPU); its float model is given the weights the scheme's library
-  dequantizes the folder to (for GPTQ and AWQ, the layouts' values s * (q - z) computed from the
-  codes before packing, so the unpacking is not checked against itself; for compressed-tensors
-  and bitsandbytes, the library's own decompress / dequantize).
+The references, per case (`refs`, each with its tolerance x max|logit|):
+- "transformers": transformers loads the same quantized folder on the CPU (its own dequantization
+  or the scheme library's) and computes the logits: compressed-tensors int4 / FP8, block FP8 whose
+  blocks tile every matrix, MXFP4; bitsandbytes NF4 too, bf16-close only (see its case);
+- "dequantized": transformers' float model given the weights the scheme's library dequantizes the
+  folder to, where transformers cannot load the folder on the CPU: GPTQ and AWQ (gptqmodel /
+  autoawq and a GPU) take the layouts' s * (q - z) computed from the codes before packing, so the
+  unpacking is not checked against itself; bitsandbytes its dequantize_4bit / int8 dequant;
+  compressed-tensors its decompress (NVFP4: its functions in float32); DeepSeek's partial 128x128
+  FP8 blocks transformers' Fp8Dequantize on the zero-padded matrix.
 """
 
 from __future__ import annotations
@@ -69,6 +71,25 @@ def _ct(fmt, args):
 CT_INT4 = L.ct_args("pack-quantized", bits=4, strategy="group", group=32, sym=True)
 CT_FP8 = L.ct_args("float-quantized", bits=8, strategy="channel", typ="float")
 CT_IGNORE = ("lm_head", "re:.*mlp.gate$", "re:.*shared_expert_gate$")
+CT_INT4_ASYM = L.ct_args("pack-quantized", bits=4, strategy="group", group=32, sym=False)
+CT_NVFP4 = L.ct_args("nvfp4-pack-quantized", bits=4, strategy="tensor_group", group=16, typ="float")
+CT_MXFP4 = L.ct_args("mxfp4-pack-quantized", bits=4, strategy="group", group=32, typ="float")
+
+
+def _ct_nvfp4(base, w):
+    """compressed-tensors' NVFP4; its decompress returns bf16 (unpack_fp4_from_uint8's default
+    dtype), so the reference values are the same library functions asked for float32."""
+    from compressed_tensors.compressors.nvfp4.helpers import unpack_fp4_from_uint8
+    from compressed_tensors.quantization import QuantizationArgs
+    from compressed_tensors.quantization.lifecycle.forward import dequantize
+
+    t, _ = L.ct_layer_real(base, w, "nvfp4-pack-quantized", CT_NVFP4)
+    packed = torch.from_numpy(t[base + ".weight_packed"])
+    codes = unpack_fp4_from_uint8(packed, packed.shape[0], packed.shape[1] * 2, dtype=torch.float32)
+    dq = dequantize(x_q=codes, scale=torch.from_numpy(t[base + ".weight_scale"].astype(np.float32)),
+                    args=QuantizationArgs(**CT_NVFP4), global_scale=torch.from_numpy(t[base + ".weight_global_scale"]),
+                    dtype=torch.float32)
+    return t, dq.numpy()
 
 CASES = {
     "qwen3-gptq4-act-order": Case(
@@ -105,6 +126,19 @@ CASES = {
                             query_pre_attn_scalar=16),
         "ct", L.ct_config("pack-quantized", CT_INT4, CT_IGNORE), _ct("pack-quantized", CT_INT4),
         refs={"transformers": 1e-4}, needs=("compressed_tensors",)),
+    # transformers builds the zero point unpacked ([out, groups]) and refuses the packed [out/8, groups]
+    # that compressed-tensors writes (and llm-compressor's asymmetric W4A16 checkpoints ship)
+    "smollm3-ct-int4-asym": Case(
+        "smollm3", dict(no_rope_layers=[1, 0]), "ct", L.ct_config("pack-quantized", CT_INT4_ASYM, CT_IGNORE),
+        _ct("pack-quantized", CT_INT4_ASYM), needs=("compressed_tensors",)),
+    # transformers' compressed-tensors NVFP4 / MXFP4 on the CPU stop at a float x bf16 matmul
+    "granite-ct-nvfp4": Case(
+        "granite", dict(embedding_multiplier=6.0, residual_multiplier=0.3, attention_multiplier=0.05,
+                        logits_scaling=4.0),
+        "ct", L.ct_config("nvfp4-pack-quantized", CT_NVFP4, CT_IGNORE), _ct_nvfp4, needs=("compressed_tensors",)),
+    "gemma-ct-mxfp4": Case(
+        "gemma", {}, "ct", L.ct_config("mxfp4-pack-quantized", CT_MXFP4, CT_IGNORE),
+        _ct("mxfp4-pack-quantized", CT_MXFP4), needs=("compressed_tensors",)),
     "qwen2_moe-ct-fp8": Case(
         "qwen2_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                           shared_expert_intermediate_size=48),
