@@ -75,6 +75,19 @@ CT_INT4_ASYM = L.ct_args("pack-quantized", bits=4, strategy="group", group=32, s
 CT_NVFP4 = L.ct_args("nvfp4-pack-quantized", bits=4, strategy="tensor_group", group=16, typ="float")
 CT_MXFP4 = L.ct_args("mxfp4-pack-quantized", bits=4, strategy="group", group=32, typ="float")
 
+# llm-compressor's mixed precision: attention FP8 per channel, the MLP int4 in groups, a format per group
+CT_MIXED = {"quant_method": "compressed-tensors", "format": "mixed-precision", "quantization_status": "compressed",
+            "config_groups": {
+                "group_0": {"targets": ["re:.*self_attn.*"], "weights": CT_FP8, "format": "float-quantized"},
+                "group_1": {"targets": ["re:.*mlp.*"], "weights": CT_INT4, "format": "pack-quantized"}},
+            "ignore": ["lm_head"], "kv_cache_scheme": None}
+
+
+def _ct_mixed(base, w):
+    if "self_attn" in base:
+        return L.ct_layer_real(base, w, "float-quantized", CT_FP8)
+    return L.ct_layer_real(base, w, "pack-quantized", CT_INT4)
+
 
 def _ct_nvfp4(base, w):
     """compressed-tensors' NVFP4; its decompress returns bf16 (unpack_fp4_from_uint8's default
@@ -95,6 +108,9 @@ CASES = {
     "qwen3-gptq4-act-order": Case(
         "qwen3", {}, "gptq", L.gptq_config(4, 32, sym=False, desc_act=True),
         _gptq(bits=4, group=32, sym=False, desc_act=True)),
+    "qwen2-gptq3-act-order": Case(  # 3-bit codes span the 32-bit words
+        "qwen2", {}, "gptq", L.gptq_config(3, 32, sym=False, desc_act=True),
+        _gptq(bits=3, group=32, sym=False, desc_act=True)),
     "gemma2-gptq4-v2": Case(
         "gemma2", dict(sliding_window=4, layer_types=["sliding_attention", "full_attention"],
                        attn_logit_softcapping=2.0, final_logit_softcapping=3.0, query_pre_attn_scalar=16),
@@ -118,6 +134,10 @@ CASES = {
         # bitsandbytes' CPU 4-bit matmul (gemv_4bit, AVX512-BF16) computes in bf16 whatever the
         # compute dtype: transformers' logits on the folder are bf16-close, its dequantize_4bit exact
         refs={"dequantized": 1e-4, "transformers": 5e-2}),
+    "qwen3_moe-bnb-fp4-experts": Case(  # FP4 codes, absmax not nested; every expert quantized
+        "qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64), "bnb",
+        L.bnb_config(True, "fp4", False), lambda base, w: L.bnb4_layer_real(base, w, "fp4", False),
+        needs=("bitsandbytes",)),
     "olmo2-bnb-int8": Case(
         "olmo2", {}, "bnb", L.bnb_config(False), lambda base, w: L.bnb_int8_layer_real(base, w),
         needs=("bitsandbytes",)),  # LLM.int8 quantizes the activations too: no same-floats transformers run
@@ -139,6 +159,9 @@ CASES = {
     "gemma-ct-mxfp4": Case(
         "gemma", {}, "ct", L.ct_config("mxfp4-pack-quantized", CT_MXFP4, CT_IGNORE),
         _ct("mxfp4-pack-quantized", CT_MXFP4), needs=("compressed_tensors",)),
+    "mistral-ct-mixed-precision": Case(
+        "mistral", dict(sliding_window=4), "ct", CT_MIXED, _ct_mixed, refs={"transformers": 1e-4},
+        needs=("compressed_tensors",)),
     "qwen2_moe-ct-fp8": Case(
         "qwen2_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                           shared_expert_intermediate_size=48),
