@@ -52,6 +52,7 @@ MODULE_PARTS = {
 
 def module_tensors(model, layer: int | None, module: str) -> list[str]:
     """The checkpoint's names of the weights that feed `module` of `layer`, most direct first."""
+    from .experts import expert_names, fused_names, is_moe, shared_names
     from .weights import layer_parts
 
     w = getattr(model, "weights", None)
@@ -67,6 +68,11 @@ def module_tensors(model, layer: int | None, module: str) -> list[str]:
     if cfg.fused_projections and module in ("q", "k", "v"):
         parts = ("qkv",) + parts[1:]
     names = [w.name(p, layer) for p in parts if p in have]
+    if module == "ffn_out" and is_moe(cfg, layer):  # the experts behind the router, quantized or not
+        fused = fused_names(cfg, layer)
+        names += ([fused["gate_up"], fused["down"]] if fused else
+                  [n for triple in expert_names(cfg, layer) for n in triple])
+        names += [n for n in (shared_names(cfg, layer) or ())[:3] if n]
     return [n for n in names if n in w.ckpt.tensors]
 
 

@@ -290,8 +290,6 @@ def test_trace_maps_the_q_point_through_a_quantized_weight(built):
 MOE = [n for n, c in CASES.items() if c.family in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss")]
 
 
-@pytest.mark.xfail(strict=False, reason="pending change in demo/trace.py module_tensors: a mixture-of-experts "
-                   "layer's ffn_out names only the router, not the experts")
 @pytest.mark.parametrize("built", MOE, indirect=True)
 def test_trace_lists_the_quantized_experts_behind_the_router(built):
     trace = mx.trace(built.folder, ids=IDS)
