@@ -25,7 +25,7 @@ from .common import ConvertError
 # HF model_type -> GGUF general.architecture (llama.cpp writes Mistral and Mixtral as llama).
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
-             "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3"}
+             "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "qwen2_moe": "qwen2moe"}
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 
@@ -160,17 +160,27 @@ def _experts(writer, config: dict) -> None:
     n = config.get("num_local_experts") or config.get("num_experts")
     writer.add_expert_count(int(n))
     writer.add_expert_used_count(int(config["num_experts_per_tok"]))
-    if config.get("model_type") != "qwen3_moe":
+    model_type = config.get("model_type")
+    if model_type == "mixtral":
         _mistral(writer, config)  # Mixtral's window, as Mistral's
         return
     writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
     norm = bool(config.get("norm_topk_prob", False))
-    writer.add_expert_weights_norm(norm)
+    llamacpp = model_type == "qwen3_moe"  # llama.cpp's qwen3moe renormalises, its qwen2moe does not
+    if model_type == "qwen2_moe":
+        # llama.cpp's converter writes the shared width; its qwen2moe always gates the shared expert
+        writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
+        if norm:  # llama.cpp hard-codes no renormalisation: stated only where the model differs
+            writer.add_expert_weights_norm(norm)
+    else:
+        writer.add_expert_weights_norm(norm)
     dense = config.get("mlp_only_layers") or (config.get("decoder_sparse_step") or 1) != 1
-    if not norm or dense:
-        warnings.warn("convert: llama.cpp's qwen3moe renormalises the top-k weights and runs experts in every "
-                      "layer; this model " + ("does not renormalise" if not norm else "has dense layers")
-                      + " (stated in the GGUF, read by load_model).", stacklevel=4)
+    if norm != llamacpp or dense:
+        arch = gguf_arch(config)
+        warnings.warn(f"convert: llama.cpp's {arch} {'renormalises' if llamacpp else 'does not renormalise'} the "
+                      "top-k weights and runs experts in every layer; this model "
+                      + (("does not renormalise" if llamacpp else "renormalises") if norm != llamacpp
+                         else "has dense layers") + " (stated in the GGUF, read by load_model).", stacklevel=4)
 
 
 def _phi3(writer, config: dict) -> None:
@@ -199,7 +209,7 @@ def _smollm3(writer, config: dict) -> None:
 
 
 _FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "gemma3_text": _gemma2, "mixtral": _experts,
-                "qwen3_moe": _experts, "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
+                "qwen3_moe": _experts, "qwen2_moe": _experts, "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
 
 
 def tensor_plan(src, tensor_cls) -> tuple[str, list]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..model import families
 from ..model.config import ModelConfig
+from ..tensors.names import GGUF_SCORE_BIAS, GGUF_SHARED, gguf_expert_shapes
 
 
 def is_moe(cfg: ModelConfig, layer: int | None) -> bool:
@@ -64,11 +65,12 @@ def expert_names(cfg: ModelConfig, layer: int) -> list[tuple[str, str, str]]:
             for e in range(cfg.experts)]
 
 
-def shared_names(cfg: ModelConfig, layer: int) -> tuple[str, str, str, str | None] | None:
+def shared_names(cfg: ModelConfig, layer: int, gguf: bool = False) -> tuple[str, str, str, str | None] | None:
     """(gate, up, down, sigmoid gate or None) of the layer's shared expert; None without one."""
     if not cfg.shared_expert_size:
         return None
-    names = SHARED_NAMES[cfg.architecture]
+    names = (GGUF_SHARED if cfg.shared_expert_gate else GGUF_SHARED[:3] + (None,)) if gguf \
+        else SHARED_NAMES[cfg.architecture]
     return tuple(n.format(i=layer) if n else None for n in names)
 
 
@@ -98,6 +100,22 @@ def expected_shapes(cfg: ModelConfig, layer: int, quantized=lambda name: False
     return out
 
 
+def gguf_expected_shapes(cfg: ModelConfig, layer: int, gate_shape: tuple[int, ...] | None = None
+                         ) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, numpy shape) of a GGUF MoE layer's stacked experts, shared expert and choice bias;
+    the shared expert's gate is [1, hidden] as converted, [hidden] where a file squeezed it."""
+    ef, h, sf, n = cfg.expert_intermediate_size, cfg.hidden_size, cfg.shared_expert_size, cfg.experts
+    out = gguf_expert_shapes(layer, n, ef, h)
+    if cfg.router == "sigmoid_groups":
+        out.append((GGUF_SCORE_BIAS.format(i=layer), (n,)))
+    shared = shared_names(cfg, layer, gguf=True)
+    if shared:
+        out += [(shared[0], (sf, h)), (shared[1], (sf, h)), (shared[2], (h, sf))]
+        if shared[3]:
+            out.append((shared[3], gate_shape if gate_shape in ((h,), (1, h)) else (1, h)))
+    return out
+
+
 def tensor_count(cfg: ModelConfig, layer: int) -> int:
     return len(expected_shapes(cfg, layer))
 
@@ -113,16 +131,17 @@ def build(w, i: int) -> dict:
     out = {"router": w._matrix(f"layer {i} router", w._read("router", i)),
            "router_bias": None, "shared": None, "shared_gate": None, "score_bias": None}
     if w.cfg.router == "sigmoid_groups":  # chosen on the host: kept as numpy
-        out["score_bias"] = w._read("", name=SCORE_BIAS.format(i=i))
+        out["score_bias"] = w._read("", name=(GGUF_SCORE_BIAS if w.gguf else SCORE_BIAS).format(i=i))
     if fused_names(w.cfg, i):
         out.update(_fused(w, i))
         return out
     out["experts"] = [pair(f"expert {e}", *names) for e, names in enumerate(expert_names(w.cfg, i))]
-    shared = shared_names(w.cfg, i)
+    shared = shared_names(w.cfg, i, w.gguf)
     if shared:
         out["shared"] = pair("shared expert", *shared[:3])
         if shared[3]:
-            out["shared_gate"] = w._matrix(f"layer {i} shared expert gate", w._read("", name=shared[3]))
+            gate = w._read("", name=shared[3]).reshape(1, -1)  # GGUF: [hidden] where squeezed
+            out["shared_gate"] = w._matrix(f"layer {i} shared expert gate", gate)
     return out
 
 

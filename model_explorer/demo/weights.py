@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel
-from ..tensors.names import gguf_expert, gguf_expert_shapes, gguf_part_name, unpermute_qk
+from ..tensors.names import gguf_expert, gguf_part_name, unpermute_qk
 from . import experts as moe
 from . import layouts, mla
 from .dequant_report import DequantReport, DequantRow, RequantRow  # noqa: F401  (found here too)
@@ -233,8 +233,8 @@ class Weights:
                  for p, i in wanted]
         for i in range(self.cfg.num_layers):
             if is_moe(self.cfg, i):
-                named += (gguf_expert_shapes(i, self.cfg.experts, self.cfg.expert_intermediate_size, self.cfg.hidden_size)
-                          if self.gguf else moe.expected_shapes(self.cfg, i, lambda n: n in tensors and bool(tensors[n].quant)))
+                named += (moe.gguf_expected_shapes(self.cfg, i, self._gguf_gate_shape(i)) if self.gguf
+                          else moe.expected_shapes(self.cfg, i, lambda n: n in tensors and bool(tensors[n].quant)))
         for name, shape in named:
             info = tensors.get(name)
             if info is None:
@@ -248,6 +248,11 @@ class Weights:
                 raise UnsupportedModel(f"Tensor {info.name!r} has shape {list(info.shape)}; the "
                                        f"hyperparameters imply {list(shape)}{heads}: config.json contradicts "
                                        "the checkpoint, so the model is not run.")
+
+    def _gguf_gate_shape(self, i: int) -> tuple[int, ...] | None:
+        shared = moe.shared_names(self.cfg, i, gguf=True)
+        info = self.ckpt.tensors.get(shared[3]) if shared and shared[3] else None
+        return None if info is None else tuple(info.shape)
 
     def _check_decodable(self, info) -> None:
         """Refuse, naming the scheme, what would run unscaled: a Hub-quantized tensor the codec

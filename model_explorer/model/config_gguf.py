@@ -22,14 +22,18 @@ from .config import NOT_YET, ModelConfig, UnsupportedModel, finite_float
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
 # "llama" (Mixtral with `llama.expert_count`).
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3",
-                      "olmo2", "granite", "smollm3")
+                      "olmo2", "granite", "smollm3", "qwen2moe")
 # GGUF architecture -> the Hugging Face model_type it comes from, where the names differ.
-HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text"}
+HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe"}
 # Families the decoder knows from config.json but not yet from GGUF (config.NOT_YET says why).
-GGUF_NOT_YET = {"qwen2moe": "qwen2_moe", "gpt2": "gpt2", "gptneox": "gpt_neox",
+GGUF_NOT_YET = {"gpt2": "gpt2", "gptneox": "gpt_neox",
                 "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
 # Architectures whose converter permutes q/k rows (LlamaModel and its subclasses).
 QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
+# Architectures llama.cpp runs as a mixture of experts; those whose top-k weights it does not
+# renormalise (unless `expert_weights_norm` says so: read by load_model, not by llama.cpp).
+MOE_ARCHITECTURES = ("llama", "qwen3moe", "qwen2moe")
+UNNORMALISED_TOP_K = ("qwen2moe",)
 WINDOWED = ("llama", "mistral", "phi3", "gemma2", "gemma3")
 SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key says so)
 # llama.cpp's sliding-window layers (no key says so): Gemma 2 every other layer from layer 0,
@@ -43,7 +47,12 @@ _FALLBACK = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", 
              "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern",
              "{arch}.rope.freq_base_swa", "{arch}.rope.scaling.original_context_length",
              "{arch}.rope.scaling.yarn_beta_fast", "{arch}.rope.scaling.yarn_beta_slow",
-             "{arch}.rope.scaling.attn_factor")
+             "{arch}.rope.scaling.attn_factor", "{arch}.expert_shared_feed_forward_length",
+             "{arch}.attention.layer_norm_epsilon", "{arch}.use_parallel_residual",
+             "{arch}.leading_dense_block_count", "{arch}.expert_shared_count", "{arch}.expert_group_count",
+             "{arch}.expert_group_used_count", "{arch}.expert_weights_scale", "{arch}.expert_gating_func",
+             "{arch}.attention.q_lora_rank", "{arch}.attention.kv_lora_rank", "{arch}.attention.key_length_mla",
+             "{arch}.attention.value_length_mla", "{arch}.rope.scaling.yarn_log_multiplier")
 try:  # gguf-py's own table when it is there; the core reads GGUF without it
     from gguf.constants import Keys as _G
 
@@ -51,12 +60,18 @@ try:  # gguf-py's own table when it is there; the core reads GGUF without it
              _G.LLM.FINAL_LOGIT_SOFTCAPPING, _G.LLM.EMBEDDING_SCALE, _G.LLM.RESIDUAL_SCALE,
              _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA,
              _G.Rope.SCALING_ORIG_CTX_LEN, _G.Rope.SCALING_YARN_BETA_FAST, _G.Rope.SCALING_YARN_BETA_SLOW,
-             _G.Rope.SCALING_ATTN_FACTOR)
+             _G.Rope.SCALING_ATTN_FACTOR, _G.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, _G.Attention.LAYERNORM_EPS,
+             _G.LLM.USE_PARALLEL_RESIDUAL, _G.LLM.LEADING_DENSE_BLOCK_COUNT, _G.LLM.EXPERT_SHARED_COUNT,
+             _G.LLM.EXPERT_GROUP_COUNT, _G.LLM.EXPERT_GROUP_USED_COUNT, _G.LLM.EXPERT_WEIGHTS_SCALE,
+             _G.LLM.EXPERT_GATING_FUNC, _G.Attention.Q_LORA_RANK, _G.Attention.KV_LORA_RANK,
+             _G.Attention.KEY_LENGTH_MLA, _G.Attention.VALUE_LENGTH_MLA, _G.Rope.SCALING_YARN_LOG_MUL)
 except (ImportError, AttributeError):  # pragma: no cover - gguf-py is a dependency
     _MORE = _FALLBACK
 (EXPERT_FEED_FORWARD_LENGTH, EXPERT_WEIGHTS_NORM, ATTN_SOFTCAP, FINAL_SOFTCAP, EMBEDDING_SCALE, RESIDUAL_SCALE,
  LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN, ROPE_FREQ_BASE_SWA, YARN_ORIGINAL_CONTEXT, YARN_BETA_FAST,
- YARN_BETA_SLOW, YARN_ATTENTION_FACTOR) = _MORE
+ YARN_BETA_SLOW, YARN_ATTENTION_FACTOR, SHARED_FEED_FORWARD_LENGTH, LAYERNORM_EPS, PARALLEL_RESIDUAL,
+ LEADING_DENSE, SHARED_COUNT, GROUP_COUNT, GROUP_USED_COUNT, WEIGHTS_SCALE, GATING_FUNC, Q_LORA_RANK, KV_LORA_RANK,
+ KEY_LENGTH_MLA, VALUE_LENGTH_MLA, YARN_LOG_MULTIPLIER) = _MORE
 
 _MISSING = object()
 
@@ -178,17 +193,20 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         fields["attention_scale"] = finite_float(scale, f"{arch}.attention.scale")
     experts = count(Keys.EXPERT_COUNT, 0)
     if experts:
-        if arch not in ("llama", "qwen3moe"):
+        if arch not in MOE_ARCHITECTURES:
             raise UnsupportedModel(f"The {arch} GGUF has {experts} experts; mixtures of experts run for "
-                                   "llama (Mixtral) and qwen3moe.")
+                                   f"{', '.join(MOE_ARCHITECTURES)} (llama: Mixtral).")
         model_type = "mixtral" if arch == "llama" else model_type
         moe = [f"blk.{i}.ffn_gate_inp.weight" in names for i in range(min(layers, 1 << 16))] \
             if names and isinstance(layers, int) else None
         fields.update(experts=experts, experts_per_token=count(Keys.EXPERT_USED_COUNT, 0),
                       expert_intermediate_size=count(EXPERT_FEED_FORWARD_LENGTH, None)
                       or count(Keys.FEED_FORWARD_LENGTH),
-                      renormalize_top_k=bool(get(EXPERT_WEIGHTS_NORM, True)),
+                      renormalize_top_k=bool(get(EXPERT_WEIGHTS_NORM, arch not in UNNORMALISED_TOP_K)),
                       moe_layers=None if moe is None or all(moe) else moe)
+        if arch == "qwen2moe":  # llama.cpp: the shared expert is always there, gated by a sigmoid
+            shared = count(SHARED_FEED_FORWARD_LENGTH, None) or count(Keys.FEED_FORWARD_LENGTH)
+            fields.update(shared_expert_size=shared, shared_expert_gate=True)
     feed_forward = count(Keys.FEED_FORWARD_LENGTH, None) if experts else count(Keys.FEED_FORWARD_LENGTH)
     return ModelConfig(
         architecture=model_type,

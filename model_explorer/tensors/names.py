@@ -43,6 +43,11 @@ _BLOCK = {
     "ffn_down.weight": "mlp.down_proj.weight",
     "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
     "ffn_gate_inp.weight": "mlp.gate.weight",
+    # Qwen2-MoE's shared expert and its sigmoid gate (DeepSeek's shared_experts map here too)
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+    "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
 }
 # Where an architecture gives an HF name another GGUF tensor than Llama does.
 _ARCH_BLOCK = {
@@ -62,6 +67,8 @@ for _g, _names in (("ffn_gate_exps", ("gate_proj", "w1")), ("ffn_up_exps", ("up_
         _HF_BLOCK[f"{_mlp}.experts.{_hf}.weight"] = f"{_g}.weight"
 _HF_BLOCK["block_sparse_moe.gate.weight"] = "ffn_gate_inp.weight"
 _HF_BLOCK["mlp.gate_up_proj.weight"] = "ffn_up.weight"  # Phi-3's gate and up, one tensor in both
+for _p in ("gate", "up", "down"):
+    _HF_BLOCK[f"mlp.shared_experts.{_p}_proj.weight"] = f"ffn_{_p}_shexp.weight"
 _HF_TOP = {v: k for k, v in _TOP.items()}
 
 # The decoder's parts (demo/weights.py) by GGUF name: one name each whatever the architecture,
@@ -79,6 +86,10 @@ GGUF_PARTS = {
 }
 # Every expert of a layer in one tensor per projection, [experts, out, in] in numpy order.
 GGUF_EXPERTS = ("blk.{i}.ffn_gate_exps.weight", "blk.{i}.ffn_up_exps.weight", "blk.{i}.ffn_down_exps.weight")
+# A layer's shared expert (gate, up, down) and its sigmoid gate (Qwen2-MoE), [1, hidden] or [hidden]
+GGUF_SHARED = ("blk.{i}.ffn_gate_shexp.weight", "blk.{i}.ffn_up_shexp.weight", "blk.{i}.ffn_down_shexp.weight",
+               "blk.{i}.ffn_gate_inp_shexp.weight")
+GGUF_SCORE_BIAS = "blk.{i}.exp_probs_b.bias"  # DeepSeek's router choice bias
 _HF_EXPERT = re.compile(r"^model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\."
                         r"(gate_proj|w1|up_proj|w3|down_proj|w2)\.weight$")
 _EXPERT_ROLE = {"gate_proj": 0, "w1": 0, "up_proj": 1, "w3": 1, "down_proj": 2, "w2": 2}

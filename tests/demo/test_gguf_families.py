@@ -69,7 +69,11 @@ GGUF_ARCH = {"qwen3_yarn": "qwen3", "llama3": "llama", "mistral": "llama", "mixt
 
 def _tiny(key: str, folder):
     """A tiny random model of the family saved by transformers, and its float32 logits on IDS."""
-    mt, changes = FAMILIES[key]
+    return tiny_model(*FAMILIES[key], folder)
+
+
+def tiny_model(mt: str, changes: dict, folder):
+    """A tiny random `mt` model (SIZES with `changes`) saved in `folder`, and its float32 logits."""
     cfg = transformers.AutoConfig.for_model(mt, **{**SIZES, **changes})
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()

@@ -1,0 +1,83 @@
+"""GGUF of the families llama.cpp converts through classes of their own (issue #24): Qwen2-MoE's
+shared expert, GPT-2, GPT-NeoX, gpt-oss and DeepSeek's latent attention. mx.convert writes a tiny
+transformers model as convert_hf_to_gguf.py would, gguf-py's GGUFReader reads llama.cpp's keys and
+tensor names back, from_gguf gives the ModelConfig config.json gives, and load_model's logits equal
+transformers' float32 ones."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import numpy as np
+import pytest
+from test_gguf_families import IDS, _effective, _reader, tiny_model  # a sibling (tests/demo is on sys.path)
+
+import model_explorer as mx
+from model_explorer.demo import load_model
+from model_explorer.model.config import from_hf
+from model_explorer.model.config_gguf import from_gguf
+
+pytestmark = [pytest.mark.reference, pytest.mark.filterwarnings("ignore:convert. no tokenizer.json")]
+transformers = pytest.importorskip("transformers")
+torch = pytest.importorskip("torch")
+gguf = pytest.importorskip("gguf")
+
+# name -> (model_type, GGUF architecture, config changes, a warning mx.convert gives or None)
+FAMILIES = {
+    # the shared expert and its sigmoid gate; top-k not renormalised, as llama.cpp's qwen2moe
+    "qwen2_moe": ("qwen2_moe", "qwen2moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                                shared_expert_intermediate_size=48, norm_topk_prob=False), None),
+    # renormalised top-k: stated in the GGUF (expert_weights_norm), which llama.cpp's qwen2moe ignores
+    "qwen2_moe_norm": ("qwen2_moe", "qwen2moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                                                     shared_expert_intermediate_size=48, norm_topk_prob=True),
+                       "qwen2moe"),
+}
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def family(request, tmp_path_factory):
+    key = request.param
+    folder = tmp_path_factory.mktemp(key)
+    model, ref = tiny_model(FAMILIES[key][0], FAMILIES[key][2], folder)
+    warns = FAMILIES[key][3]
+    with pytest.warns(UserWarning, match=warns) if warns else contextlib.nullcontext():
+        path = mx.convert(folder, folder / f"{key}.F32.gguf", format="gguf", dtype="F32")
+    return key, model, str(folder), str(path), ref
+
+
+def test_config_from_gguf_equals_config_json(family):
+    key, _, folder, path, _ = family
+    ckpt = mx.open(path)
+    ours = from_gguf(ckpt.metadata, set(ckpt.tensors))
+    want = from_hf(json.load(open(f"{folder}/config.json")))
+    assert _effective(ours) == _effective(want), key
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_converted_f32_gguf_logits_equal_transformers(family, backend):
+    key, _, _, path, ref = family
+    ours = load_model(path, device="cpu", backend=backend).forward(IDS)
+    assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), key
+    assert np.abs(ref).max() > 1.0
+
+
+def test_gguf_reader_sees_llamacpp_keys_and_names(family):
+    key, model, _, path, _ = family
+    mt, arch, changes, _ = FAMILIES[key]
+    keys, tensors = _reader(path)
+    assert keys["general.architecture"] == arch
+    assert keys[f"{arch}.block_count"] == model.config.num_hidden_layers
+    kind = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch)
+    known = {gguf.TENSOR_NAMES[t].format(bid=i) + s for t in gguf.MODEL_TENSORS[kind]
+             for i in range(model.config.num_hidden_layers) for s in (".weight", ".bias")}
+    assert set(tensors) <= known, set(tensors) - known
+    if mt == "qwen2_moe":
+        assert keys["qwen2moe.expert_count"] == 4 and keys["qwen2moe.expert_used_count"] == 2
+        assert keys["qwen2moe.expert_feed_forward_length"] == 32
+        assert keys["qwen2moe.expert_shared_feed_forward_length"] == 48
+        assert keys.get("qwen2moe.expert_weights_norm", False) is changes["norm_topk_prob"]
+        assert list(tensors["blk.1.ffn_gate_exps.weight"].shape) == [64, 32, 4]
+        assert list(tensors["blk.1.ffn_gate_shexp.weight"].shape) == [64, 48]
+        assert list(tensors["blk.1.ffn_gate_inp_shexp.weight"].shape) == [64, 1]
+        assert "blk.1.attn_q.bias" in tensors
