@@ -18,14 +18,22 @@ import warnings
 
 import numpy as np
 
-from ..model.config_gguf import GEMMA3_LOCAL_ROPE_BASE, QK_PERMUTED, SMOLLM3_NO_ROPE_STEP, sliding_rule
+from ..model.config import from_hf
+from ..model.config_gguf import (
+    GEMMA3_LOCAL_ROPE_BASE,
+    LAYER_NORM_GELU,
+    QK_PERMUTED,
+    SMOLLM3_NO_ROPE_STEP,
+    sliding_rule,
+)
 from ..tensors.names import hf_to_gguf, merged_expert_name, permute_qk
 from .common import ConvertError
 
 # HF model_type -> GGUF general.architecture (llama.cpp writes Mistral and Mixtral as llama).
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
-             "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "qwen2_moe": "qwen2moe"}
+             "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "qwen2_moe": "qwen2moe",
+             "gpt2": "gpt2", "gpt_neox": "gptneox"}
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 
@@ -65,6 +73,9 @@ def add_metadata(writer, config: dict, name: str) -> None:
     arch = gguf_arch(config)
     model_type = config["model_type"]
     writer.add_name(name)
+    if arch in LAYER_NORM_GELU:
+        _layer_norm_family(writer, config, arch)
+        return
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     head_dim = int(config.get("head_dim") or hidden // heads)
     theta, scaling = _rope(config)
@@ -95,6 +106,32 @@ def add_metadata(writer, config: dict, name: str) -> None:
         raise ConvertError(f"config.json sets {kind!r} RoPE scaling; writing GGUF knows plain, linear and "
                            "(llama) llama3 RoPE.")
     _FAMILY_KEYS.get(model_type, lambda w, c: None)(writer, config)
+
+
+def _layer_norm_family(writer, config: dict, arch: str) -> None:
+    """GPT-2 and GPT-NeoX, as llama.cpp's GPT2Model and GPTNeoXModel write them (the MLP's real
+    width, where GPT2Model writes 4 x n_embd whatever n_inner says)."""
+    cfg = from_hf(config)
+    act = config.get("activation_function" if arch == "gpt2" else "hidden_act", "gelu_new" if arch == "gpt2" else "gelu")
+    if cfg.activation != LAYER_NORM_GELU[arch]:
+        raise ConvertError(f"config.json says activation {act!r} ({arch}); a {arch} GGUF cannot state it, and "
+                           f"load_model reads it as {LAYER_NORM_GELU[arch]!r}.")
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_heads)
+    writer.add_layer_norm_eps(cfg.rms_norm_eps)
+    writer.add_vocab_size(cfg.vocab_size)
+    if arch == "gptneox":
+        if cfg.rope_scaling:
+            raise ConvertError(f"config.json sets {cfg.rope_scaling.get('rope_type')!r} RoPE scaling (gpt_neox): "
+                               "not written by this converter.")
+        writer.add_rope_dimension_count(cfg.rotary_dim or cfg.head_dim)
+        writer.add_rope_freq_base(cfg.rope_theta)  # llama.cpp reads it; its converter leaves 10000 implied
+        writer.add_parallel_residual(cfg.parallel_residual)
+    elif cfg.attention_scale is not None:
+        raise ConvertError("config.json sets scale_attn_weights false (gpt2): llama.cpp scales by 1/sqrt(head_dim).")
 
 
 def _yarn(writer, config: dict, scaling: dict) -> None:
@@ -231,8 +268,9 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
             warnings.warn(f"convert: {t.name!r} has no GGUF {arch} name; left out.", stacklevel=4)
             continue
         heads = rope_heads(t.name, config) if permuted else None
-        plan.append(tensor_cls(name, t.source, t.shape, _transform(t.transform, heads,
-                                                                   gemma and t.name.endswith("norm.weight"))))
+        inner, shape = _layout(arch, config, t)
+        plan.append(tensor_cls(name, t.source, shape, _transform(inner, heads,
+                                                                 gemma and t.name.endswith("norm.weight"))))
     factors = llama3_rope_factors(config)
     if factors is not None:  # llama.cpp's converter states Llama 3's scaling as per-frequency divisors
         plan.append(tensor_cls("rope_freqs.weight", "", factors.shape, data=factors))
@@ -265,6 +303,30 @@ def llama3_rope_factors(config: dict) -> np.ndarray | None:
     out = np.where(wavelen < old / high, 1.0, np.where(wavelen > old / low, factor,
                                                         1.0 / ((1 - smooth) / factor + smooth)))
     return out.astype(np.float32)
+
+
+_CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
+
+
+def _layout(arch: str, config: dict, t) -> tuple:
+    """(transform, shape) of a tensor as llama.cpp's converter stores it: GPT-2's Conv1D [in, out]
+    transposed to [out, in]; NeoX's query_key_value regrouped from per head [q, k, v] to q, k, v."""
+    inner = t.transform
+    if arch == "gpt2" and t.name.endswith(_CONV1D):
+        stored = t.shape  # _Source.read reshapes to the plan's shape first: undone here
+        return _then(inner, lambda w: np.ascontiguousarray(w.reshape(stored).T)), tuple(reversed(stored))
+    if arch == "gptneox" and t.name.endswith(("attention.query_key_value.weight", "attention.query_key_value.bias")):
+        heads = int(config["num_attention_heads"])
+
+        def regroup(w: np.ndarray) -> np.ndarray:
+            grouped = w.reshape(heads, 3, w.shape[0] // heads // 3, *w.shape[1:]).swapaxes(0, 1)
+            return np.ascontiguousarray(grouped.reshape(w.shape))
+        return _then(inner, regroup), t.shape
+    return inner, t.shape
+
+
+def _then(inner, outer):
+    return outer if inner is None else (lambda w: outer(inner(w)))
 
 
 def _transform(inner, heads: int | None, plus_one: bool):

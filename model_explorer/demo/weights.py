@@ -228,9 +228,8 @@ class Weights:
                                    f"{DESCRIPTIONS[p]}{where}){more}; a {self.cfg.architecture} "
                                    f"model with {self.cfg.num_layers} layers needs it.{why}")
         attention = {self.name(p, i) for p, i in wanted if p in ("q", "k", "v", "qkv", "o", "q_b", "kv_b")}
-        named = [(self.name(p, i), layouts.stored_shape(self.cfg, p, i, shapes[p],
-                                                         bool(tensors[self.name(p, i)].quant)))
-                 for p, i in wanted]
+        named = [(self.name(p, i), shapes[p] if self.gguf else layouts.stored_shape(
+            self.cfg, p, i, shapes[p], bool(tensors[self.name(p, i)].quant))) for p, i in wanted]
         for i in range(self.cfg.num_layers):
             if is_moe(self.cfg, i):
                 named += (moe.gguf_expected_shapes(self.cfg, i, self._gguf_gate_shape(i)) if self.gguf
@@ -286,7 +285,8 @@ class Weights:
         info = self.ckpt.tensors[stacked[0] if stacked else name]
         t0 = time.perf_counter()
         raw = self.ckpt.read(info.name, rows=stacked[1]) if stacked else self.ckpt.read(name)
-        a = layouts.to_decoder(self.cfg, part, layer, raw, bool(info.quant))
+        # llama.cpp's converter already stored GPT-2's Conv1D as [out, in] and NeoX's q/k/v grouped
+        a = raw if self.gguf else layouts.to_decoder(self.cfg, part, layer, raw, bool(info.quant))
         if a.dtype != np.float32 or not a.flags.writeable:
             # Read-only arrays are views of the file's memory map: copy them, so the file can
             # close after loading and torch can adopt the array without a warning.

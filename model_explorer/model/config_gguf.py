@@ -22,12 +22,14 @@ from .config import NOT_YET, ModelConfig, UnsupportedModel, finite_float
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
 # "llama" (Mixtral with `llama.expert_count`).
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3",
-                      "olmo2", "granite", "smollm3", "qwen2moe")
+                      "olmo2", "granite", "smollm3", "qwen2moe", "gpt2", "gptneox")
 # GGUF architecture -> the Hugging Face model_type it comes from, where the names differ.
-HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe"}
+HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "gptneox": "gpt_neox"}
 # Families the decoder knows from config.json but not yet from GGUF (config.NOT_YET says why).
-GGUF_NOT_YET = {"gpt2": "gpt2", "gptneox": "gpt_neox",
-                "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
+GGUF_NOT_YET = {"gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
+# LayerNorm families: their GELU (no key says which; llama.cpp computes tanh-GELU for both, NeoX's
+# transformers default, Pythia's, is the exact one)
+LAYER_NORM_GELU = {"gpt2": "gelu_tanh", "gptneox": "gelu"}
 # Architectures whose converter permutes q/k rows (LlamaModel and its subclasses).
 QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
 # Architectures llama.cpp runs as a mixture of experts; those whose top-k weights it does not
@@ -175,6 +177,12 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         fields.update(embed_scale=_scalar(get(EMBEDDING_SCALE, None), arch, "embedding_scale"),
                       residual_scale=_scalar(get(RESIDUAL_SCALE, None), arch, "residual_scale"),
                       logit_scale=1.0 / _scalar(get(LOGIT_SCALE, None), arch, "logit_scale"))
+    eps = get(Keys.RMS_EPS, 1e-5)
+    if arch in LAYER_NORM_GELU:  # LayerNorm with biases, q/k/v fused, a plain GELU MLP with biases
+        eps = get(LAYERNORM_EPS, 1e-5)
+        fields.update(fused_projections=True, norm="layer", mlp="gelu", activation=LAYER_NORM_GELU[arch],
+                      positions="learned" if arch == "gpt2" else "rope",
+                      parallel_residual=arch == "gptneox" and bool(get(PARALLEL_RESIDUAL, True)))
     if gemma:
         fields.update(activation="gelu_tanh", embed_scale=float(hidden) ** 0.5 if isinstance(hidden, int) else 1.0)
     if arch in SLIDING_PATTERN:
@@ -217,11 +225,11 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         num_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
-        rms_norm_eps=finite_float(get(Keys.RMS_EPS, 1e-5), "layer_norm_rms_epsilon"),
+        rms_norm_eps=finite_float(eps, "layer_norm_epsilon"),
         rope_theta=finite_float(get(Keys.ROPE_FREQ_BASE, 10000.0), "rope.freq_base"),
         rope_scaling=rope_scaling,
         max_position_embeddings=count(Keys.CONTEXT_LENGTH, 2048),
-        attention_bias=bool(names) and "blk.0.attn_q.bias" in names,
+        attention_bias=bool(names) and ("blk.0.attn_q.bias" in names or "blk.0.attn_qkv.bias" in names),
         o_bias=bool(names) and "blk.0.attn_output.bias" in names,
         tie_word_embeddings=bool(names) and "output.weight" not in names,
         sliding_window=window,

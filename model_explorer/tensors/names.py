@@ -59,6 +59,7 @@ _ARCH_BLOCK = {
 _ARCH_BLOCK["gemma3"] = _ARCH_BLOCK["gemma2"]
 _GGUF_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
 _HF_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+_ANY_LAYER = re.compile(r"^(model\.layers|transformer\.h|gpt_neox\.layers)\.(\d+)\.(.+)$")  # Llama, GPT-2, NeoX
 _HF_BLOCK = {v: k for k, v in _BLOCK.items()}
 # The experts stacked as llama.cpp's converter stacks them (merged_expert_name), both spellings.
 for _g, _names in (("ffn_gate_exps", ("gate_proj", "w1")), ("ffn_up_exps", ("up_proj", "w3")),
@@ -83,6 +84,10 @@ GGUF_PARTS = {
     "qkv": "blk.{i}.attn_qkv.weight", "gate_up": "blk.{i}.ffn_up.weight",  # Phi-3: gate rows, then up
     "ffn_norm": "blk.{i}.ffn_norm.weight", "gate": "blk.{i}.ffn_gate.weight", "up": "blk.{i}.ffn_up.weight",
     "down": "blk.{i}.ffn_down.weight", "router": "blk.{i}.ffn_gate_inp.weight", "sinks": "blk.{i}.attn_sinks.weight",
+    # GPT-2 and NeoX: LayerNorm biases, fused q/k/v bias, the plain MLP's up (gate_up) and down biases
+    "pos_embed": "position_embd.weight", "norm_bias": "output_norm.bias", "attn_norm_bias": "blk.{i}.attn_norm.bias",
+    "ffn_norm_bias": "blk.{i}.ffn_norm.bias", "qkv_bias": "blk.{i}.attn_qkv.bias", "gate_up_bias": "blk.{i}.ffn_up.bias",
+    "down_bias": "blk.{i}.ffn_down.bias",
 }
 # Every expert of a layer in one tensor per projection, [experts, out, in] in numpy order.
 GGUF_EXPERTS = ("blk.{i}.ffn_gate_exps.weight", "blk.{i}.ffn_up_exps.weight", "blk.{i}.ffn_down_exps.weight")
@@ -152,11 +157,11 @@ def hf_to_gguf(name: str, arch: str | None = None) -> str | None:
     (`...mlp.experts.gate_proj.weight`) map to `ffn_gate_exps`; per-expert ones to None."""
     tmap = _name_map(arch) if arch else None
     if tmap is not None:
-        m = _HF_LAYER.match(name)
-        key = f"model.layers.0.{m[2]}" if m else name
+        m = _ANY_LAYER.match(name)  # gguf-py's map is of block 0: ask for that block
+        key = f"{m[1]}.0.{m[3]}" if m else name
         got = tmap.get_name(key, try_suffixes=(".weight", ".bias"))
         if got is not None:
-            return f"blk.{m[1]}.{got[len('blk.0.'):]}" if m and got.startswith("blk.0.") else got
+            return f"blk.{m[2]}.{got[len('blk.0.'):]}" if m and got.startswith("blk.0.") else got
     return _builtin_hf_to_gguf(name, arch)
 
 

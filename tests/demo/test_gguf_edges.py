@@ -30,7 +30,9 @@ gguf = pytest.importorskip("gguf")
     ("gemma3_text", dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                                           "full_attention": {"rope_type": "default", "rope_theta": 1e6}}),
      "base 100"),
-    ("gpt2", {}, "model_type 'gpt2'"),
+    # no GGUF key says which GELU: load_model reads NeoX's as transformers' default, the exact one
+    ("gpt_neox", dict(hidden_act="gelu_new"), "activation 'gelu_new'"),
+    ("gpt2", dict(scale_attn_weights=False), "scale_attn_weights false"),
 ])
 def test_what_llamacpp_would_run_differently_is_refused(mt, changes, message, tmp_path):
     sizes = {k: v for k, v in SIZES.items() if mt != "gpt2" or k in ("vocab_size",)}

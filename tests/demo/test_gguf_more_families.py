@@ -11,7 +11,13 @@ import json
 
 import numpy as np
 import pytest
-from test_gguf_families import IDS, _effective, _reader, tiny_model  # a sibling (tests/demo is on sys.path)
+from test_gguf_families import (  # a sibling (tests/demo is on sys.path)
+    IDS,
+    _effective,
+    _reader,
+    _saved,
+    tiny_model,
+)
 
 import model_explorer as mx
 from model_explorer.demo import load_model
@@ -32,6 +38,13 @@ FAMILIES = {
     "qwen2_moe_norm": ("qwen2_moe", "qwen2moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
                                                      shared_expert_intermediate_size=48, norm_topk_prob=True),
                        "qwen2moe"),
+    # Conv1D weights transposed to [out, in], LayerNorm biases, learned positions, tied head
+    "gpt2": ("gpt2", "gpt2", dict(n_inner=96, num_key_value_heads=4), None),
+    # q/k/v regrouped from per head to q, k, v; a quarter of each head turns; parallel residual
+    "gpt_neox": ("gpt_neox", "gptneox", dict(num_key_value_heads=4, rotary_pct=0.25, use_parallel_residual=True,
+                                             hidden_act="gelu"), None),
+    "gpt_neox_sequential": ("gpt_neox", "gptneox", dict(num_key_value_heads=4, rotary_pct=0.5,
+                                                        use_parallel_residual=False, rope_theta=1000.0), None),
 }
 
 
@@ -63,7 +76,7 @@ def test_converted_f32_gguf_logits_equal_transformers(family, backend):
 
 
 def test_gguf_reader_sees_llamacpp_keys_and_names(family):
-    key, model, _, path, _ = family
+    key, model, folder, path, _ = family
     mt, arch, changes, _ = FAMILIES[key]
     keys, tensors = _reader(path)
     assert keys["general.architecture"] == arch
@@ -81,3 +94,16 @@ def test_gguf_reader_sees_llamacpp_keys_and_names(family):
         assert list(tensors["blk.1.ffn_gate_shexp.weight"].shape) == [64, 48]
         assert list(tensors["blk.1.ffn_gate_inp_shexp.weight"].shape) == [64, 1]
         assert "blk.1.attn_q.bias" in tensors
+    state = _saved(folder)
+    if mt == "gpt2":
+        assert keys["gpt2.attention.layer_norm_epsilon"] == pytest.approx(1e-5) and keys["gpt2.context_length"] == 128
+        assert "output.weight" not in tensors and "position_embd.weight" in tensors
+        for gg, hf in (("attn_qkv", "attn.c_attn"), ("ffn_up", "mlp.c_fc"), ("ffn_down", "mlp.c_proj")):
+            np.testing.assert_array_equal(np.asarray(tensors[f"blk.2.{gg}.weight"].data),
+                                          state[f"transformer.h.2.{hf}.weight"].T)  # Conv1D [in, out] -> [out, in]
+    if mt == "gpt_neox":
+        assert keys["gptneox.rope.dimension_count"] == 16 * changes["rotary_pct"]
+        assert keys["gptneox.use_parallel_residual"] is changes["use_parallel_residual"]
+        qkv = np.asarray(tensors["blk.2.attn_qkv.bias"].data)
+        hf = state["gpt_neox.layers.2.attention.query_key_value.bias"].reshape(4, 3, 16)
+        np.testing.assert_array_equal(qkv, np.concatenate([hf[:, 0].ravel(), hf[:, 1].ravel(), hf[:, 2].ravel()]))
