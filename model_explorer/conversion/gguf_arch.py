@@ -21,6 +21,9 @@ import numpy as np
 from ..model.config import from_hf
 from ..model.config_gguf import (
     GEMMA3_LOCAL_ROPE_BASE,
+    GPT_OSS_SLIDING_STEP,
+    GPT_OSS_SWIGLU_ALPHA,
+    GPT_OSS_SWIGLU_LIMIT,
     LAYER_NORM_GELU,
     QK_PERMUTED,
     SMOLLM3_NO_ROPE_STEP,
@@ -33,7 +36,7 @@ from .common import ConvertError
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
              "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "qwen2_moe": "qwen2moe",
-             "gpt2": "gpt2", "gpt_neox": "gptneox"}
+             "gpt2": "gpt2", "gpt_neox": "gptneox", "gpt_oss": "gpt-oss"}
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 
@@ -137,8 +140,11 @@ def _layer_norm_family(writer, config: dict, arch: str) -> None:
 def _yarn(writer, config: dict, scaling: dict) -> None:
     import gguf
 
-    if scaling.get("truncate") is False:
-        raise ConvertError("config.json sets YaRN with truncate false; llama.cpp always rounds the correction range.")
+    gpt_oss = config.get("model_type") == "gpt_oss"
+    if (scaling.get("truncate") is False) != gpt_oss:  # load_model reads gpt-oss's as its config.json says
+        raise ConvertError(f"config.json sets YaRN with truncate {scaling.get('truncate', True)}; llama.cpp always "
+                           "rounds the correction range" + (", and load_model reads a gpt-oss GGUF's YaRN as "
+                                                            "gpt-oss's, truncate false." if gpt_oss else "."))
     writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     writer.add_rope_scaling_factor(float(scaling["factor"]))
     writer.add_rope_scaling_orig_ctx_len(int(scaling.get("original_max_position_embeddings")
@@ -220,6 +226,23 @@ def _experts(writer, config: dict) -> None:
                          else "has dense layers") + " (stated in the GGUF, read by load_model).", stacklevel=4)
 
 
+def _gpt_oss(writer, config: dict) -> None:
+    """gpt-oss as llama.cpp's GptOssModel writes it; what its graph hard-codes is checked."""
+    cfg = from_hf(config)
+    if (cfg.swiglu_limit, cfg.swiglu_alpha) != (GPT_OSS_SWIGLU_LIMIT, GPT_OSS_SWIGLU_ALPHA):
+        raise ConvertError(f"config.json sets swiglu_limit {cfg.swiglu_limit} and swiglu_alpha {cfg.swiglu_alpha}; "
+                           f"llama.cpp's gpt-oss clamps at {GPT_OSS_SWIGLU_LIMIT:g} with alpha "
+                           f"{GPT_OSS_SWIGLU_ALPHA}, so this model would run differently there.")
+    want = [(i + 1) % GPT_OSS_SLIDING_STEP != 0 for i in range(cfg.num_layers)]
+    if cfg.sliding_window and (cfg.sliding_layers or want) != want:
+        raise ConvertError("config.json layer_types: llama.cpp's gpt-oss slides on the even layers only, so this "
+                           "model would run differently there.")
+    writer.add_expert_count(cfg.experts)
+    writer.add_expert_used_count(cfg.experts_per_token)
+    writer.add_expert_feed_forward_length(cfg.expert_intermediate_size)
+    writer.add_sliding_window(int(cfg.sliding_window or 0))
+
+
 def _phi3(writer, config: dict) -> None:
     _, scaling = _rope(config)
     if scaling.get("long_factor") or scaling.get("rope_type", scaling.get("type")) in ("longrope", "su"):
@@ -246,7 +269,7 @@ def _smollm3(writer, config: dict) -> None:
 
 
 _FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "gemma3_text": _gemma2, "mixtral": _experts,
-                "qwen3_moe": _experts, "qwen2_moe": _experts, "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
+                "qwen3_moe": _experts, "qwen2_moe": _experts, "gpt_oss": _gpt_oss, "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
 
 
 def tensor_plan(src, tensor_cls) -> tuple[str, list]:
@@ -263,7 +286,12 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
         if merged is not None:  # one projection of one expert: stacked with the others below
             stacks.setdefault(merged, []).append((int(_EXPERT.search(t.name)[1]), t))
             continue
+        if arch == "gpt-oss" and ".mlp.experts." in t.name:
+            plan += _gpt_oss_experts(t, tensor_cls)
+            continue
         name = hf_to_gguf(t.name, arch)
+        if name is not None and t.name.endswith(".self_attn.sinks"):
+            name += ".weight"  # llama.cpp's converter names the sinks as a weight
         if name is None:
             warnings.warn(f"convert: {t.name!r} has no GGUF {arch} name; left out.", stacklevel=4)
             continue
@@ -303,6 +331,33 @@ def llama3_rope_factors(config: dict) -> np.ndarray | None:
     out = np.where(wavelen < old / high, 1.0, np.where(wavelen > old / low, factor,
                                                         1.0 / ((1 - smooth) / factor + smooth)))
     return out.astype(np.float32)
+
+
+def _gpt_oss_experts(t, tensor_cls) -> list:
+    """gpt-oss's fused experts as llama.cpp's GptOssModel splits them: gate_up_proj [E, in, 2 x out]
+    with gate and up columns interleaved -> ffn_gate_exps, ffn_up_exps [E, out, in]; down_proj
+    [E, in, out] -> ffn_down_exps [E, out, in]; the biases likewise."""
+    m = re.match(r"^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)(_bias)?$", t.name)
+    if m is None or t.transform is not None:
+        raise ConvertError(f"{t.name!r}: gpt-oss experts stored otherwise than as plain float gate_up_proj / "
+                           "down_proj (Hub MXFP4 blocks and scales) are not written by this converter.")
+    i, kind, bias = m[1], m[2], bool(m[3])
+    suffix = "bias" if bias else "weight"
+    if kind == "down_proj":
+        if bias:
+            return [tensor_cls(f"blk.{i}.ffn_down_exps.bias", t.source, t.shape)]
+        e, f, h = t.shape
+        return [tensor_cls(f"blk.{i}.ffn_down_exps.weight", t.source, (e, h, f),
+                           lambda w, s=t.shape: np.ascontiguousarray(w.reshape(s).transpose(0, 2, 1)))]
+    def columns(start: int):
+        def pick(w: np.ndarray) -> np.ndarray:  # [E, in, 2 x out] or [E, 2 x out] -> every other output
+            w = w.reshape(t.shape)
+            return np.ascontiguousarray((w if bias else w.transpose(0, 2, 1))[:, start::2])
+        return pick
+
+    shape = (t.shape[0], t.shape[1] // 2) if bias else (t.shape[0], t.shape[2] // 2, t.shape[1])
+    return [tensor_cls(f"blk.{i}.ffn_{role}_exps.{suffix}", t.source, shape, columns(start))
+            for role, start in (("gate", 0), ("up", 1))]
 
 
 _CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")

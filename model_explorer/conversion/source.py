@@ -4,6 +4,7 @@ comes from where, and how its rows are reordered on the way."""
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ class _Source:
         if t.stack:
             return np.stack([np.asarray(self.ckpt.read(name), dtype=np.float32) for name in t.stack])
         arr = np.asarray(self.ckpt.read(t.source, rows=t.row), dtype=np.float32)
-        if arr.shape != t.shape:
+        if arr.shape != t.shape and arr.size == math.prod(t.shape):  # not a tensor the transform splits
             arr = arr.reshape(t.shape)
         return t.transform(arr) if t.transform is not None else arr
 

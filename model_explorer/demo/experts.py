@@ -13,7 +13,14 @@ import numpy as np
 
 from ..model import families
 from ..model.config import ModelConfig
-from ..tensors.names import GGUF_SCORE_BIAS, GGUF_SHARED, gguf_expert_shapes
+from ..tensors.names import (
+    GGUF_EXPERT_BIASES,
+    GGUF_EXPERTS,
+    GGUF_SCORE_BIAS,
+    GGUF_SHARED,
+    gguf_expert_shapes,
+    gguf_part_name,
+)
 
 
 def is_moe(cfg: ModelConfig, layer: int | None) -> bool:
@@ -106,6 +113,9 @@ def gguf_expected_shapes(cfg: ModelConfig, layer: int, gate_shape: tuple[int, ..
     the shared expert's gate is [1, hidden] as converted, [hidden] where a file squeezed it."""
     ef, h, sf, n = cfg.expert_intermediate_size, cfg.hidden_size, cfg.shared_expert_size, cfg.experts
     out = gguf_expert_shapes(layer, n, ef, h)
+    if cfg.expert_bias:  # gpt-oss: each expert's biases, the router's
+        out += [(b.format(i=layer), (n, w)) for b, w in zip(GGUF_EXPERT_BIASES, (ef, ef, h))]
+        out.append((gguf_part_name("router_bias", layer, cfg.architecture), (n,)))
     if cfg.router == "sigmoid_groups":
         out.append((GGUF_SCORE_BIAS.format(i=layer), (n,)))
     shared = shared_names(cfg, layer, gguf=True)
@@ -132,6 +142,9 @@ def build(w, i: int) -> dict:
            "router_bias": None, "shared": None, "shared_gate": None, "score_bias": None}
     if w.cfg.router == "sigmoid_groups":  # chosen on the host: kept as numpy
         out["score_bias"] = w._read("", name=(GGUF_SCORE_BIAS if w.gguf else SCORE_BIAS).format(i=i))
+    if w.gguf and w.cfg.expert_bias:
+        out.update(_gguf_biased(w, i))
+        return out
     if fused_names(w.cfg, i):
         out.update(_fused(w, i))
         return out
@@ -161,6 +174,19 @@ def _fused(w, i: int) -> dict:
                 b.asarray(np.concatenate([gu_bias[e, 0::2], gu_bias[e, 1::2]])), b.asarray(d_bias[e]))
                for e in range(w.cfg.experts)]
     return {"experts": experts, "router_bias": b.asarray(read("router_bias"))}
+
+
+def _gguf_biased(w, i: int) -> dict:
+    """gpt-oss from GGUF: llama.cpp's converter split gate and up and stored [experts, out, in]."""
+    b = w.backend
+    gate, up, down = (w._read("", name=n.format(i=i)) for n in GGUF_EXPERTS)
+    gate_b, up_b, down_b = (w._read("", name=n.format(i=i)) for n in GGUF_EXPERT_BIASES)
+    experts = [(w._matrix(f"layer {i} expert {e} gate_up", np.concatenate([gate[e], up[e]])),
+                w._matrix(f"layer {i} expert {e} down", np.ascontiguousarray(down[e])),
+                b.asarray(np.concatenate([gate_b[e], up_b[e]])), b.asarray(down_b[e]))
+               for e in range(w.cfg.experts)]
+    bias = w._read("", name=gguf_part_name("router_bias", i, w.cfg.architecture))
+    return {"experts": experts, "router_bias": b.asarray(bias)}
 
 
 def _route_groups(cfg: ModelConfig, logits: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

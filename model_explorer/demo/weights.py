@@ -164,8 +164,8 @@ class Weights:
 
     def name(self, part: str, layer: int | None = None) -> str:
         """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
-        if self.gguf:  # llama.cpp names tensors by role, the same in every architecture
-            return gguf_part_name(part, layer)
+        if self.gguf:  # llama.cpp names tensors by role, nearly the same in every architecture
+            return gguf_part_name(part, layer, self.cfg.architecture)
         if part == "router":
             return moe.router_name(self.cfg, layer)
         if self.cfg.sandwich_norms and part in SANDWICH_NAMES and not self.gguf:

@@ -22,11 +22,12 @@ from .config import NOT_YET, ModelConfig, UnsupportedModel, finite_float
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
 # "llama" (Mixtral with `llama.expert_count`).
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3",
-                      "olmo2", "granite", "smollm3", "qwen2moe", "gpt2", "gptneox")
+                      "olmo2", "granite", "smollm3", "qwen2moe", "gpt2", "gptneox", "gpt-oss")
 # GGUF architecture -> the Hugging Face model_type it comes from, where the names differ.
-HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "gptneox": "gpt_neox"}
+HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "gptneox": "gpt_neox",
+                 "gpt-oss": "gpt_oss"}
 # Families the decoder knows from config.json but not yet from GGUF (config.NOT_YET says why).
-GGUF_NOT_YET = {"gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
+GGUF_NOT_YET = {"deepseek2": "deepseek_v3"}
 # LayerNorm families: their GELU (no key says which; llama.cpp computes tanh-GELU for both, NeoX's
 # transformers default, Pythia's, is the exact one)
 LAYER_NORM_GELU = {"gpt2": "gelu_tanh", "gptneox": "gelu"}
@@ -34,9 +35,13 @@ LAYER_NORM_GELU = {"gpt2": "gelu_tanh", "gptneox": "gelu"}
 QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
 # Architectures llama.cpp runs as a mixture of experts; those whose top-k weights it does not
 # renormalise (unless `expert_weights_norm` says so: read by load_model, not by llama.cpp).
-MOE_ARCHITECTURES = ("llama", "qwen3moe", "qwen2moe")
+MOE_ARCHITECTURES = ("llama", "qwen3moe", "qwen2moe", "gpt-oss")
 UNNORMALISED_TOP_K = ("qwen2moe",)
-WINDOWED = ("llama", "mistral", "phi3", "gemma2", "gemma3")
+WINDOWED = ("llama", "mistral", "phi3", "gemma2", "gemma3", "gpt-oss")
+# llama.cpp's gpt-oss: every other layer slides (layer 0 first), its experts' SwiGLU clamped at 7
+# with alpha 1.702 (LLM_FFN_SWIGLU_OAI_MOE), the top k router logits softmaxed; its YaRN is what
+# gpt-oss's config.json says, truncate false (llama.cpp itself rounds the correction range)
+GPT_OSS_SLIDING_STEP, GPT_OSS_SWIGLU_LIMIT, GPT_OSS_SWIGLU_ALPHA = 2, 7.0, 1.702
 SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key says so)
 # llama.cpp's sliding-window layers (no key says so): Gemma 2 every other layer from layer 0,
 # Gemma 3 five of every six (its sliding layers rotate with base 10000, unscaled)
@@ -183,6 +188,13 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         fields.update(fused_projections=True, norm="layer", mlp="gelu", activation=LAYER_NORM_GELU[arch],
                       positions="learned" if arch == "gpt2" else "rope",
                       parallel_residual=arch == "gptneox" and bool(get(PARALLEL_RESIDUAL, True)))
+    if arch == "gpt-oss":
+        fields.update(router="topk_softmax", expert_bias=True, swiglu_limit=GPT_OSS_SWIGLU_LIMIT,
+                      swiglu_alpha=GPT_OSS_SWIGLU_ALPHA, attention_sinks=True,
+                      sliding_layers=[(i + 1) % GPT_OSS_SLIDING_STEP != 0 for i in range(min(layers, 1 << 16))]
+                      if isinstance(layers, int) else None)
+        if rope_scaling and rope_scaling["rope_type"] == "yarn":
+            rope_scaling["truncate"] = False
     if gemma:
         fields.update(activation="gelu_tanh", embed_scale=float(hidden) ** 0.5 if isinstance(hidden, int) else 1.0)
     if arch in SLIDING_PATTERN:

@@ -100,9 +100,19 @@ _HF_EXPERT = re.compile(r"^model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.exper
 _EXPERT_ROLE = {"gate_proj": 0, "w1": 0, "up_proj": 1, "w3": 1, "down_proj": 2, "w2": 2}
 
 
-def gguf_part_name(part: str, layer: int | None = None) -> str:
-    """The GGUF name of a decoder part ("q", "ffn_norm", "router"...) of block `layer`."""
-    return GGUF_PARTS[part].format(i=layer)
+# Where llama.cpp names a part by another role for one family (HF model_type): gpt-oss's MLP
+# input norm is its `post_attention_norm` (HF's post_attention_layernorm).
+GGUF_FAMILY_PARTS = {"gpt_oss": {"ffn_norm": "blk.{i}.post_attention_norm.weight",
+                                 "router_bias": "blk.{i}.ffn_gate_inp.bias"}}
+# gpt-oss's experts: gate, up, down stacked ([experts, out, in]) and their biases ([experts, out]).
+GGUF_EXPERT_BIASES = ("blk.{i}.ffn_gate_exps.bias", "blk.{i}.ffn_up_exps.bias", "blk.{i}.ffn_down_exps.bias")
+
+
+def gguf_part_name(part: str, layer: int | None = None, family: str | None = None) -> str:
+    """The GGUF name of a decoder part ("q", "ffn_norm", "router"...) of block `layer`;
+    `family` (the HF model_type) where llama.cpp names it otherwise (GGUF_FAMILY_PARTS)."""
+    own = GGUF_FAMILY_PARTS.get(family or "", {})
+    return (own.get(part) or GGUF_PARTS[part]).format(i=layer)
 
 
 def gguf_expert(hf_name: str) -> tuple[str, int] | None:

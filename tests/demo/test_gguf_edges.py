@@ -33,6 +33,7 @@ gguf = pytest.importorskip("gguf")
     # no GGUF key says which GELU: load_model reads NeoX's as transformers' default, the exact one
     ("gpt_neox", dict(hidden_act="gelu_new"), "activation 'gelu_new'"),
     ("gpt2", dict(scale_attn_weights=False), "scale_attn_weights false"),
+    ("gpt_oss", dict(num_local_experts=4, num_experts_per_tok=2, swiglu_limit=1.5), "clamps at 7"),
 ])
 def test_what_llamacpp_would_run_differently_is_refused(mt, changes, message, tmp_path):
     sizes = {k: v for k, v in SIZES.items() if mt != "gpt2" or k in ("vocab_size",)}

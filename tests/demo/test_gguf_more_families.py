@@ -45,6 +45,12 @@ FAMILIES = {
                                              hidden_act="gelu"), None),
     "gpt_neox_sequential": ("gpt_neox", "gptneox", dict(num_key_value_heads=4, rotary_pct=0.5,
                                                         use_parallel_residual=False, rope_theta=1000.0), None),
+    # sinks, experts with biases split from gate_up's interleaved columns, the router's bias, a window
+    # shorter than the prompt on even layers, YaRN as gpt-oss's (truncate false); llama.cpp's clamp at 7
+    "gpt_oss": ("gpt_oss", "gpt-oss", dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+                                           rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 8.0,
+                                                            "beta_slow": 1.0, "truncate": False, "rope_theta": 1000.0,
+                                                            "original_max_position_embeddings": 16}), None),
 }
 
 
@@ -101,6 +107,17 @@ def test_gguf_reader_sees_llamacpp_keys_and_names(family):
         for gg, hf in (("attn_qkv", "attn.c_attn"), ("ffn_up", "mlp.c_fc"), ("ffn_down", "mlp.c_proj")):
             np.testing.assert_array_equal(np.asarray(tensors[f"blk.2.{gg}.weight"].data),
                                           state[f"transformer.h.2.{hf}.weight"].T)  # Conv1D [in, out] -> [out, in]
+    if mt == "gpt_oss":
+        assert keys["gpt-oss.expert_feed_forward_length"] == 96 and keys["gpt-oss.attention.sliding_window"] == 4
+        assert keys["gpt-oss.rope.scaling.type"] == "yarn"
+        gate_up = state["model.layers.2.mlp.experts.gate_up_proj"]  # [E, in, 2 x out], gate and up interleaved
+        np.testing.assert_array_equal(np.asarray(tensors["blk.2.ffn_up_exps.weight"].data),
+                                      gate_up[:, :, 1::2].transpose(0, 2, 1))
+        np.testing.assert_array_equal(np.asarray(tensors["blk.2.ffn_gate_exps.bias"].data),
+                                      state["model.layers.2.mlp.experts.gate_up_proj_bias"][:, ::2])
+        assert list(tensors["blk.2.ffn_down_exps.weight"].shape) == [96, 64, 4]
+        assert list(tensors["blk.2.attn_sinks.weight"].shape) == [4]
+        assert "blk.2.post_attention_norm.weight" in tensors and "blk.2.ffn_gate_inp.bias" in tensors
     if mt == "gpt_neox":
         assert keys["gptneox.rope.dimension_count"] == 16 * changes["rotary_pct"]
         assert keys["gptneox.use_parallel_residual"] is changes["use_parallel_residual"]
