@@ -36,7 +36,8 @@ from .common import ConvertError
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
              "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
              "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "qwen2_moe": "qwen2moe",
-             "gpt2": "gpt2", "gpt_neox": "gptneox", "gpt_oss": "gpt-oss"}
+             "gpt2": "gpt2", "gpt_neox": "gptneox", "gpt_oss": "gpt-oss",
+             "deepseek_v3": "deepseek2"}
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 
@@ -78,6 +79,9 @@ def add_metadata(writer, config: dict, name: str) -> None:
     writer.add_name(name)
     if arch in LAYER_NORM_GELU:
         _layer_norm_family(writer, config, arch)
+        return
+    if arch == "deepseek2":
+        _deepseek2(writer, config)
         return
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     head_dim = int(config.get("head_dim") or hidden // heads)
@@ -135,6 +139,79 @@ def _layer_norm_family(writer, config: dict, arch: str) -> None:
         writer.add_parallel_residual(cfg.parallel_residual)
     elif cfg.attention_scale is not None:
         raise ConvertError("config.json sets scale_attn_weights false (gpt2): llama.cpp scales by 1/sqrt(head_dim).")
+
+
+def _deepseek2(writer, config: dict) -> None:
+    """DeepSeek-V3 as llama.cpp's DeepseekV2Model writes it: MLA as MQA (head_count_kv 1, key_length
+    kv_lora_rank + rope, value_length kv_lora_rank, the real sizes in *_mla), the experts' keys, the
+    sigmoid gating; YaRN's mscale_all_dim as yarn_log_multiplier = 0.1 x it."""
+    import gguf
+
+    cfg = from_hf(config)
+    if cfg.attention_bias:
+        raise ConvertError("config.json sets attention_bias (deepseek_v3): llama.cpp's deepseek2 reads no q/kv biases.")
+    if not cfg.rope_interleave:
+        raise ConvertError("config.json sets rope_interleave false (deepseek_v3): llama.cpp's deepseek2 rotates "
+                           "adjacent pairs, so this model would run differently there.")
+    rope, rank = cfg.rotary_dim, cfg.kv_lora_rank
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_heads)
+    writer.add_head_count_kv(1)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_freq_base(cfg.rope_theta)
+    writer.add_vocab_size(cfg.vocab_size)
+    writer.add_leading_dense_block_count(sum(1 for m in cfg.moe_layers or [] if not m))
+    if cfg.moe_layers and list(cfg.moe_layers) != sorted(cfg.moe_layers):
+        raise ConvertError("config.json: DeepSeek's dense layers must lead (first_k_dense_replace).")
+    if cfg.q_lora_rank:
+        writer.add_q_lora_rank(cfg.q_lora_rank)
+    writer.add_kv_lora_rank(rank)
+    writer.add_key_length(rank + rope)
+    writer.add_value_length(rank)
+    writer.add_key_length_mla(cfg.head_dim)
+    writer.add_value_length_mla(cfg.value_head_dim)
+    writer.add_expert_feed_forward_length(cfg.expert_intermediate_size)
+    writer.add_expert_count(cfg.experts)
+    writer.add_expert_used_count(cfg.experts_per_token)
+    writer.add_expert_shared_count(cfg.shared_expert_size // cfg.expert_intermediate_size)
+    writer.add_expert_weights_scale(cfg.routed_scaling)
+    if cfg.renormalize_top_k:  # llama.cpp's converter writes it only when true
+        writer.add_expert_weights_norm(True)
+    writer.add_expert_group_count(cfg.expert_groups)
+    writer.add_expert_group_used_count(cfg.topk_groups)
+    writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    writer.add_rope_dimension_count(rope)
+    scaling = dict(cfg.rope_scaling or {})
+    kind = scaling.get("rope_type", "default")
+    if kind == "yarn":
+        mscale, all_dim = scaling.pop("mscale", None), scaling.pop("mscale_all_dim", None)
+        if (mscale or all_dim) and mscale != all_dim:
+            raise ConvertError(f"config.json sets YaRN mscale {mscale} and mscale_all_dim {all_dim}: a deepseek2 "
+                               "GGUF states one (yarn_log_multiplier), so they must be equal.")
+        _yarn(writer, config, scaling)
+        if all_dim:
+            writer.add_rope_scaling_yarn_log_mul(0.1 * float(all_dim))
+    elif kind != "default":
+        raise ConvertError(f"config.json sets {kind!r} RoPE scaling (deepseek_v3); writing GGUF knows plain and YaRN.")
+
+
+def _deepseek_kv_b(t, config: dict, tensor_cls) -> list:
+    """kv_b_proj [heads x (nope + v), rank] as llama.cpp's converter splits it for MLA's absorption:
+    attn_k_b [heads, rank, nope] (per head transposed) and attn_v_b [heads, v, rank]."""
+    heads, nope, v = (int(config[k]) for k in ("num_attention_heads", "qk_nope_head_dim", "v_head_dim"))
+    rank = t.shape[1]
+    i = t.name.split(".")[2]
+
+    def k_b(w: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(w.reshape(heads, nope + v, rank)[:, :nope].transpose(0, 2, 1))
+
+    def v_b(w: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(w.reshape(heads, nope + v, rank)[:, nope:])
+    return [tensor_cls(f"blk.{i}.attn_k_b.weight", t.source, (heads, rank, nope), k_b),
+            tensor_cls(f"blk.{i}.attn_v_b.weight", t.source, (heads, v, rank), v_b)]
 
 
 def _yarn(writer, config: dict, scaling: dict) -> None:
@@ -289,7 +366,12 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
         if arch == "gpt-oss" and ".mlp.experts." in t.name:
             plan += _gpt_oss_experts(t, tensor_cls)
             continue
+        if arch == "deepseek2" and t.name.endswith("self_attn.kv_b_proj.weight"):
+            plan += _deepseek_kv_b(t, config, tensor_cls)
+            continue
         name = hf_to_gguf(t.name, arch)
+        if arch == "deepseek2" and t.name.endswith(".mlp.gate.e_score_correction_bias"):
+            name = f"blk.{t.name.split('.')[2]}.exp_probs_b.bias"
         if name is not None and t.name.endswith(".self_attn.sinks"):
             name += ".weight"  # llama.cpp's converter names the sinks as a weight
         if name is None:

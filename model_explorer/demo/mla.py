@@ -15,13 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.config import ModelConfig
+from ..model.config_gguf import GGUF_KV_B_SPLIT
 
 _A = "model.layers.{i}.self_attn."
 NAMES = {"q_a": _A + "q_a_proj.weight", "q_a_bias": _A + "q_a_proj.bias", "q_a_norm": _A + "q_a_layernorm.weight",
          "q_b": _A + "q_b_proj.weight", "kv_a": _A + "kv_a_proj_with_mqa.weight",
          "kv_a_bias": _A + "kv_a_proj_with_mqa.bias", "kv_a_norm": _A + "kv_a_layernorm.weight",
          "kv_b": _A + "kv_b_proj.weight"}
-DESCRIPTIONS = {"q_a": "query down-projection", "q_a_bias": "query down-projection bias",
+DESCRIPTIONS = {"k_b": "key up-projection (per head, transposed)", "v_b": "value up-projection (per head)",
+                "q_a": "query down-projection", "q_a_bias": "query down-projection bias",
                 "q_a_norm": "query latent norm", "q_b": "query up-projection",
                 "kv_a": "key/value latent and rotary key projection", "kv_a_bias": "key/value latent bias",
                 "kv_a_norm": "key/value latent norm", "kv_b": "key/value up-projection"}
@@ -30,7 +32,8 @@ DESCRIPTIONS = {"q_a": "query down-projection", "q_a_bias": "query down-projecti
 def parts(cfg: ModelConfig) -> list[str]:
     """What an MLA layer has in place of q, k, v (and their biases)."""
     out = ["q_a", "q_a_norm", "q_b"] if cfg.q_lora_rank else ["q"]
-    out += ["kv_a", "kv_a_norm", "kv_b"]
+    # a GGUF of newer llama.cpp holds kv_b as k_b ([heads, rank, nope]) and v_b ([heads, v, rank])
+    out += ["kv_a", "kv_a_norm"] + (["k_b", "v_b"] if cfg.extra.get(GGUF_KV_B_SPLIT) else ["kv_b"])
     if cfg.attention_bias:
         out += (["q_a_bias"] if cfg.q_lora_rank else []) + ["kv_a_bias"]
     return out
@@ -43,7 +46,8 @@ def shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     return {"q_a": (cfg.q_lora_rank, h), "q_a_bias": (cfg.q_lora_rank,), "q_a_norm": (cfg.q_lora_rank,),
             "q_b": (nh * cfg.head_dim, cfg.q_lora_rank), "q": (nh * cfg.head_dim, h),
             "kv_a": (rank + rope, h), "kv_a_bias": (rank + rope,), "kv_a_norm": (rank,),
-            "kv_b": (nh * (cfg.qk_nope_head_dim + cfg.value_head_dim), rank)}
+            "kv_b": (nh * (cfg.qk_nope_head_dim + cfg.value_head_dim), rank),
+            "k_b": (nh, rank, cfg.qk_nope_head_dim), "v_b": (nh, cfg.value_head_dim, rank)}
 
 
 def _deinterleave(cfg: ModelConfig, rope: np.ndarray, axis: int) -> np.ndarray:
@@ -86,7 +90,12 @@ def build(w, i: int) -> dict:
     if cfg.attention_bias:
         out["kv_a_bias"] = b.asarray(_latent_rope(cfg, w._read("kv_a_bias", i)))
     out["kv_a_norm"] = w._array("kv_a_norm", i)
-    out["kv_b"] = w._matrix(f"layer {i} kv_b", w._read("kv_b", i))
+    if cfg.extra.get(GGUF_KV_B_SPLIT):  # llama.cpp's split: per head k_b transposed, then v_b
+        k_b, v_b = w._read("k_b", i), w._read("v_b", i)
+        kv_b = np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1).reshape(-1, cfg.kv_lora_rank)
+    else:
+        kv_b = w._read("kv_b", i)
+    out["kv_b"] = w._matrix(f"layer {i} kv_b", kv_b)
     return out
 
 

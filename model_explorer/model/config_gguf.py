@@ -17,17 +17,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..ggml import Keys
-from .config import NOT_YET, ModelConfig, UnsupportedModel, finite_float
+from .config import NOT_YET, ModelConfig, UnsupportedModel, _mla, finite_float
 
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
 # "llama" (Mixtral with `llama.expert_count`).
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3",
-                      "olmo2", "granite", "smollm3", "qwen2moe", "gpt2", "gptneox", "gpt-oss")
+                      "olmo2", "granite", "smollm3", "qwen2moe", "gpt2", "gptneox", "gpt-oss", "deepseek2")
 # GGUF architecture -> the Hugging Face model_type it comes from, where the names differ.
 HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "gptneox": "gpt_neox",
-                 "gpt-oss": "gpt_oss"}
+                 "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
 # Families the decoder knows from config.json but not yet from GGUF (config.NOT_YET says why).
-GGUF_NOT_YET = {"deepseek2": "deepseek_v3"}
+GGUF_NOT_YET: dict[str, str] = {}
 # LayerNorm families: their GELU (no key says which; llama.cpp computes tanh-GELU for both, NeoX's
 # transformers default, Pythia's, is the exact one)
 LAYER_NORM_GELU = {"gpt2": "gelu_tanh", "gptneox": "gelu"}
@@ -35,8 +35,10 @@ LAYER_NORM_GELU = {"gpt2": "gelu_tanh", "gptneox": "gelu"}
 QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
 # Architectures llama.cpp runs as a mixture of experts; those whose top-k weights it does not
 # renormalise (unless `expert_weights_norm` says so: read by load_model, not by llama.cpp).
-MOE_ARCHITECTURES = ("llama", "qwen3moe", "qwen2moe", "gpt-oss")
-UNNORMALISED_TOP_K = ("qwen2moe",)
+MOE_ARCHITECTURES = ("llama", "qwen3moe", "qwen2moe", "gpt-oss", "deepseek2")
+UNNORMALISED_TOP_K = ("qwen2moe", "deepseek2")  # DeepSeek's converter writes expert_weights_norm when true
+GGUF_KV_B_SPLIT = "gguf_kv_b_split"  # ModelConfig.extra: DeepSeek's kv_b as llama.cpp's attn_k_b, attn_v_b
+SIGMOID_GATING = 2  # llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID (expert_gating_func)
 WINDOWED = ("llama", "mistral", "phi3", "gemma2", "gemma3", "gpt-oss")
 # llama.cpp's gpt-oss: every other layer slides (layer 0 first), its experts' SwiGLU clamped at 7
 # with alpha 1.702 (LLM_FFN_SWIGLU_OAI_MOE), the top k router logits softmaxed; its YaRN is what
@@ -160,6 +162,10 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     if "rope_freqs.weight" in names:
         # Llama 3.x stores its per-frequency RoPE divisors as a tensor; weights.py reads it.
         extra["rope_freqs_tensor"] = "rope_freqs.weight"
+    mla: dict[str, Any] = {}
+    if arch == "deepseek2":  # MLA, as DeepseekV2Model writes it: llama.cpp's MQA sizes, the MLA ones in *_mla
+        mla = _deepseek2_attention(get, count, rope_scaling, names, extra)
+        head_dim, rotary, kv_heads = mla.pop("head_dim"), mla.pop("rotary_dim"), heads
     vocab = count(Keys.VOCAB_SIZE, None)
     if vocab is None:
         tokens = metadata.get(Keys.TOKENS)
@@ -211,6 +217,7 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
     scale = get(ATTENTION_SCALE, None)
     if scale is not None:
         fields["attention_scale"] = finite_float(scale, f"{arch}.attention.scale")
+    fields.update(mla)
     experts = count(Keys.EXPERT_COUNT, 0)
     if experts:
         if arch not in MOE_ARCHITECTURES:
@@ -224,6 +231,8 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
                       or count(Keys.FEED_FORWARD_LENGTH),
                       renormalize_top_k=bool(get(EXPERT_WEIGHTS_NORM, arch not in UNNORMALISED_TOP_K)),
                       moe_layers=None if moe is None or all(moe) else moe)
+        if arch == "deepseek2":
+            fields.update(_deepseek2_router(get, count, layers, fields["expert_intermediate_size"]))
         if arch == "qwen2moe":  # llama.cpp: the shared expert is always there, gated by a sigmoid
             shared = count(SHARED_FEED_FORWARD_LENGTH, None) or count(Keys.FEED_FORWARD_LENGTH)
             fields.update(shared_expert_size=shared, shared_expert_gate=True)
@@ -250,6 +259,43 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         extra=extra,
         **fields,
     ).validate()
+
+
+def _deepseek2_attention(get, count, rope_scaling: dict | None, names: set[str], extra: dict) -> dict[str, Any]:
+    """DeepSeek's latent attention from the GGUF: key_length_mla / value_length_mla (older files: the
+    key_length / value_length llama.cpp then read as MHA sizes), the ranks, the rotary part; YaRN's
+    mscale_all_dim from yarn_log_multiplier (0.1 x it, as the converter writes), mscale taken equal.
+    llama.cpp rotates adjacent pairs (DeepSeek's interleaved rotary dims) and has no q/kv biases."""
+    if any(n.endswith((".attn_q_a.bias", ".attn_kv_a_mqa.bias")) for n in names):
+        raise UnsupportedModel("The deepseek2 GGUF holds attention biases, which llama.cpp's deepseek2 does not read.")
+    new = get(KEY_LENGTH_MLA, None) is not None
+    head = count(KEY_LENGTH_MLA) if new else count(Keys.KEY_LENGTH)
+    value = count(VALUE_LENGTH_MLA) if new else count(Keys.VALUE_LENGTH, head)
+    rope = count(Keys.ROPE_DIMENSION_COUNT)
+    if rope_scaling and rope_scaling["rope_type"] == "yarn" and get(YARN_LOG_MULTIPLIER, None):
+        # the file's float32 of 0.1 x mscale_all_dim: back to the decimals config.json gives
+        mscale = round(finite_float(get(YARN_LOG_MULTIPLIER), "yarn_log_multiplier") * 10, 6)
+        rope_scaling.update(mscale=mscale, mscale_all_dim=mscale)
+    if "blk.0.attn_k_b.weight" in names and "blk.0.attn_kv_b.weight" not in names:
+        extra[GGUF_KV_B_SPLIT] = True
+    return _mla({"kv_lora_rank": count(KV_LORA_RANK), "qk_nope_head_dim": head - rope, "qk_rope_head_dim": rope,
+                 "v_head_dim": value, "q_lora_rank": count(Q_LORA_RANK, 0), "rope_scaling": rope_scaling,
+                 "rope_interleave": True})
+
+
+def _deepseek2_router(get, count, layers: Any, width: int) -> dict[str, Any]:
+    """DeepSeek-V3's router: sigmoid scores (expert_gating_func), groups, the choice bias, scaling;
+    dense leading layers; the shared experts, expert_shared_count of the experts' width."""
+    gating = get(GATING_FUNC, None)
+    if gating != SIGMOID_GATING:
+        raise UnsupportedModel(f"The deepseek2 GGUF's expert_gating_func is {gating!r}: DeepSeek-V2's softmax router "
+                               "is not implemented; the numpy decoder runs DeepSeek-V3's sigmoid one (2).")
+    dense = count(LEADING_DENSE, 0)
+    return {"router": "sigmoid_groups", "expert_groups": count(GROUP_COUNT, 1) or 1,
+            "topk_groups": count(GROUP_USED_COUNT, 1) or 1,
+            "routed_scaling": finite_float(get(WEIGHTS_SCALE, 1.0) or 1.0, "expert_weights_scale"),
+            "moe_layers": [i >= dense for i in range(min(layers, 1 << 16))] if isinstance(layers, int) else None,
+            "shared_expert_size": width * count(SHARED_COUNT, 0)}
 
 
 def _scalar(value: Any, arch: str, key: str) -> float:

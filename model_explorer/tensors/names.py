@@ -88,6 +88,10 @@ GGUF_PARTS = {
     "pos_embed": "position_embd.weight", "norm_bias": "output_norm.bias", "attn_norm_bias": "blk.{i}.attn_norm.bias",
     "ffn_norm_bias": "blk.{i}.ffn_norm.bias", "qkv_bias": "blk.{i}.attn_qkv.bias", "gate_up_bias": "blk.{i}.ffn_up.bias",
     "down_bias": "blk.{i}.ffn_down.bias",
+    # DeepSeek's latent attention; newer llama.cpp splits attn_kv_b into attn_k_b (transposed) and attn_v_b
+    "q_a": "blk.{i}.attn_q_a.weight", "q_a_norm": "blk.{i}.attn_q_a_norm.weight", "q_b": "blk.{i}.attn_q_b.weight",
+    "kv_a": "blk.{i}.attn_kv_a_mqa.weight", "kv_a_norm": "blk.{i}.attn_kv_a_norm.weight",
+    "kv_b": "blk.{i}.attn_kv_b.weight", "k_b": "blk.{i}.attn_k_b.weight", "v_b": "blk.{i}.attn_v_b.weight",
 }
 # Every expert of a layer in one tensor per projection, [experts, out, in] in numpy order.
 GGUF_EXPERTS = ("blk.{i}.ffn_gate_exps.weight", "blk.{i}.ffn_up_exps.weight", "blk.{i}.ffn_down_exps.weight")

@@ -51,6 +51,20 @@ FAMILIES = {
                                            rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 8.0,
                                                             "beta_slow": 1.0, "truncate": False, "rope_theta": 1000.0,
                                                             "original_max_position_embeddings": 16}), None),
+    # MLA with a q LoRA rank (kv_b split into attn_k_b, attn_v_b), interleaved rotary dims, YaRN with mscale;
+    # sigmoid router with the choice bias over 2 of 4 groups, scaled, renormalised; a shared expert; a dense
+    # first layer (leading_dense_block_count)
+    "deepseek_v3": ("deepseek_v3", "deepseek2", dict(
+        num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, n_group=4,
+        topk_group=2, first_k_dense_replace=1, n_shared_experts=1, q_lora_rank=48, kv_lora_rank=32,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, head_dim=8, v_head_dim=24, routed_scaling_factor=2.5,
+        rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 1000.0, "mscale": 0.8, "mscale_all_dim": 0.8,
+                         "original_max_position_embeddings": 16, "beta_fast": 8.0, "beta_slow": 1.0}), None),
+    # a plain q (attn_q), no nope part, two shared experts, top-k not renormalised
+    "deepseek_v3_q": ("deepseek_v3", "deepseek2", dict(
+        num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_group=1,
+        topk_group=1, first_k_dense_replace=0, n_shared_experts=2, q_lora_rank=None, kv_lora_rank=16,
+        qk_nope_head_dim=0, qk_rope_head_dim=8, head_dim=8, v_head_dim=16, norm_topk_prob=False), None),
 }
 
 
@@ -118,6 +132,16 @@ def test_gguf_reader_sees_llamacpp_keys_and_names(family):
         assert list(tensors["blk.2.ffn_down_exps.weight"].shape) == [96, 64, 4]
         assert list(tensors["blk.2.attn_sinks.weight"].shape) == [4]
         assert "blk.2.post_attention_norm.weight" in tensors and "blk.2.ffn_gate_inp.bias" in tensors
+    if mt == "deepseek_v3":
+        assert keys["deepseek2.attention.head_count_kv"] == 1 and keys["deepseek2.expert_gating_func"] == 2
+        assert keys["deepseek2.attention.key_length_mla"] == 16 + 8 if key == "deepseek_v3" else 8
+        kv_b = state["model.layers.1.self_attn.kv_b_proj.weight"]
+        nope, v = (16, 24) if key == "deepseek_v3" else (0, 16)
+        heads = kv_b.reshape(4, nope + v, -1)
+        np.testing.assert_array_equal(np.asarray(tensors["blk.1.attn_k_b.weight"].data),
+                                      heads[:, :nope].transpose(0, 2, 1))
+        np.testing.assert_array_equal(np.asarray(tensors["blk.1.attn_v_b.weight"].data), heads[:, nope:])
+        assert "blk.1.exp_probs_b.bias" in tensors and "blk.1.ffn_gate_shexp.weight" in tensors
     if mt == "gpt_neox":
         assert keys["gptneox.rope.dimension_count"] == 16 * changes["rotary_pct"]
         assert keys["gptneox.use_parallel_residual"] is changes["use_parallel_residual"]
