@@ -15,7 +15,8 @@ ROPE_PARAMETERS = {"linear": ("factor",), "dynamic": ("factor",),
                    "yarn": ("factor", "original_max_position_embeddings")}
 
 class UnsupportedModel(ValueError):
-    """The checkpoint is not a llama-family decoder this demo can run; the message says why."""
+    """The checkpoint is not a model the run cell can run; the message names the architecture and
+    the missing feature, or what in its config contradicts itself."""
 
 
 @dataclass
