@@ -33,6 +33,8 @@ GGUF_NOT_YET: dict[str, str] = {}
 LAYER_NORM_GELU = {"gpt2": "gelu_tanh", "gptneox": "gelu"}
 # Architectures whose converter permutes q/k rows (LlamaModel and its subclasses).
 QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
+# Architectures whose converter stores every norm weight as 1 + w (the model scales by 1 + w).
+NORMS_PLUS_ONE = ("gemma", "gemma2", "gemma3")
 # Architectures llama.cpp runs as a mixture of experts; those whose top-k weights it does not
 # renormalise (unless `expert_weights_norm` says so: read by load_model, not by llama.cpp).
 MOE_ARCHITECTURES = ("llama", "qwen3moe", "qwen2moe", "gpt-oss", "deepseek2")
