@@ -1,9 +1,11 @@
 """`mx.diff(a, b)`: two checkpoints compared tensor by tensor, across formats too.
 
-Names are matched directly, or through the llama-family HF <-> GGUF mapping when one side is
-GGUF and the other is not; llama.cpp's Q/K row permutation is undone on the GGUF side using
-the head counts from its metadata (or config.json). Values are streamed a few rows at a time,
-so two large models compare in bounded memory.
+Names are matched directly, or through the HF <-> GGUF mapping of the GGUF side's architecture
+when one side is GGUF and the other is not (an expert of a Hugging Face MoE against its row of
+llama.cpp's stacked ffn_*_exps); what llama.cpp's converter changes is undone on the GGUF side:
+the Q/K row permutation (using the head counts from its metadata or config.json) and Gemma's
+norms stored as 1 + w. Values are streamed a few rows at a time, so two large models compare in
+bounded memory.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from ..ggml import Keys
 from ..model import families
+from ..model.config_gguf import NORMS_PLUS_ONE, QK_PERMUTED
 from ..model.hparams import read_hparams
 from ..model.tokenizer_compare import compare_tokenizers
 from ..opener import opened
@@ -24,7 +27,6 @@ from ..tensors.read import read
 COLUMNS = ["name", "name_b", "status", "dtype_a", "dtype_b", "shape_a", "shape_b", "max_abs_diff",
            "rel_l2", "cosine"]
 CHUNK_ELEMENTS = 1 << 20
-PERMUTED_ARCHS = ("llama",)  # llama.cpp permutes Q/K rows only for these
 
 
 def _heads(ckpt: CheckpointRecord) -> tuple[int | None, int | None]:
@@ -43,28 +45,40 @@ def _count(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-def _pairs(a: CheckpointRecord, b: CheckpointRecord) -> tuple[list[tuple[str | None, str | None]], str | None]:
-    """Matched names (a, b), None where one side lacks it; and which side is GGUF when mapping."""
+def _pairs(a: CheckpointRecord, b: CheckpointRecord
+           ) -> tuple[list[tuple[str | None, str | None, int | None]], str | None]:
+    """Matched names (a, b, row), None where one side lacks it, row: the GGUF side's index into a
+    stacked expert tensor (else None); and which side is GGUF when mapping."""
     gguf_side = None
     if (a.format == "gguf") != (b.format == "gguf"):
         gguf_side = "a" if a.format == "gguf" else "b"
+    hf, gg = (b, a) if gguf_side == "a" else (a, b)
+    arch = _arch(gg) if gguf_side else None
+    to_gguf: dict[str, tuple[str, int | None]] = {}
+    if gguf_side:
+        for n in hf.tensors:
+            stacked = names.gguf_expert(n)
+            if stacked is not None and stacked[0] in gg.tensors:
+                to_gguf[n] = stacked
+            else:
+                to_gguf[n] = (names.hf_to_gguf(n, arch) or n, None)
+    pairs: list[tuple[str | None, str | None, int | None]] = []
     if gguf_side is None:
-        to_b = {n: n for n in a.tensors}
-    elif gguf_side == "a":
-        to_b = {n: names.gguf_to_hf(n) or n for n in a.tensors}
-    else:
-        to_b = {n: names.hf_to_gguf(n) or n for n in a.tensors}
-        # an HF model with tied embeddings has no lm_head; GGUF has no output.weight then either
-    pairs: list[tuple[str | None, str | None]] = []
-    seen_b = set()
-    for n, m in to_b.items():
-        if m in b.tensors:
-            pairs.append((n, m))
-            seen_b.add(m)
-        else:
-            pairs.append((n, None))
-    pairs += [(None, m) for m in b.tensors if m not in seen_b]
-    return pairs, gguf_side
+        pairs = [(n, n if n in b.tensors else None, None) for n in a.tensors]
+        seen = {n for n in a.tensors if n in b.tensors}
+        return pairs + [(None, m, None) for m in b.tensors if m not in seen], None
+    seen_g = set()
+    for n, (m, row) in to_gguf.items():
+        hit = m if m in gg.tensors else None
+        if hit:
+            seen_g.add(hit)
+        pairs.append((hit, n, row) if gguf_side == "a" else (n, hit, row))
+    if gguf_side == "a":  # keep a's order: GGUF tensors first as they map, then the unmatched
+        pairs.sort(key=lambda p: (p[0] is None, list(gg.tensors).index(p[0]) if p[0] else 0))
+        unmatched = [(None, n, r) for m, n, r in pairs if m is None]
+        pairs = [p for p in pairs if p[0] is not None] + [(m, None, None) for m in gg.tensors if m not in seen_g]
+        return pairs + unmatched, gguf_side
+    return pairs + [(None, m, None) for m in gg.tensors if m not in seen_g], gguf_side
 
 
 def _arch(ckpt: CheckpointRecord) -> str | None:
@@ -72,15 +86,21 @@ def _arch(ckpt: CheckpointRecord) -> str | None:
 
 
 def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: TensorInfo,
-            heads_a: int | None = None, heads_b: int | None = None, flip_b: bool = False) -> dict:
+            heads_a: int | None = None, heads_b: int | None = None, flip_b: bool = False,
+            row_a: int | None = None, row_b: int | None = None, shift_a: float = 0.0,
+            shift_b: float = 0.0) -> dict:
     """max |a - b|, relative L2 (||a - b|| / ||a||) and cosine, streamed over rows.
 
     heads_a / heads_b: undo llama.cpp's Q/K permutation on that side over this many heads.
     flip_b: one side holds the transpose of the other's last two axes (a quantized [out, in]
     tensor of an [in, out] parameter, model/families.py): b's are swapped as it is read (chunks
     run over a's first axis); a 2-D pair is then read whole.
+    row_a / row_b: that side is a stack (llama.cpp's experts) and this row of it is compared (one
+    expert, read whole). shift_a / shift_b: subtracted from that side's values (a GGUF's 1 + w).
     """
-    shape = ta.shape
+    whole_a = read(ca, ta, rows=slice(row_a, row_a + 1))[0] if row_a is not None else None
+    whole_b = read(cb, tb, rows=slice(row_b, row_b + 1))[0] if row_b is not None else None
+    shape = tuple(whole_a.shape) if whole_a is not None else ta.shape
     rows = shape[0] if shape else 1
     inner = math.prod(shape[1:]) if len(shape) > 1 else 1
     step = rows if flip_b and len(shape) == 2 else max(1, CHUNK_ELEMENTS // max(1, inner))
@@ -94,8 +114,13 @@ def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: Tens
     d2 = a2 = b2 = ab = 0.0
     for r in range(0, rows, step):
         sel = slice(r, r + step) if shape else None
-        xa = read(ca, ta, rows=sel).astype(np.float64 if _wide(ta) else np.float32)
-        xb = read(cb, tb, rows=sel).astype(xa.dtype)
+        xa = (whole_a[sel] if whole_a is not None else read(ca, ta, rows=sel)).astype(
+            np.float64 if _wide(ta) else np.float32)
+        xb = (whole_b[sel] if whole_b is not None else read(cb, tb, rows=sel)).astype(xa.dtype)
+        if shift_a:
+            xa = xa - xa.dtype.type(shift_a)
+        if shift_b:
+            xb = xb - xb.dtype.type(shift_b)
         if flip_b:
             xb = np.swapaxes(xb, -1, -2)
         if heads_a:
@@ -148,33 +173,41 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
 
     with opened(a) as ca, opened(b) as cb:
         pairs, gguf_side = _pairs(ca, cb)
-        permute = None
+        permute, shifted = None, False
         if gguf_side:
             g = ca if gguf_side == "a" else cb
-            if _arch(g) in PERMUTED_ARCHS:
+            if _arch(g) in QK_PERMUTED:
                 permute = _heads(g)
+            shifted = _arch(g) in NORMS_PLUS_ONE
         rows = []
-        for na, nb in pairs:
+        for na, nb, stack_row in pairs:
             ta, tb = ca.tensors.get(na) if na else None, cb.tensors.get(nb) if nb else None
-            row = {"name": na if na is not None else nb, "name_b": nb,
+            row_a, row_b = (stack_row, None) if gguf_side == "a" else (None, stack_row)
+            shape_a = list(ta.shape[1:] if row_a is not None else ta.shape) if ta else None
+            shape_b = list(tb.shape[1:] if row_b is not None else tb.shape) if tb else None
+            row = {"name": na if na is not None else nb, "name_b": nb if row_b is None else f"{nb}[{row_b}]",
                    "dtype_a": ta.kind if ta else None, "dtype_b": tb.kind if tb else None,
-                   "shape_a": list(ta.shape) if ta else None, "shape_b": list(tb.shape) if tb else None,
-                   "max_abs_diff": None, "rel_l2": None, "cosine": None}
-            flip = ta is not None and tb is not None and _flipped(ca, ta, cb, tb)
+                   "shape_a": shape_a, "shape_b": shape_b, "max_abs_diff": None, "rel_l2": None, "cosine": None}
+            if row_a is not None:
+                row["name"] = f"{na}[{row_a}]"
+            flip = ta is not None and tb is not None and stack_row is None and _flipped(ca, ta, cb, tb)
             if ta is None or tb is None:
                 row["status"] = "added" if ta is None else "removed"
-            elif tuple(ta.shape) != tuple(tb.shape) and not flip:
+            elif shape_a != shape_b and not flip:
                 row["status"] = "shape"
             else:
                 row["status"] = "dtype" if ta.kind != tb.kind else "same"
                 if values:
                     ha = hb = None
+                    gname = na if gguf_side == "a" else nb
                     if permute:
-                        gname = na if gguf_side == "a" else nb
                         heads = names.rope_heads(gname, *permute)
                         ha, hb = (heads, None) if gguf_side == "a" else (None, heads)
+                    shift = 1.0 if shifted and gname.endswith("norm.weight") else 0.0
+                    sa, sb = (shift, 0.0) if gguf_side == "a" else (0.0, shift)
                     try:
-                        row.update(compare(ca, ta, cb, tb, ha, hb, flip_b=flip))
+                        row.update(compare(ca, ta, cb, tb, ha, hb, flip_b=flip, row_a=row_a, row_b=row_b,
+                                           shift_a=sa, shift_b=sb))
                     except ValueError as e:
                         row["status"] = f"unreadable: {e}"
                     if row["status"] == "same" and row["max_abs_diff"] != 0:
