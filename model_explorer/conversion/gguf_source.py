@@ -21,12 +21,14 @@ from .gguf_meta import special_token_ids
 HF_CLASS = {"llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM",
             "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gemma": "GemmaForCausalLM",
             "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
-            "olmo2": "Olmo2ForCausalLM", "granite": "GraniteForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
+            "olmo2": "Olmo2ForCausalLM", "granite": "GraniteForCausalLM", "smollm3": "SmolLM3ForCausalLM",
+            "qwen2_moe": "Qwen2MoeForCausalLM"}
 # Each expert's (gate, up, down) and the router, by family.
 _EXPERTS = {"mixtral": ("model.layers.{i}.block_sparse_moe.experts.{e}.{w}.weight", ("w1", "w3", "w2"),
                         "model.layers.{i}.block_sparse_moe.gate.weight"),
             "qwen3_moe": ("model.layers.{i}.mlp.experts.{e}.{w}.weight", ("gate_proj", "up_proj", "down_proj"),
                           "model.layers.{i}.mlp.gate.weight")}
+_EXPERTS["qwen2_moe"] = _EXPERTS["qwen3_moe"]
 _STACKED = re.compile(r"^blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight$")
 _ROUTER = re.compile(r"^blk\.(\d+)\.ffn_gate_inp\.weight$")
 _GGUF_ONLY = ("rope_freqs.weight",)  # llama.cpp derives it from the rope scaling config.json states
@@ -42,6 +44,10 @@ def read_config(ckpt: Checkpoint) -> ModelConfig:
 def hf_config(cfg: ModelConfig, ckpt: Checkpoint) -> dict:
     """config.json for `cfg` in the family's own keys (what transformers and from_hf read)."""
     mt = cfg.architecture
+    if mt not in HF_CLASS:  # gpt2, gpt_neox, gpt_oss, deepseek_v3: load_model runs their GGUF
+        raise ConvertError(f"GGUF -> Hugging Face for {ckpt.meta('general.architecture')!r} is not written yet: "
+                           "undoing what llama.cpp's converter did to its tensors (its own layout) is the missing "
+                           f"piece; the numpy decoder runs the GGUF itself (load_model).")
     gemma = mt in ("gemma", "gemma2", "gemma3_text")
     rope = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_scaling:
@@ -82,7 +88,9 @@ def hf_config(cfg: ModelConfig, ckpt: Checkpoint) -> dict:
         config["no_rope_layers"] = [int(r) for r in cfg.rope_layers]
     if mt == "mixtral":
         config.update(num_local_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token)
-    if mt == "qwen3_moe":
+    if mt == "qwen2_moe":
+        config.update(shared_expert_intermediate_size=cfg.shared_expert_size, qkv_bias=cfg.attention_bias)
+    if mt in ("qwen3_moe", "qwen2_moe"):
         config.update(num_experts=cfg.experts, num_experts_per_tok=cfg.experts_per_token,
                       moe_intermediate_size=cfg.expert_intermediate_size, norm_topk_prob=cfg.renormalize_top_k,
                       decoder_sparse_step=1, mlp_only_layers=[i for i, m in enumerate(cfg.moe_layers or []) if not m])

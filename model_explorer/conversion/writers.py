@@ -197,7 +197,7 @@ def _gguf_type(name: str, shape: tuple[int, ...], dtype: str):
     from gguf import GGML_QUANT_SIZES
     from gguf import GGMLQuantizationType as Q
 
-    if len(shape) < 2 or dtype == "F32":
+    if len(shape) < 2 or dtype == "F32" or not math.prod(shape):  # empty: DeepSeek's k_b without a nope part
         return Q.F32
     qtype = Q[dtype]
     if shape[-1] % GGML_QUANT_SIZES[qtype][0]:
