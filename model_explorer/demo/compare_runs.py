@@ -96,12 +96,27 @@ def config_differences(cfg_a, cfg_b, same_format: bool = True) -> dict[str, list
     for f in dataclasses.fields(cfg_a):
         if f.name in STORAGE_FIELDS or (f.name in FORMAT_FIELDS and not same_format):
             continue
-        va, vb = getattr(cfg_a, f.name), getattr(cfg_b, f.name, None)
+        va, vb = _effective(cfg_a, f.name), _effective(cfg_b, f.name)
         if isinstance(va, float) and isinstance(vb, float) and math.isclose(va, vb, rel_tol=1e-6):
             continue
         if va != vb:
             out[f.name] = [va, vb]
     return out
+
+
+# Per-layer lists where None means "every layer" (a GGUF reader may spell them out).
+EVERY_LAYER = ("rope_layers", "moe_layers", "sliding_layers")
+
+
+def _effective(cfg, name: str) -> Any:
+    """A field as the forward pass uses it: None spelled out where None means a default."""
+    value = getattr(cfg, name, None)
+    if value is None and name in EVERY_LAYER and (name != "moe_layers" or cfg.experts) and \
+            (name != "sliding_layers" or cfg.sliding_window):
+        return [True] * cfg.num_layers
+    if value is None and name == "attention_scale":
+        return float(cfg.head_dim) ** -0.5
+    return value
 
 
 def _config_text(diff: dict[str, list[Any]]) -> str:

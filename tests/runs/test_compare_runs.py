@@ -200,3 +200,24 @@ def test_the_numpy_and_torch_backends_run_alike(base):
     d = mx.compare_runs(base.folder, torch_model, prompt=TEXT)
     assert d.first_divergence is None and max(r["rel_l2"] for r in d.rows) < 1e-4
     assert mx.trace(torch_model, prompt=TEXT).first_nonfinite is None
+
+
+def test_config_differences_compare_what_the_forward_pass_uses():
+    """None that means 'every layer' or 'the default scale' equals it spelled out (a GGUF reader
+    may spell it out); storage-only fields and, across formats, Gemma's folded 1 + w are not
+    differences; a real change is."""
+    import dataclasses
+
+    from model_explorer.demo.compare_runs import config_differences
+    from model_explorer.model.config import from_hf
+
+    base = from_hf({"model_type": "qwen3_moe", "vocab_size": 64, "hidden_size": 64, "intermediate_size": 96,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                    "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32})
+    spelled = dataclasses.replace(base, moe_layers=[True, True], rope_layers=[True, True], attention_scale=0.25,
+                                  gguf_qk_permuted=True, extra={"x": 1})
+    assert config_differences(base, spelled) == {}
+    assert config_differences(base, dataclasses.replace(base, norm_offset=1.0), same_format=False) == {}
+    assert config_differences(base, dataclasses.replace(base, moe_layers=[True, False])) == \
+        {"moe_layers": [[True, True], [True, False]]}
+    assert config_differences(base, dataclasses.replace(base, rms_norm_eps=0.1)) == {"rms_norm_eps": [1e-6, 0.1]}
