@@ -2,7 +2,9 @@
 convert_hf_to_gguf.py writes it: the architecture name, its `{arch}.*` keys, tensor names from
 gguf-py's TensorNameMap, and the changes its converter makes to the tensors (q/k rows permuted for
 the LlamaModel-based ones, Gemma's norms stored as 1 + w, each projection of every expert stacked
-into one [experts, out, in] tensor, Gemma's tied head left out).
+into one [experts, out, in] tensor, Gemma's tied head left out, GPT-2's Conv1D transposed, NeoX's
+per-head q/k/v regrouped, gpt-oss's fused experts split into gate / up / down [experts, out, in],
+DeepSeek's kv_b split into attn_k_b / attn_v_b).
 
 Where llama.cpp hard-codes what a config.json can vary (Gemma 2/3's sliding layers, Gemma 3's local
 RoPE base, SmolLM3's RoPE-less layers), a model that differs is refused rather than written to run

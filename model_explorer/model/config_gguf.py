@@ -9,7 +9,12 @@ config.json gives, whatever llama.cpp's conventions moved:
 - What llama.cpp hard-codes rather than stores is restated here: Gemma's sqrt(hidden) embedding
   scale and GeGLU, Gemma 2's sliding window on even layers and Gemma 3's on five of six (local
   RoPE base 10000), SmolLM3's RoPE-less every 4th layer, renormalised top-k for Mixtral and
-  Qwen3-MoE (unless `expert_weights_norm` says otherwise).
+  Qwen3-MoE and not for Qwen2-MoE (unless `expert_weights_norm` says otherwise), Qwen2-MoE's
+  sigmoid-gated shared expert, GPT-2's tanh-GELU and NeoX's exact one, gpt-oss's even-layer window,
+  clamp 7 / alpha 1.702 and YaRN without truncation, DeepSeek's adjacent-pair (interleaved) rotary.
+- DeepSeek's MLA is written as llama.cpp's MQA (head_count_kv 1, key_length kv_lora_rank + rope);
+  the model's own sizes are `*_mla` (older files: key_length / value_length), kv_b whole or split
+  into attn_k_b / attn_v_b; YaRN's mscale_all_dim is 10 x yarn_log_multiplier.
 """
 
 from __future__ import annotations
