@@ -48,6 +48,10 @@ _BLOCK = {
     "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
     "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
     "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+    # DeepSeek's latent attention (llama.cpp's converter splits kv_b: attn_k_b, attn_v_b)
+    "attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+    "attn_q_b.weight": "self_attn.q_b_proj.weight", "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+    "attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight", "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
 }
 # Where an architecture gives an HF name another GGUF tensor than Llama does.
 _ARCH_BLOCK = {
@@ -55,6 +59,19 @@ _ARCH_BLOCK = {
                "pre_feedforward_layernorm.weight": "ffn_norm.weight"},
     "olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight"},
     "phi3": {"mlp.gate_up_proj.weight": "ffn_up.weight"},
+    # gpt-oss's MLP norm is llama.cpp's post_attention_norm; its router has a bias
+    "gpt-oss": {"post_attention_layernorm.weight": "post_attention_norm.weight", "mlp.router.weight": "ffn_gate_inp.weight",
+                "mlp.router.bias": "ffn_gate_inp.bias"},
+}
+# GPT-2 and GPT-NeoX name their tensors their own way (weights and biases alike).
+_OWN_TOP = {"transformer.wte": "token_embd", "transformer.wpe": "position_embd", "transformer.ln_f": "output_norm",
+            "gpt_neox.embed_in": "token_embd", "embed_out": "output", "gpt_neox.final_layer_norm": "output_norm"}
+_OWN_BLOCK = {
+    "transformer.h": {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+                      "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"},
+    "gpt_neox.layers": {"input_layernorm": "attn_norm", "attention.query_key_value": "attn_qkv",
+                        "attention.dense": "attn_output", "post_attention_layernorm": "ffn_norm",
+                        "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down"},
 }
 _ARCH_BLOCK["gemma3"] = _ARCH_BLOCK["gemma2"]
 _GGUF_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
@@ -158,6 +175,13 @@ def _name_map(arch: str):
 def _builtin_hf_to_gguf(name: str, arch: str | None) -> str | None:
     if name in _HF_TOP:
         return _HF_TOP[name]
+    stem, dot, suffix = name.rpartition(".")
+    if suffix in ("weight", "bias") and stem in _OWN_TOP:
+        return f"{_OWN_TOP[stem]}.{suffix}"
+    m = _ANY_LAYER.match(stem)
+    if m and m[1] in _OWN_BLOCK:
+        own = _OWN_BLOCK[m[1]].get(m[3])
+        return f"blk.{m[2]}.{own}.{suffix}" if own and suffix in ("weight", "bias") else None
     m = _HF_LAYER.match(name)
     if not m:
         return None

@@ -23,6 +23,7 @@ import model_explorer as mx
 from model_explorer.demo import load_model
 from model_explorer.model.config import from_hf
 from model_explorer.model.config_gguf import from_gguf
+from model_explorer.tensors import names
 
 pytestmark = [pytest.mark.reference, pytest.mark.filterwarnings("ignore:convert. no tokenizer.json")]
 transformers = pytest.importorskip("transformers")
@@ -227,3 +228,15 @@ def test_q8_0_gguf_runs_near_the_reference(family, tmp_path):
     assert np.isfinite(ours).all()
     if not key.startswith("deepseek"):
         assert np.abs(ours - ref).max() <= 0.05 * np.abs(ref).max(), key
+
+
+def test_built_in_names_agree_with_gguf_py(family):
+    """Without gguf-py, the built-in tables name these families' tensors as gguf-py does (what
+    llama.cpp's converter re-lays itself, gpt-oss's experts and sinks, DeepSeek's choice bias, aside)."""
+    key, _, folder, _, _ = family
+    arch = FAMILIES[key][1]
+    for hf in _saved(folder):
+        merged = names.merged_expert_name(hf) or hf
+        want = names.hf_to_gguf(merged, arch)
+        if want is not None and want.endswith((".weight", ".bias")):
+            assert names._builtin_hf_to_gguf(merged, arch) == want, hf
