@@ -240,3 +240,32 @@ def test_built_in_names_agree_with_gguf_py(family):
         want = names.hf_to_gguf(merged, arch)
         if want is not None and want.endswith((".weight", ".bias")):
             assert names._builtin_hf_to_gguf(merged, arch) == want, hf
+
+
+def test_gpt_oss_gguf_with_mxfp4_experts_runs_their_decoded_values(tmp_path, monkeypatch):
+    """llama.cpp ships gpt-oss's experts as ggml MXFP4: the reader decodes them as gguf-py does, and
+    load_model's logits equal transformers' given those decoded experts."""
+    from gguf.quants import dequantize
+
+    from model_explorer.conversion import writers
+
+    mt, _, changes, _ = FAMILIES["gpt_oss"]
+    model, _ = tiny_model(mt, changes, tmp_path)
+    plain = writers._gguf_type
+    monkeypatch.setattr(writers, "_gguf_type", lambda name, shape, dtype: gguf.GGMLQuantizationType.MXFP4
+                        if name.endswith("_exps.weight") else plain(name, shape, dtype))
+    path = str(mx.convert(tmp_path, tmp_path / "m.gguf", format="gguf", dtype="F32"))
+    ckpt, (_, tensors) = mx.open(path), _reader(path)
+    assert ckpt.tensors["blk.0.ffn_gate_exps.weight"].kind == "MXFP4"
+    with torch.no_grad():
+        for i, layer in enumerate(model.model.layers):
+            gate, up, down = (ckpt.read(f"blk.{i}.ffn_{p}_exps.weight") for p in ("gate", "up", "down"))
+            raw = tensors[f"blk.{i}.ffn_down_exps.weight"]
+            np.testing.assert_array_equal(down, dequantize(raw.data, raw.tensor_type).reshape(down.shape))
+            gate_up = np.empty((gate.shape[0], gate.shape[2], 2 * gate.shape[1]), np.float32)
+            gate_up[:, :, ::2], gate_up[:, :, 1::2] = gate.transpose(0, 2, 1), up.transpose(0, 2, 1)
+            layer.mlp.experts.gate_up_proj.copy_(torch.from_numpy(gate_up))
+            layer.mlp.experts.down_proj.copy_(torch.from_numpy(down.transpose(0, 2, 1).copy()))
+        ref = model(torch.tensor([IDS])).logits[0].numpy()
+    ours = load_model(path, device="cpu").forward(IDS)
+    assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max()
