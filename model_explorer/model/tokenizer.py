@@ -19,21 +19,16 @@ from typing import Any
 from ..ggml import Keys
 from .config import UnsupportedModel
 
+# `tokenizer.ggml.pre` -> the split a byte-level vocabulary's merges were learned on
+from .pretokenizers import (
+    IGNORE_MERGES,
+    PRE_TOKENIZER_SPLITS,  # noqa: F401 (the converter reads it from here)
+    pre_tokenizer_for,
+    unknown_pre_problem,
+)
+
 MAX_TOKENIZER_FILE = 64 * 1024 * 1024
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token types
-
-# Split patterns for `tokenizer.ggml.pre` values whose merges were learned with another regex
-# than GPT-2's (the patterns are the published ones of those tokenizers).
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-PRE_TOKENIZER_SPLITS = {
-    "llama3": _LLAMA3_SPLIT, "llama-v3": _LLAMA3_SPLIT, "llama-bpe": _LLAMA3_SPLIT,
-    "smaug-bpe": _LLAMA3_SPLIT, "dbrx": _LLAMA3_SPLIT,
-    "qwen2": _QWEN2_SPLIT, "deepseek-r1-qwen": _QWEN2_SPLIT,
-}
-
 
 @lru_cache(maxsize=1)
 def byte_alphabet() -> dict[int, str]:
@@ -58,17 +53,20 @@ class Tokenizer:
         add_bos: whether `encode` puts `bos_id` first (GGUF `tokenizer.ggml.add_bos_token`;
             a `tokenizer.json` does this through its own post-processor instead).
         chat_template: Jinja source, or None.
+        problem: what may make this tokenizer differ from the model's own (an unknown GGUF
+            `tokenizer.ggml.pre` split with GPT-2's rule), or None.
     """
 
     def __init__(self, backend, *, bos_id: int | None = None, eos_ids: tuple[int, ...] = (),
                  add_bos: bool = False, chat_template: str | None = None,
-                 special_tokens: dict[str, str | None] | None = None) -> None:
+                 special_tokens: dict[str, str | None] | None = None, problem: str | None = None) -> None:
         self.backend = backend
         self.bos_id = bos_id
         self.eos_ids = tuple(dict.fromkeys(i for i in eos_ids if i is not None))
         self.add_bos = add_bos
         self.chat_template = chat_template
         self.special_tokens = special_tokens or {}
+        self.problem = problem
 
     @property
     def vocab_size(self) -> int:
@@ -208,9 +206,12 @@ def from_gguf(metadata: dict) -> Tokenizer:
     merges = _as_list(merges, Keys.MERGES) if merges is not None else None
     if kind not in ("gpt2", "llama"):
         raise UnsupportedModel(f"tokenizer.ggml.model {kind!r} is not supported (gpt2 or llama).")
+    problem = None
     try:
         if kind == "gpt2":
-            backend = _byte_level(tokens, merges, _value(metadata, Keys.TOKENIZER_PRE))
+            pre = _value(metadata, Keys.TOKENIZER_PRE)
+            backend = _byte_level(tokens, merges, pre)
+            problem = unknown_pre_problem(pre)
             alphabet, add_bos_default = set(byte_alphabet().values()), False
         else:
             scores = _value(metadata, Keys.SCORES)
@@ -253,12 +254,15 @@ def from_gguf(metadata: dict) -> Tokenizer:
                      eos_ids=tuple(i for i in map(token_id, ("eos_token_id", "eot_token_id", "eom_token_id"))
                                    if i is not None),
                      add_bos=bool(_value(metadata, Keys.ADD_BOS, add_bos_default)),
-                     chat_template=template if isinstance(template, str) else None, special_tokens=named)
+                     chat_template=template if isinstance(template, str) else None, special_tokens=named,
+                     problem=problem)
 
 
 def _byte_level(tokens: list[str], merges: list[str] | None, pre: str | None):
-    from tokenizers import Regex, decoders, pre_tokenizers
+    """Byte-level BPE split as `pre` names (pretokenizers.py); an unknown or missing name gets
+    GPT-2's rule, as transformers does (from_gguf reports an unknown one)."""
     from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, pre_tokenizers
     from tokenizers.models import BPE
 
     table = byte_alphabet()
@@ -271,14 +275,8 @@ def _byte_level(tokens: list[str], merges: list[str] | None, pre: str | None):
         raise UnsupportedModel("A gpt2 GGUF tokenizer needs tokenizer.ggml.merges, which is missing.")
     pairs = [_merge_pair(m) for m in merges]
     tok = HFTokenizer(BPE(vocab=vocab, merges=pairs, dropout=None, continuing_subword_prefix="",
-                          end_of_word_suffix="", fuse_unk=False))
-    split = PRE_TOKENIZER_SPLITS.get(pre)
-    if split is None:
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    else:
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(split), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+                          end_of_word_suffix="", fuse_unk=False, ignore_merges=isinstance(pre, str) and pre in IGNORE_MERGES))
+    tok.pre_tokenizer = pre_tokenizer_for(pre) or pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     return tok
 
