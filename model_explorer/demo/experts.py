@@ -16,6 +16,7 @@ from ..model.config import ModelConfig
 from ..tensors.names import (
     GGUF_EXPERT_BIASES,
     GGUF_EXPERTS,
+    GGUF_GATE_UP_EXPS,
     GGUF_SCORE_BIAS,
     GGUF_SHARED,
     gguf_expert_shapes,
@@ -107,22 +108,32 @@ def expected_shapes(cfg: ModelConfig, layer: int, quantized=lambda name: False
     return out
 
 
-def gguf_expected_shapes(cfg: ModelConfig, layer: int, gate_shape: tuple[int, ...] | None = None
-                         ) -> list[tuple[str, tuple[int, ...]]]:
-    """(name, numpy shape) of a GGUF MoE layer's stacked experts, shared expert and choice bias;
-    the shared expert's gate is [1, hidden] as converted, [hidden] where a file squeezed it."""
+def gguf_fused(tensors, layer: int) -> str | None:
+    """The layer's ffn_gate_up_exps (llama.cpp's --fuse-gate-up-exps), where the GGUF has one."""
+    name = GGUF_GATE_UP_EXPS.format(i=layer)
+    return name if name in tensors else None
+
+
+def gguf_expected_shapes(cfg: ModelConfig, layer: int, tensors) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, numpy shape) of a GGUF MoE layer's stacked experts (gate and up apart or fused), shared
+    expert and choice bias; the shared expert's gate is [1, hidden] as converted, [hidden] squeezed."""
     ef, h, sf, n = cfg.expert_intermediate_size, cfg.hidden_size, cfg.shared_expert_size, cfg.experts
     out = gguf_expert_shapes(layer, n, ef, h)
+    biases = [(b.format(i=layer), (n, w)) for b, w in zip(GGUF_EXPERT_BIASES, (ef, ef, h))]
+    fused = gguf_fused(tensors, layer)
+    if fused:
+        out = [(fused, (n, 2 * ef, h))] + out[2:]
+        biases = [(fused.replace(".weight", ".bias"), (n, 2 * ef))] + biases[2:]
     if cfg.expert_bias:  # gpt-oss: each expert's biases, the router's
-        out += [(b.format(i=layer), (n, w)) for b, w in zip(GGUF_EXPERT_BIASES, (ef, ef, h))]
-        out.append((gguf_part_name("router_bias", layer, cfg.architecture), (n,)))
+        out += biases + [(gguf_part_name("router_bias", layer, cfg.architecture), (n,))]
     if cfg.router == "sigmoid_groups":
         out.append((GGUF_SCORE_BIAS.format(i=layer), (n,)))
     shared = shared_names(cfg, layer, gguf=True)
     if shared:
         out += [(shared[0], (sf, h)), (shared[1], (sf, h)), (shared[2], (h, sf))]
         if shared[3]:
-            out.append((shared[3], gate_shape if gate_shape in ((h,), (1, h)) else (1, h)))
+            info = tensors.get(shared[3])
+            out.append((shared[3], tuple(info.shape) if info is not None and tuple(info.shape) == (h,) else (1, h)))
     return out
 
 
@@ -148,7 +159,14 @@ def build(w, i: int) -> dict:
     if fused_names(w.cfg, i):
         out.update(_fused(w, i))
         return out
-    out["experts"] = [pair(f"expert {e}", *names) for e, names in enumerate(expert_names(w.cfg, i))]
+    fused = gguf_fused(w.ckpt.tensors, i) if w.gguf else None
+    if fused:  # [experts, gate + up, in]: each expert's rows are the decoder's gate_up already
+        gate_up = w._read("", name=fused)
+        out["experts"] = [(w._matrix(f"layer {i} expert {e} gate_up", np.ascontiguousarray(gate_up[e])),
+                           w._matrix(f"layer {i} expert {e} down", w._read("", name=down)))
+                          for e, (_, _, down) in enumerate(expert_names(w.cfg, i))]
+    else:
+        out["experts"] = [pair(f"expert {e}", *names) for e, names in enumerate(expert_names(w.cfg, i))]
     shared = shared_names(w.cfg, i, w.gguf)
     if shared:
         out["shared"] = pair("shared expert", *shared[:3])
@@ -178,12 +196,16 @@ def _fused(w, i: int) -> dict:
 
 def _gguf_biased(w, i: int) -> dict:
     """gpt-oss from GGUF: llama.cpp's converter split gate and up and stored [experts, out, in]."""
-    b = w.backend
-    gate, up, down = (w._read("", name=n.format(i=i)) for n in GGUF_EXPERTS)
-    gate_b, up_b, down_b = (w._read("", name=n.format(i=i)) for n in GGUF_EXPERT_BIASES)
-    experts = [(w._matrix(f"layer {i} expert {e} gate_up", np.concatenate([gate[e], up[e]])),
+    b, fused = w.backend, gguf_fused(w.ckpt.tensors, i)
+    down, down_b = (w._read("", name=n.format(i=i)) for n in (GGUF_EXPERTS[2], GGUF_EXPERT_BIASES[2]))
+    if fused:
+        gate_up, gate_up_b = w._read("", name=fused), w._read("", name=fused.replace(".weight", ".bias"))
+    else:
+        gate, up, gate_b, up_b = (w._read("", name=n.format(i=i)) for n in (*GGUF_EXPERTS[:2], *GGUF_EXPERT_BIASES[:2]))
+        gate_up, gate_up_b = np.concatenate([gate, up], axis=1), np.concatenate([gate_b, up_b], axis=1)
+    experts = [(w._matrix(f"layer {i} expert {e} gate_up", np.ascontiguousarray(gate_up[e])),
                 w._matrix(f"layer {i} expert {e} down", np.ascontiguousarray(down[e])),
-                b.asarray(np.concatenate([gate_b[e], up_b[e]])), b.asarray(down_b[e]))
+                b.asarray(np.ascontiguousarray(gate_up_b[e])), b.asarray(down_b[e]))
                for e in range(w.cfg.experts)]
     bias = w._read("", name=gguf_part_name("router_bias", i, w.cfg.architecture))
     return {"experts": experts, "router_bias": b.asarray(bias)}

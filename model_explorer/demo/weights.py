@@ -232,7 +232,7 @@ class Weights:
             self.cfg, p, i, shapes[p], bool(tensors[self.name(p, i)].quant))) for p, i in wanted]
         for i in range(self.cfg.num_layers):
             if is_moe(self.cfg, i):
-                named += (moe.gguf_expected_shapes(self.cfg, i, self._gguf_gate_shape(i)) if self.gguf
+                named += (moe.gguf_expected_shapes(self.cfg, i, tensors) if self.gguf
                           else moe.expected_shapes(self.cfg, i, lambda n: n in tensors and bool(tensors[n].quant)))
         for name, shape in named:
             info = tensors.get(name)
@@ -247,11 +247,6 @@ class Weights:
                 raise UnsupportedModel(f"Tensor {info.name!r} has shape {list(info.shape)}; the "
                                        f"hyperparameters imply {list(shape)}{heads}: config.json contradicts "
                                        "the checkpoint, so the model is not run.")
-
-    def _gguf_gate_shape(self, i: int) -> tuple[int, ...] | None:
-        shared = moe.shared_names(self.cfg, i, gguf=True)
-        info = self.ckpt.tensors.get(shared[3]) if shared and shared[3] else None
-        return None if info is None else tuple(info.shape)
 
     def _check_decodable(self, info) -> None:
         """Refuse, naming the scheme, what would run unscaled: a Hub-quantized tensor the codec

@@ -127,6 +127,8 @@ GGUF_FAMILY_PARTS = {"gpt_oss": {"ffn_norm": "blk.{i}.post_attention_norm.weight
                                  "router_bias": "blk.{i}.ffn_gate_inp.bias"}}
 # gpt-oss's experts: gate, up, down stacked ([experts, out, in]) and their biases ([experts, out]).
 GGUF_EXPERT_BIASES = ("blk.{i}.ffn_gate_exps.bias", "blk.{i}.ffn_up_exps.bias", "blk.{i}.ffn_down_exps.bias")
+# llama.cpp's converter with --fuse-gate-up-exps: gate and up of every expert in one [experts, gate + up, in]
+GGUF_GATE_UP_EXPS = "blk.{i}.ffn_gate_up_exps.weight"
 
 
 def gguf_part_name(part: str, layer: int | None = None, family: str | None = None) -> str:

@@ -269,3 +269,33 @@ def test_gpt_oss_gguf_with_mxfp4_experts_runs_their_decoded_values(tmp_path, mon
         ref = model(torch.tensor([IDS])).logits[0].numpy()
     ours = load_model(path, device="cpu").forward(IDS)
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("key", ["qwen2_moe", "gpt_oss"])
+def test_gguf_with_fused_gate_up_experts_runs(key, tmp_path, monkeypatch):
+    """llama.cpp's converter with --fuse-gate-up-exps: ffn_gate_up_exps [experts, gate + up, in] (and
+    gpt-oss's bias likewise) in place of ffn_gate_exps and ffn_up_exps."""
+    from model_explorer.conversion import gguf_arch
+
+    mt, _, changes, warns = FAMILIES[key]
+    _, ref = tiny_model(mt, changes, tmp_path)
+    plan_of = gguf_arch.tensor_plan
+
+    def fused_plan(src, cls):
+        arch, plan = plan_of(src, cls)
+        by_name = {t.name: t for t in plan}
+        for i in range(3):
+            for kind in ("weight", "bias"):
+                gate, up = (by_name.pop(f"blk.{i}.ffn_{p}_exps.{kind}", None) for p in ("gate", "up"))
+                if gate is not None:
+                    data = np.concatenate([src.read(gate), src.read(up)], axis=1)
+                    by_name[f"blk.{i}.ffn_gate_up_exps.{kind}"] = cls(f"blk.{i}.ffn_gate_up_exps.{kind}", "",
+                                                                      data.shape, data=data)
+        return arch, list(by_name.values())
+    monkeypatch.setattr(gguf_arch, "tensor_plan", fused_plan)
+    with pytest.warns(UserWarning, match=warns) if warns else contextlib.nullcontext():
+        path = str(mx.convert(tmp_path, tmp_path / "m.gguf", format="gguf", dtype="F32"))
+    tensors = mx.open(path).tensors
+    assert "blk.1.ffn_gate_up_exps.weight" in tensors and "blk.1.ffn_gate_exps.weight" not in tensors
+    ours = load_model(path, device="cpu").forward(IDS)
+    assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), key
