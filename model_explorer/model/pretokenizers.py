@@ -42,6 +42,9 @@ BAILINGMOE_REGEX = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^
                     r"|\s*[\r\n]|\s+(?!\S)|\s+")
 EXAONE_MOE_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+"
                     r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+")
+JAIS2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)"
+               r"|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1}")
 # BLOOM's split (Poro, Viking, GPT3-Finnish): a nested class, which Oniguruma reads as the union.
 BLOOM_REGEX = " ?[^(\\s|[.,!?…。，、।۔،])]+"
 # Kimi K2's tiktoken pattern: Han runs apart from other letters (`&&` is class intersection).
@@ -100,6 +103,11 @@ DEFAULT = (_split("[\\p{P}\\$\\+<=>\\^~\\|]+"), _split(GPT2_REGEX), _split("\\p{
            _split("[0-9][0-9][0-9]"), _BYTES)
 BLOOM = _one_split(BLOOM_REGEX)
 VIKING = (_split(BLOOM_REGEX), _digits(True), _BYTES)
+# Tiny Aya: digits in threes from the right, then GPT-4o's split.
+TINY_AYA = (_split(r"\d{1,3}(?=(?:\d{3})*\b)"), _split(GPT4O_REGEX), _BYTES)
+SPARK2_5 = (_split("\\p{N}{1,3}"), _split("[一-龥぀-ゟ゠-ヿ]+"),
+            _split("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+                   "| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+"), _digits(True), _BYTES)
 MINICPM5 = (_split("\\p{N}{1,3}"), _split(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+"
                                           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"), _BYTES)
 
@@ -129,6 +137,9 @@ _GROUPS: list[tuple[tuple[str, ...], tuple[dict, ...]]] = [
     (("bailingmoe", "bailingmoe2", "llada-moe"), _one_split(BAILINGMOE_REGEX)),
     (("exaone-moe",), _one_split(EXAONE_MOE_REGEX)),
     (("minicpm5",), MINICPM5),
+    (("jais-2",), _one_split(JAIS2_REGEX)),
+    (("tiny_aya", "cohere2moe"), TINY_AYA),
+    (("spark2_5",), SPARK2_5),
     (("kimi-k2",), _one_split(KIMI_K2_REGEX)),
 ]
 PRE_TOKENIZERS: dict[str, tuple[dict, ...]] = {name: steps for names, steps in _GROUPS for name in names}

@@ -3,7 +3,9 @@
 GGUF files carry no `tokenizer.json`; they store the vocabulary, merges, token types and special
 ids under llama.cpp's keys. We rebuild the same Hugging Face `tokenizers` pipeline that
 transformers builds for a GGUF file, so both encode and decode text identically:
-- `tokenizer.ggml.model == "gpt2"`: byte-level BPE (GPT-2 style pre-tokenizer and decoder);
+- `tokenizer.ggml.model == "gpt2"`: byte-level BPE, split as `tokenizer.ggml.pre` names
+  (pretokenizers.py: the model family's tokenizer.json pre-tokenizer; GPT-2's rule when the name
+  is missing, and when it is unknown, which `Tokenizer.problem` then says);
 - `tokenizer.ggml.model == "llama"`: sentencepiece-style BPE with byte fallback and "▁" spaces.
 
 Chat templates are Jinja, rendered in jinja2's sandbox: a template comes from the file and is

@@ -54,6 +54,13 @@ LLAMA_CPP = {
     "viking": [r" ?[^(\s|.,!?…。，、।۔،)]+", r"\p{N}"],
     "seed-coder": [_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+"],
     "default": [r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", "[0-9][0-9][0-9]"],
+    "spark2_5": [r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+                 "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
+                 "| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+", r"\p{N}"],
+    "tiny_aya": [r"\d{1,3}(?=(?:\d{3})*\b)",
+                 r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+" + _C + "?"
+                 r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*" + _C + "?"
+                 r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
 }
 # Where HF's pipeline and llama.cpp's list part ways on these texts (the table follows HF):
 # falcon's Digits step runs after the byte mapping in tokenizer.json, llama.cpp has no \p{N}+ step.
@@ -63,7 +70,7 @@ FAMILIES = ["gpt-2", "phi-2", "olmo", "jais", "llama-bpe", "dbrx", "smaug-bpe", 
             "stablelm2", "deepseek-r1-qwen", "deepseek-llm", "deepseek-coder", "deepseek-v3", "gpt-4o",
             "falcon", "starcoder", "refact", "smollm", "command-r", "tekken", "poro-chat", "viking",
             "seed-coder", "granite-docling", "qwen35", "bailingmoe", "exaone-moe", "minicpm5", "kimi-k2",
-            "default"]
+            "jais-2", "tiny_aya", "spark2_5", "default"]
 
 
 @lru_cache(maxsize=1)
