@@ -57,7 +57,7 @@ KIMI_K2_REGEX = (r"[\p{Han}]+"
 
 # DeepSeek LLM's letter class. Three Greek Extended range ends are written as escapes: NFC turns
 # U+1F7D, U+1FD3 and U+1FDB into lookalikes below the range start, and a descending range fails.
-_DEEPSEEK_LETTERS = ("\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫ"
+DEEPSEEK_LETTERS = ("\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫ"
                      "ᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\u1f7dᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-\u1fd3ῖ-\u1fdbῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨ"
                      "K-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻"
                      "𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+")
@@ -92,8 +92,10 @@ GPT2 = (_byte_level(True),)
 LLAMA3 = _one_split(LLAMA3_REGEX)
 QWEN2 = _one_split(QWEN2_REGEX)
 DIGITS_GPT2 = (_digits(True), _byte_level(True))  # StarCoder, Refact, SmolLM, Command-R...
-DEEPSEEK_LLM = (_split("[\r\n]"), _split(_DEEPSEEK_LETTERS), _split("\\s?[!-/:-~！-／：-～‘-‟　-。]+"),
-                _split("\\s+$"), _split(_DEEPSEEK_CJK), _digits(False), _BYTES)
+# DeepSeek LLM / V2 split numbers into single digits (llama.cpp's `\p{N}+` gives the same ids: the
+# vocabulary has no multi-digit token).
+DEEPSEEK_LLM = (_split("[\r\n]"), _split(DEEPSEEK_LETTERS), _split("\\s?[!-/:-~！-／：-～‘-‟　-。]+"),
+                _split("\\s+$"), _split(_DEEPSEEK_CJK), _digits(True), _BYTES)
 DEEPSEEK_CODER = (_split("[\r\n]"), _split("\\s?\\p{L}+"), _split("\\s?\\p{P}+"), _split(_DEEPSEEK_CJK),
                   _digits(True), _BYTES)
 DEEPSEEK3 = (_split("\\p{N}{1,3}"), _split("[一-龥぀-ゟ゠-ヿ]+"), _split(DEEPSEEK3_REGEX), _BYTES)

@@ -14,6 +14,7 @@ from functools import lru_cache
 import pytest
 
 from model_explorer.model.pretokenizers import (
+    DEEPSEEK_LETTERS,
     PRE_TOKENIZER_SPLITS,
     PRE_TOKENIZERS,
     pre_name_for,
@@ -38,6 +39,7 @@ LLAMA_CPP = {
     "gpt-2": [_GPT2],
     "llama-bpe": [_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
     "qwen2": [_C + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    "deepseek-llm": ["[\r\n]", DEEPSEEK_LETTERS, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", r"\s+$", "[一-龥ࠀ-一가-퟿]+", r"\p{N}+"],
     "deepseek-coder": ["[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[一-龥ࠀ-一가-퟿]+", r"\p{N}"],
     "deepseek-v3": [r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
                     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+"
@@ -63,8 +65,10 @@ LLAMA_CPP = {
                  r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
 }
 # Where HF's pipeline and llama.cpp's list part ways on these texts (the table follows HF):
-# falcon's Digits step runs after the byte mapping in tokenizer.json, llama.cpp has no \p{N}+ step.
-LLAMA_CPP_DIFFERS = {"falcon"}
+# falcon's Digits step runs after the byte mapping in tokenizer.json (so byte characters such as
+# '½' that are numbers split too), llama.cpp has no \p{N}+ step; DeepSeek LLM's tokenizer.json
+# splits single digits where llama.cpp keeps runs (same ids: its vocabulary has no digit pairs).
+LLAMA_CPP_DIFFERS = {"falcon", "deepseek-llm"}
 
 FAMILIES = ["gpt-2", "phi-2", "olmo", "jais", "llama-bpe", "dbrx", "smaug-bpe", "chatglm-bpe", "qwen2",
             "stablelm2", "deepseek-r1-qwen", "deepseek-llm", "deepseek-coder", "deepseek-v3", "gpt-4o",
