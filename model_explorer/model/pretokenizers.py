@@ -193,7 +193,8 @@ def unknown_pre_problem(name: Any) -> str | None:
     """What to tell the user when a byte-level GGUF's pre name is not one this table knows."""
     if name is None or (isinstance(name, str) and name in PRE_TOKENIZERS):
         return None
-    return (f"tokenizer.ggml.pre {name!r} is not known: text is split with GPT-2's rule, which may "
+    shown = name[:80] if isinstance(name, str) else type(name).__name__
+    return (f"tokenizer.ggml.pre {shown!r} is not known: text is split with GPT-2's rule, which may "
             "differ from the model's own (other ids for digits, contractions, CJK or spaces).")
 
 
@@ -254,7 +255,7 @@ def pre_name_for(tokenizer_json: dict) -> str | None:
         return None
     model = tokenizer_json.get("model")
     ignore = bool(model.get("ignore_merges")) if isinstance(model, dict) else False
-    names = [name for name, c in _CANONICAL.items() if c == key and name != "default"]
+    names = [name for name, c in _CANONICAL.items() if c == key]
     for name in names:
         if (name in IGNORE_MERGES) == ignore:
             return name
