@@ -360,6 +360,10 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
     plan, stacks = [], {}
     for t in src.tensors:
         if gemma and t.name == "lm_head.weight":
+            if config.get("tie_word_embeddings") is False:
+                raise ConvertError(f"this {config.get('model_type')} model has its own lm_head (tie_word_embeddings "
+                                   f"false), but llama.cpp's {arch} has no output tensor: it would run the "
+                                   "embedding as the head. Refused rather than written wrong.")
             continue  # llama.cpp's Gemma has no output tensor: the head is the embedding
         merged = merged_expert_name(t.name)
         if merged is not None:  # one projection of one expert: stacked with the others below

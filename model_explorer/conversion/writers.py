@@ -3,6 +3,7 @@ Each writes to a temporary name and renames it into place, so a failure leaves n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..ggml import Keys
+from ..model.hf_defaults import with_defaults
 from . import gguf_arch
 from .common import ConvertError, Progress, report
 from .gguf_meta import _copy_gguf_metadata
@@ -223,6 +225,9 @@ def _to_gguf(src: _Source, dest: str, dtype: str, progress) -> str:
         if src.config is None:
             raise ConvertError(f"{ckpt.source!r} has no config.json, so the GGUF hyperparameters "
                                "(heads, layers, rope) cannot be derived.")
+        # A key config.json leaves out is the family's transformers default, which the GGUF must
+        # state (llama.cpp has its own defaults): Gemma 2's softcaps were lost without this.
+        src = dataclasses.replace(src, config=with_defaults(src.config.get("model_type"), src.config))
         arch, plan = gguf_arch.tensor_plan(src, _Tensor)
     partial = path + ".partial"
     writer = gguf.GGUFWriter(partial, arch)

@@ -3,9 +3,11 @@
 A config.json written by an older transformers, or by hand, may lack keys a newer reader uses; transformers
 then takes its config class's default, which differs by family (Mixtral's rope_theta is 1e6, Gemma's
 activation is tanh GELU, DeepSeek-V3 scales routed experts by 2.5). config.from_hf reads a config.json over
-these, so the run cell computes what transformers computes for the same file. Only the keys the decoder
-reads are listed, and only values that are set (a default of None is the same as a missing key);
-rope_parameters only where the default is not plain RoPE (gpt-oss's YaRN, Gemma 3's per-layer bases).
+these, so the run cell computes what transformers computes for the same file. Only behaviour keys the
+decoder reads are listed, not sizes (a file states those, sometimes under an alias, such as num_experts
+for num_local_experts, that a default must not override), and only values that are set (a default of
+None is the same as a missing key); rope_parameters only where the default is not plain RoPE
+(gpt-oss's YaRN, Gemma 3's per-layer bases).
 tests/model/test_hf_defaults.py holds the table equal to the installed transformers' config classes.
 """
 
@@ -27,10 +29,8 @@ KEYS = (
     "use_parallel_residual", "swiglu_limit", "decoder_sparse_step", "n_group", "topk_group",
     "first_k_dense_replace", "n_shared_experts", "max_position_embeddings", "embedding_multiplier",
     "residual_multiplier", "attention_multiplier", "logits_scaling", "scale_attn_weights",
-    "num_experts_per_tok", "num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size",
-    "shared_expert_intermediate_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
-    "qk_nope_head_dim", "v_head_dim", "no_rope_layer_interval", "scale_attn_by_inverse_layer_idx",
-    "reorder_and_upcast_attn", "rotary_emb_base"
+    "no_rope_layer_interval", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+    "rotary_emb_base"
 )
 
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -65,15 +65,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 4096, "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor":
         1.0, "rope_type": "default"}},
     "mixtral": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "tie_word_embeddings": False,
-        "max_position_embeddings": 131072, "num_experts_per_tok": 2, "num_local_experts": 8},
+        "max_position_embeddings": 131072},
     "qwen3_moe": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
         "attention_bias": False, "use_sliding_window": False, "norm_topk_prob": False,
-        "decoder_sparse_step": 1, "max_position_embeddings": 32768, "num_experts_per_tok": 8,
-        "num_local_experts": 128, "moe_intermediate_size": 768},
+        "decoder_sparse_step": 1, "max_position_embeddings": 32768},
     "qwen2_moe": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
         "sliding_window": 0, "use_sliding_window": False, "max_window_layers": 28, "norm_topk_prob": False,
-        "decoder_sparse_step": 1, "max_position_embeddings": 32768, "num_experts_per_tok": 4, "num_experts":
-        60, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632},
+        "decoder_sparse_step": 1, "max_position_embeddings": 32768},
     "gpt2": {"activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": True,
         "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn":
         False},
@@ -82,17 +80,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.25, "rope_type": "default"}},
     "gpt_oss": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 150000.0, "tie_word_embeddings": False,
         "attention_bias": True, "sliding_window": 128, "swiglu_limit": 7.0, "max_position_embeddings":
-        131072, "num_experts_per_tok": 4, "num_local_experts": 128, "rope_parameters": {"rope_type": "yarn",
-        "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-        "original_max_position_embeddings": 4096, "rope_theta": 150000.0}},
+        131072, "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow":
+        1.0, "truncate": False, "original_max_position_embeddings": 4096, "rope_theta": 150000.0}},
     "deepseek_v3": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
         "attention_bias": False, "norm_topk_prob": True, "routed_scaling_factor": 2.5, "rope_interleave":
         True, "n_group": 8, "topk_group": 4, "first_k_dense_replace": 3, "n_shared_experts": 1,
-        "max_position_embeddings": 4096, "num_experts_per_tok": 8, "n_routed_experts": 256,
-        "moe_intermediate_size": 2048, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 128, "v_head_dim": 128},
+        "max_position_embeddings": 4096},
 }
-
 
 
 def with_defaults(model_type: str | None, config: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def test_the_table_is_transformers_defaults(model_type):
 
 
 def test_a_sparse_config_reads_as_transformers_would():
-    assert from_hf({"model_type": "mixtral", **SIZES, "num_local_experts": 4}).rope_theta == 1e6
+    assert from_hf({"model_type": "mixtral", **SIZES, "num_local_experts": 4, "num_experts_per_tok": 2}).rope_theta == 1e6
     assert from_hf({"model_type": "gemma2", **SIZES}).activation == "gelu_tanh"
     gemma2 = from_hf({"model_type": "gemma2", **SIZES})
     assert (gemma2.attn_softcap, gemma2.final_softcap) == (50.0, 30.0)
