@@ -50,16 +50,15 @@ def tokenizer_config_from_gguf(ckpt: Checkpoint) -> dict:
 
 
 def _guess_pre(tj: dict) -> str:
-    """The tokenizer.ggml.pre name whose split matches this tokenizer.json's pre-tokenizer."""
-    from ..model.tokenizer import PRE_TOKENIZER_SPLITS
+    """The tokenizer.ggml.pre name whose split matches this tokenizer.json's pre-tokenizer
+    (model/pretokenizers.py); GPT-2's, with a warning, when none does."""
+    from ..model.pretokenizers import pre_name_for
 
-    text = json.dumps(tj.get("pre_tokenizer"))
-    if '"Digits"' in text and '"individual_digits": true' in text:
-        return "smollm"
-    for name, split in PRE_TOKENIZER_SPLITS.items():
-        if json.dumps(split) in text:
-            return name
-    return "gpt-2"
+    name = pre_name_for(tj)
+    if name is None:
+        warnings.warn("convert: the tokenizer's pre-tokenizer matches no tokenizer.ggml.pre name known here; "
+                      "the GGUF says 'gpt-2', and llama.cpp will split text the GPT-2 way.", stacklevel=3)
+    return name or "gpt-2"
 
 
 def _vocab_ids(tj: dict, rows: int) -> dict[int, tuple[str, int]] | None:

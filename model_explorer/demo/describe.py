@@ -39,7 +39,8 @@ def describe(ckpt, path: str, engine: bool = False) -> tuple[ModelConfig, Tokeni
         if "tokenizer.ggml.tokens" not in ckpt.metadata:  # a converted folder that had no tokenizer
             return cfg, None, "the GGUF metadata has no tokenizer (tokenizer.ggml.tokens)"
         try:
-            return cfg, tokenizer_from_gguf(ckpt.metadata), None
+            tok = tokenizer_from_gguf(ckpt.metadata)
+            return cfg, tok, tok.problem  # an unknown tokenizer.ggml.pre: split the GPT-2 way
         except UnsupportedModel as e:
             if not engine:
                 raise

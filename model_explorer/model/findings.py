@@ -16,7 +16,7 @@ MODEL_CODES: dict[str, Code] = {code: CATALOG[code] for code in (
     "key_prefix", "lm_head_missing", "transposed_weight", "config_mismatch", "missing_tensors",
     "unexpected_tensors", "shape_mismatch", "unknown_architecture", "model_check_failed",
     "bad_side_file", "tokens_beyond_embedding", "unused_embedding_rows", "special_token_out_of_vocab",
-    "missing_pre_tokenizer", "tokenizer_mismatch", "no_chat_template", "bad_chat_template", "no_tokenizer",
+    "missing_pre_tokenizer", "unknown_pre_tokenizer", "tokenizer_mismatch", "no_chat_template", "bad_chat_template", "no_tokenizer",
     "adapter_unpaired", "adapter_rank_mismatch", "adapter_untrained", "adapter_base_mismatch",
     "adapter_base_missing", "adapter_config_invalid")}
 

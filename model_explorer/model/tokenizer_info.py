@@ -24,6 +24,7 @@ from ..records import CheckpointRecord, plain_value
 from ..spans import Finding
 from .findings import model_finding
 from .hparams import HParams, embedding, info_span
+from .pretokenizers import unknown_pre_problem
 from .sidefiles import line_col, model_dir, side_json, side_path, side_text
 
 EXAMPLE_CHAT = [{"role": "user", "content": "Hello! Who are you?"},
@@ -347,6 +348,9 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
                                  "default' and splits text the GPT-2 way, which degrades generation for "
                                  "models trained with another split.",
                                  **_kv_loc(ckpt, Keys.TOKENIZER_MODEL)))
+    elif t.source == "gguf" and ckpt.meta(Keys.TOKENIZER_MODEL) == "gpt2" and \
+            (unknown := unknown_pre_problem(t.pre_tokenizer)):
+        out.append(model_finding("unknown_pre_tokenizer", unknown, **_kv_loc(ckpt, Keys.TOKENIZER_PRE)))
     if t.template_error:
         out.append(model_finding("bad_chat_template", f"The chat template ({t.template_from}) fails on a "
                                  f"two-turn conversation: {t.template_error}.", **_template_location(ckpt, t)))

@@ -87,6 +87,12 @@ def test_bpe_gguf_without_pre_tokenizer(tmp_path):
     assert model_findings(mx.open(write_gguf(tmp_path / "ok.gguf"))) == []
 
 
+def test_bpe_gguf_with_an_unknown_pre_tokenizer(tmp_path):
+    f = only(mx.open(write_gguf(tmp_path / "m.gguf", pre="brand-new-lm")), "unknown_pre_tokenizer")
+    assert f.severity == "warning" and "'brand-new-lm'" in f.message and "GPT-2" in f.message
+    assert f.offset is not None  # the tokenizer.ggml.pre value's bytes
+
+
 def test_instruct_model_without_chat_template(tmp_path):
     f = only(mx.open(write_folder(tmp_path / "tiny-instruct", template=None)), "no_chat_template")
     assert f.severity == "warning" and "chat_template" in f.fix
