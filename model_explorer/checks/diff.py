@@ -49,36 +49,26 @@ def _pairs(a: CheckpointRecord, b: CheckpointRecord
            ) -> tuple[list[tuple[str | None, str | None, int | None]], str | None]:
     """Matched names (a, b, row), None where one side lacks it, row: the GGUF side's index into a
     stacked expert tensor (else None); and which side is GGUF when mapping."""
-    gguf_side = None
-    if (a.format == "gguf") != (b.format == "gguf"):
-        gguf_side = "a" if a.format == "gguf" else "b"
-    hf, gg = (b, a) if gguf_side == "a" else (a, b)
-    arch = _arch(gg) if gguf_side else None
-    to_gguf: dict[str, tuple[str, int | None]] = {}
-    if gguf_side:
-        for n in hf.tensors:
-            stacked = names.gguf_expert(n)
-            if stacked is not None and stacked[0] in gg.tensors:
-                to_gguf[n] = stacked
-            else:
-                to_gguf[n] = (names.hf_to_gguf(n, arch) or n, None)
-    pairs: list[tuple[str | None, str | None, int | None]] = []
-    if gguf_side is None:
+    if (a.format == "gguf") == (b.format == "gguf"):
         pairs = [(n, n if n in b.tensors else None, None) for n in a.tensors]
-        seen = {n for n in a.tensors if n in b.tensors}
-        return pairs + [(None, m, None) for m in b.tensors if m not in seen], None
-    seen_g = set()
-    for n, (m, row) in to_gguf.items():
+        return pairs + [(None, m, None) for m in b.tensors if m not in a.tensors], None
+    gguf_side = "a" if a.format == "gguf" else "b"
+    hf, gg = (b, a) if gguf_side == "a" else (a, b)
+    arch = _arch(gg)
+    pairs, seen = [], set()
+    for n in hf.tensors:
+        stacked = names.gguf_expert(n)  # one expert: a row of llama.cpp's stack
+        m, row = stacked if stacked and stacked[0] in gg.tensors else (names.hf_to_gguf(n, arch) or n, None)
         hit = m if m in gg.tensors else None
-        if hit:
-            seen_g.add(hit)
+        seen.add(hit)
         pairs.append((hit, n, row) if gguf_side == "a" else (n, hit, row))
-    if gguf_side == "a":  # keep a's order: GGUF tensors first as they map, then the unmatched
-        pairs.sort(key=lambda p: (p[0] is None, list(gg.tensors).index(p[0]) if p[0] else 0))
-        unmatched = [(None, n, r) for m, n, r in pairs if m is None]
-        pairs = [p for p in pairs if p[0] is not None] + [(m, None, None) for m in gg.tensors if m not in seen_g]
-        return pairs + unmatched, gguf_side
-    return pairs + [(None, m, None) for m in gg.tensors if m not in seen_g], gguf_side
+    only_gguf = [(m, None, None) if gguf_side == "a" else (None, m, None) for m in gg.tensors if m not in seen]
+    if gguf_side == "b":
+        return pairs + only_gguf, gguf_side
+    # a is the GGUF: its order (a stack's experts by row), then what only it has, then only b's
+    order = {m: i for i, m in enumerate(gg.tensors)}
+    matched = sorted((p for p in pairs if p[0] is not None), key=lambda p: (order[p[0]], p[2] or 0))
+    return matched + only_gguf + [p for p in pairs if p[0] is None], gguf_side
 
 
 def _arch(ckpt: CheckpointRecord) -> str | None:

@@ -27,6 +27,7 @@ from ..model.config_gguf import (
     GPT_OSS_SWIGLU_ALPHA,
     GPT_OSS_SWIGLU_LIMIT,
     LAYER_NORM_GELU,
+    NORMS_PLUS_ONE,
     QK_PERMUTED,
     SMOLLM3_NO_ROPE_STEP,
     sliding_rule,
@@ -51,7 +52,6 @@ def gguf_arch(config: dict) -> str:
     return GGUF_ARCH[model_type]
 
 
-GEMMAS = ("gemma", "gemma2", "gemma3")  # norms stored as 1 + w, no output tensor
 
 
 def _rope(config: dict) -> tuple[float | None, dict]:
@@ -99,7 +99,7 @@ def add_metadata(writer, config: dict, name: str) -> None:
         writer.add_rope_freq_base(theta)
     partial = scaling.pop("partial_rotary_factor", None) or config.get("partial_rotary_factor") or 1.0
     writer.add_rope_dimension_count(int(head_dim * float(partial)))
-    if head_dim != hidden // heads or arch in GEMMAS:
+    if head_dim != hidden // heads or arch in NORMS_PLUS_ONE:
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
     writer.add_vocab_size(int(config["vocab_size"]))
@@ -355,7 +355,7 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
     """(GGUF architecture, the output tensors in GGUF names with their transforms)."""
     config = src.config
     arch = gguf_arch(config)
-    gemma = arch in GEMMAS
+    gemma = arch in NORMS_PLUS_ONE
     permuted = arch in QK_PERMUTED
     plan, stacks = [], {}
     for t in src.tensors:

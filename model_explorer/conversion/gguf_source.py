@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from ..checkpoint import Checkpoint
+from ..model import families
 from ..model.config import ModelConfig, UnsupportedModel
 from ..model.config_gguf import QK_PERMUTED, from_gguf
 from ..tensors.names import gguf_to_hf, rope_heads, unpermute_qk
@@ -18,11 +19,9 @@ from .common import ConvertError
 from .gguf_meta import special_token_ids
 
 # HF model_type -> the transformers class config.json names.
-HF_CLASS = {"llama": "LlamaForCausalLM", "mixtral": "MixtralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-            "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gemma": "GemmaForCausalLM",
-            "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
-            "olmo2": "Olmo2ForCausalLM", "granite": "GraniteForCausalLM", "smollm3": "SmolLM3ForCausalLM",
-            "qwen2_moe": "Qwen2MoeForCausalLM"}
+# The families whose GGUF this module turns back into a folder (the rest keep llama.cpp's layout).
+GGUF_TO_HF = ("llama", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3",
+              "olmo2", "granite", "smollm3", "qwen2_moe")
 # Each expert's (gate, up, down) and the router, by family.
 _EXPERTS = {"mixtral": ("model.layers.{i}.block_sparse_moe.experts.{e}.{w}.weight", ("w1", "w3", "w2"),
                         "model.layers.{i}.block_sparse_moe.gate.weight"),
@@ -44,15 +43,15 @@ def read_config(ckpt: Checkpoint) -> ModelConfig:
 def hf_config(cfg: ModelConfig, ckpt: Checkpoint) -> dict:
     """config.json for `cfg` in the family's own keys (what transformers and from_hf read)."""
     mt = cfg.architecture
-    if mt not in HF_CLASS:  # gpt2, gpt_neox, gpt_oss, deepseek_v3: load_model runs their GGUF
+    if mt not in GGUF_TO_HF:  # gpt2, gpt_neox, gpt_oss, deepseek_v3: load_model runs their GGUF
         raise ConvertError(f"GGUF -> Hugging Face for {ckpt.meta('general.architecture')!r} is not written yet: "
                            "undoing what llama.cpp's converter did to its tensors (its own layout) is the missing "
                            f"piece; the numpy decoder runs the GGUF itself (load_model).")
-    gemma = mt in ("gemma", "gemma2", "gemma3_text")
+    gemma = mt in families.OFFSET_NORMS
     rope = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_scaling:
         rope = {**cfg.rope_scaling, "rope_theta": cfg.rope_theta}
-    config = {"architectures": [HF_CLASS[mt]], "model_type": mt, "hidden_size": cfg.hidden_size,
+    config = {"architectures": [families.CAUSAL_LM[mt]], "model_type": mt, "hidden_size": cfg.hidden_size,
               "intermediate_size": cfg.intermediate_size, "num_hidden_layers": cfg.num_layers,
               "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
               "head_dim": cfg.head_dim, "rms_norm_eps": float(str(np.float32(cfg.rms_norm_eps))),

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import expected, hparams
+from ..model import expected, families, hparams
 from ..opener import open as open_checkpoint
 from .common import ConvertError
 from .writers import write_safetensors
@@ -35,16 +35,6 @@ TINY = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidd
 TINY_BY_FAMILY = {"deepseek_v3": {**{k: v for k, v in TINY.items() if k != "head_dim"}, "num_key_value_heads": 4},
                   "gpt2": {"vocab_size": 128, "n_embd": 64, "n_inner": 96, "n_layer": 2, "n_head": 4, "n_positions": 256,
                            "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32", "pad_token_id": 0}}
-# The classes transformers names for the families (config.json's "architectures").
-CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-           "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
-           "gemma3_text": "Gemma3ForCausalLM", "olmo2": "Olmo2ForCausalLM", "granite": "GraniteForCausalLM",
-           "smollm3": "SmolLM3ForCausalLM", "phi3": "Phi3ForCausalLM", "mixtral": "MixtralForCausalLM",
-           "qwen3_moe": "Qwen3MoeForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM", "gpt2": "GPT2LMHeadModel",
-           "gpt_neox": "GPTNeoXForCausalLM", "gpt_oss": "GptOssForCausalLM",
-           "deepseek_v3": "DeepseekV3ForCausalLM"}
-# Families whose norms scale by (1 + w): their neutral weight is 0.
-OFFSET_NORMS = ("gemma", "gemma2", "gemma3_text")
 MAX_PARAMETERS = 50_000_000  # a tiny model; a typo in a size should not fill the disk
 
 
@@ -55,7 +45,7 @@ def random_model(config: dict[str, Any], dest: str | os.PathLike, seed: int = 0,
     cfg = {**TINY_BY_FAMILY.get(model_type, TINY), **config}
     if not isinstance(model_type, str):
         raise ConvertError("random_model needs config['model_type'] (e.g. 'llama', 'gemma2').")
-    cfg.setdefault("architectures", [CLASSES.get(model_type, model_type.title() + "ForCausalLM")])
+    cfg.setdefault("architectures", [families.CAUSAL_LM.get(model_type, model_type.title() + "ForCausalLM")])
     os.makedirs(dest, exist_ok=True)
     with open(os.path.join(dest, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
@@ -65,7 +55,7 @@ def random_model(config: dict[str, Any], dest: str | os.PathLike, seed: int = 0,
         raise ConvertError(f"{total:,} parameters is not a tiny model (random_model writes at most "
                            f"{MAX_PARAMETERS:,}); lower the sizes in the config.")
     rng = np.random.default_rng(seed)
-    neutral = 0.0 if model_type in OFFSET_NORMS else 1.0
+    neutral = 0.0 if model_type in families.OFFSET_NORMS else 1.0
     items = [(name, "F32", tuple(shape)) for name, shape in shapes.items()]
 
     def produce(i: int) -> np.ndarray:

@@ -365,8 +365,9 @@ class RunDiff:
 
 
 def _jsonable(v: Any) -> Any:
-    return v if v is None or isinstance(v, (bool, int, str, list, dict)) else finite(float(v)) \
-        if isinstance(v, float) else repr(v)
+    if isinstance(v, float):
+        return finite(v)
+    return v if v is None or isinstance(v, (bool, int, str, list, dict)) else repr(v)
 
 
 def _names(model) -> dict[tuple[int | None, str], str | None]:

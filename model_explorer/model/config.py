@@ -98,7 +98,7 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         if said is not None and (not isinstance(said, list) or not all(v in (0, 1) for v in said)):
             raise UnsupportedModel(f"config.json no_rope_layers should be a list of 0/1, found {said!r}.")
         rope_layers = [bool(v) for v in said] if said is not None else None
-    granite, gemma = model_type == "granite", model_type in ("gemma", "gemma2", "gemma3_text")
+    granite, gemma = model_type == "granite", model_type in families.OFFSET_NORMS
     window, sliding_layers = _window(model_type, config, rope_layers)
     scalar = config.get("query_pre_attn_scalar") if gemma else None
 

@@ -78,6 +78,17 @@ FAMILIES: dict[str, Family] = {
     "deepseek_v3": Family("DeepSeek-V3", attention="mla", mlp="deepseek"),
 }
 
+# The class transformers saves each family's causal LM as (config.json's "architectures").
+CAUSAL_LM = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+             "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
+             "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
+             "smollm3": "SmolLM3ForCausalLM", "granite": "GraniteForCausalLM", "mixtral": "MixtralForCausalLM",
+             "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gpt2": "GPT2LMHeadModel",
+             "gpt_neox": "GPTNeoXForCausalLM", "gpt_oss": "GptOssForCausalLM",
+             "deepseek_v3": "DeepseekV3ForCausalLM"}
+# Families whose norms scale by (1 + w), not w (their neutral norm weight is 0).
+OFFSET_NORMS = ("gemma", "gemma2", "gemma3_text")
+
 
 def family(model_type: str | None) -> Family | None:
     return FAMILIES.get((model_type or "").lower())

@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 import pytest
-from test_families import _randomize_norms  # the sibling module (tests/demo is on sys.path)
+from test_families import IDS, SIZES, _randomize_norms  # the sibling module (tests/demo is on sys.path)
 
 import model_explorer as mx
 from model_explorer.demo import load_model
@@ -25,10 +25,6 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 gguf = pytest.importorskip("gguf")
 
-IDS = [1, 7, 33, 2, 60, 15, 15, 9, 41, 3, 27, 50, 12, 8]
-SIZES = dict(vocab_size=64, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-             num_attention_heads=4, num_key_value_heads=2, head_dim=16, pad_token_id=0,
-             max_position_embeddings=128, initializer_range=0.2, bos_token_id=1, eos_token_id=2)
 # name -> (model_type, config changes); what llama.cpp hard-codes is kept as it hard-codes it
 FAMILIES = {
     "qwen2": ("qwen2", {}),
