@@ -58,7 +58,8 @@ class Plan:
 def group_folder(directory: str, found: dict[str, Identified], join=os.path.join) -> tuple[list[str], list[str]]:
     """(model sources, auditable weight files) among the identified files of one folder (not its
     subfolders), `found` mapping a file name to what its bytes are."""
-    weights = sorted(n for n, ident in found.items() if auditable(ident, n))
+    data = inventory.data_files(found)
+    weights = sorted(n for n, ident in found.items() if auditable(ident, n) and n not in data)
     names = set(found)
     paths = [join(directory, n) for n in weights]
     if not weights:
@@ -155,7 +156,7 @@ def _walk_local(root: str, plan: Plan, limit: int | None) -> None:
 
 
 def _group_all(folders: dict[str, _Folder], plan: Plan, join, parent, root: str) -> None:
-    """Models per folder, then each other file's entry, attached to the nearest model."""
+    """Models per folder, then each other file's entry, with the model it goes with."""
     model_of: dict[str, str] = {}
     for directory in sorted(folders):
         models, weights = group_folder(directory, folders[directory].found, join)
@@ -166,10 +167,14 @@ def _group_all(folders: dict[str, _Folder], plan: Plan, join, parent, root: str)
             model_of[directory] = models[0]
 
     def nearest(directory: str) -> str | None:
+        """The model in this folder, or the nearest folder above that is one model whole (a
+        Hugging Face layout owns its subfolders: 1_Pooling/, onnx/); a lone weight file does not."""
+        if directory in model_of:
+            return model_of[directory]
         d = directory
         while True:
-            if d in model_of:
-                return model_of[d]
+            if model_of.get(d) == d:
+                return d
             up = parent(d)
             if up == d or len(up) < len(root.rstrip("/" + os.sep)):
                 return None
@@ -178,16 +183,22 @@ def _group_all(folders: dict[str, _Folder], plan: Plan, join, parent, root: str)
     for directory in sorted(folders):
         folder = folders[directory]
         model = nearest(directory)
-        entries: dict[str, FileEntry] = {}
-        for name, ident in folder.found.items():
-            if not auditable(ident, name):
-                entries[name] = skip_entry(join(directory, name), ident, folder.sizes.get(name), model)
-        for name, e in entries.items():
-            owner = inventory.data_of(name, entries) if e.kind in ("unknown", "empty") else None
-            plan.files.append(inventory.as_data_of(e.path, owner, e.bytes) if owner else e)
+        _skip_entries(directory, folder, model, plan, join)
         for e in folder.entries:
             e.model = model
             plan.files.append(e)
+
+
+def _skip_entries(directory: str, folder: _Folder, model: str | None, plan: Plan, join) -> None:
+    """The entries of a folder's identified files that are not audited."""
+    data = inventory.data_files(folder.found)
+    for name, ident in folder.found.items():
+        path, size = join(directory, name), folder.sizes.get(name)
+        if name in data:
+            owner = data[name]
+            plan.files.append(inventory.data_entry(path, join(directory, owner), folder.found[owner], size, model))
+        elif not auditable(ident, name):
+            plan.files.append(skip_entry(path, ident, size, model))
 
 
 # -- remote prefixes and Hub repos ----------------------------------------------------------------
@@ -264,10 +275,10 @@ def _walk_hub(source: str, plan: Plan, limit: int | None) -> None:
     folders: dict[str, _Folder] = {}
     _identify_remote(items, read_of, limit, folders)
     for directory, folder in folders.items():
-        plan.weights.extend(f"{directory}/{n}" for n, ident in folder.found.items() if auditable(ident, n))
-        for name, ident in folder.found.items():
-            if not auditable(ident, name):
-                plan.files.append(skip_entry(f"{directory}/{name}", ident, folder.sizes.get(name), source))
+        data = inventory.data_files(folder.found)
+        plan.weights.extend(f"{directory}/{n}" for n, ident in folder.found.items()
+                            if auditable(ident, n) and n not in data)
+        _skip_entries(directory, folder, source, plan, lambda d, n: f"{d}/{n}")
         for e in folder.entries:
             e.model = source
             plan.files.append(e)

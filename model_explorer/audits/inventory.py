@@ -50,10 +50,12 @@ class FileEntry:
 
 
 def auditable(ident: Identified, name: str) -> bool:
-    """A reader of this version takes the file, or its name claims a format one reads."""
-    if ident.role == WEIGHTS and ident.reads_as in READERS:
-        return True
-    return ident.kind in ("unknown", "empty") and name.lower().endswith(CLAIMED_WEIGHTS)
+    """A reader of this version takes the file, or its name claims a format one reads and its
+    bytes are not a weight format no reader takes (so a pickle that the first-bytes test does not
+    recognise, named pytorch_model.bin, is still read, and its reader says what it holds)."""
+    if ident.role == WEIGHTS:
+        return ident.reads_as in READERS
+    return name.lower().endswith(CLAIMED_WEIGHTS)
 
 
 def skip_entry(path: str, ident: Identified, size: int | None, model: str | None) -> FileEntry:
@@ -73,23 +75,27 @@ def skip_entry(path: str, ident: Identified, size: int | None, model: str | None
     return FileEntry(path, "not_model", ident.kind, ident.label, detail, size, model)
 
 
-def data_of(path_name: str, entries: dict[str, FileEntry]) -> FileEntry | None:
-    """The not-read-yet weight file whose data `path_name` is (model.onnx_data beside model.onnx,
-    openvino_model.bin beside openvino_model.xml), if any among `entries` (name -> entry)."""
-    for name, e in entries.items():
-        if e.reason != "format_not_read" or name == path_name:
+def data_files(found: dict[str, Identified]) -> dict[str, str]:
+    """Among one folder's files (name -> what it is), those that hold the data of a weight file
+    no reader takes yet (model.onnx_data beside model.onnx, openvino_model.bin beside
+    openvino_model.xml): name -> that weight file's name. Their bytes have no magic of their own."""
+    owners = [n for n, i in found.items() if i.role == WEIGHTS and i.reads_as not in READERS]
+    out = {}
+    for name, ident in found.items():
+        if ident.kind not in ("unknown", "empty"):
             continue
-        stem = name.rsplit(".", 1)[0]
-        if path_name.startswith(stem + ".") or path_name.startswith(stem + "_"):
-            return e
-    return None
+        for owner in owners:
+            stem = owner.rsplit(".", 1)[0]
+            if name != owner and name.startswith((stem + ".", stem + "_")):
+                out[name] = owner
+                break
+    return out
 
 
-def as_data_of(path: str, owner: FileEntry, size: int | None) -> FileEntry:
-    label = f"{owner.label} data"
-    return FileEntry(path, "format_not_read", owner.kind, label,
-                     f"The data of {os.path.basename(owner.path)} ({owner.label}), a format this "
-                     "version cannot read yet.", size, owner.model)
+def data_entry(path: str, owner_path: str, owner: Identified, size: int | None, model: str | None) -> FileEntry:
+    return FileEntry(path, "format_not_read", owner.kind, f"{owner.label} data",
+                     f"The data of {os.path.basename(owner_path)} ({owner.label}), a format this "
+                     "version cannot read yet.", size, model)
 
 
 # -- reading a file's first bytes ---------------------------------------------------------------

@@ -81,16 +81,15 @@ def detect(head: bytes, size: int) -> str:
 
 def _is_text_pickle(head: bytes, size: int) -> bool:
     """A protocol 0/1 pickle: its opcodes (none newer than protocol 1, globals named by dotted
-    identifiers, something besides scalars pushed) walk cleanly to a STOP that ends the file,
-    or to the end of `head` when the file goes on, and their stack effects add up (pickletools'
-    own check). Text that starts with an opcode letter ("In this repo", "NOTICE", "Node.js
+    identifiers, something besides scalars pushed) walk cleanly to a STOP, or to the end of
+    `head` when the file goes on, and their stack effects add up (pickletools' own check). Text that starts with an opcode letter ("In this repo", "NOTICE", "Node.js
     is...", a RECORD file's "comp...") fails within its first lines."""
     stream = io.BytesIO(head)
     ops = structure = 0
     try:
         for op, arg, pos in pickletools.genops(stream):
-            if op.name == "STOP":
-                return ops >= 1 and pos == size - 1 and _stack_adds_up(head[:pos + 1])
+            if op.name == "STOP":  # "N." ends a pickle of None, and begins "N.B." in a text
+                return (structure > 0 or pos >= size - 2) and _stack_adds_up(head[:pos + 1])
             if op.proto > 1 or (op.name in ("GLOBAL", "INST") and not _GLOBAL_ARG.fullmatch(str(arg))):
                 return False
             ops += 1
