@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .. import sources
-from ..formats.detect import Identified, identify
+from ..formats.detect import SIDE, Identified, identify
 from . import inventory
 from .inventory import FileEntry, auditable, skip_entry
 
@@ -166,10 +166,11 @@ def _group_all(folders: dict[str, _Folder], plan: Plan, join, parent, root: str)
         if models:
             model_of[directory] = models[0]
 
-    def nearest(directory: str) -> str | None:
-        """The model in this folder, or the nearest folder above that is one model whole (a
-        Hugging Face layout owns its subfolders: 1_Pooling/, onnx/); a lone weight file does not."""
-        if directory in model_of:
+    def owner(directory: str, lone: bool) -> str | None:
+        """The nearest folder at or above `directory` that is one model whole (a Hugging Face
+        layout owns its subfolders: 1_Pooling/, onnx/); with `lone`, also a weight file that is a
+        model of its own in this folder (a side file beside it is its README or config)."""
+        if lone and directory in model_of:
             return model_of[directory]
         d = directory
         while True:
@@ -182,15 +183,16 @@ def _group_all(folders: dict[str, _Folder], plan: Plan, join, parent, root: str)
 
     for directory in sorted(folders):
         folder = folders[directory]
-        model = nearest(directory)
-        _skip_entries(directory, folder, model, plan, join)
+        _skip_entries(directory, folder, owner(directory, True), owner(directory, False), plan, join)
         for e in folder.entries:
-            e.model = model
+            e.model = owner(directory, False)
             plan.files.append(e)
 
 
-def _skip_entries(directory: str, folder: _Folder, model: str | None, plan: Plan, join) -> None:
-    """The entries of a folder's identified files that are not audited."""
+def _skip_entries(directory: str, folder: _Folder, side_model: str | None, model: str | None,
+                  plan: Plan, join) -> None:
+    """The entries of a folder's identified files that are not audited: side files go with
+    `side_model`, the others name `model` (the folder model they are in) for context."""
     data = inventory.data_files(folder.found)
     for name, ident in folder.found.items():
         path, size = join(directory, name), folder.sizes.get(name)
@@ -198,7 +200,7 @@ def _skip_entries(directory: str, folder: _Folder, model: str | None, plan: Plan
             owner = data[name]
             plan.files.append(inventory.data_entry(path, join(directory, owner), folder.found[owner], size, model))
         elif not auditable(ident, name):
-            plan.files.append(skip_entry(path, ident, size, model))
+            plan.files.append(skip_entry(path, ident, size, side_model if ident.role == SIDE else model))
 
 
 # -- remote prefixes and Hub repos ----------------------------------------------------------------
@@ -239,7 +241,13 @@ def _walk_remote(url: str, plan: Plan, limit: int | None) -> None:
     items = []
     for p, info in fs.find(path, detail=True).items():
         d, n = posixpath.split(p.rstrip("/"))
-        items.append((as_url(d), n, int(info.get("size") or 0)))
+        size = info.get("size")
+        if not size:  # an HTTP folder's HTML listing gives no sizes: ask for it (HEAD)
+            try:
+                size = fs.size(p)
+            except OSError:
+                size = 0
+        items.append((as_url(d), n, int(size or 0)))
 
     def read_of(p: str):
         inner = fsspec.core.url_to_fs(p)[1]
@@ -278,7 +286,7 @@ def _walk_hub(source: str, plan: Plan, limit: int | None) -> None:
         data = inventory.data_files(folder.found)
         plan.weights.extend(f"{directory}/{n}" for n, ident in folder.found.items()
                             if auditable(ident, n) and n not in data)
-        _skip_entries(directory, folder, source, plan, lambda d, n: f"{d}/{n}")
+        _skip_entries(directory, folder, source, source, plan, lambda d, n: f"{d}/{n}")
         for e in folder.entries:
             e.model = source
             plan.files.append(e)

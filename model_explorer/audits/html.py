@@ -33,12 +33,17 @@ ORDER = ["dangerous", "unreadable", "errors", "warnings", "clean"]
 MAX_SKIPPED_ROWS = 20_000
 
 
+def _str(value) -> str:
+    """A text cell, "" where the table holds no text (None, or NaN: pandas 3 strings)."""
+    return value if isinstance(value, str) else ""
+
+
 def _skipped_rows(skipped) -> list[list]:
     from .inventory import NOT_SKIPPED
 
     rows = [] if skipped is None else skipped.to_dict("records")
     rows.sort(key=lambda r: (r["reason"] in NOT_SKIPPED, r["reason"], r["path"]))
-    return [[r["path"], r["reason"], r["label"] or "", r["detail"] or "", r.get("model") or "",
+    return [[r["path"], r["reason"], _str(r["label"]), _str(r["detail"]), _str(r.get("model")),
              r["reason"] in NOT_SKIPPED] for r in rows[:MAX_SKIPPED_ROWS]]
 
 
@@ -47,17 +52,17 @@ def dashboard_data(models, findings, seconds: float, skipped=None) -> dict[str, 
     for f in findings.to_dict("records"):
         lst = by_source.setdefault(f["source"], [])
         if len(lst) < MAX_FINDINGS_PER_MODEL:
-            lst.append([f["severity"], f["code"], f["message"], f.get("tensor") or "",
+            lst.append([f["severity"], f["code"], f["message"], _str(f.get("tensor")),
                         None if f.get("offset") is None or f["offset"] != f["offset"] else int(f["offset"])])
     rows = []
     for r in models.to_dict("records"):
         v = verdict(r)
-        rows.append({"source": r["source"], "verdict": v, "status": r["status"], "error": r["error"] or "",
-                     "format": r["format"] or "", "bytes": int(r["bytes"]), "parameters": int(r["parameters"]),
-                     "quant": r["quant_scheme"] or "", "pickle": r["pickle_verdict"] or "",
+        rows.append({"source": r["source"], "verdict": v, "status": r["status"], "error": _str(r["error"]),
+                     "format": _str(r["format"]), "bytes": int(r["bytes"]), "parameters": int(r["parameters"]),
+                     "quant": _str(r["quant_scheme"]), "pickle": _str(r["pickle_verdict"]),
                      "dangerous": list(r["dangerous_imports"]), "errors": int(r["errors"]),
                      "warnings": int(r["warnings"]), "infos": int(r["infos"]), "codes": list(r["top_codes"]),
-                     "seconds": float(r["seconds"]), "report": r["report"] or "",
+                     "seconds": float(r["seconds"]), "report": _str(r["report"]),
                      "findings": by_source.get(r["source"], [])})
     rows.sort(key=lambda r: (ORDER.index(r["verdict"]), -r["errors"], -r["warnings"], r["source"]))
     totals = {v: sum(1 for r in rows if r["verdict"] == v) for v in ORDER}
@@ -73,7 +78,7 @@ def dashboard_data(models, findings, seconds: float, skipped=None) -> dict[str, 
 
 
 def _script_json(data: Any) -> str:
-    text = json.dumps(data, ensure_ascii=True, default=str)
+    text = json.dumps(data, ensure_ascii=True, default=str, allow_nan=False)  # the browser's JSON has no NaN
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -110,9 +110,16 @@ def identify_local(path: str, size: int) -> Identified:
         return identify(read, size, os.path.basename(path))
 
 
+def error_text(error: BaseException) -> str:
+    """An OSError as words ("Permission denied"), without the quoted path its str() adds."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
+
+
 def unreadable(path: str, error: BaseException, size: int | None = None) -> FileEntry:
     return FileEntry(path, "unreadable", "unreadable", "unreadable file",
-                     f"It could not be read: {type(error).__name__}: {error}.", size)
+                     f"It could not be read: {error_text(error)}.", size)
 
 
 def too_large(path: str, size: int, limit: int) -> FileEntry:

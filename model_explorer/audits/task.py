@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import sources
 from ..codes import CATALOG
+from .inventory import error_text
 from .isolate import Failed, run_isolated_batch
 
 MAX_FINDINGS = 1000  # per model returned to the client; the counts cover all of them
@@ -157,7 +158,7 @@ def _shallow(source: str, opts: dict) -> dict[str, Any]:
     try:
         ckpt = open_model(source, cross_check=True)  # an audit's findings are doctor's
     except (OSError, ValueError) as e:
-        return {"unreadable": f"cannot read {source}: {e}"}
+        return {"unreadable": f"cannot read {source}: {error_text(e)}"}
     try:
         ckpt.build_all()  # as doctor does: what building the spans left for later meets is found
         s = ckpt.summary()
@@ -227,7 +228,7 @@ def audit_batch(batch: list[str], opts: dict) -> list[dict[str, Any]]:
         try:
             fp = fingerprint(source)
         except (OSError, ValueError) as e:
-            results[k] = _failed(row, "unreadable", f"cannot read {source}: {e}", t0)
+            results[k] = _failed(row, "unreadable", f"cannot read {source}: {error_text(e)}", t0)
             continue
         if (opts.get("previous") or {}).get(source) == fp["key"]:
             results[k] = {"source": source, "skipped": True, "fingerprint": fp["key"]}

@@ -90,7 +90,8 @@ def test_html_dashboard_is_offline_and_links_reports(audited):
     _, out = audited
     page = (out / "r.html").read_text()
     assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
-    data = json.loads(page.split('id="audit-data">')[1].split("</script>")[0])
+    data = json.loads(page.split('id="audit-data">')[1].split("</script>")[0],
+                      parse_constant=lambda c: pytest.fail(f"{c} in the page's JSON: JSON.parse refuses it"))
     assert data["models"][0]["verdict"] == "dangerous"  # worst first
     for m in data["models"]:
         assert (out / "r_reports" / m["report"]).is_file()

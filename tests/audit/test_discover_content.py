@@ -130,11 +130,11 @@ def test_plan_lists_every_file(tree):
         "onnx/model_quantized.onnx": ("format_not_read", "ONNX", None),
         "onnx/model.onnx_data": ("format_not_read", "ONNX data", None),
         "notes.md": ("side_file", "Markdown", "model.jit"),  # the model in the same folder
-        "table.dat": ("not_model", "unrecognised bytes", "model.jit"),
+        "table.dat": ("not_model", "unrecognised bytes", None),
         ".git": ("not_searched", "folder", None),
-        "linked.safetensors": ("link_outside", "link", "model.jit"),
-        "dangling.bin": ("unreadable", "unreadable file", "model.jit"),
-        "big.gguf": ("too_large", "file over the size limit", "model.jit"),
+        "linked.safetensors": ("link_outside", "link", None),
+        "dangling.bin": ("unreadable", "unreadable file", None),
+        "big.gguf": ("too_large", "file over the size limit", None),
     }
     for e in p.files:
         assert e.detail and not REPR.search(e.detail), e.detail
@@ -181,7 +181,8 @@ def test_audit_reads_what_no_open_read_and_lists_the_rest(tree, tmp_path):
     assert log["runs"][0]["properties"]["summary"] == line
     # HTML: the summary line and every skipped file, drawn with textContent
     page = (out / "r.html").read_text()
-    data = json.loads(page.split('id="audit-data">')[1].split("</script>")[0])
+    data = json.loads(page.split('id="audit-data">')[1].split("</script>")[0],
+                      parse_constant=lambda c: pytest.fail(f"{c} in the page's JSON: the browser cannot parse it"))
     assert data["summary"] == line and len(data["skipped"]) == len(skipped)
     assert {r[0] for r in data["skipped"]} == set(skipped["path"])
     assert "innerHTML" not in page
@@ -291,3 +292,17 @@ def test_every_file_of_a_hub_repo_is_identified_by_a_range_read(tmp_path, monkey
     assert (result.models["status"] == "ok").all()
     assert list(result.models["format"]) == ["safetensors", "pytorch", "pytorch"]
     assert "2 ONNX" not in result.summary and "1 ONNX (format not read yet)" in result.summary
+
+
+def test_a_folder_over_http_is_identified_by_range_reads(served):
+    folder, base, server = served
+    write_safetensors(folder / "model.safetensors", small_tensors(0, 2, 256))
+    (folder / "model.onnx").write_bytes(corpus.onnx_bytes())
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    server.requests.clear()
+    found = plan(base + "/")
+    assert found.models == [base]  # config.json beside safetensors: the folder is the model
+    assert found.weights == [f"{base}/model.safetensors"]
+    got = {os.path.basename(e.path): (e.reason, e.model) for e in found.files}
+    assert got == {"model.onnx": ("format_not_read", base), "config.json": ("side_file", base)}
+    assert server.requests and all(end - start < HEAD_BYTES for _, start, end in server.requests)
