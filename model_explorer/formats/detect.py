@@ -40,6 +40,8 @@ EXTENSIONS = {
     "torch_tar": (".bin", ".pt", ".pth", ".ckpt", ".tar"),
 }
 NPY_MAGIC = b"\x93NUMPY"
+TORCH_TAR_MEMBERS = ("sys_info", "storages", "tensors", "pickle")
+TAR_HEADERS = 64  # member headers a tar's identification walks
 HEAD_BYTES = 4096  # what `identify` reads from the start of a file
 ZIP_TAIL = 22 + 65535  # the end-of-central-directory record and the longest comment
 ZIP_DIRECTORY_BYTES = 64 * 1024  # of the central directory, enough for the names that matter
@@ -183,7 +185,7 @@ def identify(read: Callable[[int, int], bytes], size: int, name: str = "") -> Id
     if kind == "zip":
         return _zip_kind(read, size)
     if kind == "torch_tar":
-        return _tar_kind(head)
+        return _tar_kind(read, size)
     if kind == "safetensors" and not _plausible_safetensors(head, size):
         kind = "unknown"
     if kind != "unknown":
@@ -198,13 +200,25 @@ def _plausible_safetensors(head: bytes, size: int) -> bool:
     return n < max(size, 1) * 16 and n < 2**40
 
 
-def _tar_kind(head: bytes) -> Identified:
-    from .pytorch.tar import MEMBERS  # the legacy format's member names (pytorch imports this module)
-
-    first = head[:100].split(b"\0", 1)[0].decode("latin-1").removeprefix("./")
-    if first in MEMBERS:
-        return _it("torch_tar", WEIGHTS, "torch_tar")
-    return _it("tar_archive", OTHER)
+def _tar_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
+    """torch's oldest format is a tar holding these members (pytorch/tar.py's MEMBERS); torch.load
+    finds them by name wherever they are, so the member headers are walked (up to TAR_HEADERS of
+    them, 512 bytes each): a tar without any is an archive of something else; one with more
+    members than that goes to the reader, which lists them all."""
+    offset = 0
+    for _ in range(TAR_HEADERS):
+        header = bytes(read(offset, 512)) if offset + 512 <= size else b""
+        if len(header) < 512 or not header.strip(b"\0"):
+            return _it("tar_archive", OTHER)  # the end of the archive
+        name = header[:100].split(b"\0", 1)[0].decode("latin-1").removeprefix("./")
+        if name in TORCH_TAR_MEMBERS:
+            break
+        try:
+            length = int(header[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
+        except ValueError:
+            break  # a malformed header: the reader says what is wrong
+        offset += 512 + -(-length // 512) * 512
+    return _it("torch_tar", WEIGHTS, "torch_tar")
 
 
 def zip_names(read: Callable[[int, int], bytes], size: int) -> list[str] | None:

@@ -306,3 +306,31 @@ def test_a_folder_over_http_is_identified_by_range_reads(served):
     got = {os.path.basename(e.path): (e.reason, e.model) for e in found.files}
     assert got == {"model.onnx": ("format_not_read", base), "config.json": ("side_file", base)}
     assert server.requests and all(end - start < HEAD_BYTES for _, start, end in server.requests)
+
+
+def test_a_tar_is_torchs_legacy_format_only_when_it_holds_its_members(tmp_path):
+    import io
+    import tarfile
+
+    from pytorch.test_containers import torch_tar  # tests/ is on the path
+
+    def tar_of(members: list[tuple[str, bytes]]) -> bytes:
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return out.getvalue()
+
+    import torch
+
+    legacy = torch_tar({"w": torch.ones(3)})
+    files = {"legacy.tar": legacy, "images.tar": tar_of([("a.png", b"\x89PNG" * 300), ("b.txt", b"hi")]),
+             # torch.load finds its members by name, after anything else
+             "late.tar": tar_of([("readme.txt", b"x" * 2000), ("pickle", pickle.dumps(1, protocol=2))])}
+    kinds = {}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        kinds[name] = _identify(tmp_path / name)
+    assert kinds == {"legacy.tar": "torch_tar", "images.tar": "tar_archive", "late.tar": "torch_tar"}
