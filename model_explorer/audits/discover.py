@@ -143,7 +143,7 @@ def _walk_local(root: str, plan: Plan, limit: int | None) -> None:
             _local_file(os.path.join(directory, name), root_real, limit, folder, links)
     # A file a link inside the root points at is audited through the link (the Hugging Face
     # cache: snapshots/<rev>/model.safetensors -> blobs/<hash>), not twice.
-    for directory, folder in folders.items():
+    for directory, folder in folders.items() if links else ():
         for name in list(folder.found):
             p = os.path.join(directory, name)
             link = links.get(os.path.realpath(p))

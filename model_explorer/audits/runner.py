@@ -197,10 +197,11 @@ def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=N
 
 
 def normal(path: str) -> str:
-    """One spelling per file, to compare what discovery found with what a model's open read."""
+    """One spelling per file, to compare what discovery found with what a model's open read (a
+    file a link points at is listed as audited through the link: discover.py)."""
     if "://" in path and not path.startswith("file://"):
         return path
-    return os.path.realpath(path.removeprefix("file://"))
+    return os.path.abspath(path.removeprefix("file://"))
 
 
 def files_read(models: list[str], rows: dict, skipped: set, previous) -> set[str]:

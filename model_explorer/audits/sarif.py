@@ -87,9 +87,8 @@ def _notifications(models, skipped) -> list[dict[str, Any]]:
 
 def sarif_log(models, findings, version: str | None = None, skipped=None) -> dict[str, Any]:
     """The SARIF log as a dict."""
-    from .tables import skipped_counts, summary_line
-
     from .. import __version__
+    from .tables import skipped_counts, summary_line
 
     records = findings.to_dict("records")
     codes: dict[str, int] = {}

@@ -12,8 +12,12 @@ import struct
 from pathlib import Path
 
 import numpy as np
-
-from pytorch.gadgets import AUTHOR_CLASS_PICKLES, frame_straddle, gadget_pickles, nested_frames  # tests/ is on the path
+from pytorch.gadgets import (  # tests/ is on the path
+    AUTHOR_CLASS_PICKLES,
+    frame_straddle,
+    gadget_pickles,
+    nested_frames,
+)
 from pytorch.helpers import hostile_pickles
 
 from .synth import hostile_pickle, small_tensors, write_gguf

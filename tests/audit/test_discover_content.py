@@ -144,7 +144,7 @@ def test_audit_reads_what_no_open_read_and_lists_the_rest(tree, tmp_path):
     out = tmp_path / "out"
     result = _audit(tree, out=out / "r.parquet", sarif=out / "r.sarif", html=out / "r.html",
                     max_file_bytes=40_000)
-    models, findings, skipped = result.models, result.findings, result.skipped
+    models, skipped = result.models, result.skipped
     rel = lambda path: os.path.relpath(path, tree)  # noqa: E731
     # the folder's open reads model.safetensors; pytorch_model.bin beside it is audited on its own
     assert [rel(s) for s in models["source"]] == ["model.jit", "bert", "bert/pytorch_model.bin"]
@@ -334,3 +334,20 @@ def test_a_tar_is_torchs_legacy_format_only_when_it_holds_its_members(tmp_path):
         (tmp_path / name).write_bytes(data)
         kinds[name] = _identify(tmp_path / name)
     assert kinds == {"legacy.tar": "torch_tar", "images.tar": "tar_archive", "late.tar": "torch_tar"}
+
+
+def test_the_hugging_face_cache_is_audited_through_its_snapshots(tmp_path):
+    """snapshots/<rev>/ holds links into blobs/: each blob is audited once, through its link."""
+    repo = tmp_path / "hub" / "models--org--m"
+    (repo / "blobs").mkdir(parents=True)
+    snap = repo / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    write_safetensors(repo / "blobs" / "9f1e", small_tensors(0))
+    (repo / "blobs" / "77aa").write_text('{"model_type": "llama"}')
+    os.symlink("../../blobs/9f1e", snap / "model.safetensors")
+    os.symlink("../../blobs/77aa", snap / "config.json")
+    result = _audit(tmp_path / "hub")
+    assert list(result.models["source"]) == [str(snap)]
+    reasons = {os.path.relpath(p, repo): r for p, r in zip(result.skipped["path"], result.skipped["reason"])}
+    assert reasons == {"blobs/9f1e": "alias", "blobs/77aa": "alias", "snapshots/abc123/config.json": "side_file"}
+    assert "not audited" not in result.summary

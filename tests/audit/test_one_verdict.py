@@ -68,29 +68,29 @@ def _explorer(path) -> list:
         w.checkpoint.close()
 
 
-def _audit_rows(paths, deep: bool, isolate: bool) -> dict:
+def _audit_equals_doctor(paths, deep: bool, isolate: bool) -> dict:
+    """Audit `paths` in this process and hold each row to doctor's findings and verdict; returns
+    path -> (doctor's findings, doctor's verdicts)."""
     models, findings = mx.audit([str(p) for p in paths], deep=deep, workers=0, isolate=isolate,
                                 progress=False)
-    by_source = {}
-    for row in models.to_dict("records"):
-        mine = findings[findings["source"] == row["source"]].to_dict("records")
-        by_source[row["source"]] = (row, [f for f in mine if not (deep and f["code"].startswith("layer_"))])
-    return by_source
+    assert sorted(models["source"]) == sorted(str(p) for p in paths)  # each one model, read
+    out = {}
+    for path in paths:
+        want, verdicts = _doctor(path, deep)
+        row = models[models["source"] == str(path)].iloc[0].to_dict()
+        mine = findings[findings["source"] == str(path)].to_dict("records")
+        assert row["status"] == "ok" and row["deep"] == deep, row["error"]
+        assert _key(f for f in mine if not (deep and f["code"].startswith("layer_"))) == want, path
+        assert _verdict(row) == _worst(verdicts), path
+        out[path] = want, verdicts
+    return out
 
 
 @pytest.mark.parametrize("name", ["hostile", "peer", "real"])
 def test_every_view_gives_doctors_findings_and_verdict(files, name):
-    paths = files[name]
-    if not paths:
+    if not files[name]:
         pytest.skip(f"no {name} checkpoint installed")
-    shallow = _audit_rows(paths, deep=False, isolate=True)
-    assert sorted(shallow) == sorted(str(p) for p in paths)  # each file is one model, read
-    for path in paths:
-        want, verdicts = _doctor(path)
-        row, audited = shallow[str(path)]
-        assert row["status"] == "ok", row["error"]
-        assert _key(audited) == want, path
-        assert _verdict(row) == _worst(verdicts), path
+    for path, (want, verdicts) in _audit_equals_doctor(files[name], deep=False, isolate=True).items():
         with mx.open(path, cross_check=True) as ckpt:
             ckpt.build_all()
             assert _key(f.to_dict() for f in ckpt.findings) == want, path
@@ -106,16 +106,9 @@ def test_every_view_gives_doctors_findings_and_verdict(files, name):
 
 @pytest.mark.parametrize("name", ["hostile", "peer", "real"])
 def test_deep_audit_gives_doctor_deeps_findings(files, name):
-    paths = files[name]
-    if not paths:
+    if not files[name]:
         pytest.skip(f"no {name} checkpoint installed")
-    deep = _audit_rows(paths, deep=True, isolate=False)
-    for path in paths:
-        want, verdicts = _doctor(path, deep=True)
-        row, audited = deep[str(path)]
-        assert row["deep"] and row["status"] == "ok", row["error"]
-        assert _key(audited) == want, path
-        assert _verdict(row) == _worst(verdicts), path
+    _audit_equals_doctor(files[name], deep=True, isolate=False)
 
 
 def test_a_torchscript_archive_named_jit_is_audited(files):
