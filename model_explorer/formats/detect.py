@@ -223,11 +223,14 @@ def _tar_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
 
 def zip_names(read: Callable[[int, int], bytes], size: int) -> list[str] | None:
     """Entry names from the zip's central directory (its first 64 KiB), or None when the end
-    record cannot be found (a zip cut short): two bounded reads."""
-    start = max(0, size - ZIP_TAIL)
-    tail = bytes(read(start, size - start))
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or at + 22 > len(tail):
+    record cannot be found (a zip cut short): two bounded reads (three with a long comment)."""
+    for want in (1024, ZIP_TAIL):  # the end record is 22 bytes from the end, unless a comment follows
+        start = max(0, size - want)
+        tail = bytes(read(start, size - start))
+        at = tail.rfind(b"PK\x05\x06")
+        if at >= 0 and at + 22 <= len(tail):
+            break
+    else:
         return None
     _, _, _, _, cd_size, cd_offset, _ = struct.unpack_from("<HHHHIIH", tail, at + 4)
     if (cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF) and at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":
@@ -368,8 +371,18 @@ def _is_sentencepiece(head: bytes) -> bool:
 
 
 def _is_flax_msgpack(head: bytes) -> bool:
-    """A msgpack map (what flax.serialization writes) whose first key is a string."""
+    """A msgpack map (what flax.serialization writes) whose first key is a printable string
+    ("params", "opt_state", a layer name)."""
     if not head or not (0x81 <= head[0] <= 0x8F or head[0] in (0xDE, 0xDF)):
         return False
     at = 1 if head[0] <= 0x8F else (3 if head[0] == 0xDE else 5)
-    return at < len(head) and (0xA1 <= head[at] <= 0xBF or head[at] in (0xD9, 0xDA, 0xDB))
+    if at >= len(head):
+        return False
+    if 0xA1 <= head[at] <= 0xBF:
+        n, at = head[at] & 0x1F, at + 1
+    elif head[at] == 0xD9 and at + 1 < len(head):
+        n, at = head[at + 1], at + 2
+    else:
+        return False
+    key = head[at:at + n]
+    return 0 < len(key) == n and key.isascii() and key.decode().isprintable()

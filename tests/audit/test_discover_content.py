@@ -351,3 +351,26 @@ def test_the_hugging_face_cache_is_audited_through_its_snapshots(tmp_path):
     reasons = {os.path.relpath(p, repo): r for p, r in zip(result.skipped["path"], result.skipped["reason"])}
     assert reasons == {"blobs/9f1e": "alias", "blobs/77aa": "alias", "snapshots/abc123/config.json": "side_file"}
     assert "not audited" not in result.summary
+
+
+def test_a_zip_is_read_from_its_central_directory(tmp_path):
+    """TorchScript writes its tensors first and data.pkl and code/ after them: the names come
+    from the central directory at the end, past a comment too; a zip cut short goes to the torch
+    reader, which says where it ends."""
+    import zipfile
+
+    corpus.peer(tmp_path / "peer")
+    jit = (tmp_path / "peer" / "model.jit").read_bytes()
+    with zipfile.ZipFile(tmp_path / "peer" / "model.jit") as z:
+        assert not z.namelist()[0].endswith(".pkl")  # the first local header says nothing
+    commented = tmp_path / "commented.pt"
+    with zipfile.ZipFile(tmp_path / "peer" / "model.jit") as src, zipfile.ZipFile(commented, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info.filename))
+        dst.comment = b"c" * 3000
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(jit[:len(jit) // 2])
+    other = tmp_path / "docs.zip"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("index.html", "<p>hi</p>")
+    assert [_identify(p) for p in (commented, cut, other)] == ["torchscript", "zip", "zip_archive"]
