@@ -25,6 +25,7 @@ from typing import Any
 from ...spans import Report, short_repr
 from ..detect import detect
 from ..result import FileResult
+from . import torchscript
 from .numpy_refs import NUMPY_REDUCERS
 from .placement import EMBEDDED_FUNC, BytesSource, place_tensors
 from .report import pickle_details
@@ -133,7 +134,10 @@ def read_torch_zip(source) -> FileResult:
                                    read_embedded=read_embedded)
     _storage_spans(table, locate, rep, prefix)
     _orphan_storages(entries, prefix, table, rep)
-    result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
+    scripted = torchscript.is_archive(entries, prefix)
+    if scripted:
+        torchscript.check_archive(source, rep, entries, prefix, runs)
+    result.details["pickle"] = pickle_details(runs, main, walked.structure, rep, scripted)
     result.details["zip"] = {"archive": prefix.rstrip("/"), "recovered": listing.recovered,
                              "entries": len(entries), "predicted": listing.predicted}
     sort_spans(rep)
@@ -167,8 +171,8 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
                     f"{prefix!r} (first: {foreign[0]!r}); torch ignores them.",
                     entries[foreign[0]].header_offset, 4)
     for name, e in entries.items():
-        if e.method == 0:
-            continue
+        if e.method == 0 or name.startswith(prefix + "code/"):
+            continue  # torch.jit.save deflates the TorchScript source and its debug pickles
         how = COMPRESSION.get(e.method, str(e.method))
         if name.startswith(prefix + "data/"):
             rep.error("zip_compressed_entry", f"The storage {name!r} is {how}-compressed; torch.save "
@@ -180,11 +184,6 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
                         "offsets in the file.", e.header_offset, 4)
         else:
             rep.info("zip_compressed_entry", f"{name!r} is {how}-compressed.", e.header_offset, 4)
-    code = [n for n in entries if n.startswith(prefix + "code/") or n == prefix + "constants.pkl"]
-    if code:
-        rep.warning("torchscript_archive", f"This is a TorchScript archive ({code[0]!r}): "
-                    "torch.jit.load compiles and runs the code it holds; torch.load hands it to "
-                    "torch.jit.load.", entries[code[0]].header_offset, 4)
 
 
 def _read_records(source, rep: Report, entries, prefix: str) -> dict[str, Any]:

@@ -633,7 +633,12 @@ def _plain_build(func: Global, args: tuple) -> bool:
 
 MAX_SOURCES_WALKED = 64
 # Allowed builtins whose result may be one of their arguments: min([f]), max([f]), sum([], f).
-RETURNS_AN_ARGUMENT = frozenset({"builtins.min", "builtins.max", "builtins.sum"})
+# TorchScript's list and type-tag helpers return their first argument, too.
+RETURNS_AN_ARGUMENT = frozenset({"builtins.min", "builtins.max", "builtins.sum",
+                                 *(f"torch.jit._pickle.{n}" for n in (
+                                     "build_intlist", "build_tensorlist", "build_doublelist",
+                                     "build_boollist", "build_tensor_from_id",
+                                     "restore_type_tag"))})
 
 
 def result_sources(call: Call) -> list[Global]:
