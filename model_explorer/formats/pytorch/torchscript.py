@@ -111,7 +111,7 @@ def check_archive(source, rep: Report, entries, prefix: str, runs) -> None:
     """The `torchscript_archive` warning, and a finding for each call of the source that
     reaches files, processes or the network (error) or a native extension (warning)."""
     members = code_members(entries, prefix)
-    classes = sorted({g.dotted for r in runs for g in r.imports if is_class(g.dotted)})
+    classes = list(dict.fromkeys(g.dotted for r in runs for g in r.imports if is_class(g.dotted)))
     calls, checked, unread = _scan_members(source, entries, members)
     for dotted in classes:  # custom C++ classes data.pkl builds (packed weights...)
         hit = _judge(dotted.split(".")[1:])
