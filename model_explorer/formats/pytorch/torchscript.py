@@ -113,6 +113,7 @@ def check_archive(source, rep: Report, entries, prefix: str, runs) -> None:
     members = code_members(entries, prefix)
     classes = list(dict.fromkeys(g.dotted for r in runs for g in r.imports if is_class(g.dotted)))
     calls, checked, unread = _scan_members(source, entries, members)
+    unread = [u for u in unread if u[1].data_end < source.size]  # cut by the end: `truncated`
     for dotted in classes:  # custom C++ classes data.pkl builds (packed weights...)
         hit = _judge(dotted.split(".")[1:])
         if hit is not None:
