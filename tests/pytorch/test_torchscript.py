@@ -376,3 +376,17 @@ def test_plain_pickle_of_jit_helpers_reads_as_data(tmp_path):
     assert verdict(ckpt, p) == "safe"
     structure = ckpt.details["files"][str(p)]["pickle"]["structure"]
     assert structure == pickle.loads(p.read_bytes())  # torch.jit._pickle's own results
+
+
+def test_torchscript_archive_over_http(served):
+    """The same findings as the local file, the source files fetched in one request."""
+    import shutil
+
+    root, base, server = served
+    shutil.copy(silero_jit(), root / "vad.pt")
+    local = mx.open(root / "vad.pt")
+    server.requests.clear()
+    remote = mx.open(f"{base}/vad.pt")
+    assert [(f.code, f.offset) for f in remote.findings] == [(f.code, f.offset) for f in local.findings]
+    assert remote.warnings[0].extra == local.warnings[0].extra
+    assert len(server.requests) < 30, len(server.requests)  # 20 here; 64 file by file

@@ -27,6 +27,7 @@ from ...spans import Report, short_repr
 
 MAX_CODE_BYTES = 8 * 1024 * 1024  # one inflated source file; torch's are a few kilobytes
 MAX_CODE_TOTAL = 64 * 1024 * 1024
+DEFLATE_SLACK = 1 << 16
 CLASSES_SHOWN = 5
 CALLS_SHOWN = 3
 
@@ -197,9 +198,10 @@ def _scan_members(source, entries, members: list[str]):
     unread: list[tuple] = []
     checked = 0
     budget = MAX_CODE_TOTAL
+    read = _region_reader(source, [entries[n] for n in members])
     for name in members:
         e = entries[name]
-        raw, why = _member_bytes(source, e, min(MAX_CODE_BYTES, budget))
+        raw, why = _member_bytes(read, e, min(MAX_CODE_BYTES, budget))
         if raw is None:
             unread.append((name, e, why))
             continue
@@ -215,21 +217,40 @@ def _scan_members(source, entries, members: list[str]):
     return calls, checked, unread
 
 
-def _member_bytes(source, e, cap: int) -> tuple[bytes | None, str]:
-    avail = max(0, min(e.compressed_size, source.size - e.data_offset))
+def _region_reader(source, members: list):
+    """read(offset, n) for the members' bytes: torch.jit.save writes the source files next to
+    each other, so a remote file is asked once for all of them, not once per file."""
+    if not members or hasattr(source, "buffer"):
+        return source.read
+    lo = min(e.data_offset for e in members)
+    hi = min(source.size, max(e.data_end for e in members))
+    if not 0 < hi - lo <= MAX_CODE_TOTAL:
+        return source.read
+    blob = bytes(source.read(lo, hi - lo))
+
+    def read(offset: int, n: int) -> bytes:
+        if lo <= offset and offset + n <= hi:
+            return blob[offset - lo:offset - lo + n]
+        return bytes(source.read(offset, n))
+    return read
+
+
+def _member_bytes(read, e, cap: int) -> tuple[bytes | None, str]:
+    """A member's source text, inflated, at most `cap` bytes (else None and why)."""
+    if e.compressed_size > cap + DEFLATE_SLACK:  # deflate never grows text by more than that
+        return None, f"is larger than {cap:,} bytes"
+    raw = bytes(read(e.data_offset, e.compressed_size))
     if e.method == 0:
-        if e.compressed_size > cap:
-            return None, f"is larger than {cap} bytes"
-        return bytes(source.read(e.data_offset, avail)), ""
+        return (raw, "") if len(raw) <= cap else (None, f"is larger than {cap:,} bytes")
     if e.method != 8:
         return None, f"is compressed with method {e.method}, which this reader does not inflate"
     try:
         d = zlib.decompressobj(-15)
-        data = d.decompress(bytes(source.read(e.data_offset, avail)), cap)
+        data = d.decompress(raw, cap)
     except zlib.error as err:
         return None, f"does not inflate ({err})"
     if d.unconsumed_tail:
-        return None, f"inflates to more than {cap} bytes"
+        return None, f"inflates to more than {cap:,} bytes"
     return data, ""
 
 
