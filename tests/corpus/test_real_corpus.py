@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import realfiles
 
 import model_explorer as mx
-import realfiles
 
 
 def _need(path):
