@@ -38,11 +38,13 @@ export function createHexView(ctx, opts = {}) {
   const status = h("div", { className: "me-hex-status me-muted", text: " " });
   // A saved report holds some bytes only: the others show blank, with its calm note why.
   const absentNote = h("div", { className: "me-muted me-hex-note", hidden: true });
+  // A file cut short: where it ends and how much of it the header expects (the kernel's last page says).
+  const endNote = h("div", { className: "me-hex-end", hidden: true });
   const tip = h("div", { className: "me-tooltip", hidden: true });
 
   root.append(
     h("div", { className: "me-toolbar" }, files.length > 1 ? fileSelect : null, gotoInput, gotoBtn, h("span", { className: "me-sep" }), prevBtn, nextBtn, stepCount),
-    stepText, legend, grid, absentNote, slider, status, tip,
+    stepText, legend, grid, endNote, absentNote, slider, status, tip,
   );
 
   // One element per cell, built once and refilled on every scroll.
@@ -123,6 +125,8 @@ export function createHexView(ctx, opts = {}) {
     slider.max = String(Math.max(0, rowCount(size) - ROWS));
     slider.value = String(top);
     let absent = null;
+    const endPage = size > 0 && size <= start + ROWS * ROW ? cache.get(pageKey(Math.floor((size - 1) / PAGE))) : null;
+    const endText = endPage && typeof endPage.end === "string" ? endPage.end : "";
     for (let r = 0; r < ROWS; r += 1) {
       const rowStart = start + r * ROW;
       const el = rowEls[r];
@@ -139,7 +143,7 @@ export function createHexView(ctx, opts = {}) {
           cell.textContent = "  ";
           a.textContent = " ";
           cell.style.background = a.style.background = "";
-          cell.className = "me-b me-empty";
+          cell.className = off === size && endText ? "me-b me-empty me-file-end" : "me-b me-empty";
           a.className = "me-a me-empty";
           continue;
         }
@@ -157,6 +161,8 @@ export function createHexView(ctx, opts = {}) {
         a.className = `me-a${kind}${hl ? " me-hl" : ""}`;
       }
     }
+    endNote.hidden = !endText;
+    endNote.textContent = endText;
     absentNote.hidden = !absent;
     absentNote.textContent = absent || "";
   }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ..hexview import SpanIndex
+from ..hexview import END_KIND, SpanIndex, end_marks
 from ..spans import Span
 
 PAGE = 4096
@@ -37,7 +37,11 @@ def page(fs: SpanIndex, data: bytes, file: str, offset: int) -> dict:
             local[i] = len(spans)
             spans.append(span_json(fs.spans[i], i, file=False))
         out.append([a, b, local[i]])
-    return {"file": file, "offset": offset, "length": len(data), "segs": out, "spans": spans}
+    answer = {"file": file, "offset": offset, "length": len(data), "segs": out, "spans": spans}
+    ends = end_marks(fs, offset + len(data))
+    if ends:  # the page ends where a file cut short does: the hexdump marks it
+        answer["end"] = ends[0]
+    return answer
 
 
 _OPCODES = {
@@ -120,6 +124,10 @@ def explain(s: Span, fmt: str) -> str:
                 "offsets; the bytes are the tensor's elements in row-major order.")
     if k == "gap":
         return f"{s.path.capitalize()}{v}: {n} that no tensor claims; strict readers reject them."
+    if k == END_KIND:
+        return (f"The end of the file{v}: the header describes data past this byte, so the file "
+                "was cut short (a download or copy that stopped). Tensors that end before it can "
+                "be read; the others cannot. Download or copy the file again.")
     if k == "opcode":
         name = s.path.rsplit(" > ", 1)[-1]
         what = _OPCODES.get(name) or next((t for p, t in _OPCODE_PREFIXES if name.startswith(p)), None)
