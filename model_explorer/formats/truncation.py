@@ -73,8 +73,18 @@ def report_truncation(rep: Report, tr: Truncation, name: str) -> None:
     f = rep.error("truncated", truncation_message(name, tr.size, tr.expected, tr.first_cut,
                                                   tr.present, tr.total), tr.size, 0, tr.first_cut)
     f.extra.update(tr.to_dict())
-    rep.span(tr.size, 0, END_KIND, "end of file", f"{tr.size:,} bytes of {tr.expected:,} expected "
-             f"({percent(tr.size, tr.expected)} %)")
+    rep.span(tr.size, 0, END_KIND, "end of file", _end_value(tr.size, tr.expected))
+
+
+def _end_value(size: int, expected: int) -> str:
+    return f"{size:,} bytes of {expected:,} expected ({percent(size, expected)} %)"
+
+
+def end_note(details: dict[str, Any] | None) -> str | None:
+    """"end of file: 95,000,000 bytes of 4,683,000,000 expected (2.0 %)" for a file cut short
+    (its reader's `details`), None for a whole one: the hexdump shows it after the last byte."""
+    cut = (details or {}).get("truncated")
+    return f"end of file: {_end_value(cut['size'], cut['expected'])}" if cut else None
 
 
 def stored_bytes(ckpt: CheckpointRecord) -> tuple[int, int]:

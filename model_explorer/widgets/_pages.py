@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ..hexview import END_KIND, SpanIndex, end_marks
+from ..hexview import END_KIND, SpanIndex
 from ..spans import Span
 
 PAGE = 4096
@@ -37,11 +37,7 @@ def page(fs: SpanIndex, data: bytes, file: str, offset: int) -> dict:
             local[i] = len(spans)
             spans.append(span_json(fs.spans[i], i, file=False))
         out.append([a, b, local[i]])
-    answer = {"file": file, "offset": offset, "length": len(data), "segs": out, "spans": spans}
-    ends = end_marks(fs, offset + len(data))
-    if ends:  # the page ends where a file cut short does: the hexdump marks it
-        answer["end"] = ends[0]
-    return answer
+    return {"file": file, "offset": offset, "length": len(data), "segs": out, "spans": spans}
 
 
 _OPCODES = {
