@@ -497,8 +497,7 @@ def _place_tensors(infos, data_start, alignment, rep: Report, result: FileResult
         result.tensors[name] = _tensor_info(raw, result.file, offset, length, result.details["byteorder"])
     ordered = sorted(result.tensors.values(), key=lambda t: t.offset)
     # A file cut short is one finding, not a data_past_end error for every tensor after the cut.
-    cut = find_truncation(sorted(ordered, key=lambda t: (t.offset, t.length)), data_start, size,
-                          result.file, alignment)
+    cut = find_truncation(ordered, data_start, size, result.file, alignment)
     if cut is not None:
         report_truncation(rep, cut, basename(result.file))
         result.details["truncated"] = cut.to_dict()

@@ -9,8 +9,8 @@ hole where the tensor should be, so its tensor past the end stays a `data_past_e
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ..hexview import END_KIND
@@ -39,9 +39,8 @@ class Truncation:
 def percent(part: int, whole: int) -> str:
     """`part` of `whole` in percent with one decimal, rounded down: a file one byte short
     reads 99.9 %, never 100.0 %."""
-    if whole <= 0:
-        return "0.0"
-    return f"{math.floor(part * 1000 / whole) / 10:.1f}"
+    tenths = part * 1000 // whole if whole > 0 else 0  # integers: exact for any file size
+    return f"{tenths // 10}.{tenths % 10}"
 
 
 def truncation_message(name: str, size: int, expected: int, first_cut: str, present: int,
@@ -52,13 +51,14 @@ def truncation_message(name: str, size: int, expected: int, first_cut: str, pres
             "present")
 
 
-def find_truncation(ordered: list[TensorInfo], data_start: int, size: int, file: str,
+def find_truncation(tensors: list[TensorInfo], data_start: int, size: int, file: str,
                     alignment: int = 1) -> Truncation | None:
-    """The truncation of a file whose tensors, sorted by (offset, length), are `ordered`; None
-    when no tensor runs past the end, or when the layout is not an unbroken run of tensors (a
-    hole or an overlap: the header is wrong, not the file short)."""
-    if not ordered or max(t.end for t in ordered) <= size:
+    """The truncation of a file holding `tensors`; None when no tensor runs past the end, or
+    when the layout is not an unbroken run of tensors (a hole or an overlap: the header is
+    wrong, not the file short)."""
+    if not tensors or max(t.end for t in tensors) <= size:
         return None
+    ordered = sorted(tensors, key=attrgetter("offset", "length"))
     reach = data_start
     for t in ordered:
         if t.offset < reach or t.offset > -(-reach // alignment) * alignment:
