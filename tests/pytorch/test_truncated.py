@@ -13,7 +13,8 @@ import pytest
 
 import model_explorer as mx
 from model_explorer.formats.pytorch import read_torch_legacy, read_torch_zip
-from model_explorer.formats.pytorch.cutshort import END_KIND, percent
+from model_explorer.formats.truncation import percent
+from model_explorer.hexview import END_KIND
 from model_explorer.sources import LocalSource
 
 from .helpers import dump_bytes, flatten, storage_view, torch_bytes

@@ -23,13 +23,14 @@ finding says where the file ends and that no tensor can be located.
 
 from __future__ import annotations
 
-import math
 import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...hexview import END_KIND
 from ...sources import basename
 from ..result import FileResult
+from ..truncation import Truncation, percent, report_truncation
 
 U32 = 0xFFFFFFFF
 LOCAL_HEADER = 30
@@ -39,7 +40,6 @@ DEFAULT_ALIGNMENT = 64
 # The records torch.save writes after the storages, with their sizes ("3\n", a 40-digit id).
 TAIL_RECORDS = (("version", 2), (".data/serialization_id", 40))
 SMALL_RECORDS = ((".format_version", 1), (".storage_alignment", 2), ("byteorder", 6))
-END_KIND = "file_end"  # the zero-length span at the end of a file cut short (the hexdump's mark)
 
 
 @dataclass
@@ -51,13 +51,6 @@ class Cut:
     where: str = ""  # what the file ends inside, when `expected` is None
     located: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (start, present)
     keys: frozenset[str] = frozenset()  # storages not wholly present
-
-
-def percent(part: int, whole: int) -> str:
-    """One decimal, rounded down: a file one byte short reads 99.9 %, never 100.0 %."""
-    if whole <= 0:
-        return "0.0"
-    return f"{math.floor(part * 1000 / whole) / 10:.1f}"
 
 
 # -- zip ---------------------------------------------------------------------------------------
@@ -151,23 +144,24 @@ def report_cut(cut: Cut, result: FileResult) -> None:
     lost = sorted((t for t in tensors.values() if t.length and t.offset + t.length > size),
                   key=lambda t: (t.offset, t.name))
     total, present = len(tensors), len(tensors) - len(lost)
-    if lost:
-        what = (f"tensor {lost[0].name} is the first cut; {present:,} of {total:,} tensors are "
-                "wholly present")
-    elif tensors:
-        what = f"no tensor is cut; all {total:,} tensors are wholly present"
-    else:
-        what = "no tensor can be named or located"
-    summary = {"size": size, "expected": cut.expected, "first_cut": lost[0].name if lost else None,
-               "present_tensors": present, "tensors": total, "cut_tensors": [t.name for t in lost]}
+    if cut.expected is not None and lost:  # the sentence every format's reader says
+        tr = Truncation(result.file, size, cut.expected, lost[0].name, present, total,
+                        [t.name for t in lost])
+        report_truncation(rep, tr, name)
+        result.details["truncated"] = tr.to_dict()
+        return
+    what = (f"no tensor is cut; all {total:,} tensors are wholly present" if tensors else
+            "no tensor can be named or located")
     if cut.expected is None:
         text, mark = f"{name} ends at byte {size:,}, inside {cut.where}: {what}.", "the rest is cut"
-    else:
+    else:  # only the records after the storages are cut
         share = f"({percent(size, cut.expected)} %)"
         text = f"{name} ends at byte {size:,} of {cut.expected:,} expected {share}: {what}"
         mark = f"of {cut.expected:,} expected {share}"
-    f = rep.error("truncated", text, size, 0, lost[0].name if lost else None)
-    f.extra.update(summary)
+        result.details["truncated"] = {"size": size, "expected": cut.expected, "first_cut": None,
+                                       "present_tensors": total, "tensors": total,
+                                       "cut_tensors": []}
+    f = rep.error("truncated", text, size, 0)
+    f.extra.update(size=size, expected=cut.expected, first_cut=None, present_tensors=present,
+                   tensors=total, cut_tensors=[])
     rep.span(size, 0, END_KIND, "end of file", f"{size:,} bytes {mark}")
-    if cut.expected is not None:
-        result.details["truncated"] = summary
