@@ -33,16 +33,31 @@ def verdict(ckpt, path) -> str:
     return ckpt.details["files"][str(path)]["pickle"]["verdict"]
 
 
-def picklescan_dangerous(path) -> int:
-    """picklescan's count of dangerous globals (its "Dangerous globals" line)."""
-    scanner = pytest.importorskip("picklescan.scanner")
-    result = scanner.scan_file_path(str(path))
-    return sum(1 for g in result.globals if g.safety.name == "Dangerous")
+def picklescan_dangerous(path) -> int | None:
+    """picklescan's count of dangerous globals (its "Dangerous globals" line); None when
+    picklescan is not installed."""
+    if importlib.util.find_spec("picklescan") is None:
+        return None
+    from picklescan.scanner import scan_file_path
+
+    return sum(1 for g in scan_file_path(str(path)).globals if g.safety.name == "Dangerous")
 
 
-def modelscan_issues(path) -> int:
-    ms = pytest.importorskip("modelscan.modelscan")
-    return ms.ModelScan().scan(str(path))["summary"]["total_issues"]
+def modelscan_issues(path) -> int | None:
+    """modelscan's issue count; None when modelscan is not installed."""
+    if importlib.util.find_spec("modelscan") is None:
+        return None
+    from modelscan.modelscan import ModelScan
+
+    return ModelScan().scan(str(path))["summary"]["total_issues"]
+
+
+def peers_see_nothing(path) -> None:
+    """Both peers, where installed, report nothing dangerous; skip when neither is."""
+    found = {"picklescan": picklescan_dangerous(path), "modelscan": modelscan_issues(path)}
+    if all(v is None for v in found.values()):
+        pytest.skip("neither picklescan nor modelscan is installed")
+    assert all(v in (0, None) for v in found.values()), found
 
 
 # -- modules torch.jit.script and torch.jit.trace turn into archives ---------------------------
@@ -189,8 +204,7 @@ def test_peers_see_nothing_either(archives, name):
     if name not in archives:
         pytest.skip("no quantized engine in this torch build")
     path, _ = archives[name]
-    assert picklescan_dangerous(path) == 0
-    assert modelscan_issues(path) == 0
+    peers_see_nothing(path)
 
 
 def silero_jit() -> Path:
@@ -220,8 +234,8 @@ def test_silero_vad_archive():
     assert set(state) <= set(ckpt.tensors)
     for key, value in state.items():
         assert storage_view(ckpt, ckpt.tensors[key]).tobytes() == value.contiguous().numpy().tobytes()
-    assert picklescan_dangerous(path) == 0
-    assert modelscan_issues(path) == 0
+    if picklescan_dangerous(path) is not None or modelscan_issues(path) is not None:
+        peers_see_nothing(path)
 
 
 # -- code that reaches beyond TorchScript ---------------------------------------------------
@@ -247,7 +261,7 @@ def test_code_that_writes_files_is_dangerous_and_the_peers_miss_it(tmp_path):
     assert save.length == info.compress_size
     assert code[save.extra["position"]:].startswith(b"torch.save(")
     assert verdict(ckpt, path) == "dangerous"
-    assert picklescan_dangerous(path) == 0 and modelscan_issues(path) == 0
+    assert picklescan_dangerous(path) in (0, None) and modelscan_issues(path) in (0, None)
     torch.jit.load(path)  # the proof: loading writes the file __setstate__ names
     assert marker.exists()
 
