@@ -288,6 +288,7 @@ def _insert(line: str):
 @pytest.mark.parametrize("line, operator", [
     ('torch.ops.load_library("/tmp/evil.so")', "torch.ops.load_library"),
     ('_ = torch.classes.load_library("/tmp/evil.so")', "torch.classes.load_library"),
+    ('torch . ops . load_library("/tmp/evil.so")', "torch.ops.load_library"),
     ("_ = ops.c10d.barrier(x)", "c10d::barrier"),
     ('_ = ops.aten.save(x, "/tmp/x")', "aten::save"),
     ('_ = ops.debugprims.load_tensor("w", [2], [1], dtype=6, device="cpu")',

@@ -88,6 +88,7 @@ class CodeCall:
     data_offset: int  # where the member's (possibly deflated) bytes start in the file
     member_length: int  # their length in the file
     position: int  # byte offset of the name inside the member's source
+    name_length: int  # its bytes there (spaces between the dots included)
     line: int
     column: int
     method: str | None  # the def it is in
@@ -119,12 +120,13 @@ def check_archive(source, rep: Report, entries, prefix: str, runs) -> None:
         hit = _judge(dotted.split(".")[1:])
         if hit is not None:
             g = next(g for r in runs for g in r.imports if g.dotted == dotted)
-            calls.append(CodeCall(hit[0], dotted, hit[1], hit[2], "data.pkl", g.offset, 1, 0, 0, 0,
-                                  None, True))
+            calls.append(CodeCall(hit[0], dotted, hit[1], hit[2], "data.pkl", g.offset, 1, 0,
+                                  1, 0, 0, None, True))
     first = entries[members[0]] if members else entries[prefix + "constants.pkl"]
     text = (f"This is a TorchScript archive ({_count(len(members), 'source file')} under "
             f"{short_repr(prefix + 'code/', 60)}): torch.jit.load compiles and runs the code it "
-            "holds, and torch.load hands the file to torch.jit.load.")
+            "holds, and torch.load hands the file to torch.jit.load (with weights_only=True it "
+            "refuses it).")
     if classes:
         shown = ", ".join(classes[:CLASSES_SHOWN]) + (f" and {len(classes) - CLASSES_SHOWN} more"
                                                       if len(classes) > CLASSES_SHOWN else "")
@@ -166,7 +168,8 @@ def _call_findings(rep: Report, calls: list[CodeCall]) -> None:
                      ("loading the file runs it (torch.jit.load calls __setstate__)."
                       if any(x.method == "__setstate__" for x in group)
                       else "running the model runs it.") +
-                     " Neither pickle scanners nor torch.load(weights_only=True) look at this code.")
+                     " Pickle scanners do not read this code; torch.load(weights_only=True) "
+                     "refuses TorchScript archives, torch.load(weights_only=False) runs it.")
             f = rep.error("torchscript_call", text, *_bytes(c))
         else:
             f = rep.warning("torchscript_native_op", text + " torch.jit.load fails unless the "
@@ -189,7 +192,7 @@ def _where(c: CodeCall) -> str:
 def _bytes(c: CodeCall) -> tuple[int, int]:
     """The name's own bytes when the member is stored; else the member's deflated bytes."""
     if c.stored:
-        return c.data_offset + c.position, len(c.name)
+        return c.data_offset + c.position, c.name_length
     return c.data_offset, c.member_length
 
 
@@ -209,9 +212,9 @@ def _scan_members(source, entries, members: list[str]):
         found, n, why = scan_source(raw)
         checked += n
         length = max(0, min(e.compressed_size, source.size - e.data_offset))
-        for sev, dotted, op, text, pos, line, col, method in found:
-            calls.append(CodeCall(sev, dotted, op, text, name, e.data_offset, length, pos, line,
-                                  col, method, e.method == 0))
+        for sev, dotted, op, text, pos, span, line, col, method in found:
+            calls.append(CodeCall(sev, dotted, op, text, name, e.data_offset, length, pos, span,
+                                  line, col, method, e.method == 0))
         if why:
             unread.append((name, e, why))
     return calls, checked, unread
@@ -256,16 +259,21 @@ def _member_bytes(read, e, cap: int) -> tuple[bytes | None, str]:
 
 def scan_source(raw: bytes) -> tuple[list[tuple], int, str]:
     """(calls, dotted names checked, why the scan stopped early or ""): each call is (severity,
-    name, operator, why, byte position, line, column, enclosing def). The tokenizer skips
+    name, operator, why, byte position, byte length, line, column, enclosing def). The tokenizer skips
     strings and comments, so a message that mentions torch.save is not a call."""
     text = raw.decode("utf-8", errors="surrogateescape")
-    line_starts = [0] + [i + 1 for i, b in enumerate(raw) if b == 0x0A]
+    line_starts = [0]
+    while (i := raw.find(b"\n", line_starts[-1])) >= 0:
+        line_starts.append(i + 1)
     lines = text.split("\n")
+
+    def byte_at(row: int, col: int) -> int:  # tokenize counts characters; findings count bytes
+        return line_starts[row - 1] + len(lines[row - 1][:col].encode("utf-8", "surrogateescape"))
     found: list[tuple] = []
     checked = 0
     chain: list[str] = []
     rooted = False  # the chain starts at a name, not at an attribute of some value
-    start = (1, 0)
+    start = end = (1, 0)
     after_dot = False
     method: str | None = None
     want_def = False
@@ -277,10 +285,9 @@ def scan_source(raw: bytes) -> tuple[list[tuple], int, str]:
         checked += 1
         hit = _judge(chain)
         if hit is not None:
-            row, col = start
-            pos = line_starts[row - 1] + len(lines[row - 1][:col].encode(
-                "utf-8", errors="surrogateescape"))
-            found.append((hit[0], ".".join(chain), hit[1], hit[2], pos, row, col, method))
+            pos = byte_at(*start)
+            found.append((hit[0], ".".join(chain), hit[1], hit[2], pos, byte_at(*end) - pos,
+                          start[0], start[1], method))
 
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -289,9 +296,10 @@ def scan_source(raw: bytes) -> tuple[list[tuple], int, str]:
                 continue  # a name may continue on the next line inside brackets
             if kind == tokenize.NAME and after_dot and chain:
                 chain.append(s)
+                end = tok.end
             elif kind == tokenize.NAME:
                 flush()
-                chain, rooted, start = [s], not after_dot, tok.start
+                chain, rooted, start, end = [s], not after_dot, tok.start, tok.end
                 if want_def:
                     method, want_def, chain = s, False, []
                 elif s == "def":
