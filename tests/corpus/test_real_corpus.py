@@ -59,7 +59,6 @@ def test_silero_safetensors_reads_cleanly():
     assert _loud(ckpt.findings) == [] and len(ckpt.tensors) == 15
 
 
-@pytest.mark.xfail(reason="TorchScript verdicts (in progress)")
 def test_silero_torchscript_archive_is_not_dangerous():
     """torch.jit.save's own list builders (torch.jit._pickle.build_intlist) are data, and the
     TorchScript classes are compiled from the archive's code: one warning says torch.jit.load
