@@ -14,7 +14,8 @@ def cmd_audit(args) -> int:
     try:
         result = mx.audit(args.sources, out=args.out, sarif=args.sarif, html=args.html, deep=args.deep,
                           scheduler=args.scheduler, workers=args.workers, threads=args.threads,
-                          timeout=args.timeout or None, memory_limit=args.memory_limit)
+                          timeout=args.timeout or None, memory_limit=args.memory_limit,
+                          max_file_bytes=args.max_file_size)
     except ImportError as e:
         print(f"model-explorer: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -27,11 +28,23 @@ def cmd_audit(args) -> int:
             what = f"{r['status']}: {r['error']}" if r["status"] != "ok" else \
                 f"{r['errors']} errors ({', '.join(r['top_codes'])})"
             print(f"{r['source']}: {what}")
-        print(f"{len(m)} models: {int((m['status'] != 'ok').sum())} unreadable, "
-              f"{int(((m['status'] == 'ok') & (m['errors'] > 0)).sum())} with errors, "
-              f"{int((m['pickle_verdict'] == 'dangerous').sum())} dangerous pickles, "
-              f"{len(result.findings)} findings")
+        _print_skipped(result.skipped, args.max_rows)
+        print(result.summary)
     return result.exit_code
+
+
+def _print_skipped(skipped, most: int) -> None:
+    """The files not audited as models, those that matter most first (side files are not listed:
+    the parquet, SARIF and HTML outputs hold them)."""
+    from .audits.inventory import NOT_SKIPPED
+
+    rows = [r for r in skipped.to_dict("records") if r["reason"] not in NOT_SKIPPED]
+    order = ["unreadable", "format_not_read", "link_outside", "too_large", "not_model", "not_searched"]
+    rows.sort(key=lambda r: (order.index(r["reason"]) if r["reason"] in order else len(order), r["path"]))
+    for r in rows[:most]:
+        print(f"{r['path']}: not audited: {r['detail']}")
+    if len(rows) > most:
+        print(f"... {len(rows) - most} more files not audited (--max-rows, or --out for the whole table)")
 
 
 def cmd_scan(args) -> int:
@@ -72,13 +85,15 @@ def add_batch_parsers(sub) -> None:
     s.add_argument("--html", help="write an offline dashboard here (reports in NAME_reports/)")
     s.add_argument("--deep", action="store_true", help="also decode tensors (split per tensor range)")
     s.add_argument("--scheduler", help="tcp://host:8786 of an existing Dask cluster")
-    s.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
+    s.add_argument("--workers", type=int, help="local worker processes (default: the cores; 0: no Dask, audit in this process)")
     s.add_argument("--threads", type=int, default=1, help="tasks at a time per worker (I/O-bound remote audits)")
     s.add_argument("--timeout", type=float, default=300.0, help="seconds per model (0: none)")
     s.add_argument("--memory-limit", default="4GiB", help="memory cap per model")
+    s.add_argument("--max-file-size", help="do not read files larger than this (e.g. 20GB); they "
+                   "are listed as not audited")
     s.add_argument("--json", action="store_true", help="print the models table as JSON")
     s.add_argument("--max-rows", type=int, default=50,
-                   help="list at most this many of the worst models (default: 50)")
+                   help="list at most this many of the worst models and of the files not audited (default: 50)")
     s.set_defaults(func=cmd_audit)
 
     s = sub.add_parser("scan", help="exact statistics of every tensor, and the layer profile")

@@ -1,10 +1,14 @@
 """`mx.audit(...)`: audit many models on a Dask cluster and collect one row per model.
 
-The client submits one task per model (`task.audit_model`: fingerprint, then the headers read in
-an isolated child); with `deep=True` each model's answer names its tensor ranges, and one task
-per range runs the value checks, so a 163-shard model spreads over every worker. Only rows and
-findings come back. Dask reschedules the tasks of a worker that dies; each model is one future,
-so its row is counted once whichever worker finally ran it.
+Discovery (discover.py) identifies every file by its first bytes and groups the weight files into
+models. The client submits one task per few models (`task.audit_batch`: fingerprint, then the
+headers read in an isolated child); with `deep=True` each model's answer names its tensor ranges,
+and one task per range runs the value checks, so a 163-shard model spreads over every worker.
+Only rows and findings come back, each row naming the files its model read: a weight file that no
+model read (a TorchScript archive beside a safetensors model, a second GGUF, pytorch_model.bin
+beside model.safetensors) is then audited on its own, in a second round. Dask reschedules the
+tasks of a worker that dies; each model is one future, so its row is counted once whichever
+worker finally ran it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from typing import Any, NamedTuple
 
 from . import tables
-from .discover import discover
+from .discover import plan
 from .task import audit_batch, count_findings, deep_part
 
 DEFAULT_TIMEOUT = 300.0
@@ -23,15 +27,27 @@ DEFAULT_MEMORY = "4GiB"
 MAX_BATCH = 32
 
 
-class AuditResult(NamedTuple):
-    """The two tables; `models, findings = mx.audit(...)` unpacks them."""
-
+class _Pair(NamedTuple):
     models: Any  # pandas.DataFrame, one row per model
     findings: Any  # pandas.DataFrame, one row per finding
 
+
+class AuditResult(_Pair):
+    """The two tables, `models, findings = mx.audit(...)`; `skipped`: the files not audited as
+    models, one row each with its reason (a DataFrame); `summary`: the line that counts them."""
+
+    def __new__(cls, models, findings, skipped=None):
+        self = super().__new__(cls, models, findings)
+        self.skipped = skipped if skipped is not None else tables.skipped_frame([])
+        return self
+
     @property
     def exit_code(self) -> int:
-        return tables.exit_code(self.models)
+        return tables.exit_code(self.models, self.skipped)
+
+    @property
+    def summary(self) -> str:
+        return tables.summary_line(self.models, self.findings, self.skipped)
 
 
 def parse_bytes(value: int | str | None) -> int | None:
@@ -45,7 +61,12 @@ def parse_bytes(value: int | str | None) -> int | None:
 def make_client(client=None, scheduler: str | None = None, workers: int | None = None,
                 threads: int = 1):
     """(client, owned): the given client, one connected to `scheduler`, or a LocalCluster of
-    `workers` processes (the machine's cores by default) that the caller must close."""
+    `workers` processes (the machine's cores by default) that the caller must close; with
+    `workers=0`, no Dask: every task runs in this process."""
+    if client is None and not scheduler and workers == 0:
+        from .inprocess import InProcess
+
+        return InProcess(), False
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError as e:  # pragma: no cover - the optional extra
@@ -84,6 +105,11 @@ class _Progress:
             print(f"Dask dashboard: {link}", file=sys.stderr)
         self.bar = tqdm(total=total, desc="audit", unit="model", file=sys.stderr, smoothing=0.05)
 
+    def grow(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.total += n
+            self.bar.refresh()
+
     def done(self, row: dict, n: int = 1) -> None:
         self.bytes += int(row.get("bytes_read") or 0)
         self.errors += 1 if row.get("errors") else 0
@@ -110,17 +136,23 @@ def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=N
           timeout: float | None = DEFAULT_TIMEOUT, memory_limit: int | str | None = DEFAULT_MEMORY,
           scheduler: str | None = None, workers: int | None = None, threads: int = 1,
           progress: bool | None = None, isolate: bool = True, part_bytes: int | None = None,
-          layer_stat: str = "mean_abs", _delay: float | None = None, _on_result=None) -> AuditResult:
-    """Audit every model in `sources` (paths, folders, globs, URLs, text files of sources).
+          layer_stat: str = "mean_abs", max_file_bytes: int | str | None = None,
+          _delay: float | None = None, _on_result=None) -> AuditResult:
+    """Audit every model in `sources` (paths, folders, globs, URLs, hf:// repos, text files of
+    sources).
 
-    Returns (models, findings) DataFrames; writes them to `out` (parquet, the findings beside
-    it as NAME.findings.parquet), `sarif` and `html` when given. A rerun with the same `out`
-    skips models whose files are unchanged (size and mtime, or ETag). `timeout` (seconds) and
-    `memory_limit` apply to each model; a model that exceeds them, or crashes, is a row with
-    its error and the batch goes on.
+    Returns (models, findings) DataFrames, and `.skipped`: every file not audited as a model with
+    its reason (side files of a model, formats not read yet, unreadable files, files over
+    `max_file_bytes`, links leaving a folder). Writes them to `out` (parquet; the findings and
+    the skipped files beside it as NAME.findings.parquet and NAME.skipped.parquet), `sarif` and
+    `html` when given. A rerun with the same `out` skips models whose files are unchanged (size
+    and mtime, or ETag). `timeout` (seconds) and `memory_limit` apply to each model; a model
+    that exceeds them, or crashes, is a row with its error and the batch goes on. `workers=0`
+    runs every task in this process, without Dask.
     """
     t_start = time.perf_counter()
-    models = discover(sources)
+    found = plan(sources, parse_bytes(max_file_bytes))
+    models = list(found.models)
     previous = tables.read_previous(out) if out else None
     done_keys = tables.done_fingerprints(previous, deep) if previous is not None else {}
     reports = None
@@ -138,25 +170,55 @@ def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=N
     bar = _Progress(len(models), sys.stderr.isatty() if progress is None else progress, client)
     try:
         _run(client, models, opts, rows, findings, skipped, bar, layer_stat, _on_result)
+        # Weight files no model read: each is a model of its own (a second round).
+        read = files_read(models, rows, skipped, previous)
+        more = [w for w in found.weights if normal(w) not in read]
+        if more:
+            bar.grow(len(more))
+            models += more
+            _run(client, more, opts, rows, findings, skipped, bar, layer_stat, _on_result)
+            read = files_read(models, rows, skipped, previous)
     finally:
         bar.close()
         close_client(client, owned)
-    result = tables.build(models, rows, findings, skipped, previous)
+    files = [e.to_dict() for e in found.files if normal(e.path) not in read]
+    result = tables.build(models, rows, findings, skipped, previous, files)
     if out:
-        tables.write_parquet(result.models, result.findings, out)
+        tables.write_parquet(result.models, result.findings, out, result.skipped)
     if sarif:
         from .sarif import write_sarif
 
-        write_sarif(result.models, result.findings, sarif)
+        write_sarif(result.models, result.findings, sarif, result.skipped)
     if html:
         from .html import write_html
 
-        write_html(result.models, result.findings, html, time.perf_counter() - t_start)
-    return AuditResult(result.models, result.findings)
+        write_html(result.models, result.findings, html, time.perf_counter() - t_start, result.skipped)
+    return AuditResult(result.models, result.findings, result.skipped)
+
+
+def normal(path: str) -> str:
+    """One spelling per file, to compare what discovery found with what a model's open read (a
+    file a link points at is listed as audited through the link: discover.py)."""
+    if "://" in path and not path.startswith("file://"):
+        return path
+    return os.path.abspath(path.removeprefix("file://"))
+
+
+def files_read(models: list[str], rows: dict, skipped: set, previous) -> set[str]:
+    """Every file some model's open read (its row's paths), and the model sources themselves
+    (a model whose audit failed is a row already: not audited again)."""
+    prev = {}
+    if previous is not None:
+        prev = {r["source"]: r.get("paths") or [] for r in previous.models.to_dict("records")}
+    out = {normal(m) for m in models}
+    for src in models:
+        paths = rows[src].get("paths") if src in rows else prev.get(src) if src in skipped else None
+        out.update(normal(p) for p in paths or [])
+    return out
 
 
 def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_result) -> None:
-    from dask.distributed import as_completed
+    from .inprocess import as_completed
 
     size = batch_size(len(models), sum(client.nthreads().values()) or 1)
     shallow = {client.submit(audit_batch, models[i:i + size], opts, pure=False,
@@ -165,7 +227,7 @@ def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_resu
     deep_of: dict[Any, tuple[str, int]] = {}
     pending: dict[str, int] = {}
     layer_rows: dict[str, list[dict]] = {}
-    ac = as_completed(list(shallow))
+    ac = as_completed(client, list(shallow))
 
     def finish(src: str) -> None:
         if opts["deep"] and src in layer_rows:

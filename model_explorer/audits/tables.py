@@ -1,4 +1,5 @@
-"""The audit's two tables (models, findings), their parquet files, and resuming from them."""
+"""The audit's tables (models, findings, and the files not audited), their parquet files, the
+summary line, and resuming from them."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ from typing import Any, NamedTuple
 
 MODEL_COLUMNS = ["source", "status", "error", "format", "files", "bytes", "tensors", "parameters",
                  "quant_scheme", "bits_per_weight", "pickle_verdict", "dangerous_imports", "errors",
-                 "warnings", "infos", "top_codes", "seconds", "bytes_read", "fingerprint", "deep", "report"]
+                 "warnings", "infos", "top_codes", "seconds", "bytes_read", "fingerprint", "deep", "report", "paths"]
 FINDING_COLUMNS = ["source", "code", "severity", "file", "offset", "length", "tensor", "message", "fix"]
-LIST_COLUMNS = ("dangerous_imports", "top_codes")
+SKIPPED_COLUMNS = ["path", "reason", "kind", "label", "detail", "bytes", "model"]
+LIST_COLUMNS = ("dangerous_imports", "top_codes", "paths")
 STATUS_OK = "ok"
 
 
 class Tables(NamedTuple):
     models: Any
     findings: Any
+    skipped: Any = None
 
 
 def short(text: str) -> str:
@@ -40,10 +43,57 @@ def crash_finding(source: str, error: BaseException) -> dict:
                        f"({type(error).__name__}: {error}).", "fix": CATALOG["audit_crashed"].fix}
 
 
-def findings_path(out: str | os.PathLike) -> str:
+def findings_path(out: str | os.PathLike, table: str = "findings") -> str:
+    """Where a table beside the models' parquet goes: NAME.findings.parquet, NAME.skipped.parquet."""
     out = os.fspath(out)
     stem = out[:-len(".parquet")] if out.endswith(".parquet") else out
-    return stem + ".findings.parquet"
+    return f"{stem}.{table}.parquet"
+
+
+def skipped_frame(entries: list[dict]):
+    """The files not audited as models, one row each (inventory.FileEntry as dicts)."""
+    import pandas as pd
+
+    df = pd.DataFrame(entries, columns=SKIPPED_COLUMNS)
+    df["bytes"] = df["bytes"].astype("Int64")
+    return df
+
+
+def skipped_counts(skipped) -> list[tuple[int, str]]:
+    """(count, words) per reason a file was not audited, most first; the files that are part of
+    a model (side files, links audited through) are not counted."""
+    from collections import Counter
+
+    from .inventory import NOT_SKIPPED, REASONS
+
+    if skipped is None or not len(skipped):
+        return []
+    counts: Counter = Counter()
+    for r in skipped.to_dict("records"):
+        if r["reason"] in NOT_SKIPPED:
+            continue
+        counts[(r["reason"], r["label"] if r["reason"] == "format_not_read" else "")] += 1
+    out = []
+    for (reason, label), n in counts.most_common():
+        one, many = REASONS.get(reason, (reason, reason))
+        out.append((n, (one if n == 1 else many).format(label=label)))
+    return out
+
+
+def summary_line(models, findings, skipped=None) -> str:
+    """'9 models: 0 unreadable, 1 with errors, 2 dangerous pickles, 40 findings; 7 files not
+    audited: 6 ONNX (format not read yet), 1 unreadable'."""
+    line = (f"{len(models)} {'model' if len(models) == 1 else 'models'}: "
+            f"{int((models['status'] != STATUS_OK).sum())} unreadable, "
+            f"{int(((models['status'] == STATUS_OK) & (models['errors'] > 0)).sum())} with errors, "
+            f"{int((models['pickle_verdict'] == 'dangerous').sum())} dangerous pickles, "
+            f"{len(findings)} findings")
+    counts = skipped_counts(skipped)
+    total = sum(n for n, _ in counts)
+    if total:
+        line += (f"; {total} {'file' if total == 1 else 'files'} not audited: "
+                 + ", ".join(f"{n} {words}" for n, words in counts))
+    return line
 
 
 def _models_frame(rows: list[dict]):
@@ -69,8 +119,10 @@ def _findings_frame(rows: list[dict]):
     return df
 
 
-def build(models: list[str], rows: dict, findings: dict, skipped: set, previous: Tables | None) -> Tables:
-    """Rows in discovery order; a skipped model keeps its previous row and findings."""
+def build(models: list[str], rows: dict, findings: dict, skipped: set, previous: Tables | None,
+          files: list[dict] | None = None) -> Tables:
+    """Rows in discovery order; a model unchanged since `previous` keeps its previous row and
+    findings. `files`: the files not audited (inventory.FileEntry dicts)."""
     prev_rows, prev_findings = {}, {}
     if previous is not None:
         prev_rows = {r["source"]: r for r in previous.models.to_dict("records")}
@@ -84,7 +136,7 @@ def build(models: list[str], rows: dict, findings: dict, skipped: set, previous:
         elif src in rows:
             out_rows.append(rows[src])
             out_findings.extend(findings.get(src, []))
-    return normalize(Tables(_models_frame(out_rows), _findings_frame(out_findings)))
+    return normalize(Tables(_models_frame(out_rows), _findings_frame(out_findings), skipped_frame(files or [])))
 
 
 def normalize(t: Tables) -> Tables:
@@ -93,10 +145,12 @@ def normalize(t: Tables) -> Tables:
         import pyarrow as pa
     except ImportError:  # pragma: no cover - the audit extra brings it
         return t
-    ms, fs = _schemas()
+    ms, fs, ss = _schemas()
     models = pa.Table.from_pandas(t.models, schema=ms, preserve_index=False).to_pandas()
     findings = pa.Table.from_pandas(t.findings, schema=fs, preserve_index=False).to_pandas()
-    return _lists(Tables(models, findings))
+    skipped = pa.Table.from_pandas(skipped_frame([]) if t.skipped is None else t.skipped, schema=ss,
+                                   preserve_index=False).to_pandas()
+    return _lists(Tables(models, findings, skipped))
 
 
 def _lists(t: Tables) -> Tables:
@@ -104,6 +158,8 @@ def _lists(t: Tables) -> Tables:
         t.models[c] = [list(v) if v is not None else [] for v in t.models[c]]
     for c in ("offset", "length"):
         t.findings[c] = t.findings[c].astype("Int64")
+    if t.skipped is not None:
+        t.skipped["bytes"] = t.skipped["bytes"].astype("Int64")
     return t
 
 
@@ -116,38 +172,47 @@ def _schemas():
                         ("bits_per_weight", f), ("pickle_verdict", s), ("dangerous_imports", pa.list_(s)),
                         ("errors", i), ("warnings", i), ("infos", i), ("top_codes", pa.list_(s)),
                         ("seconds", f), ("bytes_read", i), ("fingerprint", s), ("deep", pa.bool_()),
-                        ("report", s)])
+                        ("report", s), ("paths", pa.list_(s))])
     findings = pa.schema([("source", s), ("code", s), ("severity", s), ("file", s), ("offset", i),
                           ("length", i), ("tensor", s), ("message", s), ("fix", s)])
-    return models, findings
+    skipped = pa.schema([("path", s), ("reason", s), ("kind", s), ("label", s), ("detail", s),
+                         ("bytes", i), ("model", s)])
+    return models, findings, skipped
 
 
-def write_parquet(models, findings, out) -> tuple[str, str]:
-    """`out` gets the models, NAME.findings.parquet the findings (written to temp files first,
-    so an interrupted write never leaves half a table to resume from)."""
+def write_parquet(models, findings, out, skipped=None) -> tuple[str, ...]:
+    """`out` gets the models, NAME.findings.parquet the findings and NAME.skipped.parquet the
+    files not audited (written to temp files first, so an interrupted write never leaves half a
+    table to resume from)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    ms, fs = _schemas()
+    ms, fs, ss = _schemas()
     out = os.fspath(out)
     paths = []
-    for df, schema, path in ((models, ms, out), (findings, fs, findings_path(out))):
+    skipped = skipped_frame([]) if skipped is None else skipped
+    for df, schema, path in ((models, ms, out), (findings, fs, findings_path(out)),
+                             (skipped, ss, findings_path(out, "skipped"))):
         table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
         tmp = path + ".tmp"
         pq.write_table(table, tmp)
         os.replace(tmp, path)
         paths.append(path)
-    return paths[0], paths[1]
+    return tuple(paths)
 
 
 def read_parquet(out) -> Tables:
-    """Both tables as written, list columns back as Python lists."""
+    """The tables as written, list columns back as Python lists (a file an older version wrote
+    lacks the skipped table and the models' paths: empty ones stand in)."""
     import pandas as pd
 
     models = pd.read_parquet(os.fspath(out))
-    fpath = findings_path(out)
+    if "paths" not in models.columns:
+        models["paths"] = [[] for _ in range(len(models))]
+    fpath, spath = findings_path(out), findings_path(out, "skipped")
     findings = pd.read_parquet(fpath) if os.path.exists(fpath) else _findings_frame([])
-    return _lists(Tables(models, findings))
+    skipped = pd.read_parquet(spath) if os.path.exists(spath) else skipped_frame([])
+    return _lists(Tables(models, findings, skipped))
 
 
 def read_previous(out) -> Tables | None:
@@ -167,9 +232,12 @@ def done_fingerprints(previous: Tables, deep: bool = False) -> dict[str, str]:
     return dict(zip(ok["source"], ok["fingerprint"]))
 
 
-def exit_code(models) -> int:
-    """0 when no model has an error finding, 1 when some do, 2 when some could not be read."""
+def exit_code(models, skipped=None) -> int:
+    """0 when no model has an error finding, 1 when some do, 2 when some model or file could not
+    be read."""
     if len(models) and (models["status"] != STATUS_OK).any():
+        return 2
+    if skipped is not None and len(skipped) and (skipped["reason"] == "unreadable").any():
         return 2
     if len(models) and (models["errors"] > 0).any():
         return 1

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import sources
 from ..codes import CATALOG
+from .inventory import error_text
 from .isolate import Failed, run_isolated_batch
 
 MAX_FINDINGS = 1000  # per model returned to the client; the counts cover all of them
@@ -122,7 +123,7 @@ def base_row(source: str) -> dict[str, Any]:
             "tensors": 0, "parameters": 0, "quant_scheme": None, "bits_per_weight": None,
             "pickle_verdict": None, "dangerous_imports": [], "errors": 0, "warnings": 0, "infos": 0,
             "top_codes": [], "seconds": 0.0, "bytes_read": 0, "fingerprint": None, "deep": False,
-            "report": None}
+            "report": None, "paths": []}
 
 
 def count_findings(row: dict, findings: list[dict]) -> None:
@@ -157,9 +158,11 @@ def _shallow(source: str, opts: dict) -> dict[str, Any]:
     try:
         ckpt = open_model(source, cross_check=True)  # an audit's findings are doctor's
     except (OSError, ValueError) as e:
-        return {"unreadable": f"cannot read {source!r}: {e}"}
+        return {"unreadable": f"cannot read {source}: {error_text(e)}"}
     try:
+        ckpt.build_all()  # as doctor does: what building the spans left for later meets is found
         s = ckpt.summary()
+        row["paths"] = [str(f) for f in ckpt.files]
         row.update(format=s["format"], files=len(s["files"]), bytes=int(s["total_size"]),
                    tensors=int(s["tensor_count"]), parameters=int(s["parameter_count"]))
         row["quant_scheme"], row["bits_per_weight"] = _quant(s)
@@ -225,7 +228,7 @@ def audit_batch(batch: list[str], opts: dict) -> list[dict[str, Any]]:
         try:
             fp = fingerprint(source)
         except (OSError, ValueError) as e:
-            results[k] = _failed(row, "unreadable", f"cannot read {source!r}: {e}", t0)
+            results[k] = _failed(row, "unreadable", f"cannot read {source}: {error_text(e)}", t0)
             continue
         if (opts.get("previous") or {}).get(source) == fp["key"]:
             results[k] = {"source": source, "skipped": True, "fingerprint": fp["key"]}

@@ -1,8 +1,19 @@
-"""Format detection from the first bytes, never from the file name."""
+"""Format detection from the first bytes, never from the file name.
+
+`detect(head, size)` names the kind a reader takes; `identify(read, size)` says what any file is
+(a weight format this version reads or does not read yet, a side file such as JSON, text or an
+image, or something else), reading a few KiB: the head, and for a zip its central directory.
+Every magic number of the project lives here.
+"""
 
 from __future__ import annotations
 
+import io
+import pickletools
+import re
 import struct
+from collections.abc import Callable
+from typing import NamedTuple
 
 # The legacy (pre-1.6) torch.save format starts with a pickle of this number: LONG1 with 10
 # bytes after PROTO (and, from protocol 4, a FRAME), or a text LONG in protocols 0 and 1.
@@ -14,18 +25,35 @@ _FRAME = 0x95
 # Opcodes a protocol 0/1 pickle commonly starts with: MARK, EMPTY_DICT, EMPTY_LIST, GLOBAL,
 # EMPTY_TUPLE, NONE, INT, STRING, UNICODE, FLOAT, LONG, DICT, LIST.
 _TEXT_PICKLE_STARTS = b"(}]c)NISVFLdl"
+_TEXT_PICKLE_OPS = 256  # opcodes walked before a text pickle is taken as one
+_SCALAR_OPS = frozenset({"UNICODE", "STRING", "INT", "LONG", "FLOAT", "NONE"})
+_GLOBAL_ARG = re.compile(r"[A-Za-z_][\w.]* [A-Za-z_][\w.]*")  # "module name", as genops gives it
 
 EXTENSIONS = {
     "safetensors": (".safetensors",),
     "gguf": (".gguf",),
-    "zip": (".bin", ".pt", ".pth", ".ckpt", ".zip"),
-    "torch_legacy": (".bin", ".pt", ".pth", ".ckpt"),
+    "zip": (".bin", ".pt", ".pth", ".ckpt", ".zip", ".jit", ".ptl", ".torchscript", ".pth.tar"),
+    "torch_legacy": (".bin", ".pt", ".pth", ".ckpt", ".pth.tar"),
     "pickle": (".pkl", ".pickle", ".bin", ".pt", ".pth", ".ckpt", ".p"),
     "npy": (".npy",),
     "npz": (".npz",),
     "torch_tar": (".bin", ".pt", ".pth", ".ckpt", ".tar"),
 }
 NPY_MAGIC = b"\x93NUMPY"
+TORCH_TAR_MEMBERS = ("sys_info", "storages", "tensors", "pickle")
+TAR_HEADERS = 64  # member headers a tar's identification walks
+HEAD_BYTES = 4096  # what `identify` reads from the start of a file
+ZIP_TAIL = 22 + 65535  # the end-of-central-directory record and the longest comment
+ZIP_DIRECTORY_BYTES = 64 * 1024  # of the central directory, enough for the names that matter
+
+# Legacy GGML-family files (before GGUF): a u32 magic, little-endian.
+GGML_MAGICS = {b"lmgg": "ggml", b"fmgg": "ggmf", b"tjgg": "ggjt", b"algg": "ggla"}
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+HDF5_OFFSETS = (0, 512, 1024, 2048)  # a user block moves the signature to a power of two
+IMAGE_MAGICS = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"),
+                (b"GIF89a", "GIF"))
+COMPRESSED_MAGICS = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"BZh", "bzip2"),
+                     (b"\xfd7zXZ\x00", "xz"), (b"7z\xbc\xaf\x27\x1c", "7z"))
 
 
 def detect(head: bytes, size: int) -> str:
@@ -48,11 +76,42 @@ def detect(head: bytes, size: int) -> str:
             return "safetensors"
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return "pickle"
-    if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and head.rstrip()[-1:] == b".":
-        return "pickle"
-    if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and size > len(head):
+    if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and _is_text_pickle(head, size):
         return "pickle"
     return "unknown"
+
+
+def _is_text_pickle(head: bytes, size: int) -> bool:
+    """A protocol 0/1 pickle: its opcodes (none newer than protocol 1, globals named by dotted
+    identifiers, something besides scalars pushed) walk cleanly to a STOP, or to the end of
+    `head` when the file goes on, and their stack effects add up (pickletools' own check). Text that starts with an opcode letter ("In this repo", "NOTICE", "Node.js
+    is...", a RECORD file's "comp...") fails within its first lines."""
+    stream = io.BytesIO(head)
+    ops = structure = 0
+    try:
+        for op, arg, pos in pickletools.genops(stream):
+            if op.name == "STOP":  # "N." ends a pickle of None, and begins "N.B." in a text
+                return (structure > 0 or pos >= size - 2) and _stack_adds_up(head[:pos + 1])
+            if op.proto > 1 or (op.name in ("GLOBAL", "INST") and not _GLOBAL_ARG.fullmatch(str(arg))):
+                return False
+            ops += 1
+            structure += op.name not in _SCALAR_OPS
+            if ops >= _TEXT_PICKLE_OPS:
+                break
+    except Exception:  # noqa: BLE001 - any malformed opcode: not a pickle here, or cut by `head`
+        if not (ops >= 2 and stream.tell() >= len(head) and size > len(head)):
+            return False
+    return structure > 0 and _stack_adds_up(head)
+
+
+def _stack_adds_up(data: bytes) -> bool:
+    """pickletools.dis over `data` finds no stack or mark error before `data` runs out."""
+    stream = io.BytesIO(data)
+    try:
+        pickletools.dis(stream, out=io.StringIO())
+    except Exception:  # noqa: BLE001 - a stack error, or the end of a cut `data`
+        return stream.tell() >= len(data)
+    return True
 
 
 def _first_zip_name(head: bytes) -> bytes:
@@ -77,3 +136,253 @@ def _is_torch_legacy(head: bytes) -> bool:
 def extension_matches(kind: str, name: str) -> bool:
     lower = name.lower()
     return any(lower.endswith(ext) for ext in EXTENSIONS.get(kind, ()))
+
+
+# -- what any file is: identify ------------------------------------------------------------------
+
+WEIGHTS, SIDE, OTHER = "weights", "side", "other"
+
+
+class Identified(NamedTuple):
+    """What a file's bytes are. `role`: WEIGHTS (a weight format), SIDE (a file that goes with a
+    model: JSON, text, an image, a tokenizer model) or OTHER. `reads_as`: the `detect` kind a
+    reader takes, "" when no reader of this version takes it. `label`: words for people."""
+
+    kind: str
+    label: str
+    role: str
+    reads_as: str = ""
+
+
+LABELS = {
+    "safetensors": "safetensors", "gguf": "GGUF", "zip": "PyTorch zip checkpoint",
+    "torchscript": "TorchScript archive", "npz": "NumPy .npz", "npy": "NumPy .npy",
+    "torch_tar": "PyTorch legacy tar", "torch_legacy": "PyTorch legacy checkpoint",
+    "pickle": "pickle", "onnx": "ONNX", "hdf5": "HDF5 (Keras/TensorFlow)", "keras": "Keras archive",
+    "tflite": "TFLite", "executorch": "ExecuTorch program", "ggml": "legacy GGML",
+    "flax_msgpack": "Flax msgpack", "openvino": "OpenVINO IR", "pt2": "PyTorch export archive",
+    "json": "JSON", "text": "text", "image": "image", "sentencepiece": "SentencePiece model",
+    "zip_archive": "zip archive", "tar_archive": "tar archive", "compressed": "compressed file",
+    "empty": "empty file", "unknown": "unrecognised bytes",
+}
+_JSON_START = re.compile(r'\ufeff?\s*(\{\s*["}]|\[\s*["{\[\]\d\-tfn])')
+TEXT_LABELS = {".py": "Python code", ".md": "Markdown", ".txt": "text", ".yaml": "YAML",
+               ".yml": "YAML", ".xml": "XML", ".html": "HTML", ".csv": "CSV", ".svg": "SVG image"}
+
+
+def _it(kind: str, role: str, reads_as: str = "", label: str | None = None) -> Identified:
+    return Identified(kind, label or LABELS[kind], role, reads_as)
+
+
+def identify(read: Callable[[int, int], bytes], size: int, name: str = "") -> Identified:
+    """What the file of `size` bytes is, from `read(offset, length)`: at most HEAD_BYTES from its
+    start and, for a zip, its end record and up to 64 KiB of its central directory. `name` only
+    chooses words for a text file's label; the kind comes from the bytes."""
+    if size <= 0:
+        return _it("empty", OTHER)
+    head = bytes(read(0, min(size, HEAD_BYTES)))
+    kind = detect(head, size)
+    if kind == "zip":
+        return _zip_kind(read, size)
+    if kind == "torch_tar":
+        return _tar_kind(read, size)
+    if kind == "safetensors" and not _plausible_safetensors(head, size):
+        kind = "unknown"
+    if kind != "unknown":
+        return _it(kind, WEIGHTS, kind)
+    return _other_kind(head, name)
+
+
+def _plausible_safetensors(head: bytes, size: int) -> bool:
+    """A JSON text can pass detect's test (a '{' at byte 8); its first 8 bytes, read as the
+    header length, then make a number no file reaches."""
+    (n,) = struct.unpack_from("<Q", head, 0)
+    return n < max(size, 1) * 16 and n < 2**40
+
+
+def _tar_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
+    """torch's oldest format is a tar holding these members (pytorch/tar.py's MEMBERS); torch.load
+    finds them by name wherever they are, so the member headers are walked (up to TAR_HEADERS of
+    them, 512 bytes each): a tar without any is an archive of something else; one with more
+    members than that goes to the reader, which lists them all."""
+    offset = 0
+    for _ in range(TAR_HEADERS):
+        header = bytes(read(offset, 512)) if offset + 512 <= size else b""
+        if len(header) < 512 or not header.strip(b"\0"):
+            return _it("tar_archive", OTHER)  # the end of the archive
+        name = header[:100].split(b"\0", 1)[0].decode("latin-1").removeprefix("./")
+        if name in TORCH_TAR_MEMBERS:
+            break
+        try:
+            length = int(header[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
+        except ValueError:
+            break  # a malformed header: the reader says what is wrong
+        offset += 512 + -(-length // 512) * 512
+    return _it("torch_tar", WEIGHTS, "torch_tar")
+
+
+def zip_names(read: Callable[[int, int], bytes], size: int) -> list[str] | None:
+    """Entry names from the zip's central directory (its first 64 KiB), or None when the end
+    record cannot be found (a zip cut short): two bounded reads (three with a long comment)."""
+    for want in (1024, ZIP_TAIL):  # the end record is 22 bytes from the end, unless a comment follows
+        start = max(0, size - want)
+        tail = bytes(read(start, size - start))
+        at = tail.rfind(b"PK\x05\x06")
+        if at >= 0 and at + 22 <= len(tail):
+            break
+    else:
+        return None
+    _, _, _, _, cd_size, cd_offset, _ = struct.unpack_from("<HHHHIIH", tail, at + 4)
+    if (cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF) and at >= 20 and tail[at - 20:at - 16] == b"PK\x06\x07":
+        (eocd64,) = struct.unpack_from("<Q", tail, at - 20 + 8)
+        rec = bytes(read(eocd64, 56)) if eocd64 + 56 <= size else b""
+        if rec[:4] != b"PK\x06\x06":
+            return None
+        cd_size, cd_offset = struct.unpack_from("<QQ", rec, 40)
+    if cd_offset >= size:
+        return None
+    directory = bytes(read(cd_offset, min(cd_size, ZIP_DIRECTORY_BYTES, size - cd_offset)))
+    names, pos = [], 0
+    while pos + 46 <= len(directory) and directory[pos:pos + 4] == b"PK\x01\x02":
+        n, extra, comment = struct.unpack_from("<HHH", directory, pos + 28)
+        if pos + 46 + n > len(directory):
+            break
+        names.append(directory[pos + 46:pos + 46 + n].decode("utf-8", "replace"))
+        pos += 46 + n + extra + comment
+    return names
+
+
+def _zip_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
+    """torch.save (data.pkl), TorchScript (code/ beside data.pkl), torch.export, Keras 3, or a
+    zip that is none of them. A zip whose directory cannot be read goes to the torch reader,
+    which says what is wrong with it."""
+    names = zip_names(read, size)
+    if names is None:
+        return _it("zip", WEIGHTS, "zip")
+    if any(n.endswith(".pkl") for n in names):
+        if any("/code/" in f"/{n}" for n in names):
+            return _it("torchscript", WEIGHTS, "zip")
+        return _it("zip", WEIGHTS, "zip")
+    if names and all(n.endswith(".npy") for n in names):
+        return _it("npz", WEIGHTS, "npz")
+    if any(n.endswith(("archive_format", "serialized_exported_program.json")) or "/models/" in n
+           for n in names):
+        return _it("pt2", WEIGHTS)
+    if any(n.endswith(".weights.h5") for n in names):
+        return _it("keras", WEIGHTS)
+    return _it("zip_archive", OTHER)
+
+
+def _other_kind(head: bytes, name: str) -> Identified:
+    """What no reader takes: the weight formats this version cannot read yet, side files, and
+    the rest."""
+    if head[:4] in GGML_MAGICS:
+        return _it("ggml", WEIGHTS, label=f"legacy GGML ({GGML_MAGICS[head[:4]]})")
+    if any(head[o:o + 8] == HDF5_MAGIC for o in HDF5_OFFSETS):
+        return _it("hdf5", WEIGHTS)
+    if head[4:8] == b"TFL3":
+        return _it("tflite", WEIGHTS)
+    if head[4:6] == b"ET" and head[6:8].isdigit():
+        return _it("executorch", WEIGHTS)
+    if _is_onnx(head):
+        return _it("onnx", WEIGHTS)
+    if _is_flax_msgpack(head):
+        return _it("flax_msgpack", WEIGHTS)
+    if _is_sentencepiece(head):
+        return _it("sentencepiece", SIDE)
+    for magic, what in IMAGE_MAGICS:
+        if head.startswith(magic):
+            return _it("image", SIDE, label=f"{what} image")
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return _it("image", SIDE, label="WebP image")
+    for magic, what in COMPRESSED_MAGICS:
+        if head.startswith(magic):
+            return _it("compressed", OTHER, label=f"compressed file ({what})")
+    text = _text(head)
+    if text is not None:
+        if b"<net " in head[:1024] and text.lstrip().startswith("<"):
+            return _it("openvino", WEIGHTS)
+        if _JSON_START.match(text):
+            return _it("json", SIDE)
+        ext = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+        return _it("text", SIDE, label=TEXT_LABELS.get(ext, "text"))
+    return _it("unknown", OTHER)
+
+
+def _text(head: bytes) -> str | None:
+    """`head` as UTF-8 text, or None when it holds NULs or bytes UTF-8 does not allow (a
+    character cut at the end of `head` is allowed)."""
+    if b"\0" in head:
+        return None
+    for cut in range(4):
+        try:
+            return head[:len(head) - cut].decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.start < len(head) - 4:
+                return None
+    return None
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    value = shift = 0
+    while pos < len(data) and shift < 64:
+        b = data[pos]
+        value |= (b & 0x7F) << shift
+        pos += 1
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    return None
+
+
+# ONNX ModelProto: ir_version (field 1, a varint; IR 3 dates from 2017) first, as every writer
+# emits it, then producer_name (2), producer_version (3), domain (4), model_version (5),
+# doc_string (6), graph (7) or opset_import (8). TensorFlow's saved_model.pb also starts with
+# field 1, but its value is 1.
+_ONNX_STRINGS = {0x12, 0x1A, 0x22, 0x32}
+_ONNX_NEXT = _ONNX_STRINGS | {0x28, 0x3A, 0x42}
+
+
+def _is_onnx(head: bytes) -> bool:
+    if head[:1] != b"\x08":
+        return False
+    v = _varint(head, 1)
+    if v is None or not 3 <= v[0] <= 64 or v[1] >= len(head) or head[v[1]] not in _ONNX_NEXT:
+        return False
+    if head[v[1]] not in _ONNX_STRINGS:
+        return True
+    n = _varint(head, v[1] + 1)  # a producer name or domain: short and printable
+    return n is not None and n[0] <= 256 and head[n[1]:n[1] + n[0]].isascii()
+
+
+def _is_sentencepiece(head: bytes) -> bool:
+    """A SentencePiece ModelProto: field 1 (pieces), each a message whose field 1 is the piece
+    text and field 2 its float score."""
+    if head[:1] != b"\x0a":
+        return False
+    outer = _varint(head, 1)
+    if outer is None or outer[1] >= len(head) or head[outer[1]] != 0x0A:
+        return False
+    inner = _varint(head, outer[1] + 1)
+    if inner is None:
+        return False
+    at = inner[1] + inner[0]
+    return at < len(head) and head[at] == 0x15
+
+
+def _is_flax_msgpack(head: bytes) -> bool:
+    """A msgpack map (what flax.serialization writes) whose first key is a printable string
+    ("params", "opt_state", a layer name)."""
+    if not head or not (0x81 <= head[0] <= 0x8F or head[0] in (0xDE, 0xDF)):
+        return False
+    at = 1 if head[0] <= 0x8F else (3 if head[0] == 0xDE else 5)
+    if at >= len(head):
+        return False
+    if 0xA1 <= head[at] <= 0xBF:
+        n, at = head[at] & 0x1F, at + 1
+    elif head[at] == 0xD9 and at + 1 < len(head):
+        n, at = head[at + 1], at + 2
+    else:
+        return False
+    key = head[at:at + n]
+    return 0 < len(key) == n and key.isascii() and key.decode().isprintable()

@@ -90,7 +90,8 @@ def test_html_dashboard_is_offline_and_links_reports(audited):
     _, out = audited
     page = (out / "r.html").read_text()
     assert "http://" not in page.replace("http://www.w3.org", "") and "https://" not in page
-    data = json.loads(page.split('id="audit-data">')[1].split("</script>")[0])
+    data = json.loads(page.split('id="audit-data">')[1].split("</script>")[0],
+                      parse_constant=lambda c: pytest.fail(f"{c} in the page's JSON: JSON.parse refuses it"))
     assert data["models"][0]["verdict"] == "dangerous"  # worst first
     for m in data["models"]:
         assert (out / "r_reports" / m["report"]).is_file()
@@ -183,3 +184,22 @@ def test_killed_worker_loses_nothing(tree, cluster, tmp_path):
     baseline = mx.audit(str(tree[0]), client=cluster, progress=False)
     assert models.drop(columns=VOLATILE).equals(baseline.models.drop(columns=VOLATILE))
     assert findings.equals(baseline.findings)
+
+
+def test_dask_gives_the_in_process_answer(cluster, tmp_path):
+    """The audit on a cluster equals the one run in this process (test_one_verdict.py holds that
+    one to doctor's word): rows, findings and the files not audited, deep included."""
+    from .corpus import hostile, not_read_yet, peer
+
+    marker = tmp_path / "PWNED"
+    peer(tmp_path / "tree" / "peer")
+    for extra in hostile(tmp_path / "tree" / "hostile", marker)[6:]:  # six are enough here
+        extra.unlink()
+    not_read_yet(tmp_path / "tree" / "later")
+    for deep in (False, True):
+        here = mx.audit(str(tmp_path / "tree"), workers=0, deep=deep, progress=False)
+        there = mx.audit(str(tmp_path / "tree"), client=cluster, deep=deep, progress=False)
+        assert here.models.drop(columns=VOLATILE).equals(there.models.drop(columns=VOLATILE))
+        assert here.findings.equals(there.findings)
+        assert here.skipped.equals(there.skipped) and len(here.skipped) == 7
+    assert len(here.models) == 17 and not marker.exists()

