@@ -86,6 +86,10 @@ def test_the_heatmap_marks_and_explains_the_first_divergence(page, made):
     text = view.locator(".me-runs-first").inner_text()
     for part in ("layer 2 v", "relative L2", V2, f"byte {info.offset:,}", "model.safetensors"):
         assert part in text, (part, text)
+    # The verdict in its colour: a jump reads red, never the green of runs that agree.
+    verdict = view.locator(".me-runs-first")
+    assert verdict.get_attribute("data-verdict") == "jump" and "me-runs-jump" in verdict.get_attribute("class")
+    assert verdict.evaluate("e => getComputedStyle(e).borderLeftColor") == "rgb(201, 42, 42)"
     figures = view.locator(".me-runs-figures").inner_text()
     assert "KLD mean / median / p99 / max" in figures and "top-1 agreement" in figures
     assert "relative L2 (log scale)" in view.locator(".me-runs-legend").inner_text()
