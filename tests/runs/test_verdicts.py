@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 
 import numpy as np
@@ -120,6 +121,10 @@ def test_the_view_says_the_verdict_in_its_colour_with_the_configuration_differen
     # The scale starts at float noise: cells that agree stay clear, the jump is coloured.
     assert s["color"]["min"] == math.log10(NOISE_REL) and s["color"]["max"] == 0.0
     assert s["color"]["values"][0][s["modules"].index("attn_out")] > s["color"]["min"]
+    # Every sentence and label in words: no Python repr (issue 30, item 7).
+    texts = [s["verdict"]["sentence"], s["first"]["explanation"], *(x for row in s["config"] for x in row),
+             *(m["text"] for m in s["marks"]), rope.summary()]
+    assert not [t for t in texts if re.search(r"\{'|\['|(?<![\w.])\('|\b(None|True|False)\b", t)], texts
 
 
 def test_a_small_fault_planted_in_layer_2_is_a_jump_there(tiny):
