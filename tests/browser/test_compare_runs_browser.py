@@ -27,7 +27,8 @@ EVIL = '<img src=x onerror="window.pwned=1">'
 # The state of d with names from a hostile file: drawn as text, never parsed as HTML.
 EVIL_CELL = f"""from model_explorer.demo.runs_widget import RunsView, runs_state
 s = runs_state(d)
-s["title"] = s["first"]["sentence"] = s["cell_tensors"][2][3] = s["marks"][0]["text"] = {EVIL!r}
+s["title"] = s["verdict"]["sentence"] = s["cell_tensors"][2][3] = s["marks"][0]["text"] = {EVIL!r}
+s["config"] = [[{EVIL!r}, {EVIL!r}, "1,000,000"]]
 s["tokenizer_mismatch"] = {{"position": 1, "a_tokens": [{EVIL!r}], "b_tokens": ["x"]}}
 RunsView(runs=s)"""
 PROMPT = "the cat sat on the mat, and then the hat was in the sun."
@@ -127,6 +128,7 @@ def test_names_from_files_are_text_never_html(page):
     assert view.locator(".me-runs-title").inner_text() == EVIL
     assert view.locator(".me-runs-first").inner_text() == EVIL
     assert "<img src=x onerror=" in view.locator(".me-runs-warn").inner_text()
+    assert view.locator(".me-runs-config td").first.inner_text() == EVIL
     assert EVIL in view.locator(".me-runs-cell[data-layer='2'][data-module='v']").get_attribute("title")
     assert view.locator("img").count() == 0 and page.evaluate("window.pwned") is None
 
