@@ -21,6 +21,7 @@ precision), or a later point that jumps far above the drift.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,7 +200,10 @@ class RunDiff:
                  if first and first["layer"] is not None else [])
         values = np.log10(np.clip(self.matrix("rel_l2"), 1e-9, 1e3))
         title = f"{self.b} against {self.a}\n{VERDICT_TITLES[self.verdict['kind']]}"
-        return heatmap(values, "log10 relative L2", title, marks, cmap="magma")
+        top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
+        # from float noise (dark) to a relative L2 of 1: runs that agree draw a dark map
+        return heatmap(values, "log10 relative L2", title, marks, cmap="magma", vmin=math.log10(NOISE_REL),
+                       vmax=max(0.0, top))
 
     def summary(self) -> str:
         first = self.first_divergence

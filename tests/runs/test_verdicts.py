@@ -127,6 +127,17 @@ def test_the_view_says_the_verdict_in_its_colour_with_the_configuration_differen
     assert not [t for t in texts if re.search(r"\{'|\['|(?<![\w.])\('|\b(None|True|False)\b", t)], texts
 
 
+def test_the_plot_marks_the_jump_and_titles_the_verdict(rope):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = rope.plot()
+    ax = fig.axes[0]
+    assert ax.get_title().endswith("the runs part (a jump)")
+    assert [t.get_text() for t in ax.texts] == ["X"]
+    assert ax.images[0].get_clim() == (math.log10(NOISE_REL), 0.0)  # dark at float noise, bright at 1
+
+
 def test_a_small_fault_planted_in_layer_2_is_a_jump_there(tiny):
     name = "model.layers.2.mlp.down_proj.weight"
     w = tiny.state[name].copy()
