@@ -294,6 +294,11 @@ CATALOG: dict[str, Code] = {
     "hub_unreachable": Code("error", "The Hub (HF_ENDPOINT) could not be reached: network, DNS or TLS failure."),
     "hub_not_installed": Code("error", "hf:// needs huggingface_hub, which is not installed.",
                               "pip install 'checkpoint-model-explorer[hub]'"),
+    # -- TorchScript code (issue 30, formats/pytorch/torchscript.py) ------------------------------
+    "torchscript_call": Code("error", "A TorchScript archive's code calls an operator that reads or writes files or reaches other processes or machines (aten::save, aten::from_file, c10d, RPC, load_library); torch.jit.load compiles it and loading or running the model calls it.",
+                             "Do not load it with torch.jit.load or torch.load; mx.repair(file, out_dir) writes its tensors as safetensors without running it."),
+    "torchscript_native_op": Code("warning", "A TorchScript archive's code calls an operator or class of a native extension torch does not ship; torch.jit.load fails unless that library is loaded, and what it does is up to the library."),
+    "torchscript_code_unread": Code("warning", "A TorchScript source file of the archive could not be read (too large, not inflatable, not tokenizable), so the operators it calls are not checked."),
 }
 
 

@@ -15,6 +15,8 @@ export function createHexView(ctx, opts = {}) {
   const inflight = new Map();
   let file = files.length ? files[0].file : null;
   let size = files.length ? files[0].size : 0;
+  // A file cut short: "end of file: N bytes of M expected (P %)", shown once its end is on screen.
+  let endText = files.length && typeof files[0].end === "string" ? files[0].end : "";
   let top = 0;
   /** @type {[number, number]|null} */
   let highlight = null;
@@ -38,11 +40,12 @@ export function createHexView(ctx, opts = {}) {
   const status = h("div", { className: "me-hex-status me-muted", text: " " });
   // A saved report holds some bytes only: the others show blank, with its calm note why.
   const absentNote = h("div", { className: "me-muted me-hex-note", hidden: true });
+  const endNote = h("div", { className: "me-hex-end", hidden: true });
   const tip = h("div", { className: "me-tooltip", hidden: true });
 
   root.append(
     h("div", { className: "me-toolbar" }, files.length > 1 ? fileSelect : null, gotoInput, gotoBtn, h("span", { className: "me-sep" }), prevBtn, nextBtn, stepCount),
-    stepText, legend, grid, absentNote, slider, status, tip,
+    stepText, legend, grid, endNote, absentNote, slider, status, tip,
   );
 
   // One element per cell, built once and refilled on every scroll.
@@ -123,6 +126,7 @@ export function createHexView(ctx, opts = {}) {
     slider.max = String(Math.max(0, rowCount(size) - ROWS));
     slider.value = String(top);
     let absent = null;
+    const endShown = endText && size <= start + ROWS * ROW;
     for (let r = 0; r < ROWS; r += 1) {
       const rowStart = start + r * ROW;
       const el = rowEls[r];
@@ -139,7 +143,7 @@ export function createHexView(ctx, opts = {}) {
           cell.textContent = "  ";
           a.textContent = " ";
           cell.style.background = a.style.background = "";
-          cell.className = "me-b me-empty";
+          cell.className = off === size && endShown ? "me-b me-empty me-file-end" : "me-b me-empty";
           a.className = "me-a me-empty";
           continue;
         }
@@ -157,6 +161,8 @@ export function createHexView(ctx, opts = {}) {
         a.className = `me-a${kind}${hl ? " me-hl" : ""}`;
       }
     }
+    endNote.hidden = !endShown;
+    endNote.textContent = endShown ? endText : "";
     absentNote.hidden = !absent;
     absentNote.textContent = absent || "";
   }
@@ -173,6 +179,7 @@ export function createHexView(ctx, opts = {}) {
     if (!info) return false;
     file = f;
     size = info.size;
+    endText = typeof info.end === "string" ? info.end : "";
     fileSelect.value = f;
     stepIndex = -1;
     top = 0;

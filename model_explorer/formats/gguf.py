@@ -29,9 +29,11 @@ from ..ggml import (
     type_name,
 )
 from ..records import TensorInfo
+from ..sources import basename
 from ..spans import Report, short_repr
 from . import MAX_RANK
 from .result import FileResult
+from .truncation import find_truncation, report_truncation
 
 MAX_ARRAY_DEPTH = 8  # arrays of arrays deeper than this are not real metadata
 
@@ -494,13 +496,18 @@ def _place_tensors(infos, data_start, alignment, rep: Report, result: FileResult
                       "hides the first.", raw.start, raw.length, name)
         result.tensors[name] = _tensor_info(raw, result.file, offset, length, result.details["byteorder"])
     ordered = sorted(result.tensors.values(), key=lambda t: t.offset)
+    # A file cut short is one finding, not a data_past_end error for every tensor after the cut.
+    cut = find_truncation(ordered, data_start, size, result.file, alignment)
+    if cut is not None:
+        report_truncation(rep, cut, basename(result.file))
+        result.details["truncated"] = cut.to_dict()
     prev = None
     for t in ordered:
         if prev is not None and t.offset < prev.end:
             rep.error("data_overlap", f"Tensor {t.name!r} starts at byte {t.offset}, inside "
                       f"{prev.name!r} which ends at byte {prev.end}.", t.offset,
                       min(prev.end, t.end) - t.offset, t.name)
-        if t.end > size:
+        if t.end > size and cut is None:
             rep.error("data_past_end", f"Tensor {t.name!r} needs bytes {t.offset} to {t.end}, "
                       f"past the end of the file ({size} bytes): the file is truncated.",
                       t.offset, t.length, t.name)

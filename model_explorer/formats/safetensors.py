@@ -15,12 +15,14 @@ from operator import attrgetter
 
 from ..dtypes import SAFETENSORS_BITS, nbytes_for
 from ..records import TensorInfo
+from ..sources import basename
 from ..spans import Report, Span, short_repr
 from ..tensormap import TensorMap
 from . import MAX_RANK
 from .jsonpos import DuplicateKeys, JSONPositionError, iter_members
 from .result import FileResult
 from .stcolumns import read_entries, span_kinds, spans_of
+from .truncation import find_truncation, report_truncation
 
 MAGIC_LENGTH = 8
 # The reference reader refuses headers above 100 MB; so do we, before reading them.
@@ -357,7 +359,13 @@ def _check_layout(result: FileResult, data_start: int) -> None:
     cursor = data_start
     prev = None
     labels = MAX_LABELLED_ENTRIES
-    for t in sorted(result.tensors.values(), key=attrgetter("offset", "length")):
+    ordered = sorted(result.tensors.values(), key=attrgetter("offset", "length"))
+    # A file cut short is one finding, not a data_past_end error for every tensor after the cut.
+    cut = find_truncation(ordered, data_start, size, result.file)
+    if cut is not None:
+        report_truncation(rep, cut, basename(result.file))
+        result.details["truncated"] = cut.to_dict()
+    for t in ordered:
         start, end = t.offset, t.offset + t.length
         if start > cursor:
             if rep.capped("data_gap"):  # only counted: skip the message and the span
@@ -374,7 +382,7 @@ def _check_layout(result: FileResult, data_start: int) -> None:
                       f"{t.name!r} starts at data offset {start - data_start}, "
                       f"inside {prev.name!r} which ends at {prev.end - data_start}.", start,
                       min(cursor, end) - start, t.name)
-        if end > size:
+        if end > size and cut is None:
             rep.error("data_past_end", "" if rep.capped("data_past_end") else
                       f"{t.name!r} ends at byte {end}, past the end of the file "
                       f"({size} bytes): the file is truncated.", start, t.length, t.name)

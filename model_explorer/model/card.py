@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats.hubquant.summary import quantization_text
+from ..formats.truncation import present_note, stored_bytes
 from ..records import CheckpointRecord
 from ..units import plain_text
 from .hparams import HParams, Sourced, parameters_text, read_hparams
@@ -44,6 +45,7 @@ class ModelCard:
     chat_example: str | None = None
     adapter: dict[str, Any] | None = None
     memory: list[dict[str, Any]] = field(default_factory=list)
+    present_bytes: int | None = None  # set when a file is cut short: `bytes` is what it should be
 
     def value(self, name: str, default: Any = None) -> Any:
         s = self.hparams.get(name)
@@ -55,7 +57,8 @@ class ModelCard:
                 "parameters": self.parameters, "bytes": self.bytes, "dtypes": dict(self.dtypes),
                 "quantization": self.quantization, "tokenizer": self.tokenizer,
                 "chat_template": self.chat_template, "chat_example": self.chat_example,
-                "adapter": self.adapter, "memory": list(self.memory)}
+                "adapter": self.adapter, "memory": list(self.memory),
+                "present_bytes": self.present_bytes}
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(label, value, where it came from) for every known value, in reading order."""
@@ -71,7 +74,7 @@ class ModelCard:
         lines = [f"model: {self.architecture or 'unknown architecture'}"
                  + (f" ({self.family})" if self.family else ""),
                  f"parameters: {parameters_text(self.parameters)} ({self.parameters:,}); "
-                 f"{_size(self.bytes)} as stored"]
+                 f"{_size(self.bytes)} as stored" + self._present_text()]
         if self.quantization:
             lines.append(f"quantization: {quantization_text(self.quantization) or _text(self.quantization)}")
         rows = self.rows()
@@ -90,13 +93,16 @@ class ModelCard:
                          f"(weights {_size(m['weights_bytes'])}, KV cache {_size(m['kv_bytes'])})")
         return "\n".join(lines)
 
+    def _present_text(self) -> str:
+        return present_note(self.present_bytes, self.bytes, _size)
+
     def _repr_html_(self) -> str:
         import html
 
         rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td><small>"
                        f"{html.escape(c)}</small></td></tr>" for a, b, c in self.rows())
         head = html.escape(f"{self.architecture or 'unknown'} · {parameters_text(self.parameters)} "
-                           f"parameters · {_size(self.bytes)}")
+                           f"parameters · {_size(self.bytes)}{self._present_text()}")
         return f"<b>{head}</b><table>{rows}</table>"
 
 
@@ -123,8 +129,10 @@ def card(ckpt: CheckpointRecord, memory_contexts: tuple[int, ...] | None = None)
     params = summary.get("parameters", ckpt.parameter_count)
     if not isinstance(params, int):
         params = ckpt.parameter_count
+    present, expected = stored_bytes(ckpt)  # a file cut short: what it should hold, and what is there
     c = ModelCard(ckpt.source, ckpt.format, hp.architecture, hp.family, dict(hp.values), params,
-                  ckpt.total_size, ckpt.dtype_mix(), quant)
+                  expected, ckpt.dtype_mix(), quant,
+                  present_bytes=present if present < expected else None)
     from .tokenizer_info import read_tokenizer
 
     t, _ = read_tokenizer(ckpt)

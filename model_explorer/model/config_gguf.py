@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ggml import Keys
+from .hparams import SLIDING_PATTERN
 from .config import NOT_YET, ModelConfig, UnsupportedModel, _mla, finite_float
 
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
@@ -52,9 +53,8 @@ WINDOWED = ("llama", "mistral", "phi3", "gemma2", "gemma3", "gpt-oss")
 # gpt-oss's config.json says, truncate false (llama.cpp itself rounds the correction range)
 GPT_OSS_SLIDING_STEP, GPT_OSS_SWIGLU_LIMIT, GPT_OSS_SWIGLU_ALPHA = 2, 7.0, 1.702
 SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key says so)
-# llama.cpp's sliding-window layers (no key says so): Gemma 2 every other layer from layer 0,
-# Gemma 3 five of every six (its sliding layers rotate with base 10000, unscaled)
-SLIDING_PATTERN = {"gemma2": 2, "gemma3": 6}
+# llama.cpp's sliding-window layers (no key says so): hparams.SLIDING_PATTERN; Gemma 3's
+# sliding layers rotate with base 10000, unscaled
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
 
 # The keys beyond ggml.Keys, as gguf-py spells them (a test holds the two equal)

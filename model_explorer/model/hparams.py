@@ -274,7 +274,12 @@ def _derive(hp: HParams, ckpt: CheckpointRecord) -> None:
                                       "are sliding_attention")
     elif hp.get("sliding_window") and _is_int(hp.get("layers")):
         pattern = _sliding_pattern(ckpt, hp)
-        if pattern:
+        listed = ckpt.meta(f"{hp.architecture}.attention.sliding_window_pattern") if hp.origin == "gguf" else None
+        listed = listed.to_list() if hasattr(listed, "to_list") else listed
+        if isinstance(listed, (list, tuple)) and len(listed) == hp.get("layers"):  # one flag per layer
+            n = sum(1 for flag in listed if flag)
+            v["sliding_layers"] = Sourced(n, "derived", f"{n} of {len(listed)} layers flagged sliding")
+        elif pattern:
             n = sum(1 for i in range(hp.get("layers")) if (i + 1) % pattern)
             v["sliding_layers"] = Sourced(n, "derived", f"every layer but each {pattern}th is sliding")
         else:
@@ -291,6 +296,13 @@ def _derive(hp: HParams, ckpt: CheckpointRecord) -> None:
                                   tensor=embed.name)
 
 
+# The families whose sliding layers no key lists: every layer slides but the last of each n
+# (Gemma 2 every other layer from layer 0, Gemma 3 five of every six), as transformers' configs
+# default them and llama.cpp's set_swa_pattern(n) hard-codes them; keyed by model_type and by
+# GGUF architecture.
+SLIDING_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
+
+
 def _sliding_pattern(ckpt: CheckpointRecord, hp: HParams) -> int | None:
     cfg = ckpt.metadata.get("config.json")
     if isinstance(cfg, dict):
@@ -302,7 +314,7 @@ def _sliding_pattern(ckpt: CheckpointRecord, hp: HParams) -> int | None:
         p = ckpt.meta(f"{hp.architecture}.attention.sliding_window_pattern")
         if _is_int(p) and p > 0:
             return p
-    return None
+    return SLIDING_PATTERN.get((hp.model_type or "").lower())
 
 
 EMBED_NAMES = ("model.embed_tokens.weight", "token_embd.weight", "transformer.wte.weight",

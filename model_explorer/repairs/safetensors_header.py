@@ -155,10 +155,12 @@ def _contiguous(f: OutFile, absorbed: set[int]) -> list[Fix]:
 
 
 def _truncated(build: Build, f: OutFile) -> list[Fix]:
-    found = _by_code(f, "data_past_end")
+    # a file cut short is one `truncated` finding naming its cut tensors; a wrong range is data_past_end
+    found = [x for x in _by_code(f, "data_past_end", "truncated")
+             if x.code == "data_past_end" or x.extra.get("cut_tensors")]
     if not found:
         return []
-    names = [x.tensor for x in found if x.tensor]
+    names = [n for x in found for n in (x.extra.get("cut_tensors") or [x.tensor]) if n]
 
     def apply(b: Build, f=f, names=names) -> None:
         kept = []

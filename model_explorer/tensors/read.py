@@ -215,8 +215,7 @@ def raw_units(ckpt: CheckpointRecord, plan: Plan, start: int, stop: int) -> np.n
     want = (stop - start) * ub
     have = max(0, min(want, plan.data_bytes - start * ub))  # sub-byte tensors end mid-unit
     if lo + have > src.size:
-        raise ValueError(f"Tensor {info.name!r} needs bytes {lo} to {lo + have} of "
-                         f"{info.file}, but the file ends at byte {src.size}: it is truncated.")
+        raise _cut_short(info, lo, lo + have, src.size)
     buf = getattr(src, "buffer", None)
     if buf is not None:
         data = np.frombuffer(buf, dtype=np.uint8, count=have, offset=lo)
@@ -345,8 +344,15 @@ def check_range(ckpt: CheckpointRecord, plan: Plan, e0: int, e1: int) -> None:
     end = info.offset + min(u1 * plan.unit_bytes, plan.data_bytes)
     size = ckpt.byte_source(info.file).size
     if end > size:
-        raise ValueError(f"Tensor {info.name!r} needs bytes {info.offset + u0 * plan.unit_bytes} to "
-                         f"{end} of {info.file}, but the file ends at byte {size}: it is truncated.")
+        raise _cut_short(info, info.offset + u0 * plan.unit_bytes, end, size)
+
+
+def _cut_short(info: TensorInfo, start: int, end: int, size: int) -> Undecodable:
+    """A tensor whose bytes run past the end of a file cut short: undecodable, at its bytes."""
+    message = (f"Tensor {info.name!r} needs bytes {start} to {end} of {info.file}, but the file "
+               f"ends at byte {size}: it is truncated.")
+    return Undecodable(message, Finding("warning", "undecodable", message, info.offset,
+                                        info.length, info.name, info.file))
 
 
 def read(ckpt: CheckpointRecord, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:

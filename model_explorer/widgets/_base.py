@@ -17,6 +17,7 @@ import traitlets
 
 from ..assets import MISSING_BUILD, asset
 from ..checkpoint import Checkpoint
+from ..formats.truncation import end_note
 from ..hexview import SpanIndex
 from ..opener import as_checkpoint
 from ._fixes import FixOps
@@ -318,6 +319,11 @@ def initial_state(ckpt: Checkpoint) -> dict[str, Any]:
     spans = ckpt.spans
     legend = sorted(spans.kinds() if hasattr(spans, "kinds") else {s.kind for s in spans})
     files = [{"file": f, "name": os.path.basename(f), "size": ckpt.sizes.get(f, 0)} for f in ckpt.files]
+    per_file = ckpt.details.get("files") or {}
+    for entry in files:  # a file cut short: the hexdump says where it ends and what was expected
+        note = end_note(per_file.get(entry["file"]))
+        if note:
+            entry["end"] = note
     index = ckpt.details.get("index_file")
     if index and index not in ckpt.files:  # shard findings point into the index JSON
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..formats.hubquant.summary import quantization_text
+from ..formats.truncation import present_note, stored_bytes
 from ..ggml import Keys
 from ..records import CheckpointRecord, plain_value
 from ..units import format_bytes, plain_text
@@ -77,9 +78,11 @@ def _format_text(ckpt: CheckpointRecord) -> str:
     version = next((str(s.value).rsplit("=", 1)[-1].strip() for s in first
                     if s.kind == "version" and s.value), None)
     files = len(ckpt.files)
+    present, expected = stored_bytes(ckpt)  # a file cut short says what it should hold too
+    note = present_note(present, expected)
     return (f"{ckpt.format.upper() if ckpt.format == 'gguf' else ckpt.format}"
             f"{f' v{version}' if version is not None else ''}, {files} file{'s' if files != 1 else ''}, "
-            f"{format_bytes(ckpt.total_size)}")
+            f"{format_bytes(expected)}{' as stored' + note if note else ''}")
 
 
 def _quantization(ckpt: CheckpointRecord, config: dict) -> tuple[str, str | None]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ..hexview import SpanIndex
+from ..hexview import END_KIND, SpanIndex
 from ..spans import Span
 
 PAGE = 4096
@@ -120,6 +120,10 @@ def explain(s: Span, fmt: str) -> str:
                 "offsets; the bytes are the tensor's elements in row-major order.")
     if k == "gap":
         return f"{s.path.capitalize()}{v}: {n} that no tensor claims; strict readers reject them."
+    if k == END_KIND:
+        return (f"The end of the file{v}: the header describes data past this byte, so the file "
+                "was cut short (a download or copy that stopped). Tensors that end before it can "
+                "be read; the others cannot. Download or copy the file again.")
     if k == "opcode":
         name = s.path.rsplit(" > ", 1)[-1]
         what = _OPCODES.get(name) or next((t for p, t in _OPCODE_PREFIXES if name.startswith(p)), None)

@@ -236,10 +236,12 @@ def test_overlapping_tensors(tmp_path):
 
 
 def test_tensor_past_end(tmp_path):
-    b = GGUFBuilder().tensor("a", [8], F32, 0).tensor("b", [8], F32, 32)
-    ckpt = open_gguf(tmp_path, b.build(b"\0" * 40))
+    # b's offset leaves a hole after a: a wrong header, not a file cut short (one `truncated`)
+    b = GGUFBuilder().tensor("a", [8], F32, 0).tensor("b", [8], F32, 64)
+    ckpt = open_gguf(tmp_path, b.build(b"\0" * 72))
     f = finding(ckpt, "data_past_end")
-    assert (f.offset, f.tensor) == (b.offsets["data"] + 32, "b")
+    assert (f.offset, f.tensor) == (b.offsets["data"] + 64, "b")
+    assert "truncated" not in codes(ckpt)
 
 
 def test_bad_block_shape(tmp_path):

@@ -115,8 +115,8 @@ def test_truncated_before_length(tmp_path):
 def test_truncated_inside_data(tmp_path):
     blob = st_bytes({"a": st_entry("F32", [4], 0, 16)}, b"\0" * 16)
     ckpt = open_bytes(tmp_path, blob[:-5])
-    f = finding(ckpt, "data_past_end")
-    assert (f.offset, f.tensor) == (len(blob) - 16, "a")
+    f = finding(ckpt, "truncated")  # one finding at the end of the file (tests/foundation/test_truncated.py)
+    assert (f.offset, f.tensor) == (len(blob) - 5, "a")
     assert "a" in ckpt.tensors  # still listed
 
 
@@ -196,10 +196,12 @@ def test_gap_before_first_tensor(tmp_path):
 
 
 def test_offsets_past_end_of_file(tmp_path):
-    blob = st_bytes({"a": st_entry("F32", [2], 0, 8), "b": st_entry("F32", [2], 8, 16)}, b"\0" * 8)
+    # b's offsets leave a hole: a wrong header, not a file cut short (that is one `truncated`)
+    blob = st_bytes({"a": st_entry("F32", [2], 0, 8), "b": st_entry("F32", [2], 16, 24)}, b"\0" * 8)
     ckpt = open_bytes(tmp_path, blob)
     f = finding(ckpt, "data_past_end")
-    assert (f.offset, f.tensor) == (len(blob), "b")
+    assert (f.offset, f.tensor) == (len(blob) + 8, "b")
+    assert "truncated" not in codes(ckpt)
 
 
 def test_offsets_far_past_end_stay_bounded(tmp_path):

@@ -88,3 +88,41 @@ def test_sample_memory_table_has_the_standard_contexts():
     assert [r["context"] for r in rows] == [2048, 8192]
     # SmolLM2-135M: 30 layers x 2 x 3 KV heads x 64 x 2 bytes = 23,040 bytes per token in f16
     assert rows[0]["kv_bytes"] == 23040 * 2048
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("model_type, layers, sliding", [("gemma2", 4, 2), ("gemma3_text", 7, 6)])
+def test_gemma_windows_without_layer_types(tmp_path, model_type, layers, sliding):
+    """A Gemma 2/3 config.json without layer_types slides as transformers defaults it (every
+    other layer; five of six), not on every layer: the KV figure is that of transformers' cache."""
+    d = tmp_path / "m"
+    d.mkdir()
+    cfg = {"model_type": model_type, "num_hidden_layers": layers, "hidden_size": 64, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 4, "vocab_size": 64,
+           "max_position_embeddings": 64}
+    (d / "config.json").write_text(json.dumps(cfg))
+    from safetensors.numpy import save_file
+
+    save_file({"model.embed_tokens.weight": np.zeros((64, 64), np.float32)}, str(d / "model.safetensors"))
+    est = mx.memory(str(d), context=10, kv_dtype="f32")
+    assert f"{sliding} sliding-window layers keep at most 4" in est.kv_formula
+    transformers = pytest.importorskip("transformers")
+    types = transformers.AutoConfig.for_model(model_type, num_hidden_layers=layers, sliding_window=4).layer_types
+    assert types.count("sliding_attention") == sliding
+
+
+def test_gemma3_gguf_slides_five_layers_of_six(tmp_path):
+    """llama.cpp hard-codes Gemma 3's pattern (no key lists it): 15 of 18 layers slide."""
+    gguf = pytest.importorskip("gguf")
+    path = str(tmp_path / "g.gguf")
+    w = gguf.GGUFWriter(path, "gemma3")
+    for key, value in (("block_count", 18), ("embedding_length", 64), ("attention.head_count", 4),
+                       ("attention.head_count_kv", 1), ("attention.sliding_window", 512), ("context_length", 4096)):
+        (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"gemma3.{key}", value)
+    w.add_tensor("token_embd.weight", np.zeros((8, 64), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    est = mx.memory(path, context=4096, kv_dtype="f32")
+    assert "15 sliding-window layers keep at most 512" in est.kv_formula

@@ -30,7 +30,7 @@ EXPECTED = {
     "04_sharding": ["missing_tensor", "closest orphan: ['layers.1.mlp.up_proj.weight']", "missing_shard"],
     "05_quantization_lab": ["bit-identical to gguf.quants.dequantize", "scale * q + bias", "tokens agree",
                             "requantized to int4 (groups of 32)"],
-    "06_broken_checkpoint_clinic": ["data_past_end", "size_mismatch", "header_too_large", "bad_magic",
+    "06_broken_checkpoint_clinic": ["truncated", "size_mismatch", "header_too_large", "bad_magic",
                                     "dangerous_import", "exit code: 1", "missing_shard", "unknown_tensor_type",
                                     "drop_truncated", "fix_entry", "pickle_to_safetensors", "cannot fix  missing_shard",
                                     "case 2: ok=True, 2 of 3 tensor(s) byte-identical"],

@@ -25,6 +25,8 @@ from typing import Any
 from ...spans import Report, short_repr
 from ..detect import detect
 from ..result import FileResult
+from . import torchscript
+from .cutshort import Cut, legacy_keys_length, report_cut, zip_cut
 from .numpy_refs import NUMPY_REDUCERS
 from .placement import EMBEDDED_FUNC, BytesSource, place_tensors
 from .report import pickle_details
@@ -79,18 +81,25 @@ def sort_spans(rep: Report) -> None:
 def read_torch_zip(source) -> FileResult:
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
-    listing = read_zip(source, rep)
+    listing = read_zip(source, rep, report_cut=False)
     entries = listing.entries
+    if not entries and listing.cut:
+        report_cut(Cut(source.size, None, "the local header of its first zip entry"), result)
+        return result
     if not entries:
         rep.error("zip_empty", "No zip entry could be located, so there is no data.pkl and "
                   "nothing to read.", 0, min(4, source.size))
         return result
     names = list(entries)
     pkl_name = _find_data_pkl(names)
-    if pkl_name is None:
+    if pkl_name is None and listing.cut:  # torch.jit.save writes data.pkl after the storages
+        report_cut(Cut(source.size, None, f"{short_repr(names[-1], 60)} (entry {len(names)}), "
+                       "before any data.pkl"), result)
+    elif pkl_name is None:
         rep.error("no_data_pkl", "The zip holds no data.pkl record, so it is not a torch.save "
                   f"checkpoint (entries: {', '.join(short_repr(n, 40) for n in names[:5])}).",
                   0, min(4, source.size))
+    if pkl_name is None:
         runs: list[PickleRun] = []
         _scan_other_pickles(source, rep, entries, None, runs, listing.shadowed)
         if runs:  # no torch checkpoint, but whatever pickles it holds are still judged
@@ -98,13 +107,14 @@ def read_torch_zip(source) -> FileResult:
         return result
     prefix = pkl_name[: -len("data.pkl")]
     _check_zip_layout(source, rep, entries, prefix)
-    meta = _read_records(source, rep, entries, prefix)
+    meta = _read_records(source, rep, entries, prefix, listing.cut)
     result.metadata.update(meta)
     byteorder = _byteorder(meta.get("byteorder"), rep, entries.get(prefix + "byteorder"))
 
     table = StorageTable(legacy=False)
     machine = PickleMachine(rep, "data.pkl", REDUCERS, table.load, watch=WATCH)
     entry = entries[pkl_name]
+    machine.at_file_end = listing.cut and entry.data_end >= source.size
     runs: list[PickleRun] = []
     if entry.method == 0:
         run = machine.run(source, entry.data_offset, max(0, min(entry.compressed_size,
@@ -118,7 +128,11 @@ def read_torch_zip(source) -> FileResult:
         runs.append(run)
     main = runs[0]
 
+    cut = _zip_cut(source, listing, prefix, meta, table, main, entry) if listing.cut else None
+
     def locate(key: str):
+        if cut is not None and key in cut.located:  # a storage the end of the file cuts
+            return cut.located[key]
         e = entries.get(f"{prefix}data/{key}")
         if e is None:
             return None
@@ -130,14 +144,34 @@ def read_torch_zip(source) -> FileResult:
     walked = walk(main.value, rep)
     result.tensors = place_tensors(walked.tensors, locate, source, rep, byteorder, "data/",
                                    byte_offsets=main.byte_offsets, runs=runs,
-                                   read_embedded=read_embedded)
+                                   read_embedded=read_embedded,
+                                   cut=cut.keys if cut else frozenset())
+    if cut is not None:
+        report_cut(cut, result)
     _storage_spans(table, locate, rep, prefix)
     _orphan_storages(entries, prefix, table, rep)
-    result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
+    scripted = torchscript.is_archive(entries, prefix)
+    if scripted:
+        torchscript.check_archive(source, rep, entries, prefix, runs)
+    result.details["pickle"] = pickle_details(runs, main, walked.structure, rep, scripted)
     result.details["zip"] = {"archive": prefix.rstrip("/"), "recovered": listing.recovered,
                              "entries": len(entries), "predicted": listing.predicted}
     sort_spans(rep)
     return result
+
+
+def _zip_cut(source, listing, prefix: str, meta: dict, table: StorageTable, main: PickleRun,
+             entry) -> Cut:
+    """Where a zip cut short ends, and where the storages it lost would have been."""
+    if main.cut_short:
+        return Cut(source.size, None, f"data.pkl (its data starts at byte {entry.data_offset:,}), "
+                   "which names and places the tensors")
+    if torchscript.is_archive(listing.entries, prefix):  # its records after data.pkl: code
+        return Cut(source.size, None, "the TorchScript records written after the tensors (code "
+                   "and constants)")
+    storages = {k: r.numel * r.itemsize for k, r in table.first.items()
+                if isinstance(r.numel, int) and r.numel >= 0}
+    return zip_cut(source.size, listing.entries, prefix, storages, meta, main.end - entry.data_offset)
 
 
 def _find_data_pkl(names: list[str]) -> str | None:
@@ -167,8 +201,8 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
                     f"{prefix!r} (first: {foreign[0]!r}); torch ignores them.",
                     entries[foreign[0]].header_offset, 4)
     for name, e in entries.items():
-        if e.method == 0:
-            continue
+        if e.method == 0 or name.startswith(prefix + "code/"):
+            continue  # torch.jit.save deflates the TorchScript source and its debug pickles
         how = COMPRESSION.get(e.method, str(e.method))
         if name.startswith(prefix + "data/"):
             rep.error("zip_compressed_entry", f"The storage {name!r} is {how}-compressed; torch.save "
@@ -180,19 +214,14 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
                         "offsets in the file.", e.header_offset, 4)
         else:
             rep.info("zip_compressed_entry", f"{name!r} is {how}-compressed.", e.header_offset, 4)
-    code = [n for n in entries if n.startswith(prefix + "code/") or n == prefix + "constants.pkl"]
-    if code:
-        rep.warning("torchscript_archive", f"This is a TorchScript archive ({code[0]!r}): "
-                    "torch.jit.load compiles and runs the code it holds; torch.load hands it to "
-                    "torch.jit.load.", entries[code[0]].header_offset, 4)
 
 
-def _read_records(source, rep: Report, entries, prefix: str) -> dict[str, Any]:
+def _read_records(source, rep: Report, entries, prefix: str, cut: bool) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for rec in SMALL_RECORDS:
         e = entries.get(prefix + rec)
-        if e is None or e.method != 0:
-            continue
+        if e is None or e.method != 0 or cut and e.data_end >= source.size:
+            continue  # (a record the end of a cut file runs through has no known length)
         raw = bytes(source.read(e.data_offset, min(e.size, MAX_RECORD)))
         text = raw.decode("utf-8", errors="replace").strip()
         rep.span(e.data_offset, len(raw), "value", f"zip > {rec}", short_repr(text, 60))
@@ -237,6 +266,8 @@ def _storage_spans(table: StorageTable, locate, rep: Report, prefix: str) -> Non
         if loc is None or loc[0] == "compressed":
             continue
         start, avail = loc
+        if avail <= 0 and ref.numel:  # cut off by the end of the file: nothing to label
+            continue
         rep.span(start, avail, "storage", f"{prefix}data/{key}",
                  f"{ref.dtype} x {ref.numel}" if isinstance(ref.numel, int) else ref.dtype)
 
@@ -302,6 +333,7 @@ def read_torch_legacy(source) -> FileResult:
         torch_data = label == "data"
         m = PickleMachine(rep, f"legacy {label}", REDUCERS if torch_data else None,
                           table.load if torch_data else None, watch=WATCH)
+        m.at_file_end = True  # each pickle may run to the end: running out of bytes is the cut
         run = m.run(source, pos, source.size - pos)
         runs.append(run)
         if not run.stopped:
@@ -312,10 +344,10 @@ def read_torch_legacy(source) -> FileResult:
         if label in kinds:
             rep.span(run.start, run.end - run.start, kinds[label], f"legacy > {label}",
                      short_repr(render(run.value, 2), 60))
-    if runs[0].value != TORCH_LEGACY_MAGIC:
+    if runs[0].value != TORCH_LEGACY_MAGIC and not runs[0].cut_short:
         rep.error("legacy_bad_magic", f"A legacy torch file starts with the pickled magic number "
                   f"{TORCH_LEGACY_MAGIC:#x}; found {render(runs[0].value, 1)}.", 0, runs[0].end)
-    if len(runs) > 1 and runs[1].value != LEGACY_PROTOCOL_VERSION:
+    if len(runs) > 1 and runs[1].value != LEGACY_PROTOCOL_VERSION and not runs[1].cut_short:
         rep.warning("legacy_protocol", f"The legacy protocol version is {render(runs[1].value, 1)}; "
                     f"torch writes and reads {LEGACY_PROTOCOL_VERSION}.", runs[1].start,
                     runs[1].end - runs[1].start)
@@ -328,64 +360,92 @@ def read_torch_legacy(source) -> FileResult:
             byteorder = ">"
     main = runs[3] if len(runs) > 3 else None
     locations: dict[str, tuple[int, int]] = {}
-    if len(runs) == 5 and runs[4].stopped:
-        _legacy_storages(source, rep, runs[4], table, locations)
-    elif main is not None and main.stopped:
-        rep.error("legacy_truncated", "The legacy file ends before the storage key list; tensor "
-                  "bytes cannot be located.", runs[-1].end, 0)
+    cut = _legacy_cut(source, rep, runs, table, locations)
     walked = walk(main.value if main else None, rep)
     result.tensors = place_tensors(walked.tensors, lambda key: locations.get(key), source, rep,
                                    byteorder, "storage ",
                                    byte_offsets=main.byte_offsets if main else {}, runs=runs,
-                                   read_embedded=read_embedded)
+                                   read_embedded=read_embedded,
+                                   cut=cut.keys if cut else frozenset())
+    if cut is not None:
+        report_cut(cut, result)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
     sort_spans(rep)
     return result
 
 
-def _legacy_storages(source, rep: Report, keys_run: PickleRun, table: StorageTable,
-                     locations: dict) -> None:
-    keys = keys_run.value
-    if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
-        rep.error("legacy_bad_keys", f"The storage key list should be a list of strings; found "
-                  f"{render(keys, 2)}.", keys_run.start, keys_run.end - keys_run.start)
-        return
-    pos = keys_run.end
+def _legacy_cut(source, rep: Report, runs: list[PickleRun], table: StorageTable,
+                locations: dict) -> Cut | None:
+    """Read the storages after the five pickles into `locations`; the file's `Cut` when it
+    ends before the last one does (or inside a pickle), else None."""
+    size = source.size
+    if runs[-1].cut_short and len(runs) < 5:  # inside the header pickles or data.pkl's
+        what = ("its data pickle" if len(runs) == 4 else f"its {LEGACY_PICKLES[len(runs) - 1]} "
+                "pickle")
+        return Cut(size, None, f"{what} (from byte {runs[-1].start:,})" + (
+            ", which names and places the tensors" if len(runs) == 4 else
+            ", before the pickle that names and places the tensors"))
+    if len(runs) < 4 or not runs[3].stopped:
+        return None
+    lost: set[str] = set()
+    if len(runs) == 5 and runs[4].stopped:
+        keys = runs[4].value
+        if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)):
+            rep.error("legacy_bad_keys", f"The storage key list should be a list of strings; "
+                      f"found {render(keys, 2)}.", runs[4].start, runs[4].end - runs[4].start)
+            return None
+        end = _legacy_storages(source, rep, keys, runs[4].end, table, locations, lost)
+    else:  # the key list is cut (or missing): torch writes data.pkl's keys, sorted
+        keys = sorted(table.first)
+        start = runs[3].end + legacy_keys_length(keys, runs[3].protocol)
+        end = _legacy_storages(source, rep, keys, start, table, locations, lost)
+        lost.update(keys)
+    if end is None or end <= size:
+        return None
+    return Cut(size, end, located=dict(locations), keys=frozenset(lost))
+
+
+def _legacy_storages(source, rep: Report, keys: list[str], pos: int, table: StorageTable,
+                     locations: dict, lost: set[str]) -> int | None:
+    """Each storage's element count and bytes, from `pos`; where one ends past the end of the
+    file (a file cut short), the counts come from data.pkl and the key goes into `lost`.
+    Returns where the last storage ends, or None when the layout cannot be followed."""
     for key in keys:
         ref = table.first.get(key)
         if ref is None:
             rep.error("legacy_unknown_key", f"The storage key list names {key!r}, which no tensor "
                       "uses, so its element size is unknown and the storages after it cannot be "
-                      "located.", keys_run.start, keys_run.end - keys_run.start)
-            return
+                      "located.", pos, 8)
+            return None
         raw = bytes(source.read(pos, 8))
-        if len(raw) < 8:
-            rep.error("legacy_truncated", f"The file ends before the size of storage {key!r} "
-                      f"(byte {pos}).", pos, len(raw))
-            return
-        (count,) = struct.unpack("<q", raw)
-        rep.span(pos, 8, "length", f"storage {key} > element count", f"i64 = {count}")
-        nbytes = count * ref.itemsize if count >= 0 else 0
-        if count < 0:
-            rep.error("legacy_bad_count", f"Storage {key!r} claims {count} elements.", pos, 8)
-            return
-        if isinstance(ref.numel, int) and count != ref.numel:
-            rep.error("legacy_count_mismatch", f"Storage {key!r} holds {count} elements, but the "
-                      f"pickle says {ref.numel}; torch.load fails with 'storage has wrong size'.",
-                      pos, 8)
+        if len(raw) == 8:
+            (count,) = struct.unpack("<q", raw)
+            rep.span(pos, 8, "length", f"storage {key} > element count", f"i64 = {count}")
+            if count < 0:
+                rep.error("legacy_bad_count", f"Storage {key!r} claims {count} elements.", pos, 8)
+                return None
+            if isinstance(ref.numel, int) and count != ref.numel:
+                rep.error("legacy_count_mismatch", f"Storage {key!r} holds {count} elements, but "
+                          f"the pickle says {ref.numel}; torch.load fails with 'storage has wrong "
+                          "size'.", pos, 8)
+        elif isinstance(ref.numel, int) and ref.numel >= 0:
+            count = ref.numel  # the file ends inside the count: data.pkl's
+        else:
+            return None
+        nbytes = count * ref.itemsize
         start = pos + 8
         avail = max(0, min(nbytes, source.size - start))
         if start + nbytes > source.size:
-            rep.error("legacy_truncated", f"Storage {key!r} needs bytes {start}..{start + nbytes}, "
-                      f"past the end of the file ({source.size} bytes): it is truncated.",
-                      start, avail)
-        rep.span(start, avail, "storage", f"storage {key}", f"{ref.dtype} x {count}")
+            lost.add(key)
+        if avail:
+            rep.span(start, avail, "storage", f"storage {key}", f"{ref.dtype} x {count}")
         locations[key] = (start, avail)
         pos = start + nbytes
     if pos < source.size:
         rep.warning("trailing_bytes", f"{source.size - pos} bytes follow the last storage; torch "
                     "ignores them.", pos, source.size - pos)
         rep.span(pos, source.size - pos, "gap", "trailing bytes")
+    return pos
 
 
 # -- plain pickles ---------------------------------------------------------------------------

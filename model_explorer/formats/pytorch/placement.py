@@ -38,16 +38,18 @@ class BytesSource:
 def place_tensors(named: list[tuple[str, Any]], locate, source, rep: Report, byteorder: str,
                   storage_label: str, quiet_missing: bool = False,
                   byte_offsets: dict | None = None, runs: list[PickleRun] = (),
-                  read_embedded: Callable[[Any], FileResult | None] | None = None
-                  ) -> dict[str, TensorInfo]:
+                  read_embedded: Callable[[Any], FileResult | None] | None = None,
+                  cut: frozenset[str] = frozenset()) -> dict[str, TensorInfo]:
     """name -> TensorInfo for every (name, TensorRef | StorageRef | NumpyArray) of the walk.
 
     `locate(key)` gives a storage's (start, bytes available) or None; `read_embedded(source)`
-    reads a torch file embedded in the pickle (or returns None when it is not one).
+    reads a torch file embedded in the pickle (or returns None when it is not one). Storages
+    in `cut` end past the end of a file cut short, which one finding reports for the file:
+    their tensors get no finding of their own.
     """
     infos: dict[str, TensorInfo] = {}
     by_storage: dict[str, list[str]] = {}
-    missing_reported: set[str] = set()
+    missing_reported: set[str] = set(cut)  # reported already, as the file's truncation
     not_raw: list[NumpyArray] = []
     embedded = _EmbeddedStorages(source, rep, byte_offsets or {}, read_embedded)
     for run in runs:  # every embedded torch file is read, used as a storage or not
@@ -66,7 +68,7 @@ def place_tensors(named: list[tuple[str, Any]], locate, source, rep: Report, byt
                 not_raw.append(ref)
             continue
         info = _tensor_info(name, ref, find, source, rep, byteorder, missing_reported,
-                            quiet_missing, storage_label)
+                            quiet_missing, storage_label, cut)
         infos[name] = info
         if info.storage is not None:
             by_storage.setdefault(info.storage, []).append(name)
@@ -86,7 +88,8 @@ def place_tensors(named: list[tuple[str, Any]], locate, source, rep: Report, byt
             for n in names:
                 infos[n].extra["shared_with"] = [x for x in names if x != n][:MAX_SHARED_LISTED]
     for info in infos.values():
-        if info.length and info.extra.get("storage_start") is not None:
+        if info.length and info.extra.get("storage_start") is not None and \
+                info.offset < source.size:  # a tensor a file cut short lost has no bytes here
             rep.span(info.offset, max(0, min(info.end, source.size) - info.offset), "tensor_data",
                      f"data > {info.name}", f"{info.dtype} {list(info.shape)}", tensor=info.name)
     return infos
@@ -217,7 +220,8 @@ def _int_tuple(v: Any) -> tuple[int, ...] | None:
 
 
 def _tensor_info(name: str, ref: Any, locate, source, rep: Report, byteorder: str,
-                 missing_reported: set, quiet_missing: bool, storage_label: str) -> TensorInfo:
+                 missing_reported: set, quiet_missing: bool, storage_label: str,
+                 cut: frozenset[str] = frozenset()) -> TensorInfo:
     file = source.name
     extra: dict[str, Any] = {}
     if isinstance(ref, StorageRef):  # a bare storage: list it as a flat tensor of its dtype
@@ -290,7 +294,7 @@ def _tensor_info(name: str, ref: Any, locate, source, rep: Report, byteorder: st
     limit = min(avail, declared) if declared is not None else avail
     if storage.view_numel is not None:
         limit = min(limit, (storage.elem_base + storage.view_numel) * size)
-    if need > limit:
+    if need > limit and storage.key not in cut:
         rep.error("view_out_of_bounds", f"Tensor {name!r} ({dtype} {list(shape)}, stride "
                   f"{list(stride)}, offset {soff}) reaches byte {need} of storage "
                   f"{storage.key!r}, which has {limit} bytes: the storage is smaller than the view "

@@ -112,6 +112,12 @@ ALLOWED_EXACT = {
       for n in ("_reconstruct", "scalar")),
     "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
     "numpy.ndarray", "numpy.dtype",
+    # TorchScript's own list and type-tag helpers (torch.jit.save writes them into data.pkl and
+    # constants.pkl): torch.jit.load's C++ unpickler handles each in place (readGlobal), and
+    # torch/jit/_pickle.py makes them return their argument. Data constructors: `jit_refs`.
+    *(f"torch.jit._pickle.{n}" for n in ("build_intlist", "build_tensorlist", "build_doublelist",
+                                         "build_boollist", "build_tensor_from_id",
+                                         "restore_type_tag")),
 }
 # Classes whose construction runs no code a file can choose: a warning even when invoked.
 TOLERATED_EXACT = {

@@ -6,16 +6,19 @@ from typing import Any
 
 from ...spans import Report
 from .policy import author_class_candidate, tolerated_when_invoked
+from .torchscript import is_class
 from .vm import Global, PickleRun, render
 
 MAX_IMPORTS_LISTED = 10_000
 # Findings that make a file "dangerous" (also when merged in from an embedded file) ...
-DANGER_CODES = {"dangerous_import", "unlisted_call", "pickle_frame_differential"}
+DANGER_CODES = {"dangerous_import", "unlisted_call", "pickle_frame_differential",
+                "torchscript_call"}
 # ... and those that make it at least "suspicious".
 SUSPICIOUS_CODES = {"several_pickles", "polyglot", "pickle_too_long", "pickle_emulation",
                     "zip_prefix_bytes", "pickle_trailing_bytes", "unknown_import",
                     "pickle_frame_overrun", "pickle_frame_nested", "pickle_frame_unchecked",
-                    "zip_duplicate_entry", "internal_error", "embedded_too_deep"}
+                    "zip_duplicate_entry", "internal_error", "embedded_too_deep",
+                    "torchscript_archive", "torchscript_native_op", "torchscript_code_unread"}
 
 
 AUTHOR_CLASSES_SHOWN = 10
@@ -164,10 +167,13 @@ def import_rows(imports: list[Global]) -> list[dict[str, Any]]:
 
 
 def pickle_details(runs: list[PickleRun], main: PickleRun | None, structure: Any,
-                   rep: Report) -> dict[str, Any]:
+                   rep: Report, torchscript: bool = False) -> dict[str, Any]:
+    """With `torchscript`, the `__torch__` classes are the `torchscript_archive` finding's: the
+    classes torch.jit.load compiles from the archive's code, not imports of their own."""
     imports = [g for r in runs for g in r.imports]
     judge_calls(imports)
-    import_findings(rep, imports)
+    judged = [g for g in imports if not is_class(g.dotted)] if torchscript else imports
+    import_findings(rep, judged)
     main = main or (runs[0] if runs else None)
     return {
         "imports": import_rows(imports),
@@ -179,5 +185,5 @@ def pickle_details(runs: list[PickleRun], main: PickleRun | None, structure: Any
         "protocol": main.protocol if main else None,
         "pickles": [{"offset": r.start, "length": r.end - r.start, "opcodes": r.opcode_count,
                      "protocol": r.protocol} for r in runs],
-        "verdict": verdict(imports, rep),
+        "verdict": verdict(judged, rep),
     }

@@ -22,8 +22,9 @@ from typing import Any
 from ...spans import Report, short_repr
 from .. import MAX_RANK
 from ..result import FileResult
+from .cutshort import Cut, report_cut
 from .placement import place_tensors
-from .report import pickle_details
+from .report import DANGER_CODES, SUSPICIOUS_CODES, pickle_details
 from .torch_refs import StorageRef, TensorRef, itemsize, storage_dtype
 from .vm import Global, PickleMachine, PickleRun, Unknown, render
 from .walk import walk
@@ -36,10 +37,12 @@ REGULAR = (b"0", b"\0", b"7")
 
 
 class _Member:
-    __slots__ = ("name", "header", "data", "size", "kind")
+    __slots__ = ("name", "header", "data", "size", "kind", "cut")
 
-    def __init__(self, name: str, header: int, data: int, size: int, kind: bytes) -> None:
+    def __init__(self, name: str, header: int, data: int, size: int, kind: bytes,
+                 cut: bool = False) -> None:
         self.name, self.header, self.data, self.size, self.kind = name, header, data, size, kind
+        self.cut = cut  # the file ends inside it (a file cut short)
 
 
 def read_torch_tar(source) -> FileResult:
@@ -47,12 +50,12 @@ def read_torch_tar(source) -> FileResult:
 
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
-    members = _list_members(source, rep)
+    members, cut = _list_members(source, rep)
     by_name: dict[str, list[_Member]] = {}
     for m in members:
         by_name.setdefault(m.name, []).append(m)
     missing = [n for n in MEMBERS[1:] if n not in by_name]
-    if missing:
+    if missing and cut is None:  # (in a file cut short, the members after the cut are lost)
         rep.error("tar_not_torch", f"The tar archive lacks the member(s) {', '.join(missing)} that "
                   "torch's legacy tar format has; torch.load fails on it.", 0, min(BLOCK, source.size))
     for name, copies in by_name.items():
@@ -75,20 +78,22 @@ def read_torch_tar(source) -> FileResult:
             last = i == len(by_name[name]) - 1
             label = f"tar {name}" + ("" if last else f" (copy at byte {m.header}, not read)")
             if name == "sys_info":
-                run = _pickle(source, rep, label, m.data, m.data + m.size, runs)
+                run = _quiet_if_cut(m, rep, _pickle, source, label, m.data, m.data + m.size, runs)
                 if last and isinstance(run.value, dict) and run.value.get("little_endian") is False:
                     byteorder = ">"
             elif name == "storages":
-                _storages(source, rep, label, m, runs, storages if last else {},
-                          locations if last else {})
+                _quiet_if_cut(m, rep, _storages, source, label, m, runs,
+                              storages if last else {}, locations if last else {})
             elif name == "tensors":
-                _tensors(source, rep, label, m, runs, storages, tensors if last else {})
+                _quiet_if_cut(m, rep, _tensors, source, label, m, runs, storages,
+                              tensors if last else {})
     main = None
     for i, m in enumerate(by_name.get("pickle", [])):
         last = i == len(by_name["pickle"]) - 1
         machine = PickleMachine(rep, "tar pickle" if last else f"tar pickle (copy at byte "
                                 f"{m.header}, not read)", _reducers(),
                                 _Resolver(tensors, storages).load)
+        machine.at_file_end = m.cut
         run = machine.run(source, m.data, m.size)
         runs.append(run)
         if last:
@@ -98,6 +103,8 @@ def read_torch_tar(source) -> FileResult:
                                    byteorder, "storage ",
                                    byte_offsets=main.byte_offsets if main else {}, runs=runs,
                                    read_embedded=read_embedded)
+    if cut is not None:
+        report_cut(Cut(source.size, None, cut), result)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
     result.details["tar"] = {"members": [m.name for m in members[:100]]}
     sort_spans(rep)
@@ -110,9 +117,27 @@ def _reducers():
     return REDUCERS
 
 
-def _list_members(source, rep: Report) -> list[_Member]:
-    """Walk the 512-byte headers (ustar, with GNU long names and pax paths and sizes)."""
+def _quiet_if_cut(m: _Member, rep: Report, read, source, *args):
+    """`read(source, rep, *args)` for member `m`; if the file ends inside it, its records run
+    into the cut, which the file's `truncated` finding reports: of their findings, only those
+    that judge its pickles are kept (and all its spans)."""
+    if not m.cut:
+        return read(source, rep, *args)
+    scratch = Report(rep.file)
+    out = read(source, scratch, *args)
+    rep.spans += scratch.spans
+    for f in scratch.findings:
+        if f.code in DANGER_CODES or f.code in SUSPICIOUS_CODES:
+            g = getattr(rep, f.severity)(f.code, f.message, f.offset, f.length, f.tensor)
+            g.extra.update(f.extra)
+    return out
+
+
+def _list_members(source, rep: Report) -> tuple[list[_Member], str | None]:
+    """Walk the 512-byte headers (ustar, with GNU long names and pax paths and sizes); and,
+    for a file cut short, what it ends inside."""
     out: list[_Member] = []
+    cut = None
     pos = 0
     long_name: str | None = None
     pax: dict[str, str] = {}
@@ -134,9 +159,9 @@ def _list_members(source, rep: Report) -> list[_Member]:
             break
         data = pos + BLOCK
         rep.span(pos, BLOCK, "tar_header", f"tar > header > {_name(head)}", f"{size} bytes")
-        if data + size > source.size:
-            rep.error("tar_truncated", f"The member at byte {pos} needs {size} bytes, but the file "
-                      f"ends at {source.size}.", data, max(0, source.size - data))
+        cut_here = data + size > source.size
+        if cut_here:
+            cut = f"its member {short_repr(_name(head), 60)} (from byte {pos:,})"
             size = max(0, source.size - data)
         if kind in (b"x", b"g", b"L"):
             body = bytes(source.read(data, min(size, 1 << 20)))
@@ -148,10 +173,17 @@ def _list_members(source, rep: Report) -> list[_Member]:
             name = pax.get("path") or long_name or _name(head)
             if "size" in pax and pax["size"].isdigit():
                 size = min(int(pax["size"]), max(0, source.size - data))
-            out.append(_Member(name, pos, data, size, kind))
+            if cut_here:
+                cut = f"its member {short_repr(name, 60)} (from byte {pos:,})"
+            out.append(_Member(name, pos, data, size, kind, cut_here))
             long_name, pax = None, {}
         pos = data + -(-size // BLOCK) * BLOCK
-    return out
+    tail = bytes(source.read(pos, BLOCK)) if pos < source.size and cut is None else b""
+    if 0 < len(tail) < BLOCK and tail.strip(b"\0"):  # the file ends inside a header
+        cut = f"the tar header at byte {pos:,}"
+    elif pos > source.size and cut is None and out:  # inside the padding after a member
+        cut = f"the padding after its member {short_repr(out[-1].name, 60)}"
+    return out, cut
 
 
 def _name(head: bytes) -> str:

