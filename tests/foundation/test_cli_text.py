@@ -7,9 +7,10 @@ writes it (formats/hubquant/summary.quantization_text), in `info` and the model 
 The corpus, built here: a GGUF of mixed quantization (Q8_0, Q4_0 and F32 tensors; string, float
 and bool metadata), a safetensors folder with its config.json and a shard index, a PyTorch
 pickle, a PEFT adapter in the layout peft saves, a GPTQ folder, a truncated safetensors file and a pickle
-that runs code; and the real checkpoints that packages install (skipped when absent): the
-SmolLM2 sample GGUF, all-MiniLM-L6-v2 (safetensors, sentence-transformers' layout) and Gemma 3
-270M Q4_K_M (llama.cpp's mix of Q4_K, Q5_0, Q6_K and Q8_0, the issue's example).
+that runs code; and the real checkpoints that packages install (tests/realfiles.py; skipped
+when absent): the SmolLM2 sample GGUF, all-MiniLM-L6-v2 (safetensors, sentence-transformers'
+layout), Gemma 3 270M Q4_K_M (llama.cpp's mix of Q4_K, Q5_0, Q6_K and Q8_0, the issue's
+example), and Silero VAD's TorchScript archive and safetensors.
 
 What is exempt, because it is the file's own text: the strings the file stores (a chat
 template holds Jinja code such as messages[0]['role']), the hexdump's bytes and the JSON
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from audit.test_layers_real import GEMMA_PARTS, minilm_path, package_file  # the real checkpoints' packages
+from realfiles import gemma3_gguf, minilm_folder, silero_folder, smollm2_gguf
 
 import model_explorer as mx
 from model_explorer.cli import main
@@ -44,7 +45,7 @@ from model_explorer.units import names_text, plain_text
 REPR = re.compile(r"\{'|\['|(?<![\w.\]])\('|\[\{|(?<![=\w])\b(?:None|True|False)\b")
 COMMANDS = (["info"], ["doctor"], ["hexdump", "--length", "96"])
 # scan and diff decode every tensor: over the built files only (the real ones take seconds each)
-REAL = ("smollm2", "minilm", "gemma3")
+REAL = ("smollm2", "minilm", "gemma3", "silero_jit", "silero_st")
 
 
 def run_cli(argv: list[str]) -> tuple[int, list[str]]:
@@ -179,17 +180,10 @@ def corpus(tmp_path_factory) -> dict[str, str]:
                    root / "model.pt")
         files["pickle"] = str(root / "model.pt")
     files["adapter"] = _adapter(root / "adapter")
-    with contextlib.suppress(FileNotFoundError):
-        files["smollm2"] = mx.sample_path()
-    minilm = minilm_path()
-    if minilm:
-        files["minilm"] = str(minilm.parent)
-    parts = [package_file(p, "data", f) for p, f in GEMMA_PARTS]
-    if all(parts):  # the chunks of one file, joined as the package's own assemble() does
-        with open(root / "gemma3.gguf", "wb") as out:
-            for part in parts:
-                out.write(part.read_bytes())
-        files["gemma3"] = str(root / "gemma3.gguf")
+    silero = silero_folder()
+    real = {"smollm2": smollm2_gguf(), "minilm": minilm_folder(), "gemma3": gemma3_gguf(root),
+            "silero_jit": silero and silero / "silero_vad.jit", "silero_st": silero and silero / "silero_vad_16k.safetensors"}
+    files.update({name: str(path) for name, path in real.items() if path is not None and path.exists()})
     return files
 
 
