@@ -200,11 +200,25 @@ def cmd_diff(args) -> int:
     if args.json:
         print(table.to_json(orient="records"))
     else:
-        import pandas as pd
-
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(table.to_string())
+        print(diff_text(table))
     return EXIT_OK
+
+
+def diff_text(table) -> str:
+    """The diff table for people: shapes as [4096, 4096], numbers to 4 significant digits, and an
+    empty cell where a side has no tensor or a figure was not computed (never None or NaN)."""
+    import pandas as pd
+
+    def cell(v) -> str:
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(map(str, v)) + "]"
+        if v is None or (isinstance(v, float) and v != v):
+            return ""
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    shown = pd.DataFrame({col: [cell(v) for v in table[col]] for col in table.columns})
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        return shown.to_string(index=False)
 
 
 def cmd_generate(args) -> int:

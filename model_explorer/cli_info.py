@@ -1,5 +1,6 @@
 """What `model-explorer info` and `hexdump` print, beside gguf-dump: metadata values as JSON
-(`jq '.metadata["llama.context_length"]'` works), arrays shown like gguf-dump (`['en']`), a
+(`jq '.metadata["llama.context_length"]'` works), as words in text (an array as its length and
+its first TEXT_ARRAY_ITEMS items, as gguf-dump, but never as a Python list: units.plain_text), a
 danger banner first on a hostile file, counted words ("1 error", "2 tensors"), and the
 description of every command-line option.
 """
@@ -8,16 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from .units import format_bytes
+from .units import format_bytes, plain_text
 
 # Exit codes of every command: clean, errors found, unreadable (or a usage error).
 EXIT_OK, EXIT_ERRORS, EXIT_UNREADABLE = 0, 1, 2
 
 # JSON: arrays longer than this are given as their length and first elements.
 JSON_ARRAY_ITEMS = 16
-# Text: like gguf-dump, the first 6 items of an array and strings cut at 60 characters.
+# Text: like gguf-dump, the first 6 items of an array; a value cut at 100 characters.
 TEXT_ARRAY_ITEMS = 6
-TEXT_STRING_CHARS = 60
+TEXT_VALUE_CHARS = 100
 
 OPTION_HELP = {
     "source": "a checkpoint: a file, a folder of shards, an index JSON, or an http(s) URL",
@@ -84,19 +85,8 @@ def metadata_json(metadata: dict, full: bool = False) -> dict[str, Any]:
 
 
 def value_text(value: Any) -> str:
-    """One metadata value for the terminal, as gguf-dump prints it."""
-    value = getattr(value, "value", value)
-    if _is_array(value):
-        n = len(value)
-        shown = repr(_items(value, TEXT_ARRAY_ITEMS))
-        return (shown[:-1] + ", ...]" if n > TEXT_ARRAY_ITEMS else shown) + f"  ({plural(n, 'item')})"
-    if isinstance(value, str):
-        text = value if len(value) <= TEXT_STRING_CHARS else value[:TEXT_STRING_CHARS - 3] + "..."
-        return repr(text)
-    if isinstance(value, dict):
-        text = repr(value)
-        return text if len(text) <= 100 else text[:97] + "..."
-    return repr(value)
+    """One metadata value for the terminal: words, an array as its length and first items."""
+    return plain_text(value, TEXT_VALUE_CHARS, TEXT_ARRAY_ITEMS)
 
 
 def banner(ckpt) -> list[str]:

@@ -148,7 +148,9 @@ class Report:
 
 
 def short_repr(value: Any, limit: int = 80) -> str:
-    """A one-line rendering of a value for span labels, cut at `limit` characters."""
-    text = value if isinstance(value, str) else repr(value)
+    """A one-line rendering of a value for span labels, cut at `limit` characters; a boolean reads
+    as the file formats spell it (true, false), not as Python's True and False."""
+    text = value if isinstance(value, str) else ("true" if value else "false") if isinstance(value, bool) \
+        else repr(value)
     text = text.replace("\n", "\\n")
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,15 +1,16 @@
 // The "Compare runs" view (demo/runs_widget.py): a RunDiff or a Trace as a heatmap of layers
 // (rows) x modules (columns, the decoder's order). A comparison is coloured by log10 relative
-// L2, its first divergence outlined and explained; a trace by absmax / median |x|, massive
-// activations and the first NaN/Inf marked. Hover or focus: the numbers (title + aria-label);
+// L2 from float noise up, its verdict (agree, drift, jump) said in its colour, the first
+// divergence or the start of a drift outlined and explained, the configuration differences
+// listed; a trace by absmax / median |x|, massive activations and the first NaN/Inf marked. Hover or focus: the numbers (title + aria-label);
 // click or Enter: `onPick(layer, module)` (the kernel names the weight and the Explorer selects
 // it). Everything from a file or a model is set with textContent.
 import { h, clear } from "./dom.js";
 import { gridKeys } from "./gridkeys.js";
 
-export const GLYPHS = { divergence: "!", massive: "M", nonfinite: "N" };
-const MARK_WORDS = { divergence: "first divergence (outlined)", massive: "massive activation",
-  nonfinite: "first NaN/Inf" };
+export const GLYPHS = { divergence: "!", drift: "~", massive: "M", nonfinite: "N" };
+const MARK_WORDS = { divergence: "first divergence (outlined)", drift: "the drift starts here (outlined)",
+  massive: "massive activation", nonfinite: "first NaN/Inf" };
 
 /**
  * A cell's background for value v on the scale [lo, hi]: yellow and nearly clear at the low
@@ -63,6 +64,23 @@ export function cellText(s, i, j, mark) {
   if (a) parts.push(b && b !== a ? `${a} (b: ${b})` : a);
   if (mark) parts.push(mark.text);
   return parts.join(" · ");
+}
+
+/**
+ * The verdict line: its text and its kind (agree, drift, jump: the colour), from the state.
+ * A trace has no verdict: its first NaN/Inf reads as a jump.
+ * @param {any} s @returns {{kind: string, text: string}|null}
+ */
+export function verdictLine(s) {
+  if (s && s.verdict && s.verdict.sentence) return { kind: s.verdict.kind, text: s.verdict.sentence };
+  if (s && s.first && s.first.sentence) return { kind: "jump", text: s.first.sentence };
+  const note = s && s.figures && s.figures.note;
+  return note ? { kind: "agree", text: note } : null;
+}
+
+/** Tokens for people: each quoted, one after another, never a list. @param {string[]} tokens */
+export function tokensText(tokens) {
+  return (tokens || []).map((t) => JSON.stringify(String(t))).join(" ") || "none";
 }
 
 /** Whether a trace's cell (i, j) holds NaN or Inf (drawn hatched). @param {any} s */
@@ -152,12 +170,24 @@ export function renderRuns(box, s, o = {}) {
   gridKeys(grid, { rows: s.layers.length, cols, cellAt: (i, j) => api.cells[i] && api.cells[i][j],
     start: start ? [start.i, start.j] : [0, 0], onPick: pick });
   root.append(h("div", { className: "me-runs-title", text: s.title }), legend(s), grid);
-  const first = s.first;
-  const sentence = first && first.sentence ? first.sentence : (s.figures && s.figures.note) || "";
-  if (sentence) root.append(h("div", { className: `me-runs-first${first ? "" : " me-runs-none"}`, text: sentence }));
+  const verdict = verdictLine(s);
+  if (verdict) {
+    const line = h("div", { className: `me-runs-first me-runs-${verdict.kind}`, text: verdict.text });
+    line.dataset.verdict = verdict.kind;
+    root.append(line);
+  }
+  if (s.config && s.config.length) {
+    const table = h("table", { className: "me-runs-config" },
+      h("caption", { text: "The configurations differ" }),
+      h("tr", {}, h("th", { text: "hyperparameter" }), h("th", { text: "a" }), h("th", { text: "b" })));
+    for (const [name, a, b] of s.config) table.append(h("tr", {}, h("td", { text: name }), h("td", { text: a }), h("td", { text: b })));
+    root.append(table);
+  }
   if (s.tokenizer_mismatch) {
     const m = s.tokenizer_mismatch;
-    root.append(h("div", { className: "me-runs-warn", text: `The tokenizers disagree from token ${m.position} (a ${JSON.stringify(m.a_tokens)}, b ${JSON.stringify(m.b_tokens)}); both runs use a's ids.` }));
+    const a = m.a_text || tokensText(m.a_tokens);
+    const b = m.b_text || tokensText(m.b_tokens);
+    root.append(h("div", { className: "me-runs-warn", text: `The tokenizers disagree from token ${m.position} (a ${a}, b ${b}); both runs use a's ids.` }));
   }
   const table = h("table", { className: "me-runs-figures" });
   for (const [label, value] of figureRows(s)) table.append(h("tr", {}, h("th", { text: label }), h("td", { text: value })));
@@ -165,7 +195,7 @@ export function renderRuns(box, s, o = {}) {
   const top = (s.figures && s.figures.massive_top) || [];
   if (top.length) {
     root.append(h("ul", { className: "me-runs-massive" }, ...top.map((m) => h("li", {
-      text: `${m.layer === null ? "" : `layer ${m.layer} `}${m.module}: ${num(m.value)} at token ${m.position} (${JSON.stringify(m.token)}) channel ${m.channel}, ${num(m.ratio)}x the median |x|` }))));
+      text: `${m.layer === null ? "" : `layer ${m.layer} `}${m.module}: ${num(m.value)} at token ${m.position} ${JSON.stringify(String(m.token))} channel ${m.channel}, ${num(m.ratio)}x the median |x|` }))));
   }
   root.append(note);
   box.append(root);

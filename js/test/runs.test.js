@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { cellColor, cellText, figureRows, markIndex, nonfinite, num, pickedText } from "../src/runsview.js";
+import { cellColor, cellText, figureRows, markIndex, nonfinite, num, pickedText, tokensText, verdictLine } from "../src/runsview.js";
 
 const DIFF = {
   kind: "diff", layers: [0, 1], modules: ["q", "v"],
@@ -62,4 +62,18 @@ test("a click's answer says what was selected, or why nothing was", () => {
   assert.equal(pickedText({ tensor: "w", selected: true, note: "" }), "Selected w: the tensor table, histogram and bytes show it.");
   assert.equal(pickedText({ tensor: "w", selected: false, note: "", layer: 2, module: "v" }), "layer 2 v: weight w");
   assert.equal(pickedText({ tensor: null, note: "No weight feeds it." }), "No weight feeds it.");
+});
+
+test("the verdict line: a comparison's own verdict, a trace's first NaN/Inf, or the note", () => {
+  assert.deepEqual(verdictLine({ verdict: { kind: "drift", sentence: "The runs drift apart from embed on." } }),
+    { kind: "drift", text: "The runs drift apart from embed on." });
+  assert.deepEqual(verdictLine({ first: { sentence: "NaN/Inf first appear at layer 2 ffn_out." } }),
+    { kind: "jump", text: "NaN/Inf first appear at layer 2 ffn_out." });
+  assert.deepEqual(verdictLine({ figures: { note: "No divergence." } }), { kind: "agree", text: "No divergence." });
+  assert.equal(verdictLine({ figures: {} }), null);
+});
+
+test("tokens read one by one, quoted, never as a list", () => {
+  assert.equal(tokensText(["Ġthe", "a\nb"]), '"Ġthe" "a\\nb"');
+  assert.equal(tokensText([]), "none");
 });

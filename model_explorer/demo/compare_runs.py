@@ -12,16 +12,15 @@ Both run through the same decoder (demo/model.py), so an HF folder, a GGUF (llam
 order undone at load), a Hub-quantized or an MLX folder record the same named points, and each
 point maps to the weight tensors feeding it in each checkpoint (trace.module_tensors).
 
-The first divergence is a jump, not a drift: walking the points in the order the decoder
-computes them, the first whose relative L2 error ||b - a|| / ||a|| is at least JUMP_FLOOR and
-at least JUMP_FACTOR times the largest relative error of every earlier point (or is NaN/Inf on
-one side only). Quantization noise adds a little at every matmul and grows slowly; a wrong
-weight, a row order, a norm epsilon or a RoPE base changes one point by far more than all before.
+The verdict (runs_verdict.py): the runs agree when their logits are equal within float32 noise;
+otherwise `first_divergence` names the first point whose difference leaves float noise, a jump
+when it steps up from agreement (a wrong weight, a RoPE base, a norm epsilon) and a drift when
+it is there from the start or comes from rounding and grows slowly (quantization, a lower
+precision), or a later point that jumps far above the drift.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,27 @@ from typing import Any
 import numpy as np
 
 from .model import LAYER_MODULES
+from .runs_config import config_differences, config_rows
+from .runs_metrics import activation_diff, kl_per_position, kld_summary, perplexity
+from .runs_verdict import (
+    AGREE,
+    JUMP,
+    JUMP_FACTOR,
+    JUMP_FLOOR,
+    NOISE_KLD,
+    NOISE_REL,
+    STEP_MIN,
+    VERDICT_TITLES,
+    agreement_sentence,
+    divergence_sentence,
+    explain,
+    find_divergence,
+    largest_before,
+    logits_agree,
+    onset,
+    tokens_text,
+    where,
+)
 from .trace import (
     DEFAULT_PROMPT,
     OUTER,
@@ -41,149 +61,6 @@ from .trace import (
     tensor_place,
     token_texts,
 )
-
-JUMP_FLOOR = 0.25   # relative L2 error below this is never a divergence (about cosine 0.97)
-JUMP_FACTOR = 4.0   # ... and it must exceed every earlier point's error this many times
-
-
-def activation_diff(a: np.ndarray | None, b: np.ndarray) -> dict[str, Any]:
-    """cosine, rel_l2 = ||b - a|| / ||a|| and max_abs = max |b - a|, in float64; non-finite values
-    on one side only make rel_l2 and max_abs inf and cosine NaN."""
-    out = {"cosine": math.nan, "rel_l2": math.nan, "max_abs": math.nan,
-           "nonfinite_a": 0, "nonfinite_b": int(b.size - np.isfinite(b).sum())}
-    if a is None or a.shape != b.shape:
-        return out
-    out["nonfinite_a"] = int(a.size - np.isfinite(a).sum())
-    if out["nonfinite_a"] or out["nonfinite_b"]:
-        same = np.array_equal(a, b, equal_nan=True)
-        out.update(cosine=1.0 if same else math.nan, rel_l2=0.0 if same else math.inf,
-                   max_abs=0.0 if same else math.inf)
-        return out
-    x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
-    d = y - x
-    nx, ny, nd = math.sqrt(x @ x), math.sqrt(y @ y), math.sqrt(d @ d)
-    out["cosine"] = float(x @ y / (nx * ny)) if nx and ny else (1.0 if nx == ny else 0.0)
-    out["rel_l2"] = nd / nx if nx else (0.0 if nd == 0 else math.inf)
-    out["max_abs"] = float(np.abs(d).max()) if d.size else 0.0
-    return out
-
-
-def find_divergence(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first row that jumps (see the module docstring), or None."""
-    worst = 0.0
-    for row in rows:
-        r = row["rel_l2"]
-        if math.isnan(r):
-            continue  # not compared (a point one run did not record)
-        if r >= JUMP_FLOOR and r >= JUMP_FACTOR * worst:
-            return row
-        worst = max(worst, r)
-    return None
-
-
-# ModelConfig fields that say how a file stores the model rather than what it computes.
-STORAGE_FIELDS = {"architecture", "extra", "gguf_qk_permuted", "max_position_embeddings",
-                  "tie_word_embeddings", "fused_projections"}
-# Fields two formats spell differently for one model: a GGUF folds Gemma's 1 + w into the norm
-# weights and keeps Llama 3's RoPE factors as a tensor, so these are compared within a format only.
-FORMAT_FIELDS = {"norm_offset", "rope_scaling"}
-
-
-def config_differences(cfg_a, cfg_b, same_format: bool = True) -> dict[str, list[Any]]:
-    """{field: [a's value, b's value]} for the hyperparameters in which the two models' forward
-    passes differ (floats equal to float32 precision count as equal: GGUF stores float32)."""
-    out = {}
-    for f in dataclasses.fields(cfg_a):
-        if f.name in STORAGE_FIELDS or (f.name in FORMAT_FIELDS and not same_format):
-            continue
-        va, vb = _effective(cfg_a, f.name), _effective(cfg_b, f.name)
-        if isinstance(va, float) and isinstance(vb, float) and math.isclose(va, vb, rel_tol=1e-6):
-            continue
-        if va != vb:
-            out[f.name] = [va, vb]
-    return out
-
-
-# Per-layer lists where None means "every layer" (a GGUF reader may spell them out).
-EVERY_LAYER = ("rope_layers", "moe_layers", "sliding_layers")
-
-
-def _effective(cfg, name: str) -> Any:
-    """A field as the forward pass uses it: None spelled out where None means a default."""
-    value = getattr(cfg, name, None)
-    if value is None and name in EVERY_LAYER and (name != "moe_layers" or cfg.experts) and \
-            (name != "sliding_layers" or cfg.sliding_window):
-        return [True] * cfg.num_layers
-    if value is None and name == "attention_scale":
-        return float(cfg.head_dim) ** -0.5
-    return value
-
-
-def _config_text(diff: dict[str, list[Any]]) -> str:
-    def short(v):
-        text = repr(v)
-        return text if len(text) <= 40 else text[:37] + "..."
-    return ", ".join(f"{k} {short(a)} vs {short(b)}" for k, (a, b) in diff.items())
-
-
-def explain(row: dict[str, Any], rows: list[dict[str, Any]], config_diff: dict[str, list[Any]] | None = None) -> str:
-    """A sentence on what the divergence at `row` most likely comes from."""
-    text = _explain_weights(row, rows)
-    if config_diff:  # the same bytes under two recipes part ways too: say so first
-        return (f"the two configurations differ ({_config_text(config_diff)}), which alone can make "
-                f"{'layer ' + str(row['layer']) + ' ' if row['layer'] is not None else ''}{row['module']} "
-                f"differ; otherwise: {text}")
-    return text
-
-
-def _explain_weights(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    at = f"layer {row['layer']} {row['module']}" if row["layer"] is not None else row["module"]
-    if math.isinf(row["rel_l2"]):
-        return f"NaN or Inf appear at {at} in one run only: look at {row['tensor']!r} for NaN/Inf values."
-    same_layer = {r["module"]: r for r in rows if r["layer"] == row["layer"]}
-    inputs_agree = all(same_layer.get(m, {}).get("rel_l2", 0.0) < JUMP_FLOOR for m in ("q", "k", "v"))
-    if row["module"] == "attn_out" and inputs_agree:
-        return (f"q, k and v of layer {row['layer']} agree but the attention output does not: the attention "
-                "itself differs (rope_theta or RoPE scaling, the head layout, the attention scale or "
-                f"the mask), or the output projection {row['tensor']!r}.")
-    if row["module"] in ("attn_norm", "ffn_norm", "final_norm"):
-        return (f"the input of {at} agrees but its output does not: the norm weight {row['tensor']!r} or "
-                "rms_norm_eps differs.")
-    if row["module"] in ("q", "k"):
-        return (f"{at} differs while its input agrees: the weight {row['tensor']!r} differs (another "
-                "layer's weight, or q/k rows left in llama.cpp's interleaved RoPE order).")
-    names = row.get("tensors") or [row["tensor"]]
-    which = f"the weight {names[0]!r}" if len(names) == 1 else f"one of its weights ({', '.join(names)})"
-    return f"{at} differs while everything before it agrees: {which} differs."
-
-
-def kl_per_position(logits_a: np.ndarray, logits_b: np.ndarray) -> np.ndarray:
-    """KL(P_a || P_b) at each position, nats, from log-softmax in float64."""
-    la, lb = log_softmax(logits_a), log_softmax(logits_b)
-    return np.sum(np.exp(la) * (la - lb), axis=-1)
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    x = np.asarray(logits, dtype=np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-
-
-def kld_summary(kl: np.ndarray) -> dict[str, float]:
-    """llama-perplexity's figures: mean, median, 99th percentile (linear interpolation between
-    sorted values, as its `percentile`), max."""
-    if kl.size == 0 or not np.all(np.isfinite(kl)):
-        return {"mean": math.nan, "median": math.nan, "p99": math.nan, "max": math.nan}
-    return {"mean": float(kl.mean()), "median": float(np.median(kl)),
-            "p99": float(np.percentile(kl, 99)), "max": float(kl.max())}
-
-
-def perplexity(logits: np.ndarray, ids: list[int]) -> float:
-    """exp of the mean negative log-likelihood of ids[1:], each predicted from the position before."""
-    if len(ids) < 2:
-        return math.nan
-    lp = log_softmax(logits[:-1])
-    return float(np.exp(-np.mean(lp[np.arange(len(ids) - 1), np.asarray(ids[1:])])))
 
 
 class _Keep:
@@ -215,7 +92,8 @@ class RunDiff:
     """Two runs on the same ids, compared point by point (see the module docstring).
 
     rows: one dict per point in the order computed: layer, module, cosine, rel_l2, max_abs,
-    nonfinite_a, nonfinite_b, tensor (b's weight name), tensor_a (a's). tokenizer_mismatch: None,
+    nonfinite_a, nonfinite_b, tensor (b's weight name), tensor_a (a's), tensors (every weight of
+    b feeding it), kind and kind_a (how b and a store tensor and tensor_a: F32, Q8_0, ...). tokenizer_mismatch: None,
     or how b's tokenizer splits the text differently ({"position", "a_ids", "b_ids", "a_tokens",
     "b_tokens"}); both runs use a's ids regardless.
     """
@@ -235,20 +113,44 @@ class RunDiff:
     config_diff: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
+    def agree(self) -> bool:
+        """The logits are equal within float32 noise: top-1 agreement 100 % and KL at most
+        runs_verdict.NOISE_KLD nats at every position."""
+        return logits_agree(self.top1_agreement, self.kld["max"])
+
+    @property
     def first_divergence(self) -> dict[str, Any] | None:
-        """{"layer", "module", "cosine", "rel_l2", "max_abs", "tensor", "tensor_a", "tensors", "file",
-        "offset", "length", "explanation"} where a jump first appears; None when there is none.
-        tensor: b's weight the point depends on most directly (the one holding NaN/Inf when that
-        is the jump); tensors: every weight of b feeding the point; file/offset/length: tensor's
-        bytes in b."""
-        row = find_divergence(self.rows)
-        if row is None:
+        """Where the runs part, None when they agree (runs_verdict.py): {"kind": "jump" | "drift",
+        "layer", "module", "cosine", "rel_l2", "max_abs", "previous_max", "tensor", "tensor_a",
+        "tensors", "file", "offset", "length", "explanation", "sentence"}, plus "drift_from"
+        ({"layer", "module", "rel_l2"}) when a drift starts before the jump. A jump is the first
+        point that steps up from float noise (or far above a drift); a drift names the point
+        where the difference starts. tensor: b's weight the point depends on most directly (the
+        one holding NaN/Inf when that is the jump); tensors: every weight of b feeding the point;
+        previous_max: the largest relative L2 before it; file/offset/length: tensor's bytes in b."""
+        found = find_divergence(self.rows, logits_differ=not self.agree)
+        if found is None:
             return None
-        out = {k: row[k] for k in ("layer", "module", "cosine", "rel_l2", "max_abs", "tensor", "tensor_a",
-                                   "tensors")}
+        row, kind = found
+        out = {"kind": kind, **{k: row[k] for k in ("layer", "module", "cosine", "rel_l2", "max_abs", "tensor",
+                                                   "tensor_a", "tensors")}}
+        out["previous_max"] = largest_before(self.rows, row)
         out.update({k: v for k, v in self.places.get(row["tensor"], {}).items() if k != "tensor"})
-        out["explanation"] = explain(row, self.rows, self.config_diff)
+        out["explanation"] = explain(row, self.rows, self.config_diff, kind)
+        start = onset(self.rows)
+        if kind == JUMP and start is not None and start is not row:
+            out["drift_from"] = {k: start[k] for k in ("layer", "module", "rel_l2")}
+        out["sentence"] = divergence_sentence(out, self.rows)
         return out
+
+    @property
+    def verdict(self) -> dict[str, str]:
+        """{"kind": "agree" | "drift" | "jump", "sentence"}: the comparison's conclusion in words,
+        the same in the summary, the CLI and the view."""
+        first = self.first_divergence
+        if first is not None:
+            return {"kind": first["kind"], "sentence": first["sentence"]}
+        return {"kind": AGREE, "sentence": agreement_sentence(self.rows, self.top1_agreement, self.kld["max"])}
 
     @property
     def kl_divergence(self) -> np.ndarray:
@@ -289,13 +191,19 @@ class RunDiff:
         return m
 
     def plot(self):
-        """Heatmap of log10 relative L2 per layer x module, the first divergence marked."""
+        """Heatmap of log10 relative L2 per layer x module, the first divergence (X) or the start
+        of a drift (~) marked; the verdict in the title."""
         from .runs_plot import heatmap
 
         first = self.first_divergence
-        marks = [(first["layer"], first["module"], "X")] if first and first["layer"] is not None else []
+        marks = ([(first["layer"], first["module"], "X" if first["kind"] == JUMP else "~")]
+                 if first and first["layer"] is not None else [])
         values = np.log10(np.clip(self.matrix("rel_l2"), 1e-9, 1e3))
-        return heatmap(values, "log10 relative L2", f"{self.b} against {self.a}", marks, cmap="magma")
+        title = f"{self.b} against {self.a}\n{VERDICT_TITLES[self.verdict['kind']]}"
+        top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
+        # from float noise (dark) to a relative L2 of 1: runs that agree draw a dark map
+        return heatmap(values, "log10 relative L2", title, marks, cmap="magma", vmin=math.log10(NOISE_REL),
+                       vmax=max(0.0, top))
 
     def summary(self) -> str:
         first = self.first_divergence
@@ -305,19 +213,20 @@ class RunDiff:
         if self.perplexity:
             lines.append(f"perplexity: a {self.perplexity['a']:.4f}, b {self.perplexity['b']:.4f}")
         if first is None:
-            worst = max((r["rel_l2"] for r in self.rows if not math.isnan(r["rel_l2"])), default=0.0)
-            lines.append(f"no divergence (largest relative L2 {worst:.3g}, a drift at most)")
+            lines.append(self.verdict["sentence"][:1].lower() + self.verdict["sentence"][1:])
         else:
-            where = f"layer {first['layer']} {first['module']}" if first["layer"] is not None else first["module"]
-            lines.append(f"first divergence: {where} (cosine {first['cosine']:.4f}, relative L2 "
+            head = "first divergence: " if first["kind"] == JUMP else "drift from "
+            on = "" if first["kind"] == JUMP else " on"
+            lines.append(f"{head}{where(first)}{on} (cosine {first['cosine']:.4f}, relative L2 "
                          f"{first['rel_l2']:.3g}), tensor {first['tensor']} at byte {first.get('offset')}: "
                          f"{first['explanation']}")
         if self.config_diff:
-            lines.append(f"configurations differ: {_config_text(self.config_diff)}")
+            lines.append("configurations differ:")
+            lines += [f"  {name}: a {va}, b {vb}" for name, va, vb in config_rows(self.config_diff)]
         if self.tokenizer_mismatch:
             m = self.tokenizer_mismatch
-            lines.insert(0, f"tokenizers disagree from token {m['position']}: a {m['a_tokens']} b {m['b_tokens']} "
-                            "(both runs use a's ids)")
+            lines.insert(0, f"tokenizers disagree from token {m['position']}: a {tokens_text(m['a_tokens'])}, "
+                            f"b {tokens_text(m['b_tokens'])} (both runs use a's ids)")
         return "\n".join(lines)
 
     def show(self, on_select=None):
@@ -340,7 +249,9 @@ class RunDiff:
          "outer": [{"module": "embed"|"final_norm"|"logits", "cosine", "rel_l2", "max_abs", "tensor"}],
          "first_divergence": {...} | None, "kld": {"mean", "median", "p99", "max"},
          "top1_agreement", "perplexity": {"a", "b"} | None, "tokenizer_mismatch": {...} | None,
-         "jump": {"floor": JUMP_FLOOR, "factor": JUMP_FACTOR}}
+         "verdict": {"kind", "sentence"}, "config_diff": {field: [a, b]},
+         "config_rows": [[field, a's value, b's value] as text],
+         "jump": {"floor", "factor", "noise_rel", "noise_kld", "step_min"}}
         """
         metrics = ("cosine", "rel_l2", "max_abs")
         by_point = {(r["layer"], r["module"]): r for r in self.rows}
@@ -360,8 +271,11 @@ class RunDiff:
                 "first_divergence": clean(self.first_divergence), "kld": clean(self.kld),
                 "top1_agreement": self.top1_agreement, "perplexity": clean(self.perplexity),
                 "tokenizer_mismatch": self.tokenizer_mismatch,
+                "verdict": self.verdict,
                 "config_diff": {k: [_jsonable(a), _jsonable(b)] for k, (a, b) in self.config_diff.items()},
-                "jump": {"floor": JUMP_FLOOR, "factor": JUMP_FACTOR}}
+                "config_rows": config_rows(self.config_diff),
+                "jump": {"floor": JUMP_FLOOR, "factor": JUMP_FACTOR, "noise_rel": NOISE_REL, "noise_kld": NOISE_KLD,
+                         "step_min": STEP_MIN}}
 
 
 def _jsonable(v: Any) -> Any:
@@ -374,6 +288,19 @@ def _names(model) -> dict[tuple[int | None, str], str | None]:
     points = [(None, "embed")] + [(i, m) for i in range(model.config.num_layers) for m in LAYER_MODULES]
     points += [(None, m) for m in OUTER[1:]]
     return {p: (module_tensors(model, *p) or [None])[0] for p in points}
+
+
+def _kinds(model, names: dict) -> dict[str, str]:
+    """How each named weight is stored (F32, BF16, Q8_0, ...): a step where a and b store the
+    weight differently is rounding (runs_verdict.restored)."""
+    w = getattr(model, "weights", None)
+    tensors = w.ckpt.tensors if w is not None and hasattr(w, "ckpt") else {}
+    out = {}
+    for name in names.values():
+        info = tensors.get(name) if name else None
+        if info is not None:
+            out[name] = info.kind
+    return out
 
 
 def _check_shapes(ca, cb) -> None:
@@ -414,6 +341,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         keep = _Keep(ma.backend)
         logits_a = run(ma, token_ids, keep)
         names_a, label_a, cfg_a, tokens = _names(ma), str(ma.source), ma.config, token_texts(ma, token_ids)
+        kinds_a = _kinds(ma, names_a)
         gguf_a = getattr(ma.weights, "gguf", None)
     finally:
         if owned:
@@ -433,6 +361,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
             key = (broken["layer"], broken["module"])
             names_b[key] = nonfinite_weight(mb, *key) or names_b[key]
         places = {n: tensor_place(mb, n) for n in names_b.values() if n}
+        kinds_b = _kinds(mb, names_b)
     finally:
         if owned_b:
             mb.close()
@@ -440,5 +369,6 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         key = (row["layer"], row["module"])
         row["tensor"], row["tensor_a"] = names_b.get(key), names_a.get(key)
         row["tensors"] = feeding.get(key, [])
+        row["kind"], row["kind_a"] = kinds_b.get(row["tensor"]), kinds_a.get(row["tensor_a"])
     return RunDiff(label_a, str(mb.source), mb.config.num_layers, token_ids, tokens, cmp.rows,
                    logits_a, logits_b, places, mismatch, text, config_diff)

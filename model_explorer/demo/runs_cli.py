@@ -1,9 +1,10 @@
 """`model-explorer compare-runs A B [--prompt TEXT | --text FILE] [--json]`.
 
-Prints the summary (KLD, top-1 agreement, perplexity with --text, the first divergence with its
-weight's bytes) and relative L2 per layer x module; --json prints RunDiff.to_json(). Exit 0 when
-the runs do not diverge, 1 when they do (or a tokenizer splits the text differently), 2 when a
-checkpoint cannot be read or run.
+Prints the summary (KLD, top-1 agreement, perplexity with --text, the verdict: no divergence, a
+drift and where it starts, or the first divergence with its weight's bytes; the configuration
+differences, one per line) and relative L2 per layer x module; --json prints RunDiff.to_json().
+Exit 0 when the runs agree (logits within float32 noise), 1 when they drift or part (or a
+tokenizer splits the text differently), 2 when a checkpoint cannot be read or run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ def grid_text(diff) -> list[str]:
     first = diff.first_divergence
     for i, row in enumerate(diff.matrix("rel_l2")):
         cells = "".join(f"{v:>{width}.2g}" for v in row)
-        mark = f"  <- {first['module']}" if first and first["layer"] == i else ""
+        mark = ""
+        if first and first["layer"] == i:
+            mark = f"  <- {first['module']}" + (" (the drift starts here)" if first["kind"] == "drift" else "")
         lines.append(f"{i:>5} {cells}{mark}")
     outer = [r for r in diff.rows if r["layer"] is None]
     lines.append("      " + ", ".join(f"{r['module']} {r['rel_l2']:.2g}" for r in outer))

@@ -1,8 +1,10 @@
 """The "Compare runs" view: a RunDiff or a Trace as a heatmap of layers x modules (js/src/runsview.js).
 
     d = mx.compare_runs("model/", "model-q8_0.gguf")
-    d.show()                         # RunsView: cells coloured by log10 relative L2, the first
-                                     # divergence outlined and explained, KLD / top-1 / perplexity
+    d.show()                         # RunsView: cells coloured by log10 relative L2, the verdict
+                                     # (agree / drift / jump) in its colour, the first divergence
+                                     # or the start of a drift outlined and explained, the
+                                     # configuration differences, KLD / top-1 / perplexity
     mx.trace("model.gguf").show()    # cells coloured by absmax / median |x|; massive activations
                                      # and the first NaN/Inf marked
 
@@ -27,6 +29,7 @@ import traitlets as t
 
 from ..assets import MISSING_BUILD, asset
 from ..tensors.stats import json_safe
+from .runs_verdict import DRIFT, NOISE_REL, tokens_text
 
 TOKENS_SHOWN = 64  # token texts sent to the browser (hover says which token a massive one sits on)
 MASSIVE_LISTED = 8  # the largest massive activations listed under the map
@@ -48,47 +51,39 @@ def _scale(values: list[list[float | None]]) -> dict[str, float]:
     return {"min": lo, "max": hi if hi > lo else lo + 1.0}
 
 
-def divergence_sentence(first: dict[str, Any], previous_max: float) -> str:
-    """What the first divergence is, in one sentence (the view shows it under the map)."""
-    where = f"layer {first['layer']} {first['module']}" if first["layer"] is not None else first["module"]
-    r = first["rel_l2"]
-    jump = ("NaN/Inf in one run only" if r is None or not math.isfinite(r) else
-            f"relative L2 {r:.3g}, {r / previous_max:,.0f}x the largest before it ({previous_max:.3g})"
-            if previous_max > 0 else f"relative L2 {r:.3g} where every earlier point agreed exactly")
-    place = f" at byte {first['offset']:,}" if first.get("offset") is not None else ""
-    file = f" of {_name(first['file'])}" if first.get("file") else ""
-    why = first.get("explanation") or ""
-    return f"The runs part at {where} ({jump}): weight {first['tensor']}{place}{file}. {why[:1].upper()}{why[1:]}"
+def _noise_up(values: list[list[float | None]]) -> dict[str, float]:
+    """A comparison's colour scale: clear at float noise (NOISE_REL) and below, opaque red at a
+    relative L2 of 1 (or the largest, when above): runs that agree leave the map blank."""
+    seen = [x for row in values for x in row if x is not None]
+    return {"min": math.log10(NOISE_REL), "max": max([0.0] + seen)}
 
 
 def _diff_state(d) -> dict[str, Any]:
     j = d.to_json()
-    first = j["first_divergence"]
+    first, verdict = j["first_divergence"], j["verdict"]
     marks = []
-    if first is not None:
-        before = []
-        for r in d.rows:
-            if (r["layer"], r["module"]) == (first["layer"], first["module"]):
-                break
-            if not math.isnan(r["rel_l2"]):
-                before.append(r["rel_l2"])
-        first["previous_max"] = max(before, default=0.0)
-        first["sentence"] = divergence_sentence(first, first["previous_max"])
-        if first["layer"] is not None:
-            marks.append({"layer": first["layer"], "module": first["module"], "kind": "divergence",
-                          "text": "first divergence"})
+    if first is not None and first["layer"] is not None:
+        drift = first["kind"] == DRIFT
+        marks.append({"layer": first["layer"], "module": first["module"], "kind": "drift" if drift else "divergence",
+                      "text": "the drift starts here" if drift else "first divergence"})
     values = _log10(d.matrix("rel_l2"), 1e-9, 1e3)
     figures = {"tokens": len(d.ids), "kld": j["kld"], "top1_agreement": j["top1_agreement"],
                "perplexity": j["perplexity"]}
     if first is None:
-        worst = max((r["rel_l2"] for r in d.rows if not math.isnan(r["rel_l2"])), default=0.0)
-        figures["note"] = f"No divergence: the largest relative L2 is {worst:.3g}, a drift at most."
+        figures["note"] = verdict["sentence"]
     return {"kind": "diff", "title": f"{_name(d.b)} against {_name(d.a)}", "a": d.a, "b": d.b,
             "layers": j["layers"], "modules": j["modules"], "tokens": j["tokens"][:TOKENS_SHOWN],
-            "metrics": j["metrics"], "color": {"label": "relative L2 (log scale)", "values": values, **_scale(values)},
+            "metrics": j["metrics"], "color": {"label": "relative L2 (log scale)", "values": values, **_noise_up(values)},
             "cell_tensors": j["tensors_a"], "tensors_b": j["tensors"], "places_b": j["places"],
-            "outer": j["outer"], "first": first, "marks": marks, "figures": figures,
-            "tokenizer_mismatch": j["tokenizer_mismatch"], "jump": j["jump"]}
+            "outer": j["outer"], "first": first, "verdict": verdict, "marks": marks, "figures": figures,
+            "config": j["config_rows"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"]}
+
+
+def _mismatch(m: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The tokenizer mismatch with its tokens as text for people (the view prints them as given)."""
+    if m is None:
+        return None
+    return {**m, "a_text": tokens_text(m["a_tokens"]), "b_text": tokens_text(m["b_tokens"])}
 
 
 def _trace_state(tr) -> dict[str, Any]:
@@ -103,7 +98,7 @@ def _trace_state(tr) -> dict[str, Any]:
             continue
         seen.add(key)
         marks.append({"layer": m["layer"], "module": m["module"], "kind": "massive",
-                      "text": f"massive: {m['value']:.4g} at token {m['position']} ({m['token']!r}) channel "
+                      "text": f"massive: {m['value']:.4g} at token {m['position']} {tokens_text([m['token']])} channel "
                               f"{m['channel']}, {m['ratio']:,.0f}x the median |x|"})
     first = j["first_nonfinite"]
     if first is not None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..formats.hubquant.summary import quantization_text
 from ..formats.truncation import present_note, stored_bytes
 from ..records import CheckpointRecord
+from ..units import plain_text
 from .hparams import HParams, Sourced, parameters_text, read_hparams
 
 # (name, label) in the order a person reads them
@@ -74,7 +76,7 @@ class ModelCard:
                  f"parameters: {parameters_text(self.parameters)} ({self.parameters:,}); "
                  f"{_size(self.bytes)} as stored" + self._present_text()]
         if self.quantization:
-            lines.append(f"quantization: {_text(self.quantization)}")
+            lines.append(f"quantization: {quantization_text(self.quantization) or _text(self.quantization)}")
         rows = self.rows()
         width = max((len(label) for label, _, _ in rows), default=0)
         for label, value, where in rows:
@@ -105,9 +107,10 @@ class ModelCard:
 
 
 def _text(v: Any) -> str:
+    """A value for people (units.plain_text): yes/no, "not set", no Python reprs."""
     if isinstance(v, dict):
-        return ", ".join(f"{k}={x}" for k, x in v.items())
-    return str(v)
+        return ", ".join(f"{k}={plain_text(x, 60)}" for k, x in v.items())
+    return plain_text(v)
 
 
 def _size(n: int | float) -> str:

@@ -10,6 +10,7 @@ import re
 
 from ..dtypes import SAFETENSORS_BITS, nbytes_for
 from ..spans import Finding
+from ..units import names_text
 from .build import Build, OutFile, OutTensor
 from .fix import Fix, Unfixable
 
@@ -101,11 +102,11 @@ def _metadata(f: OutFile) -> list[Fix]:
             v = f.metadata[k]
             if not isinstance(v, str):
                 f.metadata[k] = json.dumps(v)
-                changed.append(f"__metadata__[{k!r}]: {v!r} -> {f.metadata[k]!r}")
+                changed.append(f"__metadata__ {k}: {json.dumps(v)} -> {json.dumps(f.metadata[k])}")
         build.notes += [f"{f.name}: stringified {c}" for c in changed]
         f.touch()
 
-    return [Fix("stringify_metadata", f"{f.name}: __metadata__ values {keys} written as JSON strings.",
+    return [Fix("stringify_metadata", f"{f.name}: __metadata__ values {names_text(keys)} written as JSON strings.",
                 found, {"files": [f.name], "keys": [f"__metadata__.{k}" for k in keys]}, apply)]
 
 
@@ -172,6 +173,6 @@ def _truncated(build: Build, f: OutFile) -> list[Fix]:
         f.tensors = kept
         f.touch()
 
-    return [Fix("drop_truncated", f"{f.name}: {len(names)} truncated tensor(s) dropped ({', '.join(names)}); "
+    return [Fix("drop_truncated", f"{f.name}: {len(names)} truncated tensor(s) dropped ({names_text(names)}); "
                 "the report lists each as an error.", found,
                 {"files": [f.name], "tensors": names}, apply)]

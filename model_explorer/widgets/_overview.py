@@ -7,14 +7,13 @@ names the key it came from, so a reader can find it in the header tree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
+from ..formats.hubquant.summary import quantization_text
 from ..formats.truncation import present_note, stored_bytes
 from ..ggml import Keys
 from ..records import CheckpointRecord, plain_value
-from ..spans import short_repr
-from ..units import format_bytes
+from ..units import format_bytes, plain_text
 
 MAX_METADATA_ROWS = 16
 VALUE_CHARS = 160
@@ -45,7 +44,7 @@ def _facts(ckpt: CheckpointRecord) -> list[list[Any]]:
 
     def add(label: str, value: Any, key: str | None = None) -> None:
         if value not in (None, "", []):
-            facts.append([label, short_repr(value, VALUE_CHARS), key])
+            facts.append([label, plain_text(value, VALUE_CHARS), key])
 
     add("format", _format_text(ckpt))
     add("name", ckpt.meta(Keys.NAME), Keys.NAME)
@@ -90,12 +89,12 @@ def _quantization(ckpt: CheckpointRecord, config: dict) -> tuple[str, str | None
     """The reader's quantization summary (formats/hubquant/summary.py): scheme, bits per weight
     and the real mix, e.g. "MOSTLY_Q4_1: 5.74 bits per weight: Q4_1 79% of weights at 5, ..."."""
     q = ckpt.details.get("quantization")
-    if isinstance(q, dict) and q.get("text"):
-        label = q.get("label") or q.get("scheme")
+    text = quantization_text(q)
+    if text:
         source = (Keys.FILE_TYPE if q.get("scheme") == "gguf" else
                   "config.json > quantization_config" if isinstance(config.get("quantization_config"), dict)
                   else None)
-        return (f"{label}: {q['text']}" if label else q["text"]), source
+        return text, source
     mix = ckpt.dtype_mix()
     parts = ", ".join(f"{kind} × {n}" for kind, n in list(mix.items())[:4])
     if len(mix) > 4:
@@ -124,7 +123,8 @@ def _count(n: int) -> str:
 
 def _metadata_rows(ckpt: CheckpointRecord) -> list[list[str]]:
     """The file's own key/values first (GGUF general.* and architecture keys before the
-    tokenizer's), then config.json's scalar entries; arrays as their length and first items."""
+    tokenizer's), then config.json's entries that are not objects; arrays as their length and
+    first items."""
     own = [(str(k), v) for k, v in ckpt.metadata.items() if k not in _SIDE_FILES]
     own.sort(key=lambda kv: 2 if kv[0].startswith("tokenizer.") else 0 if kv[0].startswith("general.") else 1)
     rows = [[key, _value_text(plain_value(v))] for key, v in own]
@@ -139,11 +139,5 @@ def _metadata_rows(ckpt: CheckpointRecord) -> list[list[str]]:
 
 
 def _value_text(value: Any) -> str:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) and not hasattr(value, "__len__"):
-        return short_repr(value, VALUE_CHARS)
-    try:
-        n = len(value)
-        first = ", ".join(short_repr(value[i], 24) for i in range(min(n, 3)))
-    except Exception:  # an odd container: show what repr says
-        return short_repr(value, VALUE_CHARS)
-    return f"{n} item{'s' if n != 1 else ''}: [{first}{', …' if n > 3 else ''}]"
+    """A metadata value for people: arrays as their length and first items (units.plain_text)."""
+    return plain_text(value, VALUE_CHARS)

@@ -27,7 +27,8 @@ EVIL = '<img src=x onerror="window.pwned=1">'
 # The state of d with names from a hostile file: drawn as text, never parsed as HTML.
 EVIL_CELL = f"""from model_explorer.demo.runs_widget import RunsView, runs_state
 s = runs_state(d)
-s["title"] = s["first"]["sentence"] = s["cell_tensors"][2][3] = s["marks"][0]["text"] = {EVIL!r}
+s["title"] = s["verdict"]["sentence"] = s["cell_tensors"][2][3] = s["marks"][0]["text"] = {EVIL!r}
+s["config"] = [[{EVIL!r}, {EVIL!r}, "1,000,000"]]
 s["tokenizer_mismatch"] = {{"position": 1, "a_tokens": [{EVIL!r}], "b_tokens": ["x"]}}
 RunsView(runs=s)"""
 PROMPT = "the cat sat on the mat, and then the hat was in the sun."
@@ -86,6 +87,10 @@ def test_the_heatmap_marks_and_explains_the_first_divergence(page, made):
     text = view.locator(".me-runs-first").inner_text()
     for part in ("layer 2 v", "relative L2", V2, f"byte {info.offset:,}", "model.safetensors"):
         assert part in text, (part, text)
+    # The verdict in its colour: a jump reads red, never the green of runs that agree.
+    verdict = view.locator(".me-runs-first")
+    assert verdict.get_attribute("data-verdict") == "jump" and "me-runs-jump" in verdict.get_attribute("class")
+    assert verdict.evaluate("e => getComputedStyle(e).borderLeftColor") == "rgb(201, 42, 42)"
     figures = view.locator(".me-runs-figures").inner_text()
     assert "KLD mean / median / p99 / max" in figures and "top-1 agreement" in figures
     assert "relative L2 (log scale)" in view.locator(".me-runs-legend").inner_text()
@@ -123,6 +128,7 @@ def test_names_from_files_are_text_never_html(page):
     assert view.locator(".me-runs-title").inner_text() == EVIL
     assert view.locator(".me-runs-first").inner_text() == EVIL
     assert "<img src=x onerror=" in view.locator(".me-runs-warn").inner_text()
+    assert view.locator(".me-runs-config td").first.inner_text() == EVIL
     assert EVIL in view.locator(".me-runs-cell[data-layer='2'][data-module='v']").get_attribute("title")
     assert view.locator("img").count() == 0 and page.evaluate("window.pwned") is None
 

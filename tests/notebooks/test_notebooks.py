@@ -37,7 +37,7 @@ EXPECTED = {
     "07_hub_quantization": ["scale * (q - zero)", "FP8 value * block scale", "GPTQ_Q4"],
     "08_debugging_a_conversion": ["massive channels: [247, 507]", "doctor findings on the suspect file: none",
                                   "first divergence: layer 7, module q, tensor blk.7.attn_q.weight",
-                                  "fixed: True", "first divergence: None",
+                                  "fixed: True", "verdict: drift: The runs drift apart from layer 0 q on",
                                   "merge fault: layer 12 ffn_out, blk.12.ffn_down.weight"],
     "09_model_families": ["llama: ['(a plain Llama decoder)']", "final logit softcap 3",
                           "pre_feedforward_layernorm.weight", "largest |logit| with a final softcap of 3.0: 2.9",

@@ -1,6 +1,7 @@
 """mx.compare_runs: each planted fault is pinpointed to its layer, module and weight (with its
-bytes); quantized copies drift without a divergence, in the expected order; KLD, perplexity and
-top-1 agreement equal the figures computed from transformers' logits on the same ids."""
+bytes) as a jump; quantized copies drift (named from where their rounding starts), in the
+expected order; KLD, perplexity and top-1 agreement equal the figures computed from
+transformers' logits on the same ids."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 import model_explorer as mx
-from model_explorer.demo.compare_runs import JUMP_FLOOR
+from model_explorer.demo.runs_verdict import NOISE_KLD, STEP_MIN
 
 from .conftest import TEXT
 
@@ -72,12 +73,14 @@ def test_a_planted_fault_is_found_at_its_layer_and_module(base, fault):
     assert first["tensor"] == tensor and tensor in first["tensors"]
     info = mx.open(folder).tensors[tensor]
     assert (first["offset"], first["length"]) == (info.offset, info.length)
-    assert first["rel_l2"] >= JUMP_FLOOR and first["explanation"]
+    assert first["kind"] == "jump" and d.verdict["kind"] == "jump", d.summary()
+    assert first["rel_l2"] >= STEP_MIN and first["explanation"] and first["previous_max"] == 0.0
     # a config.json fault is named as such; a weight fault has the same hyperparameters
     assert d.config_diff == {k: [base.cfg.get(k, 10000.0), v]
                              for k, v in config.items()}
     if config:
         assert first["explanation"].startswith("the two configurations differ") and next(iter(config)) in d.summary()
+        assert [row[0] for row in d.to_json()["config_rows"]] == list(config)
     if fault == "nan_weight":  # the trace of the broken copy finds the NaN at the same place
         t = mx.trace(folder, prompt=TEXT)
         assert {k: t.first_nonfinite[k] for k in ("layer", "module", "tensor")} == \
@@ -157,7 +160,15 @@ def _gptq_folder(base) -> str:
 
 def test_quantized_copies_drift_in_the_expected_order(quantized):
     q8, q4, gptq = quantized["Q8_0"], quantized["Q4_0"], quantized["GPTQ"]
-    assert q8.first_divergence is None, q8.summary()  # quantization noise is a drift, not a jump
+    # quantization noise is a drift, not a jump: named from the first weight it rounds
+    for d, (module, kind) in ((q8, ("embed", "Q8_0")), (q4, ("embed", "Q4_0")), (gptq, ("q", None))):
+        first = d.first_divergence
+        assert d.verdict["kind"] == "drift" and first["kind"] == "drift", d.summary()
+        assert first["module"] == module and "rounding" in first["explanation"], d.summary()
+        assert kind is None or d.rows[0]["kind"] == kind
+        assert "drift from" in d.summary() and "no divergence" not in d.summary()
+    assert gptq.first_divergence["layer"] == 0  # the embedding stays F32: layer 0 q rounds first
+    assert gptq.rows[0]["rel_l2"] == 0.0
     assert q8.config_diff == {} and gptq.config_diff == {}  # GGUF metadata reads as config.json did
     assert q8.kld["mean"] < q4.kld["mean"] and q8.kld["mean"] < gptq.kld["mean"]
     assert q8.top1_agreement >= max(q4.top1_agreement, gptq.top1_agreement)
@@ -179,7 +190,9 @@ def test_to_json_is_plain_and_shaped_for_the_widget(quantized):
     assert j["tensors"][1][j["modules"].index("k")] == "blk.1.attn_k.weight"
     assert [o["module"] for o in j["outer"]] == ["embed", "final_norm", "logits"]
     assert set(j["places"]["blk.1.attn_k.weight"]) == {"file", "offset", "length"}
-    assert j["first_divergence"] is None and set(j["kld"]) == {"mean", "median", "p99", "max"}
+    assert j["first_divergence"]["kind"] == "drift" and set(j["kld"]) == {"mean", "median", "p99", "max"}
+    assert j["verdict"]["kind"] == "drift" and j["verdict"]["sentence"].startswith("The runs drift apart from embed on")
+    assert j["config_rows"] == []
     assert quantized["Q8_0"].table().shape[0] == 2 + 1 + layers * modules
 
 
@@ -198,7 +211,8 @@ def test_runs_that_cannot_be_compared_say_why(base):
 def test_the_numpy_and_torch_backends_run_alike(base):
     torch_model = mx.load_model(base.folder, device="cpu", backend="torch")
     d = mx.compare_runs(base.folder, torch_model, prompt=TEXT)
-    assert d.first_divergence is None and max(r["rel_l2"] for r in d.rows) < 1e-4
+    assert d.first_divergence is None and max(r["rel_l2"] for r in d.rows) < 1e-5
+    assert d.agree and d.kld["max"] < NOISE_KLD / 100 and d.verdict["kind"] == "agree"
     assert mx.trace(torch_model, prompt=TEXT).first_nonfinite is None
 
 
@@ -221,3 +235,14 @@ def test_config_differences_compare_what_the_forward_pass_uses():
     assert config_differences(base, dataclasses.replace(base, moe_layers=[True, False])) == \
         {"moe_layers": [[True, True], [True, False]]}
     assert config_differences(base, dataclasses.replace(base, rms_norm_eps=0.1)) == {"rms_norm_eps": [1e-6, 0.1]}
+
+
+def test_configuration_values_read_as_words_not_reprs():
+    from model_explorer.demo.runs_config import config_rows
+
+    rows = config_rows({"rope_theta": [10000.0, 1e6], "moe_layers": [[True, True], [True, False]],
+                        "sliding_window": [None, 4096], "qk_norm": [False, True], "rms_norm_eps": [1e-6, 1e-5],
+                        "rope_scaling": [None, {"type": "linear", "factor": 2.0}]})
+    assert rows == [["rope_theta", "10,000", "1,000,000"], ["moe_layers", "every layer", "layers 0"],
+                    ["sliding_window", "not set", "4096"], ["qk_norm", "no", "yes"],
+                    ["rms_norm_eps", "1e-06", "1e-05"], ["rope_scaling", "not set", "type linear, factor 2"]]

@@ -6,6 +6,7 @@ plain JSON of bounded size, a click names side a's weight for the Explorer, and 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -119,14 +120,19 @@ def test_the_run_cell_compares_with_another_checkpoint_and_traces(base, swapped)
 
 
 def test_the_sentence_compares_the_jump_with_the_largest_error_before_it():
-    from model_explorer.demo.runs_widget import divergence_sentence
+    from model_explorer.demo.runs_verdict import divergence_sentence
 
-    first = {"layer": 7, "module": "q", "rel_l2": 0.9, "tensor": "blk.7.attn_q.weight", "offset": 1234567,
-             "file": "/m/model.gguf", "explanation": "layer 7 q differs while its input agrees."}
-    s = divergence_sentence(first, 0.03)
+    first = {"kind": "jump", "layer": 7, "module": "q", "rel_l2": 0.9, "previous_max": 0.03,
+             "tensor": "blk.7.attn_q.weight", "offset": 1234567, "file": "/m/model.gguf",
+             "explanation": "layer 7 q differs while its input agrees."}
+    s = divergence_sentence(first)
     assert s.startswith("The runs part at layer 7 q (relative L2 0.9, 30x the largest before it (0.03))")
     assert "blk.7.attn_q.weight at byte 1,234,567 of model.gguf. Layer 7 q differs" in s
-    assert "NaN/Inf in one run only" in divergence_sentence({**first, "rel_l2": None}, 0.03)
+    assert "NaN/Inf in one run only" in divergence_sentence({**first, "rel_l2": math.inf})
+    assert "every earlier point agreed exactly" in divergence_sentence({**first, "previous_max": 0.0})
+    assert "agreed within float32 rounding (3e-06 at most)" in divergence_sentence({**first, "previous_max": 3e-6})
+    after = divergence_sentence({**first, "drift_from": {"layer": None, "module": "embed", "rel_l2": 0.004}})
+    assert after.endswith("The runs already drift apart from embed on (relative L2 0.004 there).")
 
 
 def test_a_cell_clicked_in_the_explorers_run_tab_selects_the_tensor_there(base, swapped):

@@ -50,6 +50,16 @@ def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
     return out
 
 
+def quantization_text(q: Any) -> str | None:
+    """The summary as one line for people, as the Overview, the model card and the CLI write it:
+    "MOSTLY_Q4_1: 5.74 bits per weight: Q4_1 79% of weights at 5, Q8_0 21% at 8.5, F32 norms".
+    None when there is no summary (or no text in it)."""
+    if not isinstance(q, dict) or not q.get("text"):
+        return None
+    label = q.get("label") or q.get("scheme")
+    return f"{label}: {q['text']}" if label else q["text"]
+
+
 def _gguf(ckpt: CheckpointRecord) -> dict[str, Any] | None:
     kv = ckpt.metadata.get(Keys.FILE_TYPE)
     ftype = getattr(kv, "value", kv)
