@@ -1,7 +1,8 @@
-"""device="auto" hands a GGUF the numpy decoder refuses to llama.cpp when llama-cpp-python is
-installed, choosing the engine before the decoder's hyperparameter reader can refuse; without it,
-the refusal says what llama-cpp-python would add. llama-cpp-python is not installed in CI: a fake
-`llama_cpp` module stands in for it (tests/demo/test_llamacpp.py runs the real one)."""
+"""device="auto" hands a GGUF the numpy decoder refuses to llama.cpp when a binding of it loads,
+choosing the engine before the decoder's hyperparameter reader can refuse; without one, the
+refusal says what a binding would add. A real binding cannot run a GGUF whose tensors are random
+stand-ins for an architecture it knows (mamba here), so a fake `llama_cpp` module (the
+llama-cpp-python adapter's binding) stands in; tests/demo/test_llamacpp.py runs a real one."""
 
 from __future__ import annotations
 
