@@ -12,7 +12,13 @@ shared machine then slows both sides alike; each side's best round is reported, 
 listed. Multithreaded BLAS/OpenMP stalls badly when other processes want the same cores, so
 `--threads N` runs both sides with N threads (OPENBLAS/OMP/MKL_NUM_THREADS) for a steadier figure.
 
-    .venv/bin/python benchmarks/bench_demo.py [--new-tokens 64] [--rounds 3] [--threads N]
+Where a llama.cpp binding loads (demo/llamacpp_binding.py), mx.load_model(backend="llama.cpp")
+runs in the same interleaved rounds (the engines table), then beside the binding driven alone.
+`--agreement` prints how the numpy decoder's next-token distributions compare with llama.cpp's
+own logits (KL, top-1) on the sample and on Gemma 3 270M, and the KLD of a Q4_0 requantization
+against its F16 base computed both ways.
+
+    .venv/bin/python benchmarks/bench_demo.py [--new-tokens 64] [--rounds 3] [--threads N] [--agreement]
 """
 
 from __future__ import annotations
@@ -52,8 +58,10 @@ class Ours:
         from model_explorer.demo import load_model
 
         t0 = time.perf_counter()
-        if kind == "ours-auto":  # what mx.load_model() picks: llama.cpp when it is installed
+        if kind == "ours-auto":  # what mx.load_model() picks: llama.cpp when a binding loads
             self.model = load_model(None)
+        elif kind == "ours-llamacpp":
+            self.model = load_model(None, backend="llama.cpp")
         elif kind.startswith("ours-torch"):  # ours-torch[-int8|-int4][-cuda]
             parts = kind.split("-")[2:]
             weights = next((p for p in parts if p in ("int8", "int4")), "float32")
@@ -140,41 +148,33 @@ class Transformers:
 
 
 class StandaloneLlamaCpp:
-    """llama-cpp-python alone on the same file and prompt ids: tokenised by llama.cpp itself,
-    greedy by argmax over its own last logits, one eval per token."""
+    """The llama.cpp binding alone (whichever llamacpp_binding finds) on the same file and prompt
+    ids: one llama_decode for the prompt, then one per token, greedy by argmax over its logits;
+    no tokenizer, template, sampler or Model around it."""
 
     def __init__(self, kind: str) -> None:
-        import llama_cpp
-
+        import model_explorer as mx
+        from model_explorer.demo import llamacpp_binding
+        from model_explorer.model.tokenizer import from_gguf
         from model_explorer.samples import sample_path
 
         threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
-        self.lib = llama_cpp
+        with mx.open(sample_path()) as ckpt:
+            self.ids = from_gguf(ckpt.metadata).encode(PROMPT)
         t0 = time.perf_counter()
-        self.llm = llama_cpp.Llama(model_path=sample_path(), n_ctx=2048, n_threads=threads,
-                                   n_threads_batch=threads, n_batch=512, logits_all=False, verbose=False)
+        self.session = llamacpp_binding.open_session(str(sample_path()), 2048, threads)
         self.load_s = time.perf_counter() - t0
-        self.ids = self.llm.tokenize(PROMPT.encode(), add_bos=False, special=True)
-        self.info = {"device": f"cpu (llama-cpp-python {llama_cpp.__version__}, {threads} threads)"}
-
-    def _argmax(self) -> int:
-        import numpy as np
-
-        ptr = self.lib.llama_get_logits_ith(self.llm.ctx, -1)
-        return int(np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),)).argmax())
+        self.info = {"device": f"cpu ({self.session.label}, {threads} threads)"}
 
     def run(self, new_tokens: int) -> dict:
-        llm = self.llm
-        llm.reset()
+        s = self.session
         t0 = time.perf_counter()
-        llm.eval(self.ids)
-        token = self._argmax()
+        token = int(s.decode(self.ids, 0, all_logits=False)[0].argmax())
         prefill = time.perf_counter() - t0
         tokens = [token]
         t1 = time.perf_counter()
         for _ in range(new_tokens - 1):
-            llm.eval([token])
-            token = self._argmax()
+            token = int(s.decode([token], len(self.ids) + len(tokens) - 1, all_logits=False)[0].argmax())
             tokens.append(token)
         decode = time.perf_counter() - t1
         return {"prefill_tps": len(self.ids) / prefill, "decode_tps": (new_tokens - 1) / decode,
@@ -251,6 +251,8 @@ def main() -> int:
     p.add_argument("--skip-reference", action="store_true", help="do not run transformers")
     p.add_argument("--weight-only", action="store_true",
                    help="only the torch backend's float32 / int8 / int4 weights (and CUDA when present)")
+    p.add_argument("--agreement", action="store_true",
+                   help="only the numpy decoder's logits against llama.cpp's (KL, top-1, KLD against a base)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -265,10 +267,15 @@ def main() -> int:
         return 0
     if args.weight_only:
         return weight_only_report(args)
+    if args.agreement:
+        return agreement_report()
     threads = f"{args.threads} threads per side" if args.threads else "default threads"
     print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} CPU cores, {threads}, greedy, {args.new_tokens} "
           f"new tokens, best of {args.rounds} interleaved rounds", flush=True)
+    from model_explorer.demo import llamacpp
+
     kinds = ["ours"] + ([] if args.skip_reference else ["transformers", "ours-torch"])
+    kinds += ["ours-llamacpp"] if llamacpp.installed() else []
     res = measure(kinds, args.rounds, args.new_tokens, args.threads)
     lazy = measure(["ours-on-the-fly"], 1, 4, args.threads)["ours-on-the-fly"]
     engine_ok = engine_report(args)
@@ -296,6 +303,7 @@ def main() -> int:
     if ours_torch:
         print(f"our decoder on the torch CPU backend: prefill {ours_torch['prefill_tps']:.1f}, decode "
               f"{ours_torch['decode_tps']:.1f} tokens/s, peak RSS {mib(ours_torch['peak_rss'])}")
+    print_engines(res)
     print(f"\nweights: {mib(ours['quantized_bytes'])} stored (Q4_1/Q8_0/F32) -> {mib(f32)} as float32")
     print(f"peak RSS, dequantize at load:     {mib(ours['peak_rss'])} = {ours['peak_rss'] / f32:.2f}x the float32 "
           f"weights (target <= 2x)")
@@ -315,6 +323,66 @@ def main() -> int:
     mem_ok = ours["peak_rss"] <= 2 * f32 and lazy["peak_rss"] < ours["peak_rss"]
     print(f"memory targets: {'ok' if mem_ok else 'MISSED'}")
     return 0 if ok and mem_ok and engine_ok else 1
+
+
+def print_engines(res: dict[str, dict]) -> None:
+    """Every engine of this run side by side (same prompt, same rounds, interleaved)."""
+    print(f"\n{'engine':18} {'prefill tok/s':>13} {'decode tok/s':>12} {'peak RSS':>9} {'= numpy':>8}  device")
+    ref = res["ours"]["tokens"]
+    for kind, r in res.items():
+        same = next((i for i, (a, b) in enumerate(zip(r["tokens"], ref)) if a != b), len(ref))
+        print(f"{kind:18} {r['prefill_tps']:13.1f} {r['decode_tps']:12.1f} {mib(r['peak_rss']):>9} "
+              f"{same:>4}/{len(ref)}  {r['device']}")
+
+
+def agreement_report() -> int:
+    """KL(numpy || llama.cpp) and top-1 agreement at every position of PROMPT, on the sample (Q4_1)
+    and Gemma 3 270M (Q4_K_M, when its packages are installed); then the KLD of the sample's F16
+    rounding requantized to Q4_0 against that F16 base, from each engine's own logits."""
+    import tempfile
+
+    import numpy as np
+
+    import model_explorer as mx
+    from model_explorer.demo import llamacpp, load_model
+    from model_explorer.demo.compare_runs import kl_per_position, kld_summary
+    from model_explorer.samples import sample_path
+
+    if not llamacpp.installed():
+        print(f"no llama.cpp binding loads ({llamacpp.missing()})")
+        return 0
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    import realfiles
+
+    def logits(path, **kw):
+        model = load_model(path, **kw)
+        try:
+            return model.forward(model.encode_prompt(PROMPT)), model.device
+        finally:
+            model.close()
+
+    def row(label, a, b):
+        k = kld_summary(kl_per_position(a, b))
+        print(f"{label:44} {len(a):5} {k['mean']:9.5f} {k['median']:9.5f} {k['p99']:9.5f} {k['max']:9.5f} "
+              f"{np.mean(a.argmax(1) == b.argmax(1)):6.1%}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {"SmolLM2-135M-Instruct Q4_1": sample_path(), "Gemma 3 270M Q4_K_M": realfiles.gemma3_gguf(tmp)}
+        print(f"{'KL(P_a || P_b), nats, per position':44} {'n':>5} {'mean':>9} {'median':>9} {'p99':>9} "
+              f"{'max':>9} {'top-1':>6}")
+        for name, path in files.items():
+            if path is None:
+                print(f"{name}: not installed")
+                continue
+            ours, _ = logits(str(path), device="cpu")
+            theirs, device = logits(str(path), backend="llama.cpp")
+            row(f"{name}: a numpy, b llama.cpp", ours, theirs)
+        f16 = mx.convert(sample_path(), os.path.join(tmp, "smol-f16.gguf"), format="gguf", dtype="F16")
+        q4 = mx.convert(f16, os.path.join(tmp, "smol-q4_0.gguf"), format="gguf", dtype="Q4_0")
+        for engine, kw in (("numpy", {"device": "cpu"}), ("llama.cpp", {"backend": "llama.cpp"})):
+            row(f"SmolLM2 a F16, b Q4_0 of it, both {engine}", logits(f16, **kw)[0], logits(q4, **kw)[0])
+        print(f"llama.cpp: {device}")
+    return 0
 
 
 def weight_only_report(args) -> int:
@@ -339,11 +407,11 @@ def weight_only_report(args) -> int:
 
 
 def engine_report(args) -> bool:
-    """mx.load_model() on llama.cpp beside standalone llama-cpp-python: same file, same threads."""
-    import importlib.util
+    """mx.load_model() on llama.cpp beside the binding driven alone: same file, same threads."""
+    from model_explorer.demo import llamacpp
 
-    if importlib.util.find_spec("llama_cpp") is None:
-        print("\nllama-cpp-python is not installed (make bench builds it): the llama.cpp rows are skipped")
+    if not llamacpp.installed():
+        print(f"\nno llama.cpp binding loads ({llamacpp.missing()}): the llama.cpp rows are skipped")
         return True
     ok = True
     for threads in sorted({1, 2, args.threads or 2}):

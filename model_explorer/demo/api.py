@@ -267,9 +267,9 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
         Hugging Face folder (config.json + safetensors + tokenizer.json), an MLX-quantized folder,
         or None for the bundled SmolLM2-135M-Instruct sample.
     device: "auto" | "cpu" | "cuda" | "mps". "cpu" runs numpy; "auto" uses a GPU when torch finds
-        one, else llama.cpp when llama-cpp-python is installed and the source is a GGUF, else
-        numpy; a GGUF whose architecture the numpy decoder does not run goes to llama.cpp under
-        "auto" whenever llama-cpp-python is installed (without it, the refusal says so). backend="torch" runs torch even on the CPU; backend="llama.cpp" runs llama.cpp
+        one, else llama.cpp when a binding of it loads (llamacpp_binding.py) and the source is a GGUF,
+        else numpy; a GGUF whose architecture the numpy decoder does not run goes to llama.cpp
+        under "auto" whenever a binding loads (without one, the refusal says so). backend="torch" runs torch even on the CPU; backend="llama.cpp" runs llama.cpp
         (safetensors and MLX sources are converted to a Q8_0 GGUF first, once, into `cache_dir`,
         default ~/.cache/model_explorer/gguf); backend="numpy" forces the readable reference.
     context: positions llama.cpp reserves its KV cache for (its other backends grow as needed).
@@ -334,8 +334,7 @@ def _wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized:
 
     if backend == llamacpp.ENGINE:
         if not llamacpp.installed():
-            raise RuntimeError("backend='llama.cpp' needs llama-cpp-python "
-                               "(pip install 'checkpoint-model-explorer[llamacpp]').")
+            raise RuntimeError(f"backend='llama.cpp' needs a llama.cpp binding ({llamacpp.missing()}).")
         if keep_quantized or device not in ("auto", "cpu"):
             raise ValueError("backend='llama.cpp' runs on the CPU and always keeps the weights "
                              "quantized; leave device and keep_quantized at their defaults.")

@@ -1,4 +1,5 @@
-"""The run cell on llama.cpp (through llama-cpp-python, an optional extra): the engine of the field.
+"""The run cell on llama.cpp (through whichever Python binding of it loads: llamacpp_binding.py):
+the engine of the field.
 
 The numpy decoder (model.py) dequantizes every weight to float32 and streams all of them per
 token; llama.cpp keeps the weights in their quantized blocks and multiplies by them directly, so
@@ -13,13 +14,13 @@ counter, and starting a new one rewinds the engine.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import sources
+from . import llamacpp_binding
 from .weights import DequantReport
 
 ENGINE = "llama.cpp"
@@ -28,7 +29,14 @@ CONVERT_DTYPE = "Q8_0"
 
 
 def installed() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None
+    """Whether a llama.cpp binding is installed and its library loads on this system."""
+    return llamacpp_binding.find() is not None
+
+
+def missing() -> str:
+    """What to install, and why an installed binding did not do (for refusals and offers)."""
+    why = "".join(f" ({p})" for p in llamacpp_binding.problems())
+    return f"pip install 'checkpoint-model-explorer[llamacpp]'{why}"
 
 
 def supports(arch) -> bool:
@@ -42,13 +50,13 @@ def supports(arch) -> bool:
 
 
 def offer(arch) -> str:
-    """What llama-cpp-python would add for a GGUF the numpy decoder refuses (appended to the refusal)."""
+    """What a llama.cpp binding would add for a GGUF the numpy decoder refuses (appended to the refusal)."""
     if not supports(arch):
         return ""
     if installed():
         return f" llama.cpp runs {arch!r}: load_model(path) (device='auto') or backend='llama.cpp' hands it there."
-    return (f" llama.cpp runs {arch!r}: with llama-cpp-python installed (pip install "
-            "'checkpoint-model-explorer[llamacpp]'), load_model(path) hands such a GGUF to llama.cpp.")
+    return (f" llama.cpp runs {arch!r}: with a llama.cpp binding installed ({missing()}), "
+            "load_model(path) hands such a GGUF to llama.cpp.")
 
 
 def cached_gguf(path: str, cache_dir: str | None = None) -> tuple[str, bool]:
@@ -116,26 +124,21 @@ class LlamaCppEngine:
     device = "cpu"
 
     def __init__(self, gguf_path: str, n_ctx: int = 2048, threads: int | None = None) -> None:
-        import llama_cpp
-
-        self._lib = llama_cpp
         # llama.cpp's threads: as asked, else OMP_NUM_THREADS (it runs on OpenMP), else every core
         # this process may use.
         omp = os.environ.get("OMP_NUM_THREADS", "")
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self.threads = threads or (int(omp) if omp.isdigit() and int(omp) > 0 else max(1, cores))
-        self.llm = llama_cpp.Llama(model_path=gguf_path, n_ctx=n_ctx, n_threads=self.threads,
-                                   n_threads_batch=self.threads, n_batch=512, logits_all=False,
-                                   n_gpu_layers=0, verbose=False)
+        self.session = llamacpp_binding.open_session(gguf_path, n_ctx, self.threads)
         self.n_ctx = n_ctx
-        self.n_vocab = self.llm.n_vocab()
+        self.n_vocab = self.session.n_vocab
         self._live: LlamaCppCache | None = None
 
     # -- the backend part --------------------------------------------------------------------
 
     @property
     def device_name(self) -> str:
-        return f"cpu (llama.cpp, {self.threads} threads)"
+        return f"cpu ({self.session.label}, {self.threads} threads)"
 
     def to_numpy(self, x) -> np.ndarray:
         return x
@@ -157,10 +160,6 @@ class LlamaCppEngine:
                              f"{capacity} were asked for (load_model(..., context=N) sets it).")
         return LlamaCppCache(capacity)
 
-    def _last_logits(self) -> np.ndarray:
-        ptr = self._lib.llama_get_logits_ith(self.llm.ctx, -1)
-        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).astype(np.float32)
-
     def forward(self, token_ids, cache: LlamaCppCache, last_only: bool = False) -> np.ndarray:
         """Logits for `token_ids` after the `cache.length` positions before them."""
         ids = [int(i) for i in token_ids]
@@ -172,21 +171,12 @@ class LlamaCppEngine:
                 raise ValueError("llama.cpp holds one sequence at a time; this cache's earlier "
                                  "positions were evicted by another sequence.")
             self._live = cache
-        # eval() drops every position from n_tokens on, so this also rewinds a shortened cache.
-        self.llm.n_tokens = cache.length
-        if last_only:
-            self.llm.eval(ids)
-            out = self._last_logits()[None]
-        else:  # one position at a time: llama.cpp keeps only the last logits of a batch
-            rows = []
-            for i in ids:
-                self.llm.eval([i])
-                rows.append(self._last_logits())
-            out = np.stack(rows)
+        # a cache shortened since (a rewound generation) drops the positions after it
+        out = self.session.decode(ids, cache.length, all_logits=not last_only)
         cache.length += len(ids)
         return out
 
     def close(self) -> None:
-        llm, self.llm = getattr(self, "llm", None), None
-        if llm is not None:
-            llm.close()
+        session, self.session = getattr(self, "session", None), None
+        if session is not None:
+            session.close()

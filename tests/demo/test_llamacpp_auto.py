@@ -1,7 +1,8 @@
-"""device="auto" hands a GGUF the numpy decoder refuses to llama.cpp when llama-cpp-python is
-installed, choosing the engine before the decoder's hyperparameter reader can refuse; without it,
-the refusal says what llama-cpp-python would add. llama-cpp-python is not installed in CI: a fake
-`llama_cpp` module stands in for it (tests/demo/test_llamacpp.py runs the real one)."""
+"""device="auto" hands a GGUF the numpy decoder refuses to llama.cpp when a binding of it loads,
+choosing the engine before the decoder's hyperparameter reader can refuse; without one, the
+refusal says what a binding would add. A real binding cannot run a GGUF whose tensors are random
+stand-ins for an architecture it knows (mamba here), so a fake `llama_cpp` module (the
+llama-cpp-python adapter's binding) stands in; tests/demo/test_llamacpp.py runs a real one."""
 
 from __future__ import annotations
 
@@ -98,3 +99,28 @@ def test_an_architecture_llamacpp_does_not_know_gets_no_offer(tmp_path, monkeypa
     with pytest.raises(UnsupportedModel) as e:
         load_model(path)
     assert "'no-such-arch' is not supported" in str(e.value) and "llama.cpp runs" not in str(e.value)
+
+
+def test_an_installed_binding_whose_library_does_not_load_is_not_used_and_says_why(monkeypatch):
+    """llama-cpp-py-sync's wheels are tagged manylinux2014 but need glibc 2.38: on Debian 12 the
+    package imports and its library does not load. The engine then counts as not installed, and
+    the refusal says which binding failed and why."""
+    from model_explorer.demo import llamacpp_binding
+
+    bad = types.ModuleType("bad_adapter")
+    bad.MODULE, bad.PACKAGE = "colorsys", "some-binding"  # importable, rarely imported
+
+    def check():
+        raise RuntimeError("cannot load library 'libllama.so': /lib/x86_64-linux-gnu/libc.so.6: "
+                           "version `GLIBC_2.99' not found (required by libllama.so)")
+
+    bad.check = check
+    monkeypatch.setattr(llamacpp_binding, "ADAPTERS", ("bad",))
+    monkeypatch.setattr(llamacpp_binding, "adapter", lambda name: bad)
+    monkeypatch.setattr(llamacpp_binding, "_failed", {})
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    assert not llamacpp.installed()
+    assert llamacpp_binding.problems() == [
+        f"some-binding is installed but does not load here: its shared library needs GLIBC_2.99; "
+        f"this system has {' '.join(__import__('platform').libc_ver())}"]
+    assert "needs GLIBC_2.99" in llamacpp.missing()
