@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..ggml import Keys
-from .hparams import SLIDING_PATTERN
 from .config import NOT_YET, ModelConfig, UnsupportedModel, _mla, finite_float
+from .hparams import SLIDING_PATTERN
 
 # GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
 # "llama" (Mixtral with `llama.expert_count`).
