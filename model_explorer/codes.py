@@ -294,6 +294,11 @@ CATALOG: dict[str, Code] = {
     "hub_unreachable": Code("error", "The Hub (HF_ENDPOINT) could not be reached: network, DNS or TLS failure."),
     "hub_not_installed": Code("error", "hf:// needs huggingface_hub, which is not installed.",
                               "pip install 'checkpoint-model-explorer[hub]'"),
+    # -- loading rules and library layouts (issue 30: transformers' own rules, layouts of other libraries) --
+    "head_initialised": Code("warning", "The checkpoint holds the base model without its head, under a head class: transformers adds the base prefix when loading and initialises the head's tensors at random.", "Load it with the base model class (AutoModel) to use it as it is, or train the head: these tensors were never in the checkpoint."),
+    "head_dropped": Code("info", "A head checkpoint loaded as its base model: transformers strips the base prefix and leaves the head's tensors out.", "Nothing, if the base model is what you want; load it with the head class (config.json's architectures) to keep the head."),
+    "stale_buffers": Code("info", "Stored tensors are buffers the model computes itself (position ids, rotary frequencies, causal masks), saved by older code; loaders do not load them.", "Nothing: they are harmless. Drop them when saving again to silence loaders that list them."),
+    "library_layout": Code("info", "The checkpoint was written by a library whose loader differs from a plain transformers folder or a llama.cpp GGUF (sentence-transformers, diffusers, timm, another GGUF writer).", "Load it the way the finding says; the checks compare it with what that loader builds."),
 }
 
 
