@@ -15,7 +15,7 @@ from .hparams import HParams, embedding, info_span
 PACKED_DTYPES = ("U8", "I8", "I32", "U32", "I16", "U16", "BOOL")
 
 
-def loc(info: TensorInfo | None) -> dict:
+def tensor_loc(info: TensorInfo | None) -> dict:
     if info is None:
         return {}
     off, ln = info_span(info)
@@ -86,11 +86,11 @@ def quantities(ckpt: CheckpointRecord, hp: HParams, by_name: dict[str, TensorInf
             return
         scale = _pos_int(hp.get("head_dim")) if q in ("heads", "kv_heads") else 1  # the dims the shapes show
         explained[q] = {s.value * (scale or 1), found * (scale or 1)}
-        loc = {"offset": s.offset, "length": s.length, "file": s.file} if s.offset is not None else loc(info)
+        where = {"offset": s.offset, "length": s.length, "file": s.file} if s.offset is not None else tensor_loc(info)
         if info is not None:
-            loc["tensor"] = info.name
+            where["tensor"] = info.name
         out.append(model_finding("config_mismatch", f"{s.where()} = {s.value}, but {what} = {found}.",
-                                 quantity=q, expected=s.value, found=found, **loc))
+                                 quantity=q, expected=s.value, found=found, **where))
 
     embed = embedding(ckpt) if not by_name.get("model.embed_tokens.weight") else by_name["model.embed_tokens.weight"]
     if embed is not None and len(embed.shape) == 2 and shape_says(embed):

@@ -12,7 +12,7 @@ from ..records import TensorInfo
 from ..spans import Finding
 from . import load_rules as rules_mod
 from .findings import model_finding
-from .hparam_shapes import loc, natural
+from .hparam_shapes import natural, tensor_loc
 from .renames import one_to_one, same_role
 
 LIST_SHOWN = 6
@@ -76,20 +76,20 @@ def head_initialised(e, head_new: list[str], unused: list[str], by_name: dict[st
     if unused:
         text += f"; {len(unused)} stored tensor(s) it has no place for are ignored: {short(unused)}"
     return model_finding("head_initialised", text + ".", head=head_new, ignored=unused, cls=e.class_name,
-                         **loc(by_name[unused[0]] if unused else first))
+                         **tensor_loc(by_name[unused[0]] if unused else first))
 
 
 def head_dropped(e, dropped: list[str], by_name: dict[str, TensorInfo]) -> Finding:
     return model_finding("head_dropped", f"{len(dropped):,} tensor(s) belong to a head that {e.class_name}, "
                          f"a base model class, does not have: {short(dropped)}. transformers strips the "
                          f"{e.prefix + '.'!r} prefix from the rest and leaves these out.", dropped=dropped,
-                         cls=e.class_name, **loc(by_name[dropped[0]]))
+                         cls=e.class_name, **tensor_loc(by_name[dropped[0]]))
 
 
 def stale(e, names: list[str], by_name: dict[str, TensorInfo]) -> Finding:
     return model_finding("stale_buffers", f"{len(names):,} stored tensor(s) are buffers the model computes "
                          f"itself, saved by an older version of its code: {short(names)}. {e.source} has no "
-                         "parameter for them and does not load them.", buffers=names, **loc(by_name[names[0]]))
+                         "parameter for them and does not load them.", buffers=names, **tensor_loc(by_name[names[0]]))
 
 
 def safe_renames(wanted: dict[str, tuple | None], extra: list[str], by_name: dict[str, TensorInfo],

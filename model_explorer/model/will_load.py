@@ -22,7 +22,7 @@ from . import expected as exp_mod
 from . import families, layouts, load_findings
 from . import load_rules as rules_mod
 from .findings import model_finding
-from .hparam_shapes import ANY_LAYER, loc, natural, quantities, quantized, shape_says
+from .hparam_shapes import ANY_LAYER, natural, quantities, quantized, shape_says, tensor_loc
 from .hparams import HParams, Sourced
 from .sidefiles import side_path
 
@@ -200,11 +200,11 @@ def _prefix_finding(ckpt: CheckpointRecord, how: tuple[str, str, int], total: in
                              f"saved from {cause}. transformers' {loads_with} strips one {p!r} and loads "
                              "them, but its base model class, and tools that read the names as they are "
                              "(converters, other runtimes), find every tensor missing.", severity="warning",
-                             fix=fix, prefix=p, count=count, how="strip", **loc(info))
+                             fix=fix, prefix=p, count=count, how="strip", **tensor_loc(info))
     return model_finding("key_prefix", f"{count:,} of {total:,} tensor names start with {p!r}, which the "
                          f"model's own names lack (e.g. {first!r}): saved from {cause}. Every one of them "
                          "would load as missing plus unexpected.", fix=fix, prefix=p, count=count, how="strip",
-                         **loc(info))
+                         **tensor_loc(info))
 
 
 def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: dict[str, TensorInfo],
@@ -294,7 +294,7 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
     if extra:
         out.append(model_finding("unexpected_tensors", f"{len(extra):,} tensor(s) are not part of "
                                  f"{e.source}: {_short(extra)}; a loader ignores them.",
-                                 unexpected=extra, source=e.source, **loc(by_name[extra[0]]),
+                                 unexpected=extra, source=e.source, **tensor_loc(by_name[extra[0]]),
                                  fix=rename_fix, **({"renames": renames} if renames else {})))
     out += _shapes(hp, e, canon, explained)
     return out
@@ -317,14 +317,14 @@ def _shapes(hp: HParams, e: exp_mod.Expected, canon: dict[str, TensorInfo],
             out.append(model_finding("transposed_weight", f"{info.name!r} has shape {list(have)}; "
                                      f"{e.source} expects {list(want)}, the same dimensions reversed: "
                                      "the weight was stored transposed.", expected=list(want),
-                                     found=list(have), **loc(info)))
+                                     found=list(have), **tensor_loc(info)))
             continue
         if set(want) & skip_values and len(have) == len(want):
             continue  # a config_mismatch already explains it
         odd.append((info, want, have))
     for info, want, have in odd[:LIST_SHOWN]:
         out.append(model_finding("shape_mismatch", f"{info.name!r} has shape {list(have)}; {e.source} "
-                                 f"expects {list(want)}.", expected=list(want), found=list(have), **loc(info)))
+                                 f"expects {list(want)}.", expected=list(want), found=list(have), **tensor_loc(info)))
     if len(odd) > LIST_SHOWN:
         rest = odd[LIST_SHOWN:]
         out.append(model_finding("shape_mismatch", f"{len(rest):,} more tensor(s) differ in shape from "
