@@ -68,11 +68,19 @@ def stale_buffer(name: str, info: TensorInfo) -> bool:
 
 
 def head_initialised(e, head_new: list[str], unused: list[str], by_name: dict[str, TensorInfo],
-                     added: int) -> Finding:
+                     added: int | None) -> Finding:
+    """Tensors only this class has, the checkpoint being of another class of the model: a base
+    checkpoint under a head class (`added` names gained the prefix), or a head checkpoint under
+    the base class (its pooler, say)."""
     first = next(iter(by_name.values()))
-    text = (f"The checkpoint holds the base model without its head: its {added:,} tensor names lack the "
-            f"{e.prefix + '.'!r} prefix that transformers adds when loading {e.class_name}, and the "
-            f"{len(head_new)} head tensor(s) {short(head_new)} will be initialised at random")
+    if added:
+        text = (f"The checkpoint holds the base model without its head: its {added:,} tensor names lack the "
+                f"{e.prefix + '.'!r} prefix that transformers adds when loading {e.class_name}, and the "
+                f"{len(head_new)} head tensor(s) {short(head_new)} will be initialised at random")
+    else:
+        text = (f"The checkpoint was saved from a head class (its names carry {e.prefix + '.'!r}, which "
+                f"transformers strips when loading {e.class_name}); the {len(head_new)} tensor(s) "
+                f"{short(head_new)} that only {e.class_name} has will be initialised at random")
     if unused:
         text += f"; {len(unused)} stored tensor(s) it has no place for are ignored: {short(unused)}"
     return model_finding("head_initialised", text + ".", head=head_new, ignored=unused, cls=e.class_name,

@@ -237,6 +237,9 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
     absent = load_findings.absent(e, rep, canon)
     head_new = sorted((n for n in absent if base_ckpt and rules.prefix and not n.startswith(rules.prefix + ".")),
                       key=natural)
+    if e.base and rep.stripped:  # a head checkpoint as the base model: modules only the base class has
+        tops = {n.split(".", 1)[0] for n in canon}
+        head_new = [n for n in absent if n.split(".", 1)[0] not in tops]
     missing = [n for n in absent if n not in head_new and n != e.head
                and not (quant and n.rsplit(".", 1)[0] in modules)
                and not (bad_layers and beyond(n, n_layers))]
@@ -253,7 +256,7 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
     unused = [n for n in extra if n not in stale and n not in dropped and base_ckpt]
     extra = [n for n in extra if n not in stale and n not in dropped and n not in unused]
     if head_new:
-        out.append(load_findings.head_initialised(e, head_new, unused, by_name, len(rep.added)))
+        out.append(load_findings.head_initialised(e, head_new, unused, by_name, len(rep.added) or None))
     if dropped:
         out.append(load_findings.head_dropped(e, dropped, by_name))
     if stale:
