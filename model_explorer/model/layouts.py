@@ -25,12 +25,14 @@ from .. import sources
 from ..records import CheckpointRecord, plain_value
 from ..spans import Finding
 from .findings import model_finding
-from .sidefiles import model_dir, side_path, side_text
+from .sidefiles import model_dir, side_json, side_path, side_text
 
 # sentence-transformers: its loader class, and the task its Transformer module loads with
 ST_LOADERS = {"SentenceTransformer": ("SentenceTransformer", "feature-extraction"),
               "CrossEncoder": ("CrossEncoder", "sequence-classification"),
               "SparseEncoder": ("SparseEncoder", "fill-mask")}
+# sentence-transformers modules that save nothing (their folder may be absent)
+NO_FILES = ("Normalize", "Dropout")
 AUTO_NAMES = {"feature-extraction": "AutoModel", "sequence-classification": "AutoModelForSequenceClassification",
               "fill-mask": "AutoModelForMaskedLM", "text-generation": "AutoModelForCausalLM"}
 # general.architecture values ComfyUI-GGUF writes for diffusion models
@@ -54,6 +56,7 @@ class Layout:
     notable: bool = True
     detail: str = ""  # what the cross-check adds (the config class's view)
     pipeline_root: bool = False  # a diffusers pipeline folder: its weights are in the components
+    lost: list[str] = field(default_factory=list)  # modules whose folder is not here: loading fails
 
     def summary(self) -> str:
         parts = f" ({', '.join(self.parts)})" if self.parts else ""
@@ -73,6 +76,15 @@ def _json(ckpt: CheckpointRecord, name: str) -> tuple[Any, str | None, int]:
         return json.loads(text), path, len(text.encode("utf-8"))
     except (ValueError, RecursionError):
         return None, path, 0
+
+
+def _config_key(ckpt: CheckpointRecord, key: str) -> dict:
+    """file, offset and length of a config.json value (the evidence a layout rests on)."""
+    side = side_json(ckpt, "config.json")
+    if side is None:
+        return {}
+    offset, length = side.where(key)
+    return {"file": side.path, "offset": offset, "length": length}
 
 
 def _config(ckpt: CheckpointRecord) -> dict:
@@ -111,9 +123,13 @@ def _sentence_transformers(ckpt: CheckpointRecord) -> Layout | None:
     bert_cfg, _, _ = _json(ckpt, "sentence_bert_config.json")
     if isinstance(bert_cfg, dict) and bert_cfg.get("transformer_task") in AUTO_NAMES:
         task = bert_cfg["transformer_task"]
-    parts = []
+    parts, lost = [], []
     for m, k in zip(modules, kinds):
         folder = m.get("path") if isinstance(m.get("path"), str) else ""
+        if folder and not sources.exists(sources.join(model_dir(ckpt), folder)):
+            (parts if k in NO_FILES else lost).append(f"{k} with no folder (it saves no files)" if k in NO_FILES
+                                                      else f"{k} in {folder}/, which is not here")
+            continue
         weights = next((w for w in ("model.safetensors", "pytorch_model.bin")
                         if folder and side_path(ckpt, f"{folder}/{w}") is not None), None)
         where = "this folder" if not folder else f"{folder}/" + (f" with its own {weights}" if weights else "")
@@ -125,7 +141,8 @@ def _sentence_transformers(ckpt: CheckpointRecord) -> Layout | None:
         load += (f"; transformers' {AUTO_NAMES[task]}.from_pretrained(path) loads the Transformer module's "
                  "model alone")
     return Layout("sentence-transformers", f"a {loader_class} of {len(modules)} module(s)", load,
-                  loader=task if transformer_here else None, file=path, offset=0, length=size, parts=parts)
+                  loader=task if transformer_here else None, file=path, offset=0, length=size, parts=parts,
+                  lost=lost)
 
 
 def _diffusers(ckpt: CheckpointRecord) -> Layout | None:
@@ -145,7 +162,7 @@ def _diffusers(ckpt: CheckpointRecord) -> Layout | None:
         above = sources.exists(sources.join(parent, "model_index.json"))
         return Layout("diffusers", f"a {cls} model" + (", a component of the pipeline in the folder above"
                                                        if above else ""),
-                      f"diffusers.{cls}.from_pretrained(path)", file=side_path(ckpt, "config.json"))
+                      f"diffusers.{cls}.from_pretrained(path)", **_config_key(ckpt, "_class_name"))
     return None
 
 
@@ -159,7 +176,7 @@ def _timm(ckpt: CheckpointRecord) -> Layout | None:
     weights = sources.basename(ckpt.files[0]) if ckpt.files else "model.safetensors"
     return Layout("timm", what, f"timm.create_model({arch!r}, pretrained=True, pretrained_cfg_overlay="
                   f"dict(file='path/{weights}')), or 'hf-hub:' and the repository's name; transformers' "
-                  "TimmWrapperModel loads it too when timm is installed", file=side_path(ckpt, "config.json"))
+                  "TimmWrapperModel loads it too when timm is installed", **_config_key(ckpt, "architecture"))
 
 
 def _peft(ckpt: CheckpointRecord) -> Layout | None:
@@ -215,12 +232,24 @@ def findings(ckpt: CheckpointRecord, layout: Layout | None) -> list[Finding]:
     a llama.cpp GGUF; what the cross-check learned (`detail`) is part of its message."""
     if layout is None or not layout.notable:
         return []
+    if layout.file is None and ckpt.format == "gguf":
+        from .hparams import read_hparams
+
+        arch = read_hparams(ckpt).values.get("architecture")
+        if arch is not None:
+            layout.file, layout.offset, layout.length = arch.file, arch.offset, arch.length
     parts = f" ({'; '.join(layout.parts)})" if layout.parts else ""
     text = f"Written by {layout.library}: {layout.what}{parts}. Load it with {layout.load}."
     if layout.detail:
         text += " " + layout.detail
-    return [model_finding("library_layout", text, file=layout.file, offset=layout.offset,
-                          length=layout.length, library=layout.library, load=layout.load)]
+    out = [model_finding("library_layout", text, file=layout.file, offset=layout.offset,
+                         length=layout.length, library=layout.library, load=layout.load)]
+    if layout.lost:
+        out.append(model_finding("library_module_missing", f"{layout.library}'s module list names "
+                                 f"{len(layout.lost)} module(s) whose folder is not here: {'; '.join(layout.lost)}. "
+                                 f"{layout.load.split(';')[0]} fails when it reaches them.", file=layout.file,
+                                 offset=layout.offset, length=layout.length, modules=list(layout.lost)))
+    return out
 
 
 __all__ = ["Layout", "findings", "read_layout"]
