@@ -186,8 +186,10 @@ def test_untied_lm_head_absent_is_still_an_error(folders):
 
 
 def test_gpt2_buffers_are_stale_not_unexpected(folders):
-    found = _model(mx.open(folders["gpt2 attn.bias and masked_bias"], cross_check=True))
-    assert set(found) == {"stale_buffers"} and found["stale_buffers"].severity == "info"
+    for cross in (False, True):  # the built-in table and transformers say the same
+        found = _model(mx.open(folders["gpt2 attn.bias and masked_bias"], cross_check=cross))
+        assert set(found) == {"stale_buffers"} and found["stale_buffers"].severity == "info"
+        assert found["stale_buffers"].extra["buffers"] == ["transformer.h.0.attn.masked_bias"]
 
 
 def test_llama_base_under_the_causal_lm_class(folders):
@@ -202,3 +204,11 @@ def test_doubled_prefix_is_a_warning_when_the_head_class_loads_it(folders):
     found = _model(mx.open(folders["llama doubled model. prefix"], cross_check=True))
     assert set(found) == {"key_prefix"} and found["key_prefix"].severity == "warning"
     assert "LlamaForCausalLM" in found["key_prefix"].message
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.startswith(("llama", "gpt2"))])
+def test_open_and_doctor_agree_where_the_tables_know_the_family(folders, case):
+    # the Overview paints the open-time findings (built-in tables); doctor's come from transformers
+    at_open = {(f.code, f.severity) for f in mx.open(folders[case]).findings}
+    doctor = {(f.code, f.severity) for f in mx.open(folders[case], cross_check=True).findings}
+    assert at_open == doctor
