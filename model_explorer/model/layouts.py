@@ -25,7 +25,7 @@ from .. import sources
 from ..records import CheckpointRecord, plain_value
 from ..spans import Finding
 from .findings import model_finding
-from .sidefiles import model_dir, side_json, side_path, side_text
+from .sidefiles import MAX_SIDE_FILE, model_dir, side_json, side_path, side_text
 
 # sentence-transformers: its loader class, and the task its Transformer module loads with
 ST_LOADERS = {"SentenceTransformer": ("SentenceTransformer", "feature-extraction"),
@@ -108,8 +108,32 @@ def read_layout(ckpt: CheckpointRecord) -> Layout | None:
     return cache["layout"]
 
 
+def _st_module(ckpt: CheckpointRecord) -> Layout | None:
+    """A module's own folder (2_Dense/) of the sentence-transformers model in the folder above."""
+    folder = model_dir(ckpt)
+    parent = sources.dirname(folder)
+    path = sources.join(parent, "modules.json")
+    if not sources.exists(path):
+        return None
+    text, _ = sources.read_text(path, MAX_SIDE_FILE)
+    try:
+        modules = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
+        return None
+    name = sources.basename(folder.rstrip("/"))
+    entry = next((m for m in modules or [] if isinstance(m, dict) and m.get("path") == name), None)
+    if entry is None:
+        return None
+    kind = str(entry.get("type", "")).rsplit(".", 1)[-1]
+    return Layout("sentence-transformers", f"the {kind} module's own weights, part of the model in the "
+                  "folder above", "sentence_transformers.SentenceTransformer(<the folder above>)", file=path,
+                  offset=0, length=len(text.encode("utf-8")))
+
+
 def _sentence_transformers(ckpt: CheckpointRecord) -> Layout | None:
     modules, path, size = _json(ckpt, "modules.json")
+    if modules is None and path is None:
+        return _st_module(ckpt)
     if not isinstance(modules, list) or not modules or not all(isinstance(m, dict) for m in modules):
         return None
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]

@@ -144,6 +144,8 @@ def test_sentence_transformers_save_is_recognised(st_folder):
     f = _found(ckpt)["library_layout"]
     assert "Dense in 2_Dense/ with its own model.safetensors" in f.message
     assert _open_and_doctor(st_folder)[0] == _open_and_doctor(st_folder)[1]
+    dense = mx.open(st_folder / "2_Dense", cross_check=True)  # the module's own folder, opened alone
+    assert _bad(dense) == [] and "the Dense module's own weights" in _found(dense)["library_layout"].message
 
 
 def test_a_module_folder_that_is_not_there(st_folder, tmp_path):
