@@ -116,9 +116,11 @@ def config_class_view(ckpt, hp, by_name: dict[str, TensorInfo], e) -> str:
     """What loading with config.json's own class would do, when a library loads the model with
     another (a sentence-transformers encoder under a masked-LM head class): a sentence for the
     layout finding, or "" when that class loads it the same way."""
-    from . import hf_build
+    from . import expected, hf_build
 
     cfg = ckpt.metadata.get("config.json")
+    if e.class_name is None or not isinstance(cfg, dict) or not expected.transformers_available():
+        return ""
     try:
         own = hf_build.from_transformers(cfg)
     except hf_build.NotBuildable:
