@@ -237,7 +237,11 @@ def _gguf(ckpt: CheckpointRecord) -> Layout | None:
                       "which llama.cpp does not run", "ComfyUI's Unet Loader (GGUF) node, or diffusers' "
                       "GGUFQuantizationConfig")
     if arch is not None and _llama_cpp_knows(arch):
-        return Layout("llama.cpp", f"a {arch} model in GGUF", llama_cpp, notable=False)
+        # llama.cpp's converter and llama-quantize always write these two; other writers may not
+        marks = [k for k in ("general.file_type", "general.quantization_version") if k not in ckpt.metadata]
+        writer = "llama.cpp" if not marks else "a GGUF writer other than llama.cpp's converter"
+        what = f"a {arch} model in GGUF" + (f" (no {' or '.join(marks)}), which llama.cpp loads" if marks else "")
+        return Layout(writer, what, llama_cpp, notable=False)
     said = f"general.architecture {arch!r}" if arch else "no general.architecture"
     return Layout("another GGUF writer", f"a GGUF with {said}, an architecture llama.cpp does not "
                   "know; its tensors read as usual", "the tool that wrote it (llama.cpp will not load it)")

@@ -269,3 +269,13 @@ def test_llama_cpp_gguf_has_no_layout_finding():
     ckpt = mx.open(mx.sample_path())
     assert "library_layout" not in _found(ckpt)
     assert "written by llama.cpp" in mx.card(mx.sample_path()).text()
+
+
+def test_llama_gguf_from_another_writer_is_not_a_fault(tmp_path):
+    # gguf-py's writer, as other tools use it: no general.file_type, no quantization version
+    from .conftest import write_gguf
+
+    path = write_gguf(tmp_path / "m.gguf")
+    for cross in (False, True):
+        assert _bad(mx.open(path, cross_check=cross)) == [] and _found(mx.open(path)) == {}
+    assert "other than llama.cpp's converter" in mx.card(path).text()
