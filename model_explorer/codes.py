@@ -299,6 +299,12 @@ CATALOG: dict[str, Code] = {
                              "Do not load it with torch.jit.load or torch.load; mx.repair(file, out_dir) writes its tensors as safetensors without running it."),
     "torchscript_native_op": Code("warning", "A TorchScript archive's code calls an operator or class of a native extension torch does not ship; torch.jit.load fails unless that library is loaded, and what it does is up to the library."),
     "torchscript_code_unread": Code("warning", "A TorchScript source file of the archive could not be read (too large, not inflatable, not tokenizable), so the operators it calls are not checked."),
+    # -- loading rules and library layouts (issue 30: transformers' own rules, layouts of other libraries) --
+    "head_initialised": Code("warning", "The checkpoint was saved from another class of the same model (a base model under a head class, or a head model under the base class): transformers adds or strips the base prefix and initialises the tensors only this class has at random.", "Load it with the class it was saved from (AutoModel for a base checkpoint) to use it as it is, or train those tensors: they were never in the checkpoint."),
+    "head_dropped": Code("info", "A head checkpoint loaded as its base model: transformers strips the base prefix and leaves the head's tensors out.", "Nothing, if the base model is what you want; load it with the head class (config.json's architectures) to keep the head."),
+    "stale_buffers": Code("info", "Stored tensors are buffers the model computes itself (position ids, rotary frequencies, causal masks), saved by older code; loaders do not load them.", "Nothing: they are harmless. Drop them when saving again to silence loaders that list them."),
+    "library_module_missing": Code("warning", "The library's module list (sentence-transformers' modules.json) names a module whose folder is not beside it: the library's loader fails on it.", "Copy the module's folder (its config.json and weights) from where the model was downloaded, or remove the entry from modules.json if the module is not wanted."),
+    "library_layout": Code("info", "The checkpoint was written by a library whose loader differs from a plain transformers folder or a llama.cpp GGUF (sentence-transformers, diffusers, timm, another GGUF writer).", "Load it the way the finding says; the checks compare it with what that loader builds."),
 }
 
 

@@ -2,7 +2,8 @@
 
 Architecture and family, the hyperparameters (hparams.py), parameters, bytes, quantization
 (when `ckpt.summary()` reports it), the tokenizer and chat template (tokenizer_info.py), the
-adapter (adapters.py) and the memory it needs at a few context lengths (memory.py).
+adapter (adapters.py), the library that wrote it and how it is meant to be loaded (layouts.py)
+and the memory it needs at a few context lengths (memory.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class ModelCard:
     chat_template: str | None = None
     chat_example: str | None = None
     adapter: dict[str, Any] | None = None
+    library: dict[str, Any] | None = None
     memory: list[dict[str, Any]] = field(default_factory=list)
     present_bytes: int | None = None  # set when a file is cut short: `bytes` is what it should be
 
@@ -57,7 +59,7 @@ class ModelCard:
                 "parameters": self.parameters, "bytes": self.bytes, "dtypes": dict(self.dtypes),
                 "quantization": self.quantization, "tokenizer": self.tokenizer,
                 "chat_template": self.chat_template, "chat_example": self.chat_example,
-                "adapter": self.adapter, "memory": list(self.memory),
+                "adapter": self.adapter, "library": self.library, "memory": list(self.memory),
                 "present_bytes": self.present_bytes}
 
     def rows(self) -> list[tuple[str, str, str]]:
@@ -75,6 +77,8 @@ class ModelCard:
                  + (f" ({self.family})" if self.family else ""),
                  f"parameters: {parameters_text(self.parameters)} ({self.parameters:,}); "
                  f"{_size(self.bytes)} as stored" + self._present_text()]
+        if self.library:
+            lines.append(f"written by {self.library['summary']}")
         if self.quantization:
             lines.append(f"quantization: {quantization_text(self.quantization) or _text(self.quantization)}")
         rows = self.rows()
@@ -144,6 +148,11 @@ def card(ckpt: CheckpointRecord, memory_contexts: tuple[int, ...] | None = None)
     adapter = read_adapter(ckpt)
     if adapter is not None:
         c.adapter = adapter.to_dict()
+    from .layouts import read_layout
+
+    layout = read_layout(ckpt)
+    if layout is not None:
+        c.library = layout.to_dict()
     from .memory import table
 
     try:

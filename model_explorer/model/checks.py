@@ -1,14 +1,17 @@
 """The model-level checks that need only headers and side files, run by `mx.open` and `doctor`.
 
-`header_checks(ckpt)` appends their findings to `ckpt.findings`: expected against actual
-tensors (will_load.py), tokenizer and chat template (tokenizer_info.py), adapters
-(adapters.py). A check that fails on input nobody foresaw leaves an info finding, never a
+`header_checks(ckpt)` appends their findings to `ckpt.findings`: the library layout and
+expected against actual tensors (layouts.py, will_load.py), tokenizer and chat template
+(tokenizer_info.py), adapters (adapters.py). A check that fails on input nobody foresaw leaves an info finding, never a
 traceback: the rest of the checkpoint still opens.
 
 At open the expected tensors come from the built-in family tables, which need no torch.
 `cross_check(ckpt)` redoes that one check against transformers' own build of the architecture
 (seconds for the first import of torch) and puts its findings in place of the open-time ones;
 doctor, the Model tab and repairs call it, an Explorer's first paint never waits for it.
+The two give the same findings wherever the built-in tables know the model: one code per cause,
+at the same place, the cross-check's text saying more (the layout finding names what config.json's
+own class would do), so the Overview painted at open and doctor agree.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def header_checks(ckpt: CheckpointRecord) -> list[Finding]:
     hp = read_hparams(ckpt)
     expected: list[Finding] = []
     _run(expected, "expected-tensor", will_load.check, ckpt, hp)
+    _explained_by_layout(ckpt)
     others: list[Finding] = []
     _run(others, "tokenizer", tokenizer_info.check, ckpt, hp)
     _run(others, "adapter", adapters.check, ckpt, hp)
@@ -50,6 +54,16 @@ def header_checks(ckpt: CheckpointRecord) -> list[Finding]:
     ckpt._expected_findings = expected  # what cross_check replaces
     ckpt._cross_checked = False
     return expected + _add(ckpt, others)
+
+
+def _explained_by_layout(ckpt: CheckpointRecord) -> None:
+    """A diffusers pipeline's folder holds no weights of its own, only component folders: the
+    layout finding says so, and the reader's no-weights error is not a fault."""
+    from .layouts import read_layout
+
+    layout = read_layout(ckpt)
+    if layout is not None and layout.pipeline_root:
+        ckpt.findings[:] = [f for f in ckpt.findings if f.code != "no_weights"]
 
 
 def cross_check(ckpt: CheckpointRecord) -> list[Finding]:

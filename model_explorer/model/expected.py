@@ -1,10 +1,8 @@
 """The tensors a model's architecture expects, with their shapes: what "will it load" compares against.
 
 Three sources, best first:
-- transformers (optional): the architecture named in config.json built on the meta device
-  (no memory, no weights, never code from the model folder: `trust_remote_code` is never
-  set), its state dict put back into checkpoint naming the way save_pretrained does, its tied
-  weights and `_keys_to_ignore_on_load_*` lists taken into account;
+- transformers (optional, hf_build.py): the architecture named in config.json built on the meta
+  device, with the loading rules its `from_pretrained` applies (load_rules.py);
 - the built-in family tables (families.py: Llama, Mistral, Qwen2/3, Gemma 1-3, Phi-3, OLMo 2,
   SmolLM3, Granite, Mixtral, Qwen-MoE, GPT-2, GPT-NeoX, gpt-oss, DeepSeek-V3) in Hugging Face
   naming, and the llama family's in GGUF naming: no torch, so they are what opening uses;
@@ -15,7 +13,6 @@ Three sources, best first:
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -23,6 +20,7 @@ from functools import lru_cache
 
 from . import families
 from .hparams import HParams
+from .load_rules import INV_FREQ, LoadRules, legacy_rename
 
 # GGUF architectures whose names the built-in llama table lists (gguf-py's tables do the rest)
 GGUF_BUILTIN = ("llama", "mistral", "qwen2", "qwen3")
@@ -48,6 +46,32 @@ class Expected:
     known: re.Pattern | None = None  # names outside `shapes` that are still not unexpected
     complete: bool = True  # False: `shapes` is not every name the model has (skip unexpected)
     aliases: dict[str, str] = field(default_factory=dict)  # another stored name -> the table's
+    prefix: str | None = None  # base_model_prefix: transformers adds or strips it at load
+    rules: LoadRules | None = None  # set by the transformers build; derived otherwise
+    class_name: str | None = None  # the model class it describes (transformers' name)
+    base: bool = False  # the class is the base model (no head of its own)
+
+    def load_rules(self) -> LoadRules:
+        """transformers' loading rules for this model (load_rules.py). The transformers build
+        sets them from the model itself; a built-in table's come from its fields: names that are
+        neither required nor tied are optional (never missing), and a GGUF renames nothing."""
+        if self.rules is None:
+            optional = set(self.shapes) - self.required - set(self.tied)
+            self.rules = LoadRules(
+                dict(self.shapes), self.prefix,
+                legacy_rename if self.prefix is not None else (lambda n: (n, None)),
+                tuple(self.tied.items()),
+                tuple(self.ignore_missing) + tuple(rf"^{re.escape(n)}$" for n in sorted(optional)),
+                tuple(self.ignore_unexpected), self.class_name or self.source)
+        return self.rules
+
+    def model_name(self, name: str) -> str:
+        """The name transformers loads a checkpoint-named tensor as (the same but for fused or
+        renamed weights)."""
+        cache = self.__dict__.setdefault("_model_names", {})
+        if name not in cache:
+            cache[name] = self.load_rules().target(name)[0]
+        return cache[name]
 
     def is_ignored_missing(self, name: str) -> bool:
         return any(re.search(p, name) for p in self.ignore_missing)
@@ -75,16 +99,31 @@ def builtin(hp: HParams, gguf: bool = False, config: dict | None = None,
     shapes = families.layout(hp, config or {}, max_layers) if fam is not None else None
     if shapes is None:
         return None
-    e = Expected(f"built-in {fam.label} table", shapes=shapes, head=fam.head)
+    e = Expected(f"built-in {fam.label} table", shapes=shapes, head=fam.head,
+                 prefix=fam.blocks.split(".", 1)[0])
     e.required = set(shapes) - {fam.head}  # the head is judged with the config's tie setting
     if hp.get("tied_embeddings") is True:
         e.tied[fam.head] = fam.embed
-    e.ignore_unexpected = list(fam.ignore_unexpected)
+    e.ignore_unexpected = list(fam.ignore_unexpected) + ([INV_FREQ] if not fam.learned_positions else [])
     e.aliases = dict(fam.aliases)
     mtp = _mtp_layers(hp, config or {})
     if mtp:
         e.ignore_unexpected.append(mtp)
     return e
+
+
+def as_base(e: Expected) -> Expected:
+    """A head class's table as its base model's (what AutoModel builds): the names under the
+    base prefix, without it; the head's left out."""
+    p = e.prefix
+    if not p or not any(n.startswith(p + ".") for n in e.shapes):
+        return e
+    cut = len(p) + 1
+    b = Expected(e.source + ", its base model", complete=e.complete, prefix=p, base=True,
+                 ignore_unexpected=list(e.ignore_unexpected), ignore_missing=list(e.ignore_missing))
+    b.shapes = {n[cut:]: s for n, s in e.shapes.items() if n.startswith(p + ".")}
+    b.required = {n[cut:] for n in e.required if n.startswith(p + ".")}
+    return b
 
 
 def _mtp_layers(hp: HParams, config: dict) -> str | None:
@@ -187,7 +226,7 @@ def for_gguf(hp: HParams, max_layers: int = MAX_LAYERS) -> Expected | None:
     return e
 
 
-# -- transformers on the meta device ---------------------------------------------------------------
+# -- transformers on the meta device (hf_build.py) ------------------------------------------------
 
 def transformers_available() -> bool:
     """transformers and torch are installed, and MODEL_EXPLORER_TRANSFORMERS is not "0" (importing
@@ -195,110 +234,3 @@ def transformers_available() -> bool:
     if os.environ.get("MODEL_EXPLORER_TRANSFORMERS", "1") == "0":
         return False
     return importlib.util.find_spec("transformers") is not None and importlib.util.find_spec("torch") is not None
-
-
-class NotBuildable(Exception):
-    """transformers cannot build this config (unknown model_type, bad values); the message says why."""
-
-
-def from_transformers(config: dict) -> Expected:
-    """Build the model named by config.json on the meta device and list its state dict.
-
-    Raises NotBuildable when transformers does not know the architecture or rejects the config.
-    Results are cached per config, so a notebook that opens one model many times pays once.
-    """
-    from .hparams import HF_KEYS
-
-    scope = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
-    for name, limit in MAX_BUILD.items():
-        for key in HF_KEYS[name]:
-            v = scope.get(key)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and not 0 <= v <= limit:
-                raise NotBuildable(f"config.json {key} = {v} is outside what any released model uses "
-                                   f"(0..{limit}), so the architecture was not built")
-    key = json.dumps(config, sort_keys=True, default=str)
-    return _cached_build(key)
-
-
-@lru_cache(maxsize=16)
-def _cached_build(key: str) -> Expected:
-    config = json.loads(key)
-    return _build(config)
-
-
-def _build(config: dict) -> Expected:
-    import logging
-    import warnings
-
-    import torch
-    import transformers
-    from transformers import AutoConfig
-    from transformers.models.auto import modeling_auto
-
-    model_type = config.get("model_type")
-    if not isinstance(model_type, str):
-        raise NotBuildable("config.json has no model_type")
-    # Never code from the folder: auto_map names modules there, so it goes.
-    kwargs = {k: v for k, v in config.items() if k not in ("model_type", "auto_map", "transformers_version")}
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    try:
-        cfg = AutoConfig.for_model(model_type, **kwargs)
-    except (ValueError, KeyError) as e:
-        raise NotBuildable(f"transformers {transformers.__version__} does not know model_type "
-                           f"{model_type!r} ({str(e).splitlines()[0][:120]})") from None
-    except Exception as e:  # noqa: BLE001 - a config class rejecting values
-        raise NotBuildable(f"transformers rejects the config: {type(e).__name__}: {str(e)[:200]}") from None
-    cls = None
-    classes = config.get("architectures")
-    if isinstance(classes, list) and classes and isinstance(classes[0], str):
-        candidate = getattr(transformers, classes[0], None)
-        if isinstance(candidate, type) and issubclass(candidate, transformers.PreTrainedModel):
-            cls = candidate
-    if cls is None:
-        for mapping in ("MODEL_FOR_CAUSAL_LM_MAPPING", "MODEL_MAPPING"):
-            try:
-                cls = getattr(modeling_auto, mapping)[type(cfg)]
-                break
-            except (KeyError, AttributeError):
-                continue
-    if cls is None:
-        raise NotBuildable(f"transformers has no model class for {classes or model_type!r}")
-    try:
-        with warnings.catch_warnings(), torch.device("meta"):
-            warnings.simplefilter("ignore")
-            model = cls._from_config(cfg)
-    except Exception as e:  # noqa: BLE001 - the model's __init__ rejecting the config
-        raise NotBuildable(f"{cls.__name__} cannot be built from this config: {type(e).__name__}: "
-                           f"{str(e)[:200]}") from None
-    state = model.state_dict()
-    try:  # transformers 5 fuses some weights at load; save_pretrained reverts that naming
-        from transformers.core_model_loading import revert_weight_conversion
-
-        state = revert_weight_conversion(model, dict(state))
-    except Exception:  # noqa: BLE001 - older transformers, or a conversion meta tensors cannot do
-        pass
-    e = Expected(f"transformers {transformers.__version__} {cls.__name__} (meta device)")
-    for name, t in state.items():
-        e.shapes[name] = tuple(int(d) for d in t.shape)
-    e.required = set(e.shapes)
-    tied = getattr(model, "all_tied_weights_keys", None)
-    if not tied:
-        tied = getattr(model, "_tied_weights_keys", None) or {}
-        if isinstance(tied, (list, tuple, set)):  # transformers 4: targets only
-            tied = {t: "model.embed_tokens.weight" for t in tied}
-    if getattr(cfg, "tie_word_embeddings", False) or _text_tied(cfg):
-        for target, src in dict(tied).items():
-            e.tied[target] = src
-    for target in list(getattr(model, "all_tied_weights_keys", {}) or {}):
-        if target.endswith("lm_head.weight"):
-            e.head = target
-    if e.head is None and "lm_head.weight" in e.shapes:
-        e.head = "lm_head.weight"
-    e.ignore_missing = [str(p) for p in (getattr(model, "_keys_to_ignore_on_load_missing", None) or [])]
-    e.ignore_unexpected = [str(p) for p in (getattr(model, "_keys_to_ignore_on_load_unexpected", None) or [])]
-    return e
-
-
-def _text_tied(cfg) -> bool:
-    text = getattr(cfg, "text_config", None)
-    return bool(getattr(text, "tie_word_embeddings", False)) if text is not None else False

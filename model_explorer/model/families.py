@@ -67,7 +67,7 @@ FAMILIES: dict[str, Family] = {
                    norm_bias=True, mlp="gpt2", learned_positions=True,
                    in_out=(r"\.attn\.c_attn\.weight$", r"\.attn\.c_proj\.weight$",
                            r"\.mlp\.c_fc\.weight$", r"\.mlp\.c_proj\.weight$"),
-                   ignore_unexpected=(r"attn\.bias", r"attn\.masked_bias", r"crossattention\.bias")),
+                   ignore_unexpected=(r"attn\.bias", r"crossattention\.bias")),  # as transformers 5
     "gpt_neox": Family("GPT-NeoX", blocks="gpt_neox.layers.", embed="gpt_neox.embed_in.weight",
                        final_norm="gpt_neox.final_layer_norm", head="embed_out.weight",
                        attention="neox", qkv_bias=True, o_bias=True, norm_bias=True, mlp="neox",

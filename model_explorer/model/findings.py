@@ -18,7 +18,8 @@ MODEL_CODES: dict[str, Code] = {code: CATALOG[code] for code in (
     "bad_side_file", "tokens_beyond_embedding", "unused_embedding_rows", "special_token_out_of_vocab",
     "missing_pre_tokenizer", "unknown_pre_tokenizer", "tokenizer_mismatch", "no_chat_template", "bad_chat_template", "no_tokenizer",
     "adapter_unpaired", "adapter_rank_mismatch", "adapter_untrained", "adapter_base_mismatch",
-    "adapter_base_missing", "adapter_config_invalid")}
+    "adapter_base_missing", "adapter_config_invalid",
+    "head_initialised", "head_dropped", "stale_buffers", "library_layout", "library_module_missing")}
 
 
 def model_finding(code: str, message: str, *, severity: str | None = None, offset: int | None = None,

@@ -83,11 +83,24 @@ def detect_transposed(shapes: dict[str, tuple[int, ...]], e) -> list[str]:
         return []
     out = []
     for name, shape in shapes.items():
-        want = e.shapes.get(name)
+        want = e.shapes.get(_as_expected(name, e))
         if want and len(want) == 2 and len(shape) == 2 and tuple(shape) != tuple(want) \
                 and tuple(shape[::-1]) == tuple(want):
             out.append(name)
     return out
+
+
+def _as_expected(name: str, e) -> str:
+    """A stored name as the model's tables spell it: transformers adds or strips the model's
+    base prefix at load (a base checkpoint under a head class, or the other way round)."""
+    p = e.prefix
+    if name in e.shapes or not p:
+        return name
+    if f"{p}.{name}" in e.shapes:
+        return f"{p}.{name}"
+    if name.startswith(p + ".") and name[len(p) + 1:] in e.shapes:
+        return name[len(p) + 1:]
+    return name
 
 
 # -- the plan ---------------------------------------------------------------------------------
