@@ -75,7 +75,7 @@ def cmd_info(args) -> int:
         return doctor_exit(ckpt)
     for line in banner(ckpt):
         print(line)
-    if model_card is not None and (model_card.architecture or model_card.adapter):
+    if model_card is not None and (model_card.architecture or model_card.adapter or model_card.library):
         print(model_card.text())  # a loose tensor file has no model to describe
         print()
     s = ckpt.summary()

@@ -18,15 +18,31 @@ export function createOverviewView(ctx, opts = {}) {
   }
   root.append(facts);
 
-  const counts = s.findings || {};
-  const total = (counts.error || 0) + (counts.warning || 0) + (counts.info || 0);
-  if (!total) root.append(h("div", { className: "me-ok", text: "No findings: every check passed." }));
-  else {
+  // The checks run at open plus transformers' cross-check (Model tab), which answers later:
+  // the count is redrawn when it does, so the Overview never says "no findings" while doctor does.
+  const status = h("div", {});
+  root.append(status);
+  const drawCount = () => {
+    const counts = { ...(s.findings || {}) };
+    for (const f of ctx.model.get("model_findings") || []) {
+      if (["error", "warning", "info"].includes(f.severity)) counts[f.severity] = (counts[f.severity] || 0) + 1;
+    }
+    const total = (counts.error || 0) + (counts.warning || 0) + (counts.info || 0);
+    status.replaceChildren();
+    if (!total) {
+      status.className = "me-ok";
+      status.textContent = "No findings: every check passed.";
+      return;
+    }
     const parts = ["error", "warning", "info"].filter((k) => counts[k]).map((k) => `${counts[k]} ${k === "info" ? "info" : `${k}${counts[k] === 1 ? "" : "s"}`}`);
     const link = h("button", { className: "me-link me-overview-findings", text: `${parts.join(", ")}: see Findings` });
     if (opts.showFindings) link.addEventListener("click", opts.showFindings);
-    root.append(h("div", { className: counts.error ? "me-error" : "me-muted" }, link));
-  }
+    status.className = counts.error ? "me-error" : "me-muted";
+    status.append(link);
+  };
+  ctx.model.on("change:model_findings", drawCount);
+  ctx.cleanups.push(() => ctx.model.off("change:model_findings", drawCount));
+  drawCount();
 
   const rows = ov.metadata || [];
   if (rows.length) {

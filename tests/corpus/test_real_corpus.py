@@ -45,12 +45,15 @@ def test_gemma3_gguf_reads_cleanly_with_its_window_pattern(gemma3):
     assert "15 sliding-window layers keep at most 512" in est.kv_formula  # llama.cpp: 5 of every 6
 
 
-@pytest.mark.xfail(reason="loading rules: position_ids is a buffer transformers drops (in progress)")
 def test_minilm_as_sentence_transformers_saved_it():
     folder = _need(realfiles.minilm_folder())
     opened, doctor = mx.open(folder), mx.open(folder, cross_check=True)
     assert _loud(doctor.findings) == []  # e.g. position_ids: a buffer transformers drops, not a problem
     assert _loud(opened.findings) == _loud(doctor.findings)
+    from model_explorer.model.card import card
+
+    said = card(doctor).library["summary"]
+    assert "sentence-transformers" in said and "SentenceTransformer(" in said and "AutoModel" in said
 
 
 def test_silero_safetensors_reads_cleanly():
