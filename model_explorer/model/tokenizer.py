@@ -144,6 +144,24 @@ class StreamDecoder:
 
 # -- chat templates ------------------------------------------------------------------------------
 
+@lru_cache(maxsize=1)
+def generation_block():
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+
+    class GenerationBlock(Extension):
+        """transformers' `{% generation %}...{% endgeneration %}` (it marks the assistant's
+        tokens for training masks); here the body renders as it stands."""
+
+        tags = {"generation"}
+
+        def parse(self, parser) -> list[nodes.Node]:
+            next(parser.stream)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    return GenerationBlock
+
+
 @lru_cache(maxsize=8)
 def _compile_template(source: str):
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -162,7 +180,9 @@ def _compile_template(source: str):
 
         return datetime.datetime.now().strftime(fmt)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    # the extensions transformers' apply_chat_template renders with ({% break %}, {% generation %})
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols", generation_block()])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

@@ -26,6 +26,8 @@ from .findings import model_finding
 from .hparams import HParams, embedding, info_span
 from .pretokenizers import unknown_pre_problem
 from .sidefiles import line_col, model_dir, side_json, side_path, side_text
+from .template_findings import audit_sources, refusal_finding, sandbox_refusal
+from .template_known import known_template
 
 EXAMPLE_CHAT = [{"role": "user", "content": "Hello! Who are you?"},
                 {"role": "assistant", "content": "I am a helpful assistant."},
@@ -57,6 +59,7 @@ class TokenizerInfo:
     template_from: str | None = None  # file (+ key)
     rendered: str | None = None
     template_error: str | None = None
+    template_family: str | None = None  # a known family's published template (template_known)
     files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +84,8 @@ def read_tokenizer(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]
     else:
         result = _from_folder(ckpt)
     _render(result[0], result[1])
+    if result[0].chat_template:
+        result[0].template_family = known_template(result[0].chat_template)
     ckpt.details["model_tokenizer"] = result
     return result
 
@@ -298,6 +303,8 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
         return []
     t, problems = read_tokenizer(ckpt)
     out = list(problems)
+    audited, _ = audit_sources(ckpt)  # a template attack matters whatever else the folder holds
+    out += audited
     if not hp.describes_model:
         return out
     embed = embedding(ckpt)
@@ -351,7 +358,12 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
     elif t.source == "gguf" and ckpt.meta(Keys.TOKENIZER_MODEL) == "gpt2" and \
             (unknown := unknown_pre_problem(t.pre_tokenizer)):
         out.append(model_finding("unknown_pre_tokenizer", unknown, **_kv_loc(ckpt, Keys.TOKENIZER_PRE)))
-    if t.template_error:
+    refused = sandbox_refusal(t.template_error)
+    if any(f.code == "chat_template_escape" for f in audited):
+        pass  # the sandbox's refusal of an escape is the attack already reported, not a bug
+    elif refused:
+        out.append(refusal_finding(_template_location(ckpt, t), t.template_error, refused))
+    elif t.template_error:
         out.append(model_finding("bad_chat_template", f"The chat template ({t.template_from}) fails on a "
                                  f"two-turn conversation: {t.template_error}.", **_template_location(ckpt, t)))
     elif not t.chat_template and _instruct(ckpt, hp):
