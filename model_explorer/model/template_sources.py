@@ -10,19 +10,14 @@ characters they stand for, so the literal is walked once to place each character
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 
-from .. import sources
 from ..ggml import Keys
 from ..records import CheckpointRecord
+from .json_literals import find_json_literal, json_char_starts, read_range
 from .sidefiles import side_json, side_text
 from .text_audit import utf8_offsets
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_HEX4 = re.compile(rb"[0-9a-fA-F]{4}")
-_LOW_SURROGATE = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
 @dataclass
@@ -53,26 +48,6 @@ class TemplateSource:
         return self.offset + a, max(1, b - a)
 
 
-def json_char_starts(literal: bytes) -> list[int]:
-    """For a JSON string literal (with its quotes): the byte where each decoded character starts,
-    relative to the opening quote, plus the position of the closing quote at the end."""
-    out, i, n = [], 1, len(literal) - 1
-    while i < n:
-        out.append(i)
-        b = literal[i]
-        if b == 0x5C:  # backslash
-            if literal[i + 1:i + 2] == b"u":
-                unit = int(literal[i + 2:i + 6], 16) if _HEX4.fullmatch(literal[i + 2:i + 6]) else 0
-                pair = 0xD800 <= unit < 0xDC00 and _LOW_SURROGATE.fullmatch(literal[i + 6:i + 12])
-                i += 12 if pair else 6  # a surrogate pair decodes to one character
-            else:
-                i += 2
-        else:
-            i += 1 if b < 0x80 else 2 if b < 0xE0 else 3 if b < 0xF0 else 4
-    out.append(n)
-    return out
-
-
 def _gguf_sources(ckpt: CheckpointRecord) -> list[TemplateSource]:
     out = []
     for key, kv in ckpt.metadata.items():
@@ -97,37 +72,13 @@ def _json_template(ckpt: CheckpointRecord, name: str, key: str) -> list[Template
     named = [(n, t) for n, t in named if isinstance(t, str) and t]
     if not named:
         return []
-    raw = _read(side.path, offset, length)
+    raw = read_range(side.path, offset, length)
     out = []
     for template_name, text in named:
         label = f"{name} {key}" + (f" {template_name}" if template_name else "")
-        literal, at = _find_literal(raw, text) if raw is not None else (None, None)
+        literal, at = find_json_literal(raw, text) if raw is not None else (None, None)
         out.append(TemplateSource(text, label, side.path, None if at is None else offset + at, literal))
     return out
-
-
-def _read(path: str, offset: int | None, length: int | None) -> bytes | None:
-    if offset is None or not length:
-        return None
-    try:
-        src = sources.open_source(path)
-    except OSError:
-        return None
-    try:
-        return bytes(src.read(offset, length))
-    finally:
-        src.close()
-
-
-def _find_literal(raw: bytes, text: str) -> tuple[bytes | None, int | None]:
-    """The JSON string literal in `raw` that decodes to `text`, and where it starts."""
-    for m in _JSON_STRING.finditer(raw):
-        try:
-            if json.loads(m.group(0)) == text:
-                return m.group(0), m.start()
-        except ValueError:
-            continue
-    return None, None
 
 
 def folder_sources(ckpt: CheckpointRecord) -> list[TemplateSource]:
