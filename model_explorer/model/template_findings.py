@@ -67,11 +67,12 @@ def _differs(ckpt: CheckpointRecord) -> list[Finding]:
         return []
     other = beside[0]
     i = _first_difference(own.text, other.text)
-    offset, length = own.span(i, len(own.text))
-    o_off, _ = other.span(min(i, len(other.text)), len(other.text))
+    offset, length = own.span(0, len(own.text))
+    at, _ = own.span(i, len(own.text))
     return [model_finding(
         "chat_template_differs", f"The GGUF's tokenizer.chat_template differs from {other.label} in the same "
         f"folder from {line_col(own.text, i)} on: llama.cpp, Ollama and LM Studio read the GGUF's, "
         "transformers reads the folder's, so the model is prompted differently depending on the loader. "
         "A template that misbehaves in only one of them escapes an audit of the other.",
-        offset=offset, length=length, file=own.file, other_file=other.file, other_offset=o_off)]
+        offset=offset, length=length, file=own.file, first_difference=at, other_file=other.file,
+        other_offset=other.span(min(i, len(other.text)), len(other.text))[0])]

@@ -1,4 +1,4 @@
-"""Text that hides something from the person reading it: invisible and bidi-override code points,
+"""Text that hides something from the person reading it: invisible, control and bidi-override code points,
 and the idioms of instructions smuggled to a language model ("ignore previous instructions").
 
 Shared by the chat-template, tokenizer, metadata and model-card checks. Every hit is a range of
@@ -35,11 +35,11 @@ class TextHit:
 
 
 def _hidden(cp: int) -> bool:
-    if cp in BIDI or cp in SCRIPT_FORMAT:
+    if cp in BIDI or cp in SCRIPT_FORMAT or cp in (0x09, 0x0A, 0x0D):
         return False
     if cp in TAGS or cp in BLANK_LETTERS:
         return True
-    return unicodedata.category(chr(cp)) == "Cf"
+    return unicodedata.category(chr(cp)) in ("Cf", "Cc")  # format and control characters
 
 
 def _flag_tags(text: str, i: int) -> int:
@@ -69,9 +69,14 @@ def _kind(cp: int) -> str | None:
     return "bidi" if cp in BIDI else "hidden" if _hidden(cp) else None
 
 
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def hidden_runs(text: str) -> list[TextHit]:
     """Runs of invisible or bidi-override code points (a BOM that opens the text is allowed;
     so are the tag characters of an emoji flag and a single variation selector)."""
+    if text.isascii() and not _ASCII_CONTROL.search(text):
+        return []  # the common case, without a look at each character
     out: list[TextHit] = []
     i, n = 0, len(text)
     while i < n:
@@ -102,7 +107,7 @@ def hidden_runs(text: str) -> list[TextHit]:
 def visible(text: str, limit: int = 160) -> str:
     """The text with every hidden or bidi code point written as ⟨U+XXXX⟩, cut to `limit`."""
     out = "".join(f"⟨U+{ord(c):04X}⟩" if ord(c) in BIDI or _hidden(ord(c)) or ord(c) in VARIATION_SELECTORS
-                  or (unicodedata.category(c) == "Cc" and c not in "\n\t") else c for c in text)
+                  else c for c in text)
     out = out.replace("\n", "⏎")
     return out if len(out) <= limit else out[:limit - 1] + "…"
 
@@ -140,6 +145,8 @@ IDIOMS: tuple[tuple[str, re.Pattern], ...] = tuple((name, re.compile(rx, re.I)) 
 
 def injection_phrases(text: str) -> list[TextHit]:
     """The instruction idioms in `text`, one hit per match (earliest first)."""
+    if len(text) < 12 or not any(c.isspace() for c in text):
+        return []  # every idiom is several words
     hits = [TextHit("injection", m.start(), m.end(), f"{name}: “{m.group(0)}”")
             for name, rx in IDIOMS for m in rx.finditer(text)]
     return sorted(hits, key=lambda h: h.start)

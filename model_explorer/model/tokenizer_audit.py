@@ -9,6 +9,7 @@ tokenizer matches before anything else does not.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Iterator
 
@@ -97,9 +98,8 @@ def _contents(value, key: str, file: str) -> Iterator[tuple[str, bool]]:
 
 
 def _token_texts(ckpt: CheckpointRecord) -> list[Finding]:
-    tokens = _gguf_tokens(ckpt) if ckpt.format == "gguf" else _side_tokens(ckpt)
     out: list[Finding] = []
-    for text, special, loc in tokens:
+    for text, special, loc in itertools.chain(_gguf_tokens(ckpt) if ckpt.format == "gguf" else (), _side_tokens(ckpt)):
         kind = "special token" if special else "added token"
         for h in hidden_runs(text):
             code = "bidi_override" if h.kind == "bidi" else "hidden_text"
