@@ -43,20 +43,25 @@ def parse_env():
     """The environment templates are parsed with: transformers' extensions, nothing to render."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from .tokenizer import generation_block
+    from .template_render import generation_block
 
     return ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols", generation_block()])
 
 
+MAX_PARSED = 1_000_000  # characters; real templates are under 30,000
+
+
 def audit_template(source: str) -> list[TemplateHit]:
     hits = _text_hits(source)
+    if len(source) > MAX_PARSED:
+        return hits + _unparsed_escape(source, f"{len(source):,} characters, too long to parse here")
     env = parse_env()
     try:
         tree = env.parse(source)
         loc = Locator(env, source)
+        Audit(tree, loc, hits).run()
     except (TemplateSyntaxError, RecursionError, MemoryError):
-        return hits + _unparsed_escape(source)
-    Audit(tree, loc, hits).run()
+        return hits + _unparsed_escape(source, "does not parse")
     hits.sort(key=lambda h: (h.start, h.code))
     return hits
 
@@ -74,12 +79,12 @@ def _text_hits(source: str) -> list[TemplateHit]:
     return out
 
 
-def _unparsed_escape(source: str) -> list[TemplateHit]:
-    """A template that does not parse runs nowhere; its escape primitives still say what it is."""
+def _unparsed_escape(source: str, why: str) -> list[TemplateHit]:
+    """A template that is not parsed still says what it is by the names only an escape needs."""
     out = []
     for m in re.finditer(rules.STRONG_DUNDER_RE, source):
         out.append(TemplateHit("chat_template_escape", m.start(), m.end(),
-                               f"The chat template (which does not parse) names {m.group(0)}: this is an "
+                               f"The chat template ({why}) names {m.group(0)}: this is an "
                                "attack. " + rules.escape_effect([m.group(0)], None), {"reaches": [m.group(0)]}))
         break
     return out

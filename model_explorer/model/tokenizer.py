@@ -142,57 +142,9 @@ class StreamDecoder:
         return rest
 
 
-# -- chat templates ------------------------------------------------------------------------------
+# -- chat templates: rendered in a bounded sandbox (template_render.py) ----------------------------
 
-@lru_cache(maxsize=1)
-def generation_block():
-    from jinja2 import nodes
-    from jinja2.ext import Extension
-
-    class GenerationBlock(Extension):
-        """transformers' `{% generation %}...{% endgeneration %}` (it marks the assistant's
-        tokens for training masks); here the body renders as it stands."""
-
-        tags = {"generation"}
-
-        def parse(self, parser) -> list[nodes.Node]:
-            next(parser.stream)
-            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
-
-    return GenerationBlock
-
-
-@lru_cache(maxsize=8)
-def _compile_template(source: str):
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message):
-        from jinja2.exceptions import TemplateError
-
-        raise TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)
-
-    def strftime_now(fmt):
-        import datetime
-
-        return datetime.datetime.now().strftime(fmt)
-
-    # the extensions transformers' apply_chat_template renders with ({% break %}, {% generation %})
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols", generation_block()])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env.from_string(source)
-
-
-def render_chat_template(source: str, messages: list[dict[str, str]], add_generation_prompt: bool = True,
-                         **special_tokens: str) -> str:
-    return _compile_template(source).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                            **special_tokens)
+from .template_render import generation_block, render_chat_template  # noqa: E402,F401 (their home before)
 
 
 # -- from GGUF metadata --------------------------------------------------------------------------

@@ -173,3 +173,19 @@ def test_real_templates_have_no_findings():
 def test_no_issue_34_finding_on_the_clean_planted_model(tmp_path):
     ckpt = mx.open(planted_gguf(str(tmp_path / "model.gguf")))
     assert not [f for f in ckpt.findings if f.code in ISSUE_34], [str(f) for f in ckpt.findings]
+
+
+@pytest.mark.parametrize("bomb", [
+    "{{ 'x' * 10000000000 }}", "{{ 2 ** 100000 }}", "{{ 'x'|center(1000000000) }}", "{{ 'x'.ljust(1000000000) }}",
+    "{{ '%999999999s' % 'x' }}", "{{ '{:>999999999}'.format('x') }}",
+    "{% set ns = namespace(s='x' * 1000) %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+    "{% set ns = namespace(s=[1] * 1000) %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+])
+def test_a_template_cannot_exhaust_memory_or_time_at_open(tmp_path, bomb, monkeypatch):
+    from model_explorer.model import template_render
+
+    monkeypatch.setattr(template_render, "RENDER_SECONDS", 0.2)
+    ckpt = mx.open(write_folder(tmp_path / "m", template=bomb + CHATML))
+    (f,) = found(ckpt, "bad_chat_template")
+    assert "refused" in f.message or "still rendering" in f.message
