@@ -76,3 +76,23 @@ def _differs(ckpt: CheckpointRecord) -> list[Finding]:
         "A template that misbehaves in only one of them escapes an audit of the other.",
         offset=offset, length=length, file=own.file, first_difference=at, other_file=other.file,
         other_offset=other.span(min(i, len(other.text)), len(other.text))[0])]
+
+
+def template_view(ckpt: CheckpointRecord) -> dict | None:
+    """The template a loader uses (the GGUF's own, else chat_template.jinja, else
+    tokenizer_config.json's) with what the audit flags in it, for the Model tab: the text, and
+    each flagged range as characters of the text and as bytes of the file."""
+    from ..codes import CATALOG
+
+    sources = template_sources(ckpt)
+    if not sources:
+        return None
+    src = sources[0]
+    family = known_template(src.text)
+    marks = []
+    for hit in [] if family else audit_template(src.text):
+        offset, length = src.span(hit.start, hit.end)
+        marks.append({"start": hit.start, "end": hit.end, "code": hit.code, "severity": CATALOG[hit.code].severity,
+                      "message": hit.message, "file": src.file, "offset": offset, "length": length})
+    return {"label": src.label, "text": src.text, "file": src.file, "family": family, "marks": marks,
+            "others": [s.label for s in sources[1:]]}
