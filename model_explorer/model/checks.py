@@ -39,7 +39,15 @@ def _add(ckpt: CheckpointRecord, found: list[Finding]) -> list[Finding]:
 
 
 def header_checks(ckpt: CheckpointRecord) -> list[Finding]:
-    from . import adapters, genconfig_audit, metadata_audit, remote_code, tokenizer_audit, tokenizer_info, will_load
+    from . import (
+        adapters,
+        genconfig_audit,
+        metadata_audit,
+        remote_code,
+        tokenizer_audit,
+        tokenizer_info,
+        will_load,
+    )
     from .hparams import read_hparams
 
     hp = read_hparams(ckpt)

@@ -38,7 +38,7 @@ MAX_CALL_DEPTH = 3
 @dataclass
 class SinkCall:
     name: str  # the callee, qualified through the imports: "os.system"
-    kind: str  # "runs code", "reaches the network", "deletes files", "loads native code", "runs decoded code", "imports by a computed name"
+    kind: str  # "runs code", "reaches the network", "deletes files", "loads native code", ... (SINKS)
     line: int
     start: int  # byte range in the file
     end: int
@@ -96,8 +96,8 @@ def _kind(name: str, call: ast.Call, names: _Names) -> str | None:
     if name in DYNAMIC_IMPORTS:
         arg = call.args[0] if call.args else None
         return None if isinstance(arg, ast.Constant) else "imports by a computed name"
-    if EXECUTORS.match(name) and any(
-            isinstance(n, ast.Call) and DECODERS.match(names.qualify(n.func) or "") for a in call.args for n in ast.walk(a)):
+    inner = [n for a in call.args for n in ast.walk(a) if isinstance(n, ast.Call)]
+    if EXECUTORS.match(name) and any(DECODERS.match(names.qualify(n.func) or "") for n in inner):
         return "runs decoded code"
     return next((kind for rx, kind in SINKS if rx.match(name)), None)
 

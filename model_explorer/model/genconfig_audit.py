@@ -15,7 +15,7 @@ Ids are named with what they read as in the model's own vocabulary (vocab.py).
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..records import CheckpointRecord
 from ..spans import Finding
@@ -38,7 +38,8 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
 
 
 def _ints(value) -> list[int]:
-    return [x for x in (value if isinstance(value, list) else [value]) if isinstance(x, int) and not isinstance(x, bool)]
+    values = value if isinstance(value, list) else [value]
+    return [x for x in values if isinstance(x, int) and not isinstance(x, bool)]
 
 
 def _sequence_bias(value) -> Iterator[tuple[list[int], float]]:
@@ -116,7 +117,8 @@ class GenConfigAudit:
             "forced_eos_token_id": _ints(self.gen.get("forced_eos_token_id")),
             "forced_decoder_ids": [p[1] for p in self.gen.get("forced_decoder_ids") or []
                                    if isinstance(p, list) and len(p) == 2 and _ints(p[1])],
-            "sequence_bias": [i for ids, bias in _sequence_bias(self.gen.get("sequence_bias")) if bias > 0 for i in ids],
+            "sequence_bias": [i for ids, bias in _sequence_bias(self.gen.get("sequence_bias")) if bias > 0
+                              for i in ids],
         }
         for key, ids in forced.items():
             text_ids = [i for i in ids if self._ordinary(i)]

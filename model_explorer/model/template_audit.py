@@ -70,9 +70,9 @@ def _text_hits(source: str) -> list[TemplateHit]:
     out = []
     for h in hidden_runs(source):
         code = "bidi_override" if h.kind == "bidi" else "hidden_text"
-        one = h.end - h.start == 1
+        it = "it" if h.end - h.start == 1 else "them"
         effect = ("it reorders what is shown against what the model reads" if h.kind == "bidi"
-                  else "a reader does not see " + ("it" if one else "them") + ", the model reads " + ("it" if one else "them"))
+                  else f"a reader does not see {it}, the model reads {it}")
         out.append(TemplateHit(code, h.start, h.end, f"The chat template holds {h.what}: {effect}. "
                                f"In place: “{visible(source[max(0, h.start - 30):h.end + 30])}”.",
                                {"where": "chat template"}))
@@ -266,8 +266,8 @@ class Audit:
             text = self.sym.text(node)
             if text and (phrases := injection_phrases(text)) and not any(
                     injection_phrases(c.value) for c in node.find_all(nodes.Const) if isinstance(c.value, str)):
-                first = next(iter(node.find_all(nodes.Const)), None)
-                i = self.loc.string(first.lineno, first.value) if first is not None and isinstance(first.value, str) and first.value else None
+                first = next((c for c in node.find_all(nodes.Const) if isinstance(c.value, str) and c.value), None)
+                i = self.loc.string(first.lineno, first.value) if first is not None else None
                 self._idioms(self._span(i, node.lineno), text, phrases, " assembled from string pieces")
 
     def _idioms(self, span: tuple[int, int], text: str, phrases, how: str) -> None:

@@ -90,7 +90,9 @@ class Symbols:
         f = self.fold
         if isinstance(node, nodes.Const):
             v = node.value
-            return v if isinstance(v, str) else str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                return None
+            return v if isinstance(v, str) else str(v)
         if isinstance(node, nodes.TemplateData):
             return node.data
         if isinstance(node, (nodes.List, nodes.Tuple)):

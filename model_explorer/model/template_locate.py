@@ -9,8 +9,8 @@ line that matches it, and widened to the `{{ ... }}` / `{% ... %}` tag around it
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 BEGIN = {"block_begin", "variable_begin", "comment_begin", "raw_begin", "linestatement_begin"}

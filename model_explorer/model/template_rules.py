@@ -9,8 +9,8 @@ markers ('</think>', '<tool_response>', 'image') are what real templates test fo
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from jinja2 import nodes
 
@@ -274,7 +274,7 @@ def decoder_name(node: nodes.Node, sym: Symbols) -> str | None:
                 return "reverse filter on a constant string"
     if isinstance(node, nodes.Call):
         callee = node.node
-        name = callee.attr if isinstance(callee, nodes.Getattr) else callee.name if isinstance(callee, nodes.Name) else None
+        name = getattr(callee, "attr", None) or getattr(callee, "name", None)
         if name in DECODE_FILTERS:
             return f"{name} call"
     return None

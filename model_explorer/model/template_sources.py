@@ -19,7 +19,6 @@ from .sidefiles import side_json, side_text
 from .text_audit import utf8_offsets
 
 
-
 @dataclass
 class TemplateSource:
     text: str

@@ -28,6 +28,7 @@ from .pretokenizers import (
     pre_tokenizer_for,
     unknown_pre_problem,
 )
+from .template_render import render_chat_template  # noqa: F401 (chat templates render there, in a bounded sandbox)
 
 MAX_TOKENIZER_FILE = 64 * 1024 * 1024
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token types
@@ -140,11 +141,6 @@ class StreamDecoder:
         self.emitted.append(rest)
         self.prefix = self.read = len(self.ids)
         return rest
-
-
-# -- chat templates: rendered in a bounded sandbox (template_render.py) ----------------------------
-
-from .template_render import generation_block, render_chat_template  # noqa: E402,F401 (their home before)
 
 
 # -- from GGUF metadata --------------------------------------------------------------------------

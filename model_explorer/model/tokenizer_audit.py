@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -51,8 +51,8 @@ def _gguf_tokens(ckpt: CheckpointRecord) -> Iterator[tuple[str, bool, dict]]:
         except (IndexError, TypeError, ValueError, OSError):
             continue
         if isinstance(text, str):
-            loc = {"file": file, "offset": int(starts[i]) + 8, "length": len(text.encode())} if starts is not None else \
-                kv_loc(ckpt, Keys.TOKENS)
+            loc = kv_loc(ckpt, Keys.TOKENS) if starts is None else \
+                {"file": file, "offset": int(starts[i]) + 8, "length": len(text.encode())}
             yield text, bool(types[i] == CONTROL), {**loc, "token_id": int(i)}
 
 
@@ -188,11 +188,13 @@ def _stop_tokens(ckpt: CheckpointRecord, t: TokenizerInfo) -> list[Finding]:
             piece = vocab.text(i)
             if piece is None or not ordinary_text(piece):
                 continue
-            loc = kv_loc(ckpt, f"tokenizer.ggml.{GGUF_SPECIAL_KEYS[name]}") if t.source == "gguf" else json_loc(ckpt, where)
+            loc = (kv_loc(ckpt, f"tokenizer.ggml.{GGUF_SPECIAL_KEYS[name]}") if t.source == "gguf"
+                   else json_loc(ckpt, where))
             effect = (f"generation stops wherever the model writes “{readable(piece)}”, and the real end of a "
                       "turn does not stop it" if name != "bos" else
                       f"every prompt starts with “{readable(piece)}” where the model expects its start token")
-            named = f", not the tokenizer's {name} token “{s['token']}”" if s.get("token") and s["token"] != piece else ""
+            own = s.get("token")
+            named = f", not the tokenizer's {name} token “{own}”" if own and own != piece else ""
             out.append(model_finding("special_token_not_special", f"The {name} token id {i} ({where}) is the "
                                      f"ordinary vocabulary token “{readable(piece)}”{named}: {effect}.",
                                      token=name, id=i, **loc))

@@ -4,8 +4,6 @@ bad_chat_template; real templates and their sanctioned idioms stay clean."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import model_explorer as mx
