@@ -4,9 +4,9 @@
 // jinja2's sandbox). Text from the file goes through textContent only.
 import { h } from "./dom.js";
 
-// What the kernel's text_audit calls hidden: format and control characters (tab, newline and
+// What the kernel's text_audit calls hidden: format and control characters (tab, newlines and
 // carriage return aside), Unicode tags, the blank Hangul fillers; bidi controls are Cf too.
-const INVISIBLE = /^(?![\t\n\r])[\p{Cf}\p{Cc}\u{E0000}-\u{E007F}\u115F\u1160\u3164\uFFA0]$/u;
+const INVISIBLE = /^(?![\t\n\v\f\r])[\p{Cf}\p{Cc}\u{E0000}-\u{E007F}\u115F\u1160\u3164\uFFA0]$/u;
 const RANK = { error: 0, warning: 1, info: 2 };
 
 /** How an invisible character is drawn. @param {string} ch */

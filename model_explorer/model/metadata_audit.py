@@ -16,7 +16,7 @@ from .json_literals import find_json_literal, read_range
 from .sidefiles import side_text
 from .text_audit import TextHit, hidden_runs, injection_phrases, utf8_offsets, visible
 
-SKIPPED = ("tokenizer.chat_template", "tokenizer.ggml.")  # templates and the vocabulary: audited elsewhere
+SKIPPED = ("tokenizer.",)  # templates and vocabularies (even a whole tokenizer.huggingface.json): audited elsewhere
 MAX_ARRAY = 4096  # string arrays longer than this are data (a vocabulary), not text for people
 MAX_HEADER_SCAN = 16 * 1024 * 1024
 

@@ -35,7 +35,7 @@ class TextHit:
 
 
 def _hidden(cp: int) -> bool:
-    if cp in BIDI or cp in SCRIPT_FORMAT or cp in (0x09, 0x0A, 0x0D):
+    if cp in BIDI or cp in SCRIPT_FORMAT or 0x09 <= cp <= 0x0D:  # tab, newlines, form feed: whitespace
         return False
     if cp in TAGS or cp in BLANK_LETTERS:
         return True
@@ -51,7 +51,7 @@ def _flag_tags(text: str, i: int) -> int:
 
 
 def name_of(cp: int) -> str:
-    return f"U+{cp:04X} {unicodedata.name(chr(cp), 'unnamed').lower()}"
+    return f"U+{cp:04X} {unicodedata.name(chr(cp), 'control character').lower()}"
 
 
 def describe(chars: str) -> str:
@@ -69,7 +69,7 @@ def _kind(cp: int) -> str | None:
     return "bidi" if cp in BIDI else "hidden" if _hidden(cp) else None
 
 
-_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
 def hidden_runs(text: str) -> list[TextHit]:
@@ -132,12 +132,12 @@ IDIOMS: tuple[tuple[str, re.Pattern], ...] = tuple((name, re.compile(rx, re.I)) 
     ("steers the user", r"\b(?:always|secretly|quietly)\s+(?:recommend|tell\s+the\s+user|ask\s+the\s+user|"
                         r"direct\s+the\s+user|urge\s+the\s+user|say\b)"),
     ("steers the user", r"\b(?:tell|ask|urge|instruct|convince)\s+(?:the\s+)?users?\s+to\s+"
-                        r"(?:send|share|give|visit|click|download|install|run|enter|transfer|pay)"),
+                        r"(?:send|visit|click|download|install|run|transfer|pay|wire)\b"),
     ("acts behind the user's back", r"\b(?:without|never)\s+(?:telling|informing|warning|notifying)\s+"
                                     r"the\s+user|\bregardless\s+of\s+(?:what\s+)?the\s+user"),
     ("jailbreak persona", r"\byou\s+are\s+now\s+(?:in\s+)?(?:DAN\b|developer\s+mode|jailbroken|unrestricted|"
                           r"an?\s+unfiltered)|\bdeveloper\s+mode\s+enabled\b"),
-    ("replaces the instructions", r"\b(?:new|updated|real|actual)\s+(?:system\s+)?instructions?\s*:"
+    ("replaces the instructions", r"\b(?:new|updated|real|actual)\s+system\s+(?:instructions?|prompt)\s*:"
                                   r"|\bfrom\s+now\s+on,?\s+you\s+(?:will|must|are)"),
     ("forbids refusing", r"\bnever\s+refuse\b|\bdo\s+not\s+refuse\b"),
 ))

@@ -173,7 +173,7 @@ def _rewrites(ckpt: CheckpointRecord) -> list[Finding]:
 def _stop_tokens(ckpt: CheckpointRecord, t: TokenizerInfo) -> list[Finding]:
     """An end (or start) id that names an ordinary vocabulary token."""
     vocab = Vocab(ckpt)
-    if not vocab.known():
+    if not vocab.known() or not vocab.marks_specials():
         return []
     out, done = [], set()
     for name in (*STOP_NAMES, "bos"):

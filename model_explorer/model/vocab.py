@@ -75,6 +75,14 @@ class Vocab:
     def known(self) -> bool:
         return self.gguf or bool(self._pieces) or bool(self._added)
 
+    def marks_specials(self) -> bool:
+        """Whether the files tell special tokens from the rest at all (a vocabulary with no
+        control or added token says nothing about which ids are special)."""
+        if self.gguf:
+            types = self._gguf_types
+            return types is not None and bool(((types == CONTROL) | (types == USER_DEFINED)).any())
+        return bool(self._added)
+
     def shown(self, i: int) -> str:
         """“text” as the token reads, for a message (or “?” when the id is not in the files)."""
         text = self.text(i)
