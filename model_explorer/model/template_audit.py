@@ -48,7 +48,8 @@ def parse_env():
     return ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols", generation_block()])
 
 
-MAX_PARSED = 1_000_000  # characters; real templates are under 30,000
+MAX_PARSED = 200_000  # characters; real templates are under 40,000
+MAX_PER_CODE = 20  # findings of one code in one template; the last says how many more there are
 
 
 def audit_template(source: str) -> list[TemplateHit]:
@@ -122,9 +123,17 @@ class Audit:
         entry[2].extend(i for i in idioms if i not in entry[2])
 
     def add(self, code: str, span: tuple[int, int], message: str, **extra) -> None:
-        if (code, span[0]) not in self.seen:
-            self.seen.add((code, span[0]))
+        if (code, span[0]) in self.seen:
+            return
+        self.seen.add((code, span[0]))
+        same = [h for h in self.hits if h.code == code]
+        if len(same) < MAX_PER_CODE:
             self.hits.append(TemplateHit(code, span[0], span[1], message, extra))
+            return
+        last = same[-1]
+        last.extra["more"] = last.extra.get("more", 0) + 1
+        last.message = re.sub(r" \(and [\d,]+ more places like it\)$", "", last.message) + \
+            f" (and {last.extra['more']:,} more places like it)"
 
     def _span(self, i: int | None, lineno: int | None) -> tuple[int, int]:
         return self.loc.tag(i) if i is not None else self.loc.line(lineno)

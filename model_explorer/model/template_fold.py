@@ -69,6 +69,7 @@ class Symbols:
             if isinstance(node.target, nodes.Name):
                 self.values[node.target.name] = node.node if isinstance(node, nodes.Assign) else node
         self._busy: set[str] = set()
+        self._folded: dict[str, Folded | None] = {}  # a chain of sets folds once per name, not 2**n times
 
     def fold(self, node: nodes.Node | None, depth: int = 0) -> Folded | None:
         """The constant string (or strings) `node` evaluates to, or None when it depends on input."""
@@ -133,13 +134,17 @@ class Symbols:
         return None
 
     def _name(self, name: str, depth: int) -> Folded | None:
+        if name in self._folded:
+            return self._folded[name]
         if name not in self.values or name in self._busy:
             return None
         self._busy.add(name)
         try:
-            return self.fold(self.values[name], depth)
+            out = self.fold(self.values[name], depth)
         finally:
             self._busy.discard(name)
+        self._folded[name] = out
+        return out
 
     def _getitem(self, node: nodes.Getitem, depth: int) -> Folded | None:
         base = self.fold(node.node, depth)

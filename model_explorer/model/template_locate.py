@@ -8,6 +8,7 @@ line that matches it, and widened to the `{{ ... }}` / `{% ... %}` tag around it
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,11 +60,12 @@ class Locator:
             cursor = i + len(value)
             start, end = (i, cursor) if back is None else (back[i], back[min(cursor, len(back) - 1)])
             self.tokens.append(Token(lineno, kind, value, start, end))
+        self.linenos = [t.lineno for t in self.tokens]
 
     def find(self, lineno: int | None, match: Callable[[Token], bool], claim: bool = True) -> int | None:
         """Index of the first token on or after `lineno` that `match` accepts (unclaimed first)."""
-        first = next((i for i, t in enumerate(self.tokens) if t.lineno >= (lineno or 1)), None)
-        if first is None:
+        first = bisect.bisect_left(self.linenos, lineno or 1)
+        if first >= len(self.tokens):
             return None
         for pass_claimed in (False, True):
             for i in range(first, len(self.tokens)):

@@ -178,14 +178,22 @@ def refs_date(node: nodes.Node, tainted: frozenset[str] = frozenset()) -> bool:
 
 
 def tainted_names(tree: nodes.Template, refs: Callable[..., bool]) -> frozenset[str]:
-    """Names set (one or more hops) from an expression `refs` accepts."""
+    """Names set (one or more hops) from an expression `refs` accepts: the ones set from it
+    directly, then every name set from an expression that reads a tainted one."""
     assigns = [(a.target.name, a.node) for a in tree.find_all(nodes.Assign) if isinstance(a.target, nodes.Name)]
-    tainted: frozenset[str] = frozenset()
-    while True:
-        more = frozenset(name for name, value in assigns if refs(value, tainted)) | tainted
-        if more == tainted:
-            return tainted
-        tainted = more
+    tainted = {name for name, value in assigns if refs(value)}
+    readers: dict[str, set[str]] = {}  # name -> the names set from expressions that read it
+    for name, value in assigns:
+        for n in [value, *value.find_all(nodes.Name)]:
+            if isinstance(n, nodes.Name):
+                readers.setdefault(n.name, set()).add(name)
+    work = list(tainted)
+    while work:
+        for reader in readers.get(work.pop(), ()):
+            if reader not in tainted:
+                tainted.add(reader)
+                work.append(reader)
+    return frozenset(tainted)
 
 
 def _keyword(text: str) -> bool:

@@ -187,3 +187,16 @@ def test_a_template_cannot_exhaust_memory_or_time_at_open(tmp_path, bomb, monkey
     ckpt = mx.open(write_folder(tmp_path / "m", template=bomb + CHATML))
     (f,) = found(ckpt, "bad_chat_template")
     assert "refused" in f.message or "still rendering" in f.message
+
+
+def test_a_hostile_template_costs_the_audit_linear_time():
+    """2**300 concatenations folded once per name; a thousand escapes reported as twenty, the
+    last counting the rest; a template past the parse limit still names its escape."""
+    chain = "{% set a0 = 'x' %}" + "".join(f"{{% set a{i} = a{i - 1} ~ a{i - 1} %}}" for i in range(1, 300))
+    assert audit_template(chain + "{{ y[a299] }}") == []
+    hits = audit_template("\n".join("{{ x.__class__ }}" for _ in range(1000)))
+    assert len(hits) == 20 and hits[-1].extra["more"] == 980 and "980 more places like it" in hits[-1].message
+    from model_explorer.model.template_audit import MAX_PARSED
+
+    (big,) = audit_template("{# " + "x" * MAX_PARSED + " #}{{ cycler.__init__.__globals__ }}")
+    assert big.code == "chat_template_escape" and "too long to parse" in big.message
