@@ -69,17 +69,24 @@ def _kind(cp: int) -> str | None:
     return "bidi" if cp in BIDI else "hidden" if _hidden(cp) else None
 
 
-_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+# Every code point _kind may accept (Unicode's format characters, controls, tags, fillers,
+# variation selectors) and the emoji flag's black flag: the scan jumps from one to the next.
+_CANDIDATES = re.compile(
+    "[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U0001f3f4\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 
 
 def hidden_runs(text: str) -> list[TextHit]:
     """Runs of invisible or bidi-override code points (a BOM that opens the text is allowed;
     so are the tag characters of an emoji flag and a single variation selector)."""
-    if text.isascii() and not _ASCII_CONTROL.search(text):
-        return []  # the common case, without a look at each character
     out: list[TextHit] = []
     i, n = 0, len(text)
-    while i < n:
+    for m in _CANDIDATES.finditer(text):
+        if m.start() < i:
+            continue
+        i = m.start()
         cp = ord(text[i])
         if cp == BLACK_FLAG:
             i = _flag_tags(text, i + 1)
@@ -88,7 +95,6 @@ def hidden_runs(text: str) -> list[TextHit]:
         if kind is None and cp in VARIATION_SELECTORS and i + 1 < n and ord(text[i + 1]) in VARIATION_SELECTORS:
             kind = "hidden"  # a base character takes one selector: a run of them carries data
         if kind is None:
-            i += 1
             continue
         j = i + 1
         while j < n and (_kind(ord(text[j])) or ("hidden" if ord(text[j]) in VARIATION_SELECTORS else None)) == kind:
@@ -143,10 +149,15 @@ IDIOMS: tuple[tuple[str, re.Pattern], ...] = tuple((name, re.compile(rx, re.I)) 
 ))
 
 
+MAX_IDIOM_SCAN = 4 * 1024 * 1024  # characters read for idioms: model cards are kilobytes
+
+
 def injection_phrases(text: str) -> list[TextHit]:
-    """The instruction idioms in `text`, one hit per match (earliest first)."""
-    if len(text) < 12 or not any(c.isspace() for c in text):
+    """The instruction idioms in `text` (its first MAX_IDIOM_SCAN characters), one hit per match,
+    earliest first."""
+    if len(text) < 12 or not any(c.isspace() for c in text[:MAX_IDIOM_SCAN]):
         return []  # every idiom is several words
+    text = text[:MAX_IDIOM_SCAN]
     hits = [TextHit("injection", m.start(), m.end(), f"{name}: “{m.group(0)}”")
             for name, rx in IDIOMS for m in rx.finditer(text)]
     return sorted(hits, key=lambda h: h.start)
