@@ -1,6 +1,8 @@
 // The Model tab: what the model is (each value clickable to the bytes it was read from), the
-// chat template rendered for an example, the memory table, and a tokenizer inspector.
+// chat template with what its audit flags and the prompt it makes of an example
+// (templateview.js), the memory table, and a tokenizer inspector.
 import { h, clear } from "./dom.js";
+import { createTemplateView } from "./templateview.js";
 import { createVocabView, visibleToken } from "./vocabview.js";
 
 const MiB = 2 ** 20;
@@ -43,10 +45,7 @@ export function createModelView(ctx) {
       }
       root.append(mem);
     }
-    if (card.chat_example) {
-      root.append(h("details", {}, h("summary", { text: "chat template, rendered for a two-turn example" }),
-        h("pre", { className: "me-model-chat", text: card.chat_example })));
-    }
+    if (card.template || card.chat_example) root.append(createTemplateView(ctx, card.template, card.chat_example));
     if (card.tokenizer) root.append(inspector(Boolean(card.offline)));
   }
 

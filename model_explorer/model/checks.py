@@ -2,7 +2,10 @@
 
 `header_checks(ckpt)` appends their findings to `ckpt.findings`: the library layout and
 expected against actual tensors (layouts.py, will_load.py), tokenizer and chat template
-(tokenizer_info.py), adapters (adapters.py). A check that fails on input nobody foresaw leaves an info finding, never a
+(tokenizer_info.py), adapters (adapters.py), and the side files as an attack surface: special
+tokens and tokenizer.json rules (tokenizer_audit.py), metadata and model card text
+(metadata_audit.py), generation_config.json (genconfig_audit.py), auto_map's custom code
+(remote_code.py). A check that fails on input nobody foresaw leaves an info finding, never a
 traceback: the rest of the checkpoint still opens.
 
 At open the expected tensors come from the built-in family tables, which need no torch.
@@ -40,7 +43,15 @@ def _add(ckpt: CheckpointRecord, found: list[Finding]) -> list[Finding]:
 
 
 def header_checks(ckpt: CheckpointRecord) -> list[Finding]:
-    from . import adapters, tokenizer_info, will_load
+    from . import (
+        adapters,
+        genconfig_audit,
+        metadata_audit,
+        remote_code,
+        tokenizer_audit,
+        tokenizer_info,
+        will_load,
+    )
     from .hparams import read_hparams
 
     hp = read_hparams(ckpt)
@@ -50,6 +61,11 @@ def header_checks(ckpt: CheckpointRecord) -> list[Finding]:
     others: list[Finding] = []
     _run(others, "tokenizer", tokenizer_info.check, ckpt, hp)
     _run(others, "adapter", adapters.check, ckpt, hp)
+    # what the files beside the weights make a loader do (issue 34; the chat template is in tokenizer_info)
+    _run(others, "tokenizer file", tokenizer_audit.check, ckpt)
+    _run(others, "metadata text", metadata_audit.check, ckpt)
+    _run(others, "generation config", genconfig_audit.check, ckpt, hp)
+    _run(others, "custom code", remote_code.check, ckpt)
     expected = _add(ckpt, expected)
     ckpt._expected_findings = expected  # what cross_check replaces
     ckpt._cross_checked = False

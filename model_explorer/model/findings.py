@@ -19,7 +19,13 @@ MODEL_CODES: dict[str, Code] = {code: CATALOG[code] for code in (
     "missing_pre_tokenizer", "unknown_pre_tokenizer", "tokenizer_mismatch", "no_chat_template", "bad_chat_template", "no_tokenizer",
     "adapter_unpaired", "adapter_rank_mismatch", "adapter_untrained", "adapter_base_mismatch",
     "adapter_base_missing", "adapter_config_invalid",
-    "head_initialised", "head_dropped", "stale_buffers", "library_layout", "library_module_missing")}
+    "head_initialised", "head_dropped", "stale_buffers", "library_layout", "library_module_missing",
+    # issue 34: chat templates, tokenizer files, generation config, custom code
+    "chat_template_escape", "chat_template_injected_text", "chat_template_content_gate", "chat_template_date_gate",
+    "chat_template_include", "chat_template_decode", "chat_template_differs", "hidden_text", "bidi_override",
+    "injection_text", "normalizer_rewrites", "special_token_not_special", "generation_stop_suppressed",
+    "generation_refusal_suppressed", "generation_forced_tokens", "generation_cannot_end", "remote_code",
+    "remote_code_exec", "remote_code_native", "remote_code_unchecked")}
 
 
 def model_finding(code: str, message: str, *, severity: str | None = None, offset: int | None = None,

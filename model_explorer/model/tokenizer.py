@@ -28,6 +28,7 @@ from .pretokenizers import (
     pre_tokenizer_for,
     unknown_pre_problem,
 )
+from .template_render import render_chat_template  # noqa: F401 (chat templates render there, in a bounded sandbox)
 
 MAX_TOKENIZER_FILE = 64 * 1024 * 1024
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp token types
@@ -140,39 +141,6 @@ class StreamDecoder:
         self.emitted.append(rest)
         self.prefix = self.read = len(self.ids)
         return rest
-
-
-# -- chat templates ------------------------------------------------------------------------------
-
-@lru_cache(maxsize=8)
-def _compile_template(source: str):
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message):
-        from jinja2.exceptions import TemplateError
-
-        raise TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)
-
-    def strftime_now(fmt):
-        import datetime
-
-        return datetime.datetime.now().strftime(fmt)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env.from_string(source)
-
-
-def render_chat_template(source: str, messages: list[dict[str, str]], add_generation_prompt: bool = True,
-                         **special_tokens: str) -> str:
-    return _compile_template(source).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                            **special_tokens)
 
 
 # -- from GGUF metadata --------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from .findings import model_finding
 from .hparams import HParams, embedding, info_span
 from .pretokenizers import unknown_pre_problem
 from .sidefiles import line_col, model_dir, side_json, side_path, side_text
+from .template_findings import audit_sources, refusal_finding, sandbox_refusal
+from .template_known import known_template
 
 EXAMPLE_CHAT = [{"role": "user", "content": "Hello! Who are you?"},
                 {"role": "assistant", "content": "I am a helpful assistant."},
@@ -35,7 +37,8 @@ GGUF_MODELS = {"gpt2": "BPE (byte-level, GPT-2 style)", "llama": "BPE (SentenceP
                "bert": "WordPiece", "t5": "Unigram (SentencePiece)", "rwkv": "RWKV (greedy trie)",
                "plamo2": "Unigram (PLaMo-2)", "none": "none"}
 GGUF_SPECIAL_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "pad": "padding_token_id",
-                     "unk": "unknown_token_id"}
+                     "unk": "unknown_token_id", "eot": "eot_token_id", "eom": "eom_token_id",
+                     "sep": "seperator_token_id", "mask": "mask_token_id"}  # llama.cpp's spelling of "separator"
 CONTROL, USER_DEFINED = 3, 4
 MAX_LISTED = 64  # special / added tokens listed in the summary
 
@@ -57,6 +60,7 @@ class TokenizerInfo:
     template_from: str | None = None  # file (+ key)
     rendered: str | None = None
     template_error: str | None = None
+    template_family: str | None = None  # a known family's published template (template_known)
     files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,20 +85,22 @@ def read_tokenizer(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]
     else:
         result = _from_folder(ckpt)
     _render(result[0], result[1])
+    if result[0].chat_template:
+        result[0].template_family = known_template(result[0].chat_template)
     ckpt.details["model_tokenizer"] = result
     return result
 
 
 # -- GGUF ----------------------------------------------------------------------------------------
 
-def _kv_loc(ckpt: CheckpointRecord, key: str) -> dict:
+def kv_loc(ckpt: CheckpointRecord, key: str) -> dict:
     kv = ckpt.metadata.get(key)
     if kv is None or getattr(kv, "offset", None) is None:
         return {}
     return {"offset": kv.offset, "length": kv.length, "file": getattr(kv, "file", None) or ckpt.files[0]}
 
 
-def _types(value) -> np.ndarray | None:
+def token_types(value) -> np.ndarray | None:
     """llama.cpp token types as an integer array (None when absent or not numeric)."""
     if value is None:
         return None
@@ -114,7 +120,7 @@ def _from_gguf(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
     tokens_value = ckpt.meta(Keys.TOKENS)
     n = len(tokens_value) if hasattr(tokens_value, "__len__") else None
     t.vocab_size = t.count = n
-    types = _types(ckpt.meta(Keys.TOKEN_TYPE))
+    types = token_types(ckpt.meta(Keys.TOKEN_TYPE))
 
     def token(i: int) -> str | None:  # read one string from the file: opening a 128k vocabulary stays fast
         if n is None or not 0 <= i < n:
@@ -226,15 +232,15 @@ def _from_folder(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
     gen = gen if isinstance(gen, dict) else {}
     for name in ("bos", "eos", "pad"):
         for src_name, src in (("generation_config.json", gen), ("config.json", cfg)):
-            i = src.get(f"{name}_token_id")
-            if isinstance(i, list):
-                i = next((x for x in i if isinstance(x, int)), None)
-            if isinstance(i, int) and not isinstance(i, bool):
-                entry = t.special.setdefault(name, {"id": i, "token": None, "from": ""})
+            value = src.get(f"{name}_token_id")
+            ids = [x for x in (value if isinstance(value, list) else [value])  # a list: every id stops
+                   if isinstance(x, int) and not isinstance(x, bool)]
+            if ids:
+                entry = t.special.setdefault(name, {"id": ids[0], "token": None, "from": ""})
                 if entry.get("id") is None:
-                    entry["id"] = i
-                entry.setdefault("ids_from", []).append(f"{src_name} {name}_token_id = {i}")
-                entry.setdefault("config_ids", []).append({"id": i, "from": f"{src_name} {name}_token_id"})
+                    entry["id"] = ids[0]
+                entry.setdefault("ids_from", []).append(f"{src_name} {name}_token_id = {', '.join(map(str, ids))}")
+                entry.setdefault("config_ids", []).extend({"id": i, "from": f"{src_name} {name}_token_id"} for i in ids)
                 break
     # chat template: chat_template.jinja wins over tokenizer_config.json, as transformers reads it
     jinja_text, jinja_path, problem = side_text(ckpt, "chat_template.jinja")
@@ -275,7 +281,7 @@ def _render(t: TokenizerInfo, problems: list[Finding]) -> None:
 
 def _template_location(ckpt: CheckpointRecord, t: TokenizerInfo) -> dict:
     if t.template_from == Keys.CHAT_TEMPLATE:
-        return _kv_loc(ckpt, Keys.CHAT_TEMPLATE)
+        return kv_loc(ckpt, Keys.CHAT_TEMPLATE)
     if t.template_from == "chat_template.jinja":
         path = side_path(ckpt, "chat_template.jinja")
         line = t.template_error.split(":")[0] if t.template_error else ""
@@ -298,11 +304,13 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
         return []
     t, problems = read_tokenizer(ckpt)
     out = list(problems)
+    audited, _ = audit_sources(ckpt)  # a template attack matters whatever else the folder holds
+    out += audited
     if not hp.describes_model:
         return out
     embed = embedding(ckpt)
     rows = embed.shape[0] if embed is not None and len(embed.shape) == 2 and not embed.quant else None
-    tok_loc = ({"file": t.file} if t.source != "gguf" else _kv_loc(ckpt, Keys.TOKENS))
+    tok_loc = ({"file": t.file} if t.source != "gguf" else kv_loc(ckpt, Keys.TOKENS))
     if t.source is None and hp.origin == "config.json":
         out.append(model_finding("no_tokenizer", "The folder has no tokenizer.json or tokenizer_config.json: "
                                  "the model runs on token ids; turning text into ids needs tokenizer.json.",
@@ -336,9 +344,9 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
             if not (isinstance(i, int) and limit is not None and not 0 <= i < limit):
                 continue
             if t.source == "gguf":
-                loc = _kv_loc(ckpt, f"tokenizer.ggml.{GGUF_SPECIAL_KEYS[name]}")
+                loc = kv_loc(ckpt, f"tokenizer.ggml.{GGUF_SPECIAL_KEYS[name]}")
             else:
-                loc = _json_loc(ckpt, where)
+                loc = json_loc(ckpt, where)
             out.append(model_finding("special_token_out_of_vocab", f"The {name} token id {i} ({where}) is "
                                      f"outside the vocabulary of {limit:,} ids.", token=name, id=i,
                                      **(loc or tok_loc)))
@@ -347,11 +355,16 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
                                  "tokenizer.ggml.pre: llama.cpp warns 'missing pre-tokenizer type, using: "
                                  "default' and splits text the GPT-2 way, which degrades generation for "
                                  "models trained with another split.",
-                                 **_kv_loc(ckpt, Keys.TOKENIZER_MODEL)))
+                                 **kv_loc(ckpt, Keys.TOKENIZER_MODEL)))
     elif t.source == "gguf" and ckpt.meta(Keys.TOKENIZER_MODEL) == "gpt2" and \
             (unknown := unknown_pre_problem(t.pre_tokenizer)):
-        out.append(model_finding("unknown_pre_tokenizer", unknown, **_kv_loc(ckpt, Keys.TOKENIZER_PRE)))
-    if t.template_error:
+        out.append(model_finding("unknown_pre_tokenizer", unknown, **kv_loc(ckpt, Keys.TOKENIZER_PRE)))
+    refused = sandbox_refusal(t.template_error)
+    if any(f.code == "chat_template_escape" for f in audited):
+        pass  # the sandbox's refusal of an escape is the attack already reported, not a bug
+    elif refused:
+        out.append(refusal_finding(_template_location(ckpt, t), t.template_error, refused))
+    elif t.template_error:
         out.append(model_finding("bad_chat_template", f"The chat template ({t.template_from}) fails on a "
                                  f"two-turn conversation: {t.template_error}.", **_template_location(ckpt, t)))
     elif not t.chat_template and _instruct(ckpt, hp):
@@ -362,7 +375,7 @@ def check(ckpt: CheckpointRecord, hp: HParams) -> list[Finding]:
     return out
 
 
-def _json_loc(ckpt: CheckpointRecord, where: str | None) -> dict:
+def json_loc(ckpt: CheckpointRecord, where: str | None) -> dict:
     """{"file", "offset", "length"} of "<side file> <key>" (as the special-token sources say)."""
     if not where or " " not in where:
         return {}

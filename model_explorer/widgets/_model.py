@@ -1,5 +1,6 @@
-"""The Model tab's requests: the model card, and the tokenizer inspector (tokenize text, find
-tokens by id or text, page through the vocabulary). Mixed into BaseView."""
+"""The Model tab's requests: the model card (with the chat template and what its audit flags),
+and the tokenizer inspector (tokenize text, find tokens by id or text, page through the
+vocabulary). Mixed into BaseView."""
 
 from __future__ import annotations
 
@@ -50,8 +51,19 @@ class ModelOps:
         out = _plain({k: v for k, v in c.to_dict().items() if k != "hparams"})
         out["rows"] = _plain(rows)
         out["text"] = c.text()
+        out["template"] = _plain(self._template_view())
         self.start_cross_check()
         return out, None
+
+    def _template_view(self):
+        """The chat template with the audit's marks (None when the model has none); when the
+        audit fails, the view says why and the card is still drawn."""
+        from ..model.template_findings import template_view
+
+        try:
+            return template_view(self.checkpoint)
+        except Exception as e:  # noqa: BLE001 - the card matters more than the view
+            return {"error": f"The chat template could not be audited: {type(e).__name__}: {e}"}
 
     _cross_check = None
 

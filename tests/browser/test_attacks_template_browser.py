@@ -1,0 +1,40 @@
+"""The template view of the Model tab in Chromium, from a saved report (issue 34): the flagged
+spots are marked in place, invisible characters are drawn by their code point, and clicking a
+mark moves the hexdump to the finding's bytes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from test_report_browser import _open
+
+import model_explorer as mx
+from model_explorer.widgets import Explorer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the planted cases
+from model.planted_attacks import CASES  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.mark.parametrize("case, mark_text", [("zero_width_and_tag_characters", "⟨U+200B⟩"),
+                                             ("keyword_gated_system_turn", "{% if message['role'] == 'user'")])
+def test_flagged_template_in_the_model_tab(chromium, tmp_path, case, mark_text):
+    planted = CASES[case](str(tmp_path))
+    page = _open(chromium, Path(Explorer(planted.gguf).save_html(tmp_path / "report.html")))
+    page.locator(".me-tab", has_text="Model").click()
+    view = page.locator(".me-template-view")
+    view.locator(".me-template").wait_for(timeout=10_000)  # drawn open: something is flagged
+    mark = view.locator(".me-tpl-mark", has_text=mark_text).first
+    assert mark.is_visible()
+    mark.click()
+    at = {f.offset for f in mx.open(planted.gguf).findings if f.code == mark.get_attribute("title").split(":")[0]}
+    page.locator(".me-hexdump .me-b.me-hl").first.wait_for(timeout=10_000)
+    assert int(page.locator(".me-hexdump .me-b.me-hl").first.get_attribute("data-off")) in at
+    assert view.locator(".me-template-marks .me-finding").count() >= 1
+    view.locator("summary", has_text="rendered for a two-turn example").click()
+    assert "<|im_start|>" in view.locator(".me-model-chat").inner_text()
+    assert not page.errors, page.errors
+    page.close()
