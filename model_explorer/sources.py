@@ -228,6 +228,17 @@ def dirname(path: str) -> str:
     return os.path.dirname(os.path.abspath(_local_path(path)))
 
 
+def parent_in_repo(path: str) -> str | None:
+    """The folder above `path`, or None where there is none to look in: above an hf:// repo's
+    root is no repository (asking the Hub for "org/modules.json" costs a request and means nothing)."""
+    parent = dirname(path)
+    if _is_hub(path):
+        parts = parent[len("hf://"):].strip("/").split("/")
+        need = 3 if parts[0] in ("datasets", "spaces") else 2
+        return parent if len(parts) >= need and parts[0] else None
+    return parent if parent.rstrip("/") != str(path).rstrip("/") else None
+
+
 def basename(path: str) -> str:
     """The file name, unquoted for HTTP URLs (so `join(dirname(p), basename(p)) == p`)."""
     if _is_http(path):

@@ -111,9 +111,9 @@ def read_layout(ckpt: CheckpointRecord) -> Layout | None:
 def _st_module(ckpt: CheckpointRecord) -> Layout | None:
     """A module's own folder (2_Dense/) of the sentence-transformers model in the folder above."""
     folder = model_dir(ckpt)
-    parent = sources.dirname(folder)
-    path = sources.join(parent, "modules.json")
-    if not sources.exists(path):
+    parent = sources.parent_in_repo(folder)
+    path = sources.join(parent, "modules.json") if parent else None
+    if path is None or not sources.exists(path):
         return None
     text, _ = sources.read_text(path, MAX_SIDE_FILE)
     try:
@@ -182,8 +182,8 @@ def _diffusers(ckpt: CheckpointRecord) -> Layout | None:
     cfg = _config(ckpt)
     cls = cfg.get("_class_name")
     if isinstance(cls, str) and "_diffusers_version" in cfg:
-        parent = sources.dirname(model_dir(ckpt))
-        above = sources.exists(sources.join(parent, "model_index.json"))
+        parent = sources.parent_in_repo(model_dir(ckpt))
+        above = parent is not None and sources.exists(sources.join(parent, "model_index.json"))
         return Layout("diffusers", f"a {cls} model" + (", a component of the pipeline in the folder above"
                                                        if above else ""),
                       f"diffusers.{cls}.from_pretrained(path)", **_config_key(ckpt, "_class_name"))

@@ -71,3 +71,12 @@ def test_bad_magic_in_a_gguf_named_file(tmp_path):
 def test_empty_file(tmp_path):
     ckpt = mx.open(write(tmp_path, "m.safetensors", b""))
     assert finding(ckpt, "truncated").offset == 0
+
+
+def test_parent_in_repo_stops_at_a_hub_repository_root(tmp_path):
+    from model_explorer import sources
+
+    assert sources.parent_in_repo("hf://org/repo") is None  # above a repo is no repo: no request
+    assert sources.parent_in_repo("hf://org/repo/1_Pooling") == "hf://org/repo"
+    assert sources.parent_in_repo("hf://datasets/org/repo") is None
+    assert sources.parent_in_repo(str(tmp_path / "m")) == str(tmp_path)
