@@ -10,7 +10,7 @@ from typing import Any
 from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
-from .formats.detect import detect, extension_matches
+from .formats.detect import WEIGHTS, detect, extension_matches, identify
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
 from .formats.hubquant.summary import quant_summary
@@ -76,10 +76,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
                      "unknown")
     reader = READERS.get(named)
     if reader is None:
-        rep = Report(src.name)
-        rep.error("unknown_format", "The first bytes match no format this tool reads (safetensors "
-                  f"length + JSON, 'GGUF', a zip or a pickle): {head[:16]!r}.", 0, min(16, src.size))
-        result = FileResult(src.name, src.size, rep)
+        result = FileResult(src.name, src.size, _unread(src, head))
     else:
         result = _read_safely(reader, src, named)
         if named == kind and not extension_matches(kind, sources.basename(path)):
@@ -94,6 +91,29 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
                                      f"checkpoint is {ckpt.format}.", file=src.name))
     _merge(ckpt, result)
     return result
+
+
+def _unread(src, head: bytes) -> Report:
+    """A file no reader of this version takes: a weight format named by its bytes (ONNX, HDF5,
+    TFLite, legacy GGML...) is a warning that it was not checked, anything else unknown_format
+    (as the audit lists them: audits/inventory.py)."""
+    rep = Report(src.name)
+    try:
+        what = identify(src.read, src.size, src.name)
+    except OSError:
+        what = None
+    if what is not None and what.role == WEIGHTS:
+        rep.warning("format_not_read", f"The bytes are {what.label}, a weight format this version "
+                    "does not read yet: no tensor of this file is listed or checked.", 0, min(16, src.size))
+        return rep
+    if not src.size:
+        rep.error("unknown_format", "The file is empty: there is no format to read.", 0, 0)
+        return rep
+    shown = " ".join(f"{b:02x}" for b in head[:16])
+    said = f" (they read as {what.label})" if what is not None and what.kind != "unknown" else ""
+    rep.error("unknown_format", "The first bytes match no format this tool reads (safetensors "
+              f"length + JSON, 'GGUF', a zip or a pickle): {shown}{said}.", 0, min(16, src.size))
+    return rep
 
 
 def _read_safely(reader, src, kind: str) -> FileResult:
