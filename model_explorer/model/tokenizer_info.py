@@ -13,6 +13,7 @@ template that does not parse.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,7 +70,9 @@ class TokenizerInfo:
     def summary(self) -> str:
         if self.source is None:
             return "no tokenizer files"
-        specials = ", ".join(f"{k}={v.get('token')!r} ({v.get('id')})" for k, v in self.special.items())
+        # a token in JSON quotes: spaces and control characters stay visible, with no Python repr
+        specials = ", ".join(f"{k} {json.dumps(v.get('token'), ensure_ascii=False)} (id {v.get('id')})"
+                             for k, v in self.special.items())
         return (f"{self.model or '?'}, {self.count if self.count is not None else '?'} tokens"
                 f" ({self.added_total} added), pre-tokenizer {self.pre_tokenizer or 'none'}"
                 + (f"; {specials}" if specials else ""))
