@@ -80,14 +80,18 @@ def skipped_counts(skipped) -> list[tuple[int, str]]:
     return out
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def summary_line(models, findings, skipped=None) -> str:
     """'9 models: 0 unreadable, 1 with errors, 2 dangerous pickles, 40 findings; 7 files not
     audited: 6 ONNX (format not read yet), 1 unreadable'."""
     line = (f"{len(models)} {'model' if len(models) == 1 else 'models'}: "
             f"{int((models['status'] != STATUS_OK).sum())} unreadable, "
             f"{int(((models['status'] == STATUS_OK) & (models['errors'] > 0)).sum())} with errors, "
-            f"{int((models['pickle_verdict'] == 'dangerous').sum())} dangerous pickles, "
-            f"{len(findings)} findings")
+            f"{_count(int((models['pickle_verdict'] == 'dangerous').sum()), 'dangerous pickle')}, "
+            f"{_count(len(findings), 'finding')}")
     counts = skipped_counts(skipped)
     total = sum(n for n, _ in counts)
     if total:
