@@ -22,9 +22,12 @@ lab: setup
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/00_tour.ipynb
 
 ## make test: set up the test tools (torch CPU, Chromium, Playwright) and run every test
+# Two workers (the machine has two cores), a test module per worker so module fixtures are built once.
+PYTEST := $(PY) -m pytest -n 2 --dist loadfile
+
 test: dev
 	$(MAKE) test-js
-	$(PY) -m pytest
+	$(PYTEST)
 
 setup: $(STAMP)-setup js $(LAB_SETTINGS)
 
@@ -70,7 +73,7 @@ test-js: js
 	cd js && npm test
 
 test-python: dev
-	$(PY) -m pytest
+	$(PYTEST)
 
 ## make course: execute the notebooks and render them into an offline static site in site/
 course: dev
