@@ -188,7 +188,7 @@ export function renderRunDemo({ model, el: root }) {
   const dequantBox = el("div");
   const compareBox = el("div");
   const backendsBox = el("div");
-  // "Compare with…" and "Trace" (demo/runs_widget.py RunsJobs): drawn by runsview.js.
+  // "Compare with…" and "Trace" (widgets/run_jobs.py RunsJobs): drawn by runsview.js.
   const other = el("input", { type: "text", class: "me-rd-other", "aria-label": "compare with",
     placeholder: "another checkpoint to compare with: a path, URL or hf://" });
   const bRuns = el("button", { text: "Compare with…" });
