@@ -323,7 +323,7 @@ def tokenizer_mismatch(a_tokens: list[str], mb, text: str | None, ids: list[int]
 
 
 def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = None, *,
-                 device: str = "cpu") -> RunDiff:
+                 device: str = "cpu", stream: bool | None = None) -> RunDiff:
     """Run `a` and `b` (anything `load_model` takes, or loaded Models) on the same token ids and
     compare them point by point. The ids: `ids` as given, else `text` (then each side's perplexity
     of it is computed too) or `prompt` (default: a plain sentence) tokenized by a's tokenizer; b's
@@ -335,7 +335,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     words = text if text is not None else prompt
     if words is None and ids is None:
         words = DEFAULT_PROMPT
-    ma, owned = load(a, device)
+    ma, owned = load(a, device, stream)
     try:
         token_ids = prompt_ids(ma, words, ids)
         keep = _Keep(ma.backend)
@@ -347,7 +347,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         if owned:
             ma.close()
     del ma  # when loaded here, a's weights go before b's arrive
-    mb, owned_b = load(b, device)
+    mb, owned_b = load(b, device, stream)
     try:
         _check_shapes(cfg_a, mb.config)
         config_diff = config_differences(cfg_a, mb.config, same_format=gguf_a == getattr(mb.weights, "gguf", None))

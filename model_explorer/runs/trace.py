@@ -124,8 +124,10 @@ def nonfinite_weight(model, layer: int | None, module: str) -> str | None:
 
 # -- loading and input ids (shared with compare_runs) ------------------------------------------
 
-def load(source, device: str = "cpu"):
-    """(model, owned): a Model as it is, or anything `load_model` takes, loaded on our decoder."""
+def load(source, device: str = "cpu", stream: bool | None = None):
+    """(model, owned): a Model as it is, or anything `load_model` takes, loaded on our decoder
+    (on the CPU: in memory when it fits, else streamed layer by layer, else refused before
+    loading: runtime/memory_budget.py)."""
     from ..runtime.api import Model, load_model
 
     if isinstance(source, Model):
@@ -133,7 +135,8 @@ def load(source, device: str = "cpu"):
     else:
         if not isinstance(source, (str, os.PathLike)) and source is not None:
             raise TypeError(f"expected a path or a loaded model (mx.load_model), not {type(source).__name__}")
-        model, owned = load_model(source, device=device, backend="torch" if device != "cpu" else None), True
+        model, owned = load_model(source, device=device, backend="torch" if device != "cpu" else None,
+                                  stream=stream), True
     if hasattr(model.backend, "forward"):
         raise UnsupportedModel(f"{model.source!r} runs on {model.device}, which computes the forward pass "
                                "itself and cannot be traced; load it with backend='numpy' or 'torch'.")
@@ -376,12 +379,14 @@ def token_texts(model, ids: list[int]) -> list[str]:
 
 
 def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = False, device: str = "cpu",
+          stream: bool | None = None,
           massive_ratio: float = MASSIVE_RATIO, top: int = TOP) -> Trace:
     """Run one forward pass of `source` (anything `load_model` takes, or a loaded Model; None:
     the bundled sample) over `prompt` (tokenized) or `ids`, recording statistics per layer and
     module. keep=True also keeps every activation (float32) in `Trace.activations`.
-    device "cpu" runs the numpy reference; "cuda"/"mps" run torch."""
-    model, owned = load(source, device)
+    device "cpu" runs the numpy reference; "cuda"/"mps" run torch. stream: None streams the
+    weights layer by layer when the model does not fit in memory (load_model's `stream`)."""
+    model, owned = load(source, device, stream)
     try:
         token_ids = prompt_ids(model, prompt, ids)
         rec = StatsRecorder(model.backend, keep, top)

@@ -18,13 +18,16 @@ import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel
 from ..model.tokenizer import StreamDecoder, Tokenizer
+from . import memory_budget
 from . import process_memory as memory
 from .decoder import Decoder, KVCache
 from .describe import decoder_refusal, describe
 from .engines import get_backend
 from .engines import torch_wquant as wquant
 from .engines.torch_engine import TorchBackend
+from .memory_budget import RunPlan, WontFit
 from .sampling import choose
+from .streamed import StreamedWeights
 from .weights import DequantReport, Weights, layer_bits_per_weight
 
 PREFILL_CHUNK = 512
@@ -100,6 +103,9 @@ class Model:
     load_seconds: float = 0.0
     load_peak_memory_bytes: int | None = None
     tokenizer_problem: str | None = None
+    # How the run holds its weights and why (memory_budget.RunPlan); None on engines that decide
+    # for themselves (llama.cpp, torch).
+    run_plan: RunPlan | None = None
     decoder: Decoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -262,7 +268,7 @@ class Model:
 def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
                keep_quantized: bool = False, backend: str | None = None, weights: str = "auto",
                progress: Callable[[int, int, str], Any] | None = None, context: int = 2048,
-               cache_dir: str | None = None) -> Model:
+               cache_dir: str | None = None, stream: bool | None = None) -> Model:
     """Load a decoder checkpoint (the families in model/config.py, from config.json or GGUF) to generate with.
 
     source: a GGUF file (hyperparameters, tokenizer and chat template from its metadata), a
@@ -283,6 +289,10 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
         8-bit -> int8, float -> float32), float32 elsewhere (those kernels are slow on CPUs
         without AVX-512, and the numpy reference always runs the decoded values as they are).
     progress: called as progress(done, total, tensor_name) after each tensor is dequantized.
+    stream: on the numpy engine, None decides before loading (memory_budget.plan, over `context`
+        positions): every weight in memory when that fits, else streamed (each layer read from
+        the file when the pass reaches it: runtime/streamed.py), else WontFit (a MemoryError)
+        naming the need, the memory available and the choices. True streams; False never does.
 
     Raises UnsupportedModel (a ValueError) naming what is missing when the checkpoint is not a
     model the runtime can run, FileNotFoundError when the source does not exist.
@@ -308,16 +318,27 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
         cfg, tokenizer, tokenizer_problem = describe(ckpt, path)
         if weights == "auto" and not keep_quantized:
             be = _auto_weights(be, ckpt, cfg)
-        held = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
+        run_plan = None
+        if be.name == "numpy":
+            run_plan = memory_budget.plan(ckpt, context, stream)
+            if run_plan.mode == "refused":
+                raise WontFit(run_plan)
+        elif stream:
+            raise ValueError("stream=True runs on the numpy engine (device='cpu'); torch holds "
+                             "its weights on the device")
+        if run_plan is not None and run_plan.streams:
+            held = StreamedWeights(ckpt, cfg, be, progress=progress)
+        else:
+            held = Weights(ckpt, cfg, be, keep_quantized=keep_quantized, progress=progress)
     except BaseException:
         ckpt.close()
         raise
-    if not keep_quantized:
+    if not (keep_quantized or isinstance(held, StreamedWeights)):
         ckpt.close()  # every weight is in memory now
     be.synchronize()
     seconds = time.perf_counter() - t0
     return Model(cfg, tokenizer, held, be, path, seconds, be.memory_peak() or memory.peak_rss(),
-                 tokenizer_problem)
+                 tokenizer_problem, run_plan)
 
 
 def _auto_weights(be, ckpt, cfg: ModelConfig):

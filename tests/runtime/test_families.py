@@ -110,10 +110,14 @@ def saved(request, tmp_path_factory):
     return mt, model, str(folder), ref
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "torch", "streamed"])
 def test_logits_equal_transformers(saved, backend):
+    """"streamed": the numpy engine reading each layer from the file as the pass reaches it."""
     mt, _, folder, ref = saved
-    ours = load_model(folder, device="cpu", backend=backend).forward(IDS)
+    if backend == "streamed":
+        ours = load_model(folder, device="cpu", backend="numpy", stream=True).forward(IDS)
+    else:
+        ours = load_model(folder, device="cpu", backend=backend).forward(IDS)
     assert ours.shape == ref.shape
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), mt
     assert np.abs(ref).max() > 1.0  # not near-uniform: the comparison means something

@@ -116,10 +116,11 @@ def test_config_from_gguf_equals_config_json(family):
     assert ours.norm_offset == 0.0  # Gemma's (1 + w) is stored
 
 
-@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "torch", "streamed"])
 def test_converted_f32_gguf_logits_equal_transformers(family, backend, request):
     key, _, _, path, ref = family
-    ours = load_model(path, device="cpu", backend=backend).forward(IDS)
+    streamed = backend == "streamed"
+    ours = load_model(path, device="cpu", backend="numpy" if streamed else backend, stream=streamed).forward(IDS)
     assert np.abs(ours - ref).max() <= 1e-4 * np.abs(ref).max(), key
     assert np.abs(ref).max() > 1.0
 
