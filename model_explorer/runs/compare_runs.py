@@ -323,12 +323,14 @@ def tokenizer_mismatch(a_tokens: list[str], mb, text: str | None, ids: list[int]
 
 
 def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = None, *,
-                 device: str = "cpu", stream: bool | None = None) -> RunDiff:
+                 device: str = "cpu", stream: bool | None = None, progress=None) -> RunDiff:
     """Run `a` and `b` (anything `load_model` takes, or loaded Models) on the same token ids and
     compare them point by point. The ids: `ids` as given, else `text` (then each side's perplexity
     of it is computed too) or `prompt` (default: a plain sentence) tokenized by a's tokenizer; b's
     tokenizer is only checked against it (RunDiff.tokenizer_mismatch). Given paths, one model is
-    held at a time: a's activations are kept until b's run has compared them."""
+    held at a time: a's activations are kept until b's run has compared them. stream: as in
+    load_model (None: layer by layer when a model does not fit). progress: called as
+    progress("running a" or "running b", layers done, layers); False stops (RunStopped)."""
     if text is not None and (prompt is not None or ids is not None):
         raise ValueError("text= is the input the perplexity is measured on: give it alone, without "
                          "prompt= or ids=")
@@ -339,7 +341,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     try:
         token_ids = prompt_ids(ma, words, ids)
         keep = _Keep(ma.backend)
-        logits_a = run(ma, token_ids, keep)
+        logits_a = run(ma, token_ids, keep, progress, "running a")
         names_a, label_a, cfg_a, tokens = _names(ma), str(ma.source), ma.config, token_texts(ma, token_ids)
         kinds_a = _kinds(ma, names_a)
         gguf_a = getattr(ma.weights, "gguf", None)
@@ -353,7 +355,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         config_diff = config_differences(cfg_a, mb.config, same_format=gguf_a == getattr(mb.weights, "gguf", None))
         mismatch = tokenizer_mismatch(tokens, mb, words if ids is None else None, token_ids)
         cmp = _Compare(mb.backend, keep.acts)
-        logits_b = run(mb, token_ids, cmp)
+        logits_b = run(mb, token_ids, cmp, progress, "running b")
         names_b = _names(mb)
         feeding = {p: module_tensors(mb, *p) for p in names_b}
         broken = next((r for r in cmp.rows if r["nonfinite_b"] and not r["nonfinite_a"]), None)

@@ -156,10 +156,28 @@ def prompt_ids(model, prompt: str | None, ids) -> list[int]:
     return model._check_ids(got)
 
 
-def run(model, ids: list[int], recorder) -> np.ndarray:
-    """One forward pass over the whole sequence with `recorder` set; float32 numpy logits."""
+class RunStopped(Exception):
+    """A run's `progress` callback returned False: the pass ended between two layers."""
+
+
+def with_progress(recorder, progress, label: str, layers: int):
+    """`recorder`, also calling progress(label, layers done, layers) as each layer ends; a False
+    from progress stops the pass there (RunStopped), the way the widgets' Stop button works."""
+    if progress is None:
+        return recorder
+
+    def record(layer, module, x) -> None:
+        recorder(layer, module, x)
+        if module == "residual" and layer is not None and progress(label, layer + 1, layers) is False:
+            raise RunStopped(f"{label} stopped after layer {layer} of {layers}")
+    return record
+
+
+def run(model, ids: list[int], recorder, progress=None, label: str = "tracing") -> np.ndarray:
+    """One forward pass over the whole sequence with `recorder` set; float32 numpy logits.
+    progress(label, layers done, layers) is called after each layer (False stops the pass)."""
     dec = model.decoder
-    dec.recorder = recorder
+    dec.recorder = with_progress(recorder, progress, label, model.config.num_layers)
     try:
         return model.backend.to_numpy(dec.forward(ids, model.new_cache(len(ids))))
     finally:
@@ -379,18 +397,20 @@ def token_texts(model, ids: list[int]) -> list[str]:
 
 
 def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = False, device: str = "cpu",
-          stream: bool | None = None,
+          stream: bool | None = None, progress=None,
           massive_ratio: float = MASSIVE_RATIO, top: int = TOP) -> Trace:
     """Run one forward pass of `source` (anything `load_model` takes, or a loaded Model; None:
     the bundled sample) over `prompt` (tokenized) or `ids`, recording statistics per layer and
     module. keep=True also keeps every activation (float32) in `Trace.activations`.
     device "cpu" runs the numpy reference; "cuda"/"mps" run torch. stream: None streams the
-    weights layer by layer when the model does not fit in memory (load_model's `stream`)."""
+    weights layer by layer when the model does not fit in memory (load_model's `stream`).
+    progress: called as progress("tracing", layers done, layers) after each layer; returning
+    False stops the pass (RunStopped)."""
     model, owned = load(source, device, stream)
     try:
         token_ids = prompt_ids(model, prompt, ids)
         rec = StatsRecorder(model.backend, keep, top)
-        logits = run(model, token_ids, rec)
+        logits = run(model, token_ids, rec, progress)
         tensors = {(layer, m): module_tensors(model, layer, m)
                    for layer in [None, *range(model.config.num_layers)]
                    for m in (OUTER if layer is None else LAYER_MODULES)}

@@ -341,6 +341,23 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
                  tokenizer_problem, run_plan)
 
 
+def engine_plan(source: str | os.PathLike | None = None, device: str = "auto", context: int = 2048) -> str:
+    """Which engine `load_model(source, device)` will run and why, with the memory it will take,
+    said before anything is loaded (the run cell shows it): llama.cpp for a GGUF when a binding
+    loads, torch on a GPU, else numpy in memory, streamed, or refused (memory_budget.plan)."""
+    from ..opener import open as open_checkpoint
+    from ..samples import sample_path
+
+    path = os.fspath(source) if source is not None else sample_path()
+    if _wants_llamacpp(path, device, None, False):
+        return "llama.cpp: a GGUF and a llama.cpp binding that loads; it runs the file's own blocks"
+    be = get_backend(device, None, "float32")
+    if be.name != "numpy":
+        return f"torch on {be.device}: weights held on the device"
+    with open_checkpoint(path) as ckpt:
+        return "numpy on the CPU, " + memory_budget.plan(ckpt, context).text
+
+
 def _auto_weights(be, ckpt, cfg: ModelConfig):
     """On CUDA, hold the layer matrices at the file's precision for torch's weight-only kernels."""
     if getattr(be, "name", None) != "torch" or be.device != "cuda":

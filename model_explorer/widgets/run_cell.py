@@ -23,6 +23,7 @@ import anywidget
 import traitlets as t
 
 from ..assets import MISSING_BUILD, asset
+from ..runs.trace import RunStopped
 from ..tensors.stats import json_safe
 from .run_jobs import RunsJobs
 
@@ -109,6 +110,14 @@ class RunDemo(RunsJobs, anywidget.AnyWidget):
 
     - Type: `float`
     - Default: `0.0`
+    """
+
+    engine = t.Unicode("").tag(sync=True)
+    """Which engine runs the model and why (fits in memory / streamed / llama.cpp / GPU), with the
+    memory it will take, said before loading starts (runtime.api.engine_plan).
+
+    - Type: `str`
+    - Default: `""`
     """
 
     family = t.Unicode("").tag(sync=True)
@@ -276,7 +285,7 @@ class RunDemo(RunsJobs, anywidget.AnyWidget):
         try:
             job()
             self.status = "idle"
-        except _Stopped:
+        except (_Stopped, RunStopped):
             self.status = "idle"
             self.send({"type": "notice", "message": "Stopped."})
         except Exception as e:  # shown in the widget, not only in the log
@@ -296,8 +305,10 @@ class RunDemo(RunsJobs, anywidget.AnyWidget):
 
     def _job_load(self) -> None:
         from ..runtime import load_model
+        from ..runtime.api import engine_plan
 
         self.status = "loading"
+        self.engine = engine_plan(self.source, self.device)
         self.dequant, self.dequant_summary = [], ""
         self.progress = {"label": "dequantizing", "done": 0, "total": 0}
         last = [0.0]
@@ -310,6 +321,8 @@ class RunDemo(RunsJobs, anywidget.AnyWidget):
 
         model = load_model(self.source, self.device, progress=progress)
         self._model, self._model_key = model, (self.source, self.device)
+        if model.run_plan is not None:
+            self.engine = "numpy on the CPU, " + model.run_plan.text
         report = model.dequant
         self.dequant = layer_table(report.to_records())
         self.dequant_summary = report.summary()

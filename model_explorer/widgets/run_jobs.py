@@ -19,7 +19,8 @@ from ..runs.trace import trace as _trace
 
 class RunsJobs(t.HasTraits):
     """RunDemo's "Compare with…" and "Trace" buttons: jobs on RunDemo's runner (`_start`), the
-    result drawn by the same view inside the run cell. Needs `source`, `prompt`, `device`."""
+    result drawn by the same view inside the run cell; layers done go to `progress`, and Stop
+    (`_stop`) ends the pass between two layers. Needs `source`, `prompt`, `device`."""
 
     runs = t.Dict().tag(sync=True)
     """The last "Compare with…" or "Trace" result (`runs_state`), or `{}`.
@@ -65,13 +66,20 @@ class RunsJobs(t.HasTraits):
     def _runs_device(self) -> str:
         return "cpu" if self.device in ("auto", "cpu") else self.device  # traces need numpy or torch
 
+    def _runs_progress(self, label: str, done: int, total: int) -> bool:
+        """Layers done, shown in the run cell's progress bar; False (Stop pressed) ends the pass."""
+        self.progress = {"label": label, "done": int(done), "total": int(total)}
+        return not self._stop.is_set()
+
     def _job_compare_runs(self) -> None:
         other = self.other_source.strip()
         if not other:
             raise ValueError("type the path of the checkpoint to compare with, then press Compare with…")
         self.runs = {}
-        self.runs = runs_state(_compare_runs(self.source, other, prompt=self.prompt, device=self._runs_device()))
+        self.runs = runs_state(_compare_runs(self.source, other, prompt=self.prompt, device=self._runs_device(),
+                                             progress=self._runs_progress))
 
     def _job_trace(self) -> None:
         self.runs = {}
-        self.runs = runs_state(_trace(self.source, prompt=self.prompt, device=self._runs_device()))
+        self.runs = runs_state(_trace(self.source, prompt=self.prompt, device=self._runs_device(),
+                                      progress=self._runs_progress))

@@ -86,3 +86,20 @@ def test_load_model_refuses_before_loading_when_nothing_fits(sample, monkeypatch
 def test_available_memory_reads_this_machine():
     room = memory_budget.available_bytes()
     assert room is None or room > 0
+
+
+def test_the_run_cell_says_which_engine_and_its_memory_before_loading(sample):
+    from model_explorer.runtime.api import engine_plan
+
+    text = engine_plan(sample, "cpu")
+    assert text.startswith("numpy on the CPU, fits") and "available" in text
+
+
+def test_a_trace_reports_each_layer_and_stops_when_asked(sample):
+    from model_explorer.runs.trace import RunStopped
+
+    seen = []
+    mx.trace(sample, ids=IDS, progress=lambda label, done, total: seen.append((label, done, total)))
+    assert seen[0] == ("tracing", 1, 30) and seen[-1] == ("tracing", 30, 30)
+    with pytest.raises(RunStopped):
+        mx.trace(sample, ids=IDS, progress=lambda label, done, total: done < 3)

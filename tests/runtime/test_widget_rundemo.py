@@ -152,3 +152,32 @@ def test_compare_backends_fills_one_row_per_backend(tiny_gguf, tmp_path):
     assert rows[0]["backend"] == "numpy" and rows[0]["agrees_with_numpy"] == "4/4"
     for r in rows:
         assert r["weight_bytes_per_token"] > 0 and r["cap_tps"] > 0 and "tokens" not in r
+
+
+def test_trace_shows_layers_done_and_stop_ends_it(tiny_gguf, tmp_path):
+    """Trace and Compare with… report each layer in the progress bar; Stop ends the pass (issue 31)."""
+    w, sent = make(tiny_gguf, tmp_path, prompt="hello the world")
+    seen = []
+    real = w._runs_progress
+
+    def spy(label, done, total):
+        seen.append((label, done, total))
+        return real(label, done, total)
+
+    w._runs_progress = spy
+    click(w, "trace")
+    assert w.error == "" and w.runs and seen == [("tracing", 1, 2), ("tracing", 2, 2)]
+
+    def stop_after_first(label, done, total):
+        w._stop.set()
+        return real(label, done, total)
+
+    w._runs_progress = stop_after_first
+    click(w, "trace")
+    assert w.status == "idle" and w.error == "" and {"type": "notice", "message": "Stopped."} in sent
+
+
+def test_loading_says_which_engine_and_its_memory(tiny_gguf, tmp_path):
+    w, _ = make(tiny_gguf, tmp_path)
+    click(w, "dequantize")
+    assert w.engine.startswith("numpy on the CPU, fits") and "available" in w.engine
