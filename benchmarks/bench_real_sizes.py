@@ -1,6 +1,6 @@
 """Real sizes (issue 31): trace and compare_runs of 8B- and 70B-shaped checkpoints in bounded memory.
 
-The checkpoints are written by big_checkpoints.py (random weights, tensor by tensor), then each
+The checkpoints are written by model_explorer/conversion/sized_model.py (random weights, tensor by tensor), then each
 run goes in a fresh process that reports its own peak resident set (VmHWM): memory measured,
 not estimated. Beside each time stands its FLOP bound, 2 x parameters x tokens / the float32
 matmul rate measured in this run on the model's own layer shapes.
@@ -33,8 +33,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-import big_checkpoints as big  # noqa: E402
 import numpy as np  # noqa: E402
+
+from model_explorer.conversion import sized_model as big  # noqa: E402
 
 GB = 1e9
 CHILD = r"""

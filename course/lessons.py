@@ -35,6 +35,9 @@ COURSE = {
                                  "its layer, module and bytes, fixed and checked again.",
     "09_model_families": "Llama and Gemma 2 side by side: the dials in config.json, the norms in the "
                          "tensors, and compare_runs showing where each softcap and the sliding window act.",
+    "10_real_sizes": "A big conversion debugged in bounded memory: the run's memory plan, a planted fault "
+                     "found by compare_runs streaming layer by layer, a refusal with the figures, and the "
+                     "massive activations a trained model has and random weights do not.",
 }
 CELL_TIMEOUT = 170  # seconds; the whole notebook must stay under 3 minutes on 2 cores
 

@@ -40,6 +40,7 @@ from .trace import (
     prompt_ids,
     run,
     tensor_place,
+    token_bound,
     token_texts,
 )
 from .verdict import (
@@ -337,7 +338,8 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     words = text if text is not None else prompt
     if words is None and ids is None:
         words = DEFAULT_PROMPT
-    ma, owned = load(a, device, stream)
+    positions = token_bound(words, ids)
+    ma, owned = load(a, device, stream, positions)
     try:
         token_ids = prompt_ids(ma, words, ids)
         keep = _Keep(ma.backend)
@@ -349,7 +351,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         if owned:
             ma.close()
     del ma  # when loaded here, a's weights go before b's arrive
-    mb, owned_b = load(b, device, stream)
+    mb, owned_b = load(b, device, stream, positions)
     try:
         _check_shapes(cfg_a, mb.config)
         config_diff = config_differences(cfg_a, mb.config, same_format=gguf_a == getattr(mb.weights, "gguf", None))

@@ -124,10 +124,19 @@ def nonfinite_weight(model, layer: int | None, module: str) -> str | None:
 
 # -- loading and input ids (shared with compare_runs) ------------------------------------------
 
-def load(source, device: str = "cpu", stream: bool | None = None):
+def token_bound(prompt: str | None, ids) -> int:
+    """At most how many positions a run over `ids` or `prompt` has, known before any tokenizer
+    is loaded: a byte-level tokenizer never makes more tokens than bytes, and a few are added
+    (BOS, a template's markers). The memory plan of the run is made for this many."""
+    if ids is not None:
+        return max(1, len(ids))
+    return len((DEFAULT_PROMPT if prompt is None else prompt).encode()) + 8
+
+
+def load(source, device: str = "cpu", stream: bool | None = None, tokens: int = 2048):
     """(model, owned): a Model as it is, or anything `load_model` takes, loaded on our decoder
     (on the CPU: in memory when it fits, else streamed layer by layer, else refused before
-    loading: runtime/memory_budget.py)."""
+    loading, planned for `tokens` positions: runtime/memory_budget.py)."""
     from ..runtime.api import Model, load_model
 
     if isinstance(source, Model):
@@ -136,7 +145,7 @@ def load(source, device: str = "cpu", stream: bool | None = None):
         if not isinstance(source, (str, os.PathLike)) and source is not None:
             raise TypeError(f"expected a path or a loaded model (mx.load_model), not {type(source).__name__}")
         model, owned = load_model(source, device=device, backend="torch" if device != "cpu" else None,
-                                  stream=stream), True
+                                  stream=stream, context=tokens), True
     if hasattr(model.backend, "forward"):
         raise UnsupportedModel(f"{model.source!r} runs on {model.device}, which computes the forward pass "
                                "itself and cannot be traced; load it with backend='numpy' or 'torch'.")
@@ -406,7 +415,7 @@ def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = Fals
     weights layer by layer when the model does not fit in memory (load_model's `stream`).
     progress: called as progress("tracing", layers done, layers) after each layer; returning
     False stops the pass (RunStopped)."""
-    model, owned = load(source, device, stream)
+    model, owned = load(source, device, stream, token_bound(prompt, ids))
     try:
         token_ids = prompt_ids(model, prompt, ids)
         rec = StatsRecorder(model.backend, keep, top)

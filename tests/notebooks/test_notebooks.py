@@ -45,6 +45,11 @@ EXPECTED = {
                           "final softcap off: first divergence: logits", "top-1 agreement 100%",
                           "no sliding window: first divergence: layer 0 attn_out",
                           "gemma read as llama: first divergence at embed"],
+    "10_real_sizes": ["this lesson: 33M parameters", "findings on open: none",
+                      "first divergence: layer 5 ffn_out, tensor blk.5.ffn_down.weight",
+                      "streamed (holding it whole would take", "refused before loading: a run over 64 tokens",
+                      "random weights: 0", "all at the first token: True",
+                      "first divergence: 2 v blk.2.attn_v.weight"],
 }
 
 

@@ -1,5 +1,5 @@
-"""Write 8B- and 70B-shaped checkpoints without needing their memory: random weights, written
-tensor by tensor (one tensor in memory at a time).
+"""Checkpoints of real sizes with random weights, written without needing their memory: one
+tensor in memory at a time (the real-size benchmarks and the course's bounded-memory lesson).
 
 - `write_gguf(path, shape, mix="q4_k_m")`: a llama GGUF with llama.cpp's Q4_K_M mix (Q4_K for most
   matrices, Q6_K for the output head and for attn_v / ffn_down on the layers llama.cpp gives more
@@ -8,7 +8,8 @@ tensor by tensor (one tensor in memory at a time).
 - `write_bf16_folder(path, shape)`: config.json + sharded bf16 safetensors with an index, the
   layout transformers writes (the safetensors header is written first, then the data).
 
-Shapes: LLAMA_8B (Llama 3 8B), LLAMA_70B (Llama 3 70B), TINY (for the small modes and tests).
+Shapes: LLAMA_8B (Llama 3 8B), LLAMA_70B (Llama 3 70B), TINY (for the small modes and tests);
+`Shape(...)` for any other.
 Needs gguf-py (`gguf`) for the GGUF writer.
 """
 
