@@ -1,0 +1,53 @@
+"""Chunked or compressed HDF5 datasets, whose bytes are not one range of the file: their values
+are read through h5py (an optional extra), on the byte source the reader used, a first-axis slice
+at a time. The format reader (formats/hdf5) marks them with quant = {"kind": "h5py_dataset",
+"dataset": its path, "start"/"window": where the HDF5 file is inside the source}."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import dtypes
+from ...records import CheckpointRecord, TensorInfo
+from ..plan import Plan
+
+
+def plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
+    try:
+        import h5py
+    except ImportError:
+        raise ValueError(f"Tensor {info.name!r} is a chunked HDF5 dataset; reading its values needs "
+                         "h5py (pip install h5py).") from None
+    from ...formats.hdf5.window import SourceFile
+
+    q = info.quant
+    dt = dtypes.numpy_dtype(info.dtype, info.byteorder)
+    if dt is None:
+        raise ValueError(f"Tensor {info.name!r} has dtype {info.dtype!r}, which this tool cannot decode.")
+    shape = info.shape
+    row = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+
+    def gather(idx):
+        idx = np.asarray(idx if not isinstance(idx, range) else np.arange(idx.start, idx.stop), np.int64)
+        if not len(idx):
+            return np.empty((0, dt.itemsize), np.uint8)
+        with h5py.File(SourceFile(ckpt.byte_source(info.file), q["start"], q["window"]), "r") as f:
+            dset = f[q["dataset"]]
+            if not shape:
+                values = np.asarray(dset[()], dtype=dt).reshape(1)
+                first = 0
+            else:
+                first, last = int(idx.min()) // row, int(idx.max()) // row + 1
+                values = np.ascontiguousarray(dset[first:last], dtype=dt).reshape(-1)
+        picked = values[idx - first * row]
+        return picked.view(np.uint8).reshape(len(idx), dt.itemsize)
+
+    out = np.dtype(np.float32) if dt.kind == "f" or dt.name == "bfloat16" else dt.newbyteorder("=")
+
+    def decode(raw, idx, o):
+        o[...] = raw.reshape(-1).view(dt).reshape(o.shape)
+
+    # data_bytes 0: no byte range of the file is the tensor (the checks of ranges pass over it)
+    p = Plan(info, 1, dt.itemsize, info.numel, out, decode, None, info.length, "element")
+    p.gather = gather
+    return p
