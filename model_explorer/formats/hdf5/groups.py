@@ -11,6 +11,7 @@ from ...spans import Report, short_repr
 from ..catalog_note import note
 from . import messages as m
 from .headers import ATTRIBUTE, LAYOUT, LINK, LINK_INFO, SPAN_KIND, SYMBOL_TABLE, Header, read_header
+from .dense import dense_links
 from .window import Fields, H5Error, Window
 
 MAX_DEPTH = 64  # groups inside groups; Keras nests about 8 deep
@@ -121,11 +122,17 @@ class Walker:
                         out.append((link.name, link.address))
                 elif msg.type == LINK_INFO:
                     info = m.link_info(msg, self.win)
-                    if info.heap != -1:
-                        note(self.rep, "h5_dense_group", f"The group {where} keeps its links in a "
-                             "fractal heap (a dense group, written with libver='latest' and more than "
-                             "8 members); this reader does not read those links, so the objects under "
-                             "it are not listed.", msg.at, len(msg.data))
+                    if info.heap != -1:  # a dense group: its links are objects of a fractal heap
+                        try:
+                            links = dense_links(self.win, info.heap, info.name_index, where)
+                        except H5Error as e:
+                            note(self.rep, "h5_dense_group", f"The group {where} keeps its links in a "
+                                 f"fractal heap that cannot be read: {e.message} The objects under it "
+                                 "are not listed.", e.offset, e.length)
+                            continue
+                        self.rep.span(msg.head, msg.at - msg.head + len(msg.data), "offset",
+                                      f"{where} > link info", f"{len(links)} links in a fractal heap")
+                        out.extend((x.name, x.address) for x in links if x.address is not None)
             except H5Error as e:
                 note(self.rep, e.code, f"The group {where}: {e.message}", e.offset, e.length)
         return out
