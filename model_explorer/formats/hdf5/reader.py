@@ -37,6 +37,7 @@ def read_window(win: Window, result: FileResult) -> None:
         sb = read_superblock(win, rep)
     except H5Error as e:
         note(rep, e.code, e.message, e.offset, e.length)
+        _clip(rep, win)
         return
     if sb.eof > win.size:  # the end-of-file address counts the user block too
         note(rep, "h5_truncated", f"The superblock says the HDF5 data ends at byte {sb.eof}, but the "
@@ -65,6 +66,15 @@ def read_window(win: Window, result: FileResult) -> None:
     result.details["hdf5"] = {"superblock_version": sb.version, "objects": len(walker.nodes),
                               "datasets": sum(n.dataset for n in walker.nodes), "chunked": len(chunked),
                               "start": win.start}
+    _clip(rep, win)
+
+
+def _clip(rep: Report, win: Window) -> None:
+    """Spans stay inside the HDF5 data (a superblock cut short is labelled before it is found so)."""
+    end = win.start + win.size
+    rep.spans[:] = [s for s in rep.spans if s.offset <= end]
+    for s in rep.spans:
+        s.length = max(0, min(s.length, end - s.offset))
     rep.spans.sort(key=lambda s: s.offset)
 
 

@@ -11,6 +11,10 @@ from ... import dtypes
 from ...records import CheckpointRecord, TensorInfo
 from ..plan import Plan
 
+# deflate expands at most about 1032 to 1: a chunked dataset claiming more is refused before
+# anything is allocated (its dataspace is damaged or hostile)
+MAX_EXPANSION = 1032
+
 
 def plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     try:
@@ -25,20 +29,26 @@ def plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     if dt is None:
         raise ValueError(f"Tensor {info.name!r} has dtype {info.dtype!r}, which this tool cannot decode.")
     shape = info.shape
+    if info.numel * dt.itemsize > MAX_EXPANSION * q["window"] + (1 << 20):
+        raise ValueError(f"Tensor {info.name!r} claims {list(shape)} {info.dtype}: more bytes than a "
+                         f"file of {q['window']} bytes can hold even compressed; its shape is not to be trusted.")
     row = int(np.prod(shape[1:])) if len(shape) > 1 else 1
 
     def gather(idx):
         idx = np.asarray(idx if not isinstance(idx, range) else np.arange(idx.start, idx.stop), np.int64)
         if not len(idx):
             return np.empty((0, dt.itemsize), np.uint8)
-        with h5py.File(SourceFile(ckpt.byte_source(info.file), q["start"], q["window"]), "r") as f:
-            dset = f[q["dataset"]]
-            if not shape:
-                values = np.asarray(dset[()], dtype=dt).reshape(1)
-                first = 0
-            else:
-                first, last = int(idx.min()) // row, int(idx.max()) // row + 1
-                values = np.ascontiguousarray(dset[first:last], dtype=dt).reshape(-1)
+        first, last = (int(idx.min()) // row, int(idx.max()) // row + 1) if shape else (0, 1)
+        try:
+            with h5py.File(SourceFile(ckpt.byte_source(info.file), q["start"], q["window"]), "r") as f:
+                dset = f[q["dataset"]]
+                values = np.asarray(dset[first:last] if shape else dset[()], dtype=dt).reshape(-1)
+        except (OSError, KeyError, ValueError, TypeError, RuntimeError) as e:  # h5py's errors on a damaged file
+            raise ValueError(f"Tensor {info.name!r} is a chunked HDF5 dataset that h5py cannot read: "
+                             f"{e}") from None
+        if len(values) < (last - first) * row:
+            raise ValueError(f"Tensor {info.name!r}: h5py read {len(values)} values where its shape "
+                             f"{list(shape)} needs {(last - first) * row}.")
         picked = values[idx - first * row]
         return picked.view(np.uint8).reshape(len(idx), dt.itemsize)
 
