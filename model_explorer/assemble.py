@@ -80,7 +80,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     if kind == "unknown":
         # Bytes that match nothing (a bad magic, a file cut short) are read by the format the
         # name claims, so its reader can say what is wrong where.
-        named = next((k for k in ("safetensors", "gguf") if extension_matches(k, sources.basename(path))),
+        named = next((k for k in ("safetensors", "gguf", "hdf5", "flax_msgpack") if extension_matches(k, sources.basename(path))),
                      "unknown")
     reader = READERS.get(named)
     if reader is None:
