@@ -11,8 +11,8 @@ from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
 from .formats.detect import WEIGHTS, detect, extension_matches, identify
-from .formats.gguf import read_gguf
 from .formats.flax_msgpack import read_flax_msgpack
+from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
 from .formats.hdf5 import read_hdf5, read_keras
 from .formats.hubquant.summary import quant_summary

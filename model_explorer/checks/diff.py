@@ -15,7 +15,6 @@ import math
 import numpy as np
 
 from ..ggml import Keys
-from . import crossformat
 from ..model import families
 from ..model.config_gguf import NORMS_PLUS_ONE, QK_PERMUTED
 from ..model.hparams import read_hparams
@@ -24,6 +23,7 @@ from ..opener import opened
 from ..records import CheckpointRecord, TensorInfo
 from ..tensors import names
 from ..tensors.read import read
+from . import crossformat
 
 COLUMNS = ["name", "name_b", "status", "dtype_a", "dtype_b", "shape_a", "shape_b", "max_abs_diff",
            "rel_l2", "cosine"]

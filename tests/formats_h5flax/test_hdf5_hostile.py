@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import model_explorer as mx
 from model_explorer.formats.hdf5.groups import MAX_DEPTH
 
-from .hostile import SETTINGS, mutated, mutations, opens_cleanly
 from .builders import h5py, kinds_h5, tf_model_h5
+from .hostile import SETTINGS, mutated, mutations, opens_cleanly
 
 
 def _codes(ckpt) -> set[str]:

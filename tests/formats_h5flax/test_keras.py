@@ -76,7 +76,7 @@ def test_real_keras_archive(tmp_path):
     path = tmp_path / "model.keras"
     model.save(path)
     ckpt = _check(path)
-    by_shape = sorted((tuple(t.shape) for t in ckpt.tensors.values()))
+    by_shape = sorted(tuple(t.shape) for t in ckpt.tensors.values())
     assert by_shape == sorted(tuple(w.shape) for w in model.weights)
     for w in model.weights:  # the layer's variables, in the order Keras saves them
         hits = [n for n, t in ckpt.tensors.items() if np.array_equal(ckpt.read(n), np.asarray(w.numpy()))]

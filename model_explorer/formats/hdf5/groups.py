@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from ...spans import Report, short_repr
 from ..catalog_note import note
 from . import messages as m
-from .headers import ATTRIBUTE, LAYOUT, LINK, LINK_INFO, SPAN_KIND, SYMBOL_TABLE, Header, read_header
 from .dense import dense_links
+from .headers import ATTRIBUTE, LAYOUT, LINK, LINK_INFO, SPAN_KIND, SYMBOL_TABLE, Header, read_header
 from .window import Fields, H5Error, Window
 
 MAX_DEPTH = 64  # groups inside groups; Keras nests about 8 deep

@@ -52,9 +52,7 @@ class Header:
 
 
 def read_header(win: Window, addr: int) -> Header:
-    head = win.read(addr, min(16, win.size - win.base - addr), "object header") if win.inside(addr, 1) else b""
-    if not head:
-        win.read(addr, 16, "object header")  # raises the past-the-end error
+    head = win.read(addr, 8, "object header")  # either version's prefix is longer than this
     if head[:4] == b"OHDR":
         return _v2(win, addr, head)
     if head[:1] == b"\x01":

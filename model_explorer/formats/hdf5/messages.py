@@ -24,7 +24,7 @@ def _fields(msg: Message, win: Window) -> Fields:
 def dataspace(data: bytes, at: int, win: Window) -> tuple[int, ...] | None:
     """The shape; () for a scalar, None for a null dataspace (no elements at all)."""
     f = Fields(data, at, win, "dataspace message")
-    version, rank, flags = f.u8(), f.u8(), f.u8()
+    version, rank, _flags = f.u8(), f.u8(), f.u8()
     if version == 1:
         f.skip(5)
         kind = 1 if rank else 0

@@ -9,7 +9,6 @@ anything is allocated; a bad address raises `H5Error`, which the walker turns in
 from __future__ import annotations
 
 import io
-import struct
 
 # What one structure of a real file needs, with a wide margin: an object header chunk, a
 # B-tree node, a local heap's names, an attribute's value.
@@ -113,10 +112,6 @@ class Fields:
 
     def left(self) -> int:
         return len(self.data) - self.pos
-
-
-def unpack(fmt: str, data: bytes, at: int = 0):
-    return struct.unpack_from("<" + fmt, data, at)
 
 
 class SourceFile(io.RawIOBase):
