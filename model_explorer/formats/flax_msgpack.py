@@ -25,7 +25,8 @@ CHUNKED_KEY = "__msgpack_chunked_array__"
 MAX_DEPTH = 64  # maps inside maps; Flax trees are about 10 deep
 MAX_TEXT = 64 * 1024  # a key or a dtype name
 MAX_SCALARS = 10_000  # plain values (step counters, hyperparameters) kept in the metadata
-BLOCK = 1 << 20  # bytes read from the source at a time while walking the structure
+BLOCK = 64 * 1024  # bytes read from the source at a time while walking the structure
+MAX_TAKE = 1 << 20  # the most one structure read may ask for (keys and dtype names are far shorter)
 DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int8": "I8",
           "uint8": "U8", "int16": "I16", "uint16": "U16", "int32": "I32", "uint32": "U32",
           "int64": "I64", "uint64": "U64", "bool": "BOOL", "complex64": "C64",
@@ -53,7 +54,7 @@ class _Bytes:
         if pos + n > self.end:
             raise Bad("msgpack_bad_structure", f"The {what} needs {n} bytes at byte {pos}, past the end "
                       f"of the file ({self.end} bytes): the file is truncated.", pos, max(0, self.end - pos))
-        if n > BLOCK:
+        if n > MAX_TAKE:
             raise Bad("msgpack_too_large", f"The {what} at byte {pos} claims {n} bytes; no key or "
                       f"dtype name is that long.", pos, 0)
         if not (self.block_at <= pos and pos + n <= self.block_at + len(self.block)):
