@@ -15,7 +15,6 @@ import re
 Axes = tuple[int, ...] | None
 
 _DUPLICATE_SCOPE = re.compile(r"/[^/]*___([^/]*)/")  # 'a___b' stands for 'b' (TF-only renames)
-_DEVICE_SUFFIX = re.compile(r":\d+$")  # 'kernel:0'
 TF_RENAMES = {"kernel": "weight", "embeddings": "weight", "gamma": "weight", "beta": "bias",
               "pointwise_kernel": "pointwise.weight", "depthwise_kernel": "depthwise.weight"}
 FLAX_RENAMES = {"kernel": "weight", "scale": "weight", "embedding": "weight"}
@@ -32,7 +31,7 @@ def reversed_axes(rank: int) -> Axes:
 def tf_to_pt(name: str, shape: tuple[int, ...]) -> tuple[str, Axes]:
     """tf_bert_model/bert/encoder/layer_._0/attention/self/query/kernel:0 ->
     (bert.encoder.layer.0.attention.self.query.weight, the transpose)."""
-    name = _DEVICE_SUFFIX.sub("", name)
+    name = name.replace(":0", "")  # the device id, as transformers drops it
     name = _DUPLICATE_SCOPE.sub(r"/\1/", name)
     name = re.sub(r"//+", "/", name.replace("_._", "/"))
     parts = name.split("/")
@@ -64,9 +63,9 @@ def flax_to_pt(name: str, shape: tuple[int, ...], pt_names: frozenset[str] | set
         parts[-1] = "weight"
     elif last in ("scale", "embedding"):
         parts[-1] = "weight"
-    elif "mean" in last and name.startswith("batch_stats/"):
+    elif "mean" in last:  # batch norm statistics (transformers renames any such name)
         parts[-1] = "running_mean"
-    elif "var" in last and name.startswith("batch_stats/"):
+    elif "var" in last:
         parts[-1] = "running_var"
     return ".".join(parts), axes
 
