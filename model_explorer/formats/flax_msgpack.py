@@ -24,7 +24,8 @@ EXT_NDARRAY, EXT_COMPLEX, EXT_NPSCALAR = 1, 2, 3
 CHUNKED_KEY = "__msgpack_chunked_array__"
 MAX_DEPTH = 64  # maps inside maps; Flax trees are about 10 deep
 MAX_TEXT = 64 * 1024  # a key or a dtype name
-MAX_SCALARS = 10_000  # plain values (step counters, hyperparameters) kept in the metadata
+MAX_SCALARS = 10_000  # plain values (step counters, hyperparameters) kept in the metadata and labelled
+MAX_VALUES = 500_000  # values walked: a real tree has a few per tensor; a file of a million nils does not
 BLOCK = 64 * 1024  # bytes read from the source at a time while walking the structure
 MAX_TAKE = 1 << 20  # the most one structure read may ask for (keys and dtype names are far shorter)
 DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int8": "I8",
@@ -139,9 +140,14 @@ class _Walk:
     def __init__(self, buf: _Bytes, result: FileResult) -> None:
         self.buf, self.result, self.rep = buf, result, result.report
         self.chunked: list[str] = []
+        self.walked = self.scalars = 0
 
     def value(self, pos: int, name: str, depth: int) -> int:
         """Walk the value at `pos` (named `name` in the tree); returns where it ends."""
+        self.walked += 1
+        if self.walked > MAX_VALUES:
+            raise Bad("msgpack_too_large", f"The file holds more than {MAX_VALUES} values; no parameter "
+                      "tree has that many. The rest is not read.", pos, 0)
         h = _head(self.buf, pos)
         if h.kind in ("map", "array"):
             return self._container(pos, h, name, depth)
@@ -200,10 +206,12 @@ class _Walk:
         return self.buf.take(h.body, h.n, what).decode("utf-8", "replace")
 
     def _scalar(self, name: str, value, pos: int, end: int) -> None:
+        self.scalars += 1
+        if self.scalars > MAX_SCALARS:
+            return  # past the cap plain values are walked, not labelled
         self.rep.span(pos, end - pos, "value", f"{name} > value", short_repr(value))
-        meta = self.result.metadata
-        if name and len(meta) < MAX_SCALARS and "/" + CHUNKED_KEY not in "/" + name:
-            meta[name] = short_repr(value, 200)
+        if name and "/" + CHUNKED_KEY not in "/" + name:
+            self.result.metadata[name] = short_repr(value, 200)
 
     def _array(self, pos: int, h: _Head, name: str) -> None:
         """An ndarray ext: its payload is the array (shape, dtype name, data)."""

@@ -168,3 +168,18 @@ def test_u64_shape_entries(tmp_path):
     path.write_bytes(b"\x81\xa1w" + msgpack.packb(msgpack.ExtType(1, payload)))
     ckpt = mx.open(str(path))
     assert ckpt.tensors["w"].shape == (2,) and ckpt.findings == []
+
+
+def test_plain_values_past_the_caps_are_walked_not_labelled(tmp_path, monkeypatch):
+    """An array of nils longer than the walk's cap (lowered here to keep the test fast): bounded
+    time and spans, one finding."""
+    from model_explorer.formats import flax_msgpack
+
+    monkeypatch.setattr(flax_msgpack, "MAX_VALUES", 30_000)
+    monkeypatch.setattr(flax_msgpack, "MAX_SCALARS", 1_000)
+    path = tmp_path / "nils.msgpack"
+    n = 30_010
+    path.write_bytes(b"\x81\xa1k\xdd" + n.to_bytes(4, "big") + b"\xc0" * n)
+    ckpt = mx.open(str(path))
+    assert _codes(ckpt) == ["msgpack_too_large"]
+    assert len(ckpt.spans_for(ckpt.files[0])) <= 1_000 + 10

@@ -126,3 +126,24 @@ def test_files_h5py_ships_open_cleanly():
             assert (t.offset, t.length) == offsets[name]
         numeric = {n for n, v in values.items() if np.asarray(v).dtype.kind in "biuf"}
         assert set(ckpt.tensors) == numeric, path.name
+
+
+def test_sharded_tf_checkpoint_through_its_index(tmp_path):
+    """transformers shards big TF models: tf_model-0000k-of-0000n.h5 with datasets named by their
+    weight names at the top, and tf_model.h5.index.json mapping each name to its shard."""
+    import json
+
+    weight_map = {}
+    for i, (pt_name, tf_name) in enumerate(TF_NAMES.items()):
+        shard = f"tf_model-0000{i % 2 + 1}-of-00002.h5"
+        with h5py.File(tmp_path / shard, "a") as f:
+            f.create_dataset(tf_name, data=to_tf(pt_name, PT[pt_name]))
+        weight_map[tf_name] = shard
+    total = sum(v.nbytes for v in PT.values())
+    (tmp_path / "tf_model.h5.index.json").write_text(json.dumps({"metadata": {"total_size": total},
+                                                                 "weight_map": weight_map}))
+    ckpt = mx.open(str(tmp_path / "tf_model.h5.index.json"))
+    assert ckpt.format == "hdf5" and len(ckpt.files) == 2 and sorted(ckpt.tensors) == sorted(TF_NAMES.values())
+    assert [f for f in ckpt.findings if f.severity != "info"] == []
+    for pt_name, tf_name in TF_NAMES.items():
+        np.testing.assert_array_equal(ckpt.read(tf_name), to_tf(pt_name, PT[pt_name]))
