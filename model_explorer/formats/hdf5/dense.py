@@ -24,8 +24,6 @@ def _bytes_for(value: int) -> int:
 class Heap:
     win: Window
     addr: int
-    id_len: int
-    checksummed: bool
     width: int
     start_block: int
     max_direct: int
@@ -78,7 +76,9 @@ def read_heap(win: Window, addr: int, where: str) -> Heap:
         raise H5Error("h5_bad_structure", f"The links of {where} point at address {addr}, which holds no "
                       "fractal heap (FRHP).", win.absolute(addr), 4)
     f.skip(1)
-    id_len, filters, flags = f.u16(), f.u16(), f.u8()
+    f.skip(2)  # heap ID length
+    filters = f.u16()
+    f.skip(1)  # flags
     max_managed = f.u32()
     f.skip(n + o + n + o + 8 * n)
     width, start_block, max_direct, max_heap_bits = f.u16(), f.length(), f.length(), f.u16()
@@ -91,7 +91,7 @@ def read_heap(win: Window, addr: int, where: str) -> Heap:
         raise H5Error("h5_bad_structure", f"The fractal heap of {where} has a doubling table of width "
                       f"{width}, blocks of {start_block} to {max_direct} bytes: not a real one.", win.absolute(addr), size)
     length_bytes = min(_bytes_for(max_direct - 1), max_managed.bit_length() // 8 + 1)
-    return Heap(win, addr, id_len, bool(flags & 0x02), width, start_block, max_direct,
+    return Heap(win, addr, width, start_block, max_direct,
                 (max_heap_bits + 7) // 8, length_bytes, root, rows)
 
 

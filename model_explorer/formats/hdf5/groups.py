@@ -29,7 +29,6 @@ class Node:
     header: Header
     attributes: dict[str, m.Attribute] = field(default_factory=dict)
     dataset: bool = False
-    children: list[str] = field(default_factory=list)
 
 
 class Walker:
@@ -56,9 +55,7 @@ class Walker:
                      f"below {MAX_DEPTH} levels are not read.", node.header.at, 0)
                 continue
             for name, child in reversed(children):
-                child_path = f"{path}/{name}" if path else name
-                node.children.append(child_path)
-                stack.append((child, child_path, depth + 1))
+                stack.append((child, f"{path}/{name}" if path else name, depth + 1))
 
     def _visit(self, addr: int, path: str) -> Node | None:
         shown = "/" + path

@@ -48,7 +48,7 @@ class Header:
     at: int  # absolute offset of the header
     prefix: int  # bytes of its prefix (before the first message)
     messages: list[Message]
-    chunks: list[tuple[int, int]]  # (absolute offset, length) of each chunk, prefix included
+    blocks: int = 1  # the first chunk and its continuation blocks
 
 
 def read_header(win: Window, addr: int) -> Header:
@@ -67,7 +67,7 @@ def _v1(win: Window, addr: int) -> Header:
     count, _refs, size = f.u16(), f.u32(), f.u32()
     size = _checked_chunk(size, win.absolute(addr))
     data = win.read(addr + 16, size, "object header")
-    header = Header(1, win.absolute(addr), 16, [], [(win.absolute(addr), 16 + size)])
+    header = Header(1, win.absolute(addr), 16, [])
     pending = [(data, win.absolute(addr + 16))]
     _walk(win, header, pending, 1, count)
     return header
@@ -85,7 +85,7 @@ def _v2(win: Window, addr: int, head: bytes) -> Header:
     size = _checked_chunk(f.uint(width), win.absolute(addr))
     body = addr + prefix + width
     data = win.read(body, size, "object header")
-    header = Header(2, win.absolute(addr), prefix + width, [], [(win.absolute(addr), prefix + width + size + 4)])
+    header = Header(2, win.absolute(addr), prefix + width, [])
     _walk(win, header, [(data, win.absolute(body))], 2, MAX_MESSAGES, flags)
     return header
 
@@ -107,10 +107,9 @@ def _walk(win: Window, header: Header, pending: list, version: int, count: int, 
                 return
             header.messages.append(msg)
             if msg.type == CONTINUATION:
-                block = _continuation(win, msg, version, seen)
-                header.chunks.append((block[1] - (4 if version == 2 else 0), len(block[0]) + (8 if version == 2 else 0)))
-                pending.append(block)
-                if len(header.chunks) > MAX_CONTINUATIONS:
+                pending.append(_continuation(win, msg, version, seen))
+                header.blocks += 1
+                if header.blocks > MAX_CONTINUATIONS:
                     raise H5Error("h5_too_large", f"The object header at {header.at} goes on through more "
                                   f"than {MAX_CONTINUATIONS} continuation blocks.", msg.head, 0)
 
