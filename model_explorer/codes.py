@@ -342,6 +342,8 @@ CATALOG: dict[str, Code] = {
                            "Re-save with h5py's default libver (Keras and transformers do) or open the file with h5py."),
     "h5_truncated": Code("error", "The HDF5 data ends before the end-of-file address its superblock records: the file was cut short.",
                          "Download or export the file again; compare its size with the original's."),
+    "h5_bad_checksum": Code("warning", "A checksummed HDF5 structure (a version 2 superblock or object header) does not match its checksum: its bytes changed after the file was written.",
+                            "Download or export the file again; h5py refuses to open it as it is."),
     "h5_chunked": Code("info", "HDF5 datasets stored in chunks (maybe compressed): their values are read through h5py, not in place, and have no byte range in the hexdump."),
     "h5_external": Code("warning", "An HDF5 dataset keeps its values in another file; they are not read."),
     "h5_dtype_not_read": Code("info", "An HDF5 dataset of a non-numeric type (strings, compound, references); it is not listed as a tensor."),

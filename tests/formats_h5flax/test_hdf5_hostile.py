@@ -139,3 +139,21 @@ def _blob(work, latest: bool) -> bytes:
     if latest not in _BLOBS:
         _BLOBS[latest] = kinds_h5(work / f"kinds{latest}.h5", **({"libver": "latest"} if latest else {})).read_bytes()
     return _BLOBS[latest]
+
+
+def test_checksums_of_version_2_structures(tmp_path):
+    """libver='latest' checksums the superblock and object headers (lookup3): a changed byte that
+    still parses is a warning at the checksum, and the file is still read."""
+    path = tmp_path / "latest.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("w", data=np.arange(4, dtype=np.float32), track_times=True)
+    with h5py.File(path, "r") as f:
+        header = h5py.h5o.get_info(f["w"].id).addr
+    raw = bytearray(path.read_bytes())
+    assert raw[header:header + 4] == b"OHDR" and raw[header + 5] & 0x20  # times are stored
+    raw[header + 6] ^= 0x01  # the access time: still a valid header, no longer its checksum
+    path.write_bytes(bytes(raw))
+    ckpt = mx.open(str(path))
+    (f,) = ckpt.findings
+    assert f.code == "h5_bad_checksum" and f.severity == "warning" and f.length == 4
+    np.testing.assert_array_equal(ckpt.read("w"), np.arange(4, dtype=np.float32))

@@ -76,6 +76,10 @@ class Walker:
             note(self.rep, e.code, f"{shown}: {e.message}", e.offset, e.length)
             return None
         node = Node(path, header, dataset=any(x.type == LAYOUT for x in header.messages))
+        for at, stored, computed in header.bad_checksums:
+            note(self.rep, "h5_bad_checksum", f"The checksum of the object header of {shown} is "
+                 f"0x{stored:08x}, but its bytes give 0x{computed:08x}: they changed after the file was "
+                 "written (its messages are still read).", at, 4, path if node.dataset else None)
         self._label(node)
         for msg in header.messages:
             if msg.type == ATTRIBUTE:

@@ -3,8 +3,9 @@ a dataset) and where its parts are, followed through continuation blocks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .checksum import lookup3
 from .window import Fields, H5Error, Window
 
 # Message types this reader decodes, and the name a person reads for each.
@@ -49,6 +50,7 @@ class Header:
     prefix: int  # bytes of its prefix (before the first message)
     messages: list[Message]
     blocks: int = 1  # the first chunk and its continuation blocks
+    bad_checksums: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, stored, computed)
 
 
 def read_header(win: Window, addr: int) -> Header:
@@ -84,8 +86,10 @@ def _v2(win: Window, addr: int, head: bytes) -> Header:
     f.skip(prefix)
     size = _checked_chunk(f.uint(width), win.absolute(addr))
     body = addr + prefix + width
-    data = win.read(body, size, "object header")
+    whole = win.read(addr, prefix + width + size + 4, "object header")
+    data = whole[prefix + width:-4]
     header = Header(2, win.absolute(addr), prefix + width, [])
+    _check(header, whole, win.absolute(addr))
     _walk(win, header, [(data, win.absolute(body))], 2, MAX_MESSAGES, flags)
     return header
 
@@ -107,14 +111,21 @@ def _walk(win: Window, header: Header, pending: list, version: int, count: int, 
                 return
             header.messages.append(msg)
             if msg.type == CONTINUATION:
-                pending.append(_continuation(win, msg, version, seen))
+                pending.append(_continuation(win, msg, version, seen, header))
                 header.blocks += 1
                 if header.blocks > MAX_CONTINUATIONS:
                     raise H5Error("h5_too_large", f"The object header at {header.at} goes on through more "
                                   f"than {MAX_CONTINUATIONS} continuation blocks.", msg.head, 0)
 
 
-def _continuation(win: Window, msg: Message, version: int, seen: set) -> tuple[bytes, int]:
+def _check(header: Header, block: bytes, at: int) -> None:
+    """A version 2 block ends with the lookup3 checksum of every byte before it."""
+    stored, computed = int.from_bytes(block[-4:], "little"), lookup3(block[:-4])
+    if stored != computed:
+        header.bad_checksums.append((at + len(block) - 4, stored, computed))
+
+
+def _continuation(win: Window, msg: Message, version: int, seen: set, header: Header) -> tuple[bytes, int]:
     f = Fields(msg.data, msg.at, win, "continuation message")
     addr, length = f.addr(), f.length()
     if win.absolute(addr) in seen:
@@ -143,7 +154,7 @@ def _messages(data: bytes, at: int, version: int, flags: int):
             mtype, size, mflags = data[pos], int.from_bytes(data[pos + 1:pos + 3], "little"), data[pos + 3]
         start = pos + head
         if start + size > n:
-            raise H5Error("h5_bad_structure", f"A {MESSAGE_NAMES.get(mtype, 'message')} message of "
+            raise H5Error("h5_bad_structure", f"A {MESSAGE_NAMES.get(mtype, f'type {mtype}')} message of "
                           f"{size} bytes runs past the end of its object header chunk.", at + pos, head)
         yield Message(mtype, mflags, at + start, at + pos, data[start:start + size])
         pos = start + size

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...spans import Report
+from ..catalog_note import note
+from .checksum import lookup3
 from .window import Fields, H5Error, Window
 
 SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -92,4 +94,9 @@ def _v2(f: Fields, win: Window, rep: Report, at: int, version: int) -> Superbloc
     rep.span(start, f.here - start, "offset", "superblock > base, extension, end-of-file and root addresses",
              f"base {base}, end of file {eof}, root object header at {root}")
     rep.span(f.here, 4, "value", "superblock > checksum")
+    stored = f.u32()
+    computed = lookup3(f.data[:f.pos - 4])
+    if stored != computed:
+        note(rep, "h5_bad_checksum", f"The superblock's checksum is 0x{stored:08x}, but its bytes give "
+             f"0x{computed:08x}: they changed after the file was written.", f.here - 4, 4)
     return Superblock(version, at, root, eof)
