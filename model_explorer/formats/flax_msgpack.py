@@ -237,7 +237,7 @@ class _Walk:
         except Bad as e:
             note(rep, e.code, e.message, e.offset, e.length, name)
             return
-        rep.span(at, bh.body - at, "length", f"{name} > data length", f"{bh.n} bytes", name)
+        rep.span(at, bh.body - at, "msgpack_data_header", f"{name} > data length", f"{bh.n} bytes", name)
         dtype = DTYPES.get(dtype_name)
         if dtype is None:
             note(rep, "msgpack_dtype_not_read", f"The array {name} is {short_repr(dtype_name)}, a dtype this "

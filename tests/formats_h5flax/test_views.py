@@ -71,3 +71,16 @@ def test_tf_names_read_as_transformers_wrote_them(paths):
     assert rows["total"] == 1
     assert rows["rows"][0]["name"] == TF_NAMES["bert.encoder.layer.0.attention.self.query.weight"]
     assert len(e.checkpoint.tensors) == len(PT)
+
+
+@pytest.mark.parametrize("kind", ["hdf5", "flax"])
+def test_every_span_kind_is_explained_in_words(paths, kind):
+    from model_explorer.formats.kind_words import KIND_WORDS
+
+    e = Explorer(paths[kind])
+    first = e.answer("step", {"index": 0})[0]
+    texts = [e.answer("step", {"index": i})[0] for i in range(first["count"])]
+    for t in texts:
+        assert "of kind" not in t["text"], t  # the fallback sentence: a kind without words
+        if t["span"]["kind"] in KIND_WORDS:
+            assert "{" not in t["text"]

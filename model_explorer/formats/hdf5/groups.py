@@ -97,10 +97,10 @@ class Walker:
         what = "dataset" if node.dataset else "group"
         label = "/" + node.path if node.path else "/ (root group)"
         tensor = node.path if node.dataset else None
-        rep.span(h.at, h.prefix, "length", f"{label} > object header",
+        rep.span(h.at, h.prefix, "h5_object_header", f"{label} > object header",
                  f"{what}, version {h.version}, {len(h.messages)} messages", tensor)
         for msg in h.messages:
-            rep.span(msg.head, msg.at - msg.head + len(msg.data), SPAN_KIND.get(msg.type, "value"),
+            rep.span(msg.head, msg.at - msg.head + len(msg.data), SPAN_KIND.get(msg.type, "h5_message"),
                      f"{label} > {msg.name}", None, tensor)
 
     # -- children --------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ class Walker:
                                  f"fractal heap that cannot be read: {e.message} The objects under it "
                                  "are not listed.", e.offset, e.length)
                             continue
-                        self.rep.span(msg.head, msg.at - msg.head + len(msg.data), "offset",
+                        self.rep.span(msg.head, msg.at - msg.head + len(msg.data), "h5_link",
                                       f"{where} > link info", f"{len(links)} links in a fractal heap")
                         out.extend((x.name, x.address) for x in links if x.address is not None)
             except H5Error as e:
@@ -181,7 +181,7 @@ class Walker:
         for _ in range(used):
             body.skip(n)
             children.append(body.addr())
-        self.rep.span(self.win.absolute(addr), 8 + 2 * o + size, "offset", f"{where} > B-tree node",
+        self.rep.span(self.win.absolute(addr), 8 + 2 * o + size, "h5_btree", f"{where} > B-tree node",
                       f"level {level}, {used} entries")
         return level, children
 
@@ -195,7 +195,7 @@ class Walker:
         entry = 2 * o + 24
         f = Fields(self.win.read(addr + 8, count * entry, "symbol table node"), self.win.absolute(addr) + 8,
                    self.win, "symbol table node")
-        self.rep.span(self.win.absolute(addr), 8, "count", f"{where} > symbol table node", f"{count} entries")
+        self.rep.span(self.win.absolute(addr), 8, "h5_btree", f"{where} > symbol table node", f"{count} entries")
         out = []
         for _ in range(count):
             at = f.here
@@ -205,7 +205,7 @@ class Walker:
             if name is None:
                 raise H5Error("h5_bad_structure", f"A member of {where} names itself at offset {name_at} "
                               "of the group's local heap, outside it.", at, o)
-            self.rep.span(at, entry, "key", f"{where} > link {name}", name)
+            self.rep.span(at, entry, "h5_link", f"{where} > link {name}", name)
             out.append((name, header))
         return out
 
@@ -218,9 +218,9 @@ class Walker:
                           "start with HEAP.", self.win.absolute(addr), 4)
         f.skip(4)
         size, _free, data_addr = f.length(), f.length(), f.addr()
-        self.rep.span(self.win.absolute(addr), f.pos, "length", f"{where} > local heap", f"{size} bytes of names")
+        self.rep.span(self.win.absolute(addr), f.pos, "h5_heap", f"{where} > local heap", f"{size} bytes of names")
         data = self.win.read(data_addr, size, "local heap data")
-        self.rep.span(self.win.absolute(data_addr), size, "key", f"{where} > local heap names")
+        self.rep.span(self.win.absolute(data_addr), size, "h5_heap", f"{where} > local heap names")
         return data_addr, data
 
 

@@ -18,8 +18,9 @@ MESSAGE_NAMES = {NIL: "padding", DATASPACE: "dataspace", LINK_INFO: "link info",
                  CONTINUATION: "continuation", SYMBOL_TABLE: "symbol table", 18: "modification time",
                  19: "B-tree K values", 20: "driver info", ATTRIBUTE_INFO: "attribute info",
                  22: "reference count", 23: "file space info"}
-SPAN_KIND = {DATASPACE: "dims", DATATYPE: "type", LAYOUT: "offset", ATTRIBUTE: "metadata", LINK: "key",
-             SYMBOL_TABLE: "offset", CONTINUATION: "offset", NIL: "padding", FILTERS: "type"}
+SPAN_KIND = {DATASPACE: "dims", DATATYPE: "type", LAYOUT: "h5_layout", ATTRIBUTE: "h5_attribute", LINK: "h5_link",
+             SYMBOL_TABLE: "h5_btree", CONTINUATION: "h5_object_header", NIL: "padding", FILTERS: "h5_filters",
+             LINK_INFO: "h5_link"}
 MAX_MESSAGES = 4096  # per object header, continuations included
 MAX_CONTINUATIONS = 256
 MAX_CHUNK = 4 * 1024 * 1024  # one header chunk; real ones are a few hundred bytes

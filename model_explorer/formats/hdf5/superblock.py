@@ -58,7 +58,7 @@ def read_superblock(win: Window, rep: Report) -> Superblock:
 
 def _widths(f: Fields, win: Window, rep: Report, where: int) -> None:
     o, n = win.offset_size, win.length_size
-    rep.span(where, 2, "length", "superblock > sizes of offsets and lengths", f"{o}, {n}")
+    rep.span(where, 2, "h5_superblock", "superblock > sizes of offsets and lengths", f"{o}, {n}")
     if o not in WIDTHS or n not in WIDTHS:
         raise H5Error("h5_unsupported", f"The superblock gives addresses of {o} bytes and lengths of "
                       f"{n} bytes; this reader takes 2, 4 or 8.", where, 2)
@@ -69,18 +69,18 @@ def _v0(f: Fields, win: Window, rep: Report, at: int, version: int) -> Superbloc
     win.offset_size, win.length_size = f.u8(), f.u8()
     _widths(f, win, rep, f.here - 2)
     f.skip(1)
-    rep.span(f.here, 4, "count", "superblock > B-tree K values", "leaf K, internal K")
+    rep.span(f.here, 4, "h5_superblock", "superblock > B-tree K values", "leaf K, internal K")
     f.skip(8)  # group leaf and internal K, file consistency flags
     if version == 1:
         f.skip(4)  # indexed storage K, reserved
     start = f.here
     base, _free, eof, _driver = f.addr(), f.addr(), f.addr(), f.addr()
-    rep.span(start, f.here - start, "offset", "superblock > base, free-space, end-of-file and driver addresses",
+    rep.span(start, f.here - start, "h5_address", "superblock > base, free-space, end-of-file and driver addresses",
              f"base {base}, end of file {eof}")
     entry = f.here
     _name, root = f.addr(), f.addr()
     f.skip(24)  # cache type, reserved, scratch pad
-    rep.span(entry, f.here - entry, "offset", "superblock > root group symbol table entry",
+    rep.span(entry, f.here - entry, "h5_address", "superblock > root group symbol table entry",
              f"object header at {root}")
     return Superblock(version, at, root, eof)
 
@@ -91,9 +91,9 @@ def _v2(f: Fields, win: Window, rep: Report, at: int, version: int) -> Superbloc
     f.skip(1)  # file consistency flags
     start = f.here
     base, _ext, eof, root = f.addr(), f.addr(), f.addr(), f.addr()
-    rep.span(start, f.here - start, "offset", "superblock > base, extension, end-of-file and root addresses",
+    rep.span(start, f.here - start, "h5_address", "superblock > base, extension, end-of-file and root addresses",
              f"base {base}, end of file {eof}, root object header at {root}")
-    rep.span(f.here, 4, "value", "superblock > checksum")
+    rep.span(f.here, 4, "h5_superblock", "superblock > checksum")
     stored = f.u32()
     computed = lookup3(f.data[:f.pos - 4])
     if stored != computed:
