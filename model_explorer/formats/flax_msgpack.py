@@ -26,7 +26,7 @@ MAX_DEPTH = 64  # maps inside maps; Flax trees are about 10 deep
 MAX_TEXT = 64 * 1024  # a key or a dtype name
 MAX_SCALARS = 10_000  # plain values (step counters, hyperparameters) kept in the metadata and labelled
 MAX_VALUES = 500_000  # values walked: a real tree has a few per tensor; a file of a million nils does not
-BLOCK = 64 * 1024  # bytes read from the source at a time while walking the structure
+BLOCK = 4096  # bytes read at a time while walking the structure (one request each over http)
 MAX_TAKE = 1 << 20  # the most one structure read may ask for (keys and dtype names are far shorter)
 DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "float64": "F64", "int8": "I8",
           "uint8": "U8", "int16": "I16", "uint16": "U16", "int32": "I32", "uint32": "U32",

@@ -147,3 +147,16 @@ def test_sharded_tf_checkpoint_through_its_index(tmp_path):
     assert [f for f in ckpt.findings if f.severity != "info"] == []
     for pt_name, tf_name in TF_NAMES.items():
         np.testing.assert_array_equal(ckpt.read(tf_name), to_tf(pt_name, PT[pt_name]))
+
+
+def test_over_http_in_few_requests(served):
+    """Over http the structures are read in 64 KiB blocks: a handful of requests, not one per
+    header, heap and B-tree node; the values equal the local file's."""
+    folder, base, server = served
+    path = tf_model_h5(folder / "tf_model.h5")
+    ckpt = mx.open(f"{base}/tf_model.h5")
+    local = mx.open(str(path))
+    assert list(ckpt.tensors) == list(local.tensors) and ckpt.findings == []
+    assert len(server.requests) <= 4, server.requests
+    for name in ckpt.tensors:
+        np.testing.assert_array_equal(ckpt.read(name), local.read(name))
