@@ -11,8 +11,10 @@ from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
 from .formats.detect import WEIGHTS, detect, extension_matches, identify
+from .formats.flax_msgpack import read_flax_msgpack
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
+from .formats.hdf5 import read_hdf5, read_keras
 from .formats.hubquant.summary import quant_summary
 from .formats.npy import read_npy, read_npz
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
@@ -32,11 +34,15 @@ READERS = {
     "npy": read_npy,
     "npz": read_npz,
     "torch_tar": read_torch_tar,
+    "hdf5": read_hdf5,
+    "keras": read_keras,
+    "flax_msgpack": read_flax_msgpack,
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
              "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
-             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch"}
+             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch", "hdf5": "hdf5", "keras": "keras",
+             "flax_msgpack": "flax"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -68,11 +74,13 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     ckpt.sources.add(src)
     head = bytes(src.read(0, 512))  # a tar's magic is at byte 257
     kind = detect(head, src.size)
+    if kind in ("unknown", "zip"):  # HDF5, Keras and Flax are told apart by identify (more bytes)
+        kind = _identified(src, kind)
     named = kind
     if kind == "unknown":
         # Bytes that match nothing (a bad magic, a file cut short) are read by the format the
         # name claims, so its reader can say what is wrong where.
-        named = next((k for k in ("safetensors", "gguf") if extension_matches(k, sources.basename(path))),
+        named = next((k for k in ("safetensors", "gguf", "hdf5", "flax_msgpack") if extension_matches(k, sources.basename(path))),
                      "unknown")
     reader = READERS.get(named)
     if reader is None:
@@ -91,6 +99,14 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
                                      f"checkpoint is {ckpt.format}.", file=src.name))
     _merge(ckpt, result)
     return result
+
+
+def _identified(src, kind: str) -> str:
+    try:
+        reads_as = identify(src.read, src.size, src.name).reads_as
+    except OSError:
+        return kind
+    return reads_as if reads_as in ("hdf5", "keras", "flax_msgpack") else kind
 
 
 def _unread(src, head: bytes) -> Report:

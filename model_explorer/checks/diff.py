@@ -23,6 +23,7 @@ from ..opener import opened
 from ..records import CheckpointRecord, TensorInfo
 from ..tensors import names
 from ..tensors.read import read
+from . import crossformat
 
 COLUMNS = ["name", "name_b", "status", "dtype_a", "dtype_b", "shape_a", "shape_b", "max_abs_diff",
            "rel_l2", "cosine"]
@@ -162,6 +163,8 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
     import pandas as pd
 
     with opened(a) as ca, opened(b) as cb:
+        if crossformat.applies(ca, cb):  # tf_model.h5 / flax_model.msgpack against PyTorch names
+            return _crossformat_table(ca, cb, values, tokenizers)
         pairs, gguf_side = _pairs(ca, cb)
         permute, shifted = None, False
         if gguf_side:
@@ -207,3 +210,37 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
         table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
                                                              else (None, []))
         return table
+
+
+def _crossformat_table(ca: CheckpointRecord, cb: CheckpointRecord, values: bool, tokenizers: bool):
+    """diff's table for a TensorFlow or Flax checkpoint against another format: names through
+    transformers' conversion, shapes and values compared in the PyTorch layout (checks/crossformat.py)."""
+    import pandas as pd
+
+    rows = []
+    for na, nb, axes_a, axes_b in crossformat.pairs(ca, cb):
+        ta, tb = ca.tensors.get(na) if na else None, cb.tensors.get(nb) if nb else None
+        shape_a, shape_b = crossformat.shapes(ta, axes_a, tb, axes_b) if ta and tb else (
+            list(ta.shape) if ta else None, list(tb.shape) if tb else None)
+        row = {"name": na if na is not None else nb, "name_b": nb, "dtype_a": ta.kind if ta else None,
+               "dtype_b": tb.kind if tb else None, "shape_a": shape_a, "shape_b": shape_b,
+               "max_abs_diff": None, "rel_l2": None, "cosine": None}
+        if ta is None or tb is None:
+            row["status"] = "added" if ta is None else "removed"
+        elif shape_a != shape_b:
+            row["status"] = "shape"
+        else:
+            row["status"] = "dtype" if ta.kind != tb.kind else "same"
+            if values:
+                try:
+                    row.update(crossformat.compare_permuted(ca, ta, axes_a, cb, tb, axes_b) if axes_a or axes_b
+                               else compare(ca, ta, cb, tb))
+                except ValueError as e:
+                    row["status"] = f"unreadable: {e}"
+                if row["status"] == "same" and row["max_abs_diff"] != 0:
+                    row["status"] = "changed"
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
+                                                         else (None, []))
+    return table

@@ -38,6 +38,9 @@ EXTENSIONS = {
     "npy": (".npy",),
     "npz": (".npz",),
     "torch_tar": (".bin", ".pt", ".pth", ".ckpt", ".tar"),
+    "hdf5": (".h5", ".hdf5"),
+    "keras": (".keras",),
+    "flax_msgpack": (".msgpack",),
 }
 NPY_MAGIC = b"\x93NUMPY"
 TORCH_TAR_MEMBERS = ("sys_info", "storages", "tensors", "pickle")
@@ -269,7 +272,7 @@ def _zip_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
            for n in names):
         return _it("pt2", WEIGHTS)
     if any(n.endswith(".weights.h5") for n in names):
-        return _it("keras", WEIGHTS)
+        return _it("keras", WEIGHTS, "keras")
     return _it("zip_archive", OTHER)
 
 
@@ -279,7 +282,7 @@ def _other_kind(head: bytes, name: str) -> Identified:
     if head[:4] in GGML_MAGICS:
         return _it("ggml", WEIGHTS, label=f"legacy GGML ({GGML_MAGICS[head[:4]]})")
     if any(head[o:o + 8] == HDF5_MAGIC for o in HDF5_OFFSETS):
-        return _it("hdf5", WEIGHTS)
+        return _it("hdf5", WEIGHTS, "hdf5")
     if head[4:8] == b"TFL3":
         return _it("tflite", WEIGHTS)
     if head[4:6] == b"ET" and head[6:8].isdigit():
@@ -287,7 +290,7 @@ def _other_kind(head: bytes, name: str) -> Identified:
     if _is_onnx(head):
         return _it("onnx", WEIGHTS)
     if _is_flax_msgpack(head):
-        return _it("flax_msgpack", WEIGHTS)
+        return _it("flax_msgpack", WEIGHTS, "flax_msgpack")
     if _is_sentencepiece(head):
         return _it("sentencepiece", SIDE)
     for magic, what in IMAGE_MAGICS:

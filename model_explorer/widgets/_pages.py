@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from ..formats.kind_words import KIND_WORDS
 from ..hexview import END_KIND, SpanIndex
 from ..spans import Span
 
@@ -82,6 +83,8 @@ def explain(s: Span, fmt: str) -> str:
     v = f" ({s.value})" if s.value else ""
     n = f"{s.length} byte{'s' if s.length != 1 else ''}"
     k, owner = s.kind, _owner(s.path)
+    if k in KIND_WORDS:  # the HDF5 and msgpack readers' kinds (formats/kind_words.py)
+        return KIND_WORDS[k].format(path=s.path, value=v, size=n)
     if k == "magic":
         return (f"The magic bytes{v}: a reader checks these {n} first to know the file is "
                 f"{fmt.upper() if fmt == 'gguf' else fmt}.")

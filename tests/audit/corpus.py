@@ -124,10 +124,8 @@ def not_read_yet(folder: Path) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     files = {
         "model.onnx": (onnx_bytes(), "onnx"),
-        "tf_model.h5": (b"\x89HDF\r\n\x1a\n" + bytes(600), "hdf5"),
         "model.tflite": (b"\x1c\x00\x00\x00TFL3" + bytes(64), "tflite"),
         "ggml-model-q4_0.bin": (b"tjgg" + struct.pack("<I", 3) + bytes(64), "ggml"),
-        "flax_model.msgpack": (b"\x81\xa6params\x80", "flax_msgpack"),
         "openvino_model.xml": (b'<?xml version="1.0"?>\n<net name="torch_jit" version="11">\n</net>\n', "openvino"),
     }
     for name, (data, _) in files.items():
