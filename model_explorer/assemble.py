@@ -15,6 +15,7 @@ from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
 from .formats.hubquant.summary import quant_summary
 from .formats.npy import read_npy, read_npz
+from .formats.onnx import read_onnx
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
 from .formats.pytorch.tar import read_torch_tar
 from .formats.result import FileResult
@@ -32,11 +33,13 @@ READERS = {
     "npy": read_npy,
     "npz": read_npz,
     "torch_tar": read_torch_tar,
+    "onnx": read_onnx,
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
              "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
-             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch"}
+             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch",
+             "onnx": "onnx"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -136,6 +139,10 @@ def _read_safely(reader, src, kind: str) -> FileResult:
 def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.files.append(result.file)
     ckpt.sizes[result.file] = result.size
+    for extra, size in result.details.get("external_files", {}).items():  # ONNX external data
+        if extra not in ckpt.sizes:
+            ckpt.files.append(extra)
+            ckpt.sizes[extra] = size
     ckpt.spans.extend(result.report.spans)
     if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
         ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans),

@@ -9,7 +9,7 @@ streaming decode only the rows they touch.
 from __future__ import annotations
 
 from ...records import CheckpointRecord, TensorInfo
-from . import awq, bnb, compressed, fp8, gptq, mxfp4
+from . import awq, bnb, compressed, fp8, gptq, mxfp4, onnx_quant
 
 PLANS = {
     "gptq": gptq.plan,
@@ -23,6 +23,9 @@ PLANS = {
     "ct_mxfp4": compressed.plan,
     "fp8_block": fp8.plan,
     "mxfp4": mxfp4.plan,
+    "onnx_varint": onnx_quant.varint_plan,
+    "onnx_qdq": onnx_quant.qdq_plan,
+    "onnx_matmul_nbits": onnx_quant.nbits_plan,
 }
 # Recognised by the format layer but without a decoder here, with the reason.
 NOT_DECODED = {
