@@ -103,7 +103,7 @@ def reference(path: Path) -> dict[str, np.ndarray]:
 # -- quantized ---------------------------------------------------------------------------------
 
 def qdq_model(path: Path, dtype=TP.INT8, axis: int | None = None, block: int = 0,
-              zero: bool = True) -> tuple[Path, np.ndarray]:
+              zero: bool = True, raw: bool = True) -> tuple[Path, np.ndarray]:
     """A DequantizeLinear of a weight initializer: per tensor, per axis or blocked; returns the
     file and the weight as onnxruntime dequantizes it (run in the test)."""
     shape = (6, 8)
@@ -133,9 +133,9 @@ def qdq_model(path: Path, dtype=TP.INT8, axis: int | None = None, block: int = 0
     nodes = [helper.make_node("DequantizeLinear", inputs, ["w"], **attrs),
              helper.make_node("MatMul", ["x", "w"], ["y"])]
     model = _model(nodes, inits, [value("x", shape=[1, 6])], [value("y", shape=[1, 8])])
-    # int4 initializers: to raw_data as onnx packs them (helper writes int32_data otherwise)
+    # raw_data as exporters write it (onnx.helper.make_tensor writes int32_data varints)
     for t in model.graph.initializer:
-        if t.data_type in (TP.INT4, TP.UINT4):
+        if raw or t.data_type in (TP.INT4, TP.UINT4):
             arr = numpy_helper.to_array(t)
             t.CopyFrom(numpy_helper.from_array(arr, t.name))
     onnx.save_model(model, str(path))

@@ -54,6 +54,11 @@ def _get(tensors, rec, i: int) -> TensorInfo | None:
     return tensors.get(name) if name else None
 
 
+def _taken(t: TensorInfo) -> bool:
+    """Already grouped or unreadable; codes in a typed varint field can still be grouped."""
+    return bool(t.quant) and t.quant.get("kind") not in ("onnx_varint", "onnx_packed_int")
+
+
 def _mismatch(rep, rec, message: str, t: TensorInfo) -> None:
     rep.error("onnx_quant_mismatch", f"{rec.op_type} node {rec.name or rec.outputs[:1]!r}: "
               f"{message}; its weight is left as stored (codes, not values).", rec.at, rec.length,
@@ -80,7 +85,7 @@ def _scale_layout(x: TensorInfo, s: TensorInfo, axis: int, block: int) -> str | 
 
 def _qdq(tensors, rec, rep) -> None:
     x, s, z = _get(tensors, rec, 0), _get(tensors, rec, 1), _get(tensors, rec, 2)
-    if x is None or s is None or x.quant or x.dtype not in QDQ_CODES:
+    if x is None or s is None or _taken(x) or x.dtype not in QDQ_CODES:
         return
     axis, block = int(rec.attrs.get("axis", 1)), int(rec.attrs.get("block_size", 0) or 0)
     if len(x.shape) <= 1 and s.numel == 1:
@@ -91,7 +96,7 @@ def _qdq(tensors, rec, rep) -> None:
 def _dynamic(tensors, rec, rep) -> None:
     """onnxruntime quantize_dynamic: W_quantized with W_scale / W_zero_point by name."""
     w = _get(tensors, rec, 1)
-    if w is None or w.quant or w.dtype not in ("I8", "U8") or not w.name.endswith("_quantized"):
+    if w is None or _taken(w) or w.dtype not in ("I8", "U8") or not w.name.endswith("_quantized"):
         return
     base = w.name[: -len("_quantized")]
     s = tensors.get(base + "_scale")
@@ -119,7 +124,7 @@ def _attach(tensors, rec, rep, x, s, z, axis: int, block: int, how: str) -> None
     x.quant = quant_description("onnx_qdq", f"{how}_{x.dtype}", {
         "bits": CODE_BITS.get(x.dtype, 8),
         "axis": axis % rank if rank else 0, "block_size": block, "mode": mode,
-        "node": rec.op_type}, {"weight": x, "scale": s, "zero_point": z})
+        "node": rec.op_type, "stored": x.quant if (x.quant or {}).get("kind") == "onnx_varint" else None}, {"weight": x, "scale": s, "zero_point": z})
 
 
 def _nbits(tensors, rec, rep) -> None:

@@ -28,6 +28,7 @@ MAX_FIELDS = 5_000_000     # fields walked in all: a file of millions of empty f
 MAX_LABELLED_NODES = 100_000
 MAX_TENSORS = 300_000
 MAX_NODE_NAMES = 4096      # inputs or outputs kept per node
+PACKED_INTS = ("I4", "U4", "I2", "U2")  # decoded by tensors/schemes/onnx_quant.py
 MAX_INTS = 64              # values kept of a repeated int attribute
 
 
@@ -269,6 +270,8 @@ class _Walk:
         info = TensorInfo(name, dt.dtype, tuple(p.dims), rep.file, at, length, extra=extra)
         if varints is not None:
             info.quant = {"kind": "onnx_varint", "label": dt.dtype, "field": varints}
+        elif dt.dtype in PACKED_INTS:
+            info.quant = {"kind": "onnx_packed_int", "label": dt.dtype}
         elif p.unpacked:
             info.quant = {"kind": "unusable", "label": dt.dtype,
                           "reason": "its values are stored unpacked, one protobuf field each"}

@@ -26,6 +26,7 @@ PLANS = {
     "onnx_varint": onnx_quant.varint_plan,
     "onnx_qdq": onnx_quant.qdq_plan,
     "onnx_matmul_nbits": onnx_quant.nbits_plan,
+    "onnx_packed_int": onnx_quant.packed_int_plan,
 }
 # Recognised by the format layer but without a decoder here, with the reason.
 NOT_DECODED = {

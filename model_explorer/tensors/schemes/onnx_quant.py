@@ -20,7 +20,8 @@ import numpy as np
 
 from ... import dtypes
 from ..plan import Plan
-from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, part, row_offsets
+from ...records import TensorInfo
+from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, part, row_offsets, rows_as_bytes
 
 CODE_DTYPES = {"I8": np.int8, "U8": np.uint8, "I16": "<i2", "U16": "<u2", "I32": "<i4"}
 VARINT_OUT = {"I8": np.int8, "U8": np.uint8, "I16": np.int16, "U16": np.uint16, "I32": np.int32,
@@ -100,6 +101,21 @@ def varint_plan(ckpt, info) -> Plan:
     return p
 
 
+def packed_int_plan(ckpt, info) -> Plan:
+    """INT4/UINT4/INT2/UINT2 raw_data: codes packed low bits first across the flat tensor."""
+    bits = 4 if info.dtype in ("I4", "U4") else 2
+    per = 8 // bits
+    signed = info.dtype.startswith("I")
+
+    def decode(raw, idx, o):
+        q = dtypes.unpack_bits(_pad8(raw, bits), bits).reshape(len(raw), -1)[:, :per]
+        o[...] = (q.astype(np.int8) ^ (1 << (bits - 1))) - (1 << (bits - 1)) if signed else q
+
+    out = np.dtype(np.int8 if signed else np.uint8)
+    return Plan(info, per, 1, -(-info.numel // per), out, decode, None,
+                dtypes.nbytes_for(bits, info.numel), f"byte of {per} codes")
+
+
 # -- QDQ --------------------------------------------------------------------------------------
 
 def _codes(name: str, raw: np.ndarray, count: int) -> np.ndarray:
@@ -128,7 +144,7 @@ def qdq_plan(ckpt, info) -> Plan:
     unit_bytes = unit_elems * bits // 8
     n_units = -(-info.numel // unit_elems)
     need = dtypes.nbytes_for(bits, info.numel)
-    if x.length < need:
+    if x.length < need and not q.get("stored"):
         raise ValueError(f"Tensor {info.name!r} needs {need} bytes but holds {x.length}.")
     S = _side(ckpt, s).astype(F32)
     check_scales(S, s)
@@ -169,11 +185,25 @@ def qdq_plan(ckpt, info) -> Plan:
             o -= Z[where]
         o *= S[where]
 
-    p = Plan(info, unit_elems, unit_bytes, n_units, np.dtype(F32), decode, scales, need,
-             f"row of {unit_elems}")
+    p = Plan(info, unit_elems, unit_bytes, n_units, np.dtype(F32), decode, scales,
+             x.length if q.get("stored") else need, f"row of {unit_elems}")
+    if q.get("stored"):  # codes in a typed varint field (onnx.helper.make_tensor writes int8 so)
+        p.gather = _varint_codes(ckpt, x, q["stored"], unit_elems, n_units)
     p.parts = Parts(codes, scales, zeros if Z is not None else None, group,
                     row_offsets(x, unit_bytes), bits)
     return p
+
+
+def _varint_codes(ckpt, x, stored: dict, unit_elems: int, n_units: int):
+    """Units of codes decoded from their varint field, whole (such fields are small)."""
+    if x.dtype not in CODE_DTYPES:
+        raise ValueError(f"{x.name!r} keeps {x.dtype} codes in {stored.get('field')}, which is "
+                         "not decoded here.")
+    plain = TensorInfo(x.name, x.dtype, x.shape, x.file, x.offset, x.length, quant=stored)
+    flat = np.zeros(n_units * unit_elems, np.dtype(CODE_DTYPES[x.dtype]))
+    flat[:x.numel] = _side(ckpt, plain)
+    units = flat.reshape(n_units, unit_elems)
+    return lambda idx: rows_as_bytes(units[as_array(idx)])
 
 
 # -- MatMulNBits ------------------------------------------------------------------------------
