@@ -61,6 +61,7 @@ class _Walk:
         self.labelled = 0
         self.graphs = 0
         self.cut = False  # the file ends inside a message
+        self.reported_cut = False
 
     def each(self, at: int, end: int, where: str):
         """The fields of one message; a broken one is a finding and ends that message."""
@@ -71,8 +72,9 @@ class _Walk:
                     raise _Budget
                 yield f
         except WireError as e:
-            if self.cut and e.offset + e.length >= self.data.size:
-                return  # the cut the truncation finding already names
+            if self.cut and e.cut and e.offset + e.length >= self.data.size:
+                self.truncated(None)  # one finding for the cut, wherever the walk meets it
+                return
             self.rep.error("onnx_malformed", f"In {where}: {e}", e.offset, e.length)
 
     # -- model -------------------------------------------------------------------------------
@@ -86,10 +88,7 @@ class _Walk:
         for f in self.each(0, size, "the model"):
             n = f.number
             if f.wire == LEN and f.value is not None:  # declared past the end of the file
-                rep.error("truncated", f"The file ends at byte {size:,}, inside model field {n} "
-                          f"that says it runs to byte {f.at + f.value:,}: the file is cut short "
-                          "and what follows the cut is missing.", size, 0)
-                rep.span(size, 0, END_KIND, "end of file", f"{size:,} bytes of {f.at + f.value:,} expected")
+                self.truncated(f.at + f.value)
             if n == Model.IR_VERSION and f.wire == VARINT:
                 meta["onnx.ir_version"] = f.value
                 rep.span(f.tag_at, f.end - f.tag_at, "version", "ir_version", str(f.value))
@@ -124,6 +123,17 @@ class _Walk:
         if not graph_seen and not rep.findings:
             rep.error("onnx_no_graph", "The model holds no graph (ModelProto field 7): there are "
                       "no weights to read.", 0, min(16, size))
+
+    def truncated(self, expected: int | None) -> None:
+        if self.reported_cut:
+            return
+        self.reported_cut = True
+        size = self.data.size
+        runs = f" that says it runs to byte {expected:,}" if expected else ""
+        self.rep.error("truncated", f"The file ends at byte {size:,}, inside a field{runs}: the "
+                       "file is cut short and what follows the cut is missing.", size, 0)
+        self.rep.span(size, 0, END_KIND, "end of file",
+                      f"{size:,} bytes of {expected:,} expected" if expected else f"{size:,} bytes")
 
     def pair(self, f: Field, what: str) -> tuple[str, str | int]:
         """A StringStringEntryProto (key, value) or an OperatorSetIdProto (domain, version)."""

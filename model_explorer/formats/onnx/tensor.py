@@ -39,6 +39,7 @@ class Parsed:
     external_at: tuple[int, int] | None = None
     location_external: bool = False
     segment: bool = False
+    broken: bool = False  # the walk stopped inside it (a finding says where)
 
     @property
     def dtype(self):
@@ -56,6 +57,7 @@ def parse_tensor(data: Paged, at: int, end: int, rep: Report, where: str) -> Par
         for f in fields(data, at, end):
             _field(data, f, p, rep, where)
     except WireError as e:
+        p.broken = True
         rep.error("onnx_malformed", f"In {where}: {e}", e.offset, e.length, p.name or None)
     return p
 
@@ -132,6 +134,8 @@ def check_tensor(p: Parsed, name: str, rep: Report) -> bool:
     """Findings for what makes a tensor unreadable; True when its layout can be trusted."""
     where = p.type_at or (p.at, p.length)
     dt = p.dtype
+    if p.broken:
+        return False
     if dt is None:
         rep.error("onnx_bad_dtype", f"Tensor {name!r} has data_type {p.data_type}, which ONNX "
                   f"does not define (1 to {max(DATA_TYPES)}).", *where, tensor=name)

@@ -21,9 +21,10 @@ PAGE = 1 << 20
 class WireError(Exception):
     """Bytes that are not a protobuf message: what was expected, at which bytes."""
 
-    def __init__(self, message: str, offset: int, length: int) -> None:
+    def __init__(self, message: str, offset: int, length: int, cut: bool = False) -> None:
         super().__init__(message)
         self.offset, self.length = offset, length
+        self.cut = cut  # the bytes stop before the value ends (a file cut short, if at its end)
 
 
 class Field(NamedTuple):
@@ -54,6 +55,18 @@ class Paged:
         self._buf = buf if buf is not None else None
         self._source = source
         self._pages: dict[int, bytes] = {}
+
+    def window(self, start: int, end: int):
+        """(buffer, base): buffer[pos - base] is byte pos for start <= pos < end; a small
+        message of a remote file is fetched as one piece."""
+        if self._buf is not None:
+            return self._buf, 0
+        if end - start <= PAGE:
+            return self.get(start, end - start), start
+        return self, 0
+
+    def __getitem__(self, pos: int) -> int:
+        return self.byte(pos)
 
     def byte(self, pos: int) -> int:
         if self._buf is not None:
@@ -97,7 +110,7 @@ def varint(data: Paged, pos: int, end: int) -> tuple[int, int]:
             raise WireError(f"A varint at byte {start} runs past 10 bytes: no protobuf number is "
                             "that long.", start, pos - start)
     raise WireError(f"A varint at byte {start} is cut off by the end of its message at byte "
-                    f"{end}.", start, max(1, end - start))
+                    f"{end}.", start, max(1, end - start), cut=True)
 
 
 def signed64(v: int) -> int:
@@ -109,38 +122,46 @@ def fields(data: Paged, start: int, end: int, clip: bool = False) -> Iterator[Fi
     """The fields of the message in bytes [start, end), in file order. With `clip` (a message
     the end of the file cuts), a length-delimited field that runs past `end` is yielded cut at
     `end` with `value` = the length it declares, and the walk stops there."""
+    buf, base = data.window(start, end)
     pos = start
     while pos < end:
         tag_at = pos
-        key, pos = varint(data, pos, end)
+        key = buf[pos - base]  # one-byte tags and values (nearly all of them) skip varint()
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = varint(data, pos, end)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise WireError(f"The field tag at byte {tag_at} has field number 0, which protobuf "
                             "does not allow.", tag_at, pos - tag_at)
-        if wire == VARINT:
-            value, after = varint(data, pos, end)
-            yield Field(number, wire, tag_at, pos, after - pos, value)
-            pos = after
+        if wire == VARINT or wire == LEN:
+            if pos < end and buf[pos - base] < 0x80:
+                value, after = buf[pos - base], pos + 1
+            else:
+                value, after = varint(data, pos, end)
+            if wire == VARINT:
+                yield Field(number, wire, tag_at, pos, after - pos, value)
+                pos = after
+                continue
+            if value > end - after:
+                if clip and after <= end:
+                    yield Field(number, wire, tag_at, after, end - after, value)
+                    return
+                raise WireError(f"Field {number} at byte {tag_at} says {value} bytes follow, but "
+                                f"its message ends {end - after} bytes later, at byte {end}.",
+                                tag_at, after - tag_at)
+            yield Field(number, wire, tag_at, after, value, None)
+            pos = after + value
         elif wire in (FIXED64, FIXED32):
             width = 8 if wire == FIXED64 else 4
             if pos + width > end:
                 raise WireError(f"Field {number} at byte {tag_at} needs {width} bytes but its "
-                                f"message ends at byte {end}.", tag_at, end - tag_at)
+                                f"message ends at byte {end}.", tag_at, end - tag_at, cut=True)
             raw = data.get(pos, width)
             yield Field(number, wire, tag_at, pos, width,
                         struct.unpack("<Q" if width == 8 else "<I", raw)[0])
             pos += width
-        elif wire == LEN:
-            n, at = varint(data, pos, end)
-            if n > end - at and clip and at <= end:
-                yield Field(number, wire, tag_at, at, end - at, n)
-                return
-            if n > end - at:
-                raise WireError(f"Field {number} at byte {tag_at} says {n} bytes follow, but its "
-                                f"message ends {end - at} bytes later, at byte {end}.", tag_at,
-                                at - tag_at)
-            yield Field(number, wire, tag_at, at, n, None)
-            pos = at + n
         else:
             raise WireError(f"The field tag at byte {tag_at} has wire type {wire}, which ONNX "
                             "never writes (groups are deprecated; 6 and 7 are undefined).",
@@ -162,6 +183,7 @@ def packed_varints(data: Paged, f: Field, limit: int) -> list[int]:
 
 def text(data: Paged, f: Field, limit: int = 4096) -> str:
     """A string field as text (at most `limit` bytes of it; longer ones end in '…')."""
-    raw = data.get(f.at, min(f.length, limit))
-    s = raw.decode("utf-8", "replace")
+    raw = data.get(f.at, min(f.length, limit)) if data._buf is None else \
+        data._buf[f.at:f.at + min(f.length, limit)]
+    s = str(raw, "utf-8", "replace")
     return s if f.length <= limit else s + "…"
