@@ -4,10 +4,10 @@ with which scale and zero point, so tensors/schemes/onnx_quant.py shows dequanti
 - QDQ (DequantizeLinear, opset 10-23 and com.microsoft): x (int8/uint8/int16/uint16/int4/uint4/
   int32), x_scale, x_zero_point; attributes axis (default 1) and block_size (0: per tensor or per
   axis). value = (x - zero_point) * scale.
-- onnxruntime's quantize_dynamic (MatMulInteger / ConvInteger, QOperator format): the weight is
-  input 1 (input 1 of ConvInteger too), its zero point input 3; its scale is not an input of that
-  node (a Mul after it applies it), so it is found by onnxruntime's naming: `W_quantized` ->
-  `W_scale` (and `W_zero_point`). Weights whose scale cannot be found this way stay as stored.
+- onnxruntime's quantize_dynamic (MatMulInteger / ConvInteger / Gather, QOperator format): the
+  weight's scale is not an input of the node that takes it (a Mul after it applies it), so it is
+  found by onnxruntime's naming: `W_quantized` -> `W_scale` (and `W_zero_point`). Weights whose
+  scale cannot be found this way stay as stored.
 - MatMulNBits (com.microsoft, onnxruntime's 2/4/8-bit weight-only format): B uint8
   [N, ceil(K / block_size), block_size * bits / 8], scales [N * blocks], zero_points packed uint8
   or of the scales' type; attributes K, N, bits, block_size. The weight is shown as [N, K]
@@ -43,7 +43,7 @@ def group_quantized(result: FileResult, nodes) -> None:
         op = rec.op_type
         if op == "DequantizeLinear" and rec.domain in ("", "ai.onnx", MS_DOMAIN):
             _qdq(tensors, rec, rep)
-        elif op in ("MatMulInteger", "ConvInteger") and rec.domain in ("", "ai.onnx"):
+        elif rec.domain in ("", "ai.onnx"):
             _dynamic(tensors, rec, rep)
         elif op == "MatMulNBits" and rec.domain == MS_DOMAIN:
             _nbits(tensors, rec, rep)
@@ -94,19 +94,20 @@ def _qdq(tensors, rec, rep) -> None:
 
 
 def _dynamic(tensors, rec, rep) -> None:
-    """onnxruntime quantize_dynamic: W_quantized with W_scale / W_zero_point by name."""
-    w = _get(tensors, rec, 1)
-    if w is None or _taken(w) or w.dtype not in ("I8", "U8") or not w.name.endswith("_quantized"):
-        return
-    base = w.name[: -len("_quantized")]
-    s = tensors.get(base + "_scale")
-    z = _get(tensors, rec, 3) or tensors.get(base + "_zero_point")
-    if s is None:
-        return
-    axis = len(w.shape) - 1 if rec.op_type == "MatMulInteger" else 0
-    if s.numel == 1:
-        axis = 0
-    _attach(tensors, rec, rep, w, s, z, axis, 0, "DYN")
+    """onnxruntime quantize_dynamic: an input `W_quantized` (MatMulInteger, ConvInteger, or the
+    Gather of an embedding, whose DequantizeLinear acts on the gathered rows) with `W_scale` and
+    `W_zero_point` beside it, by onnxruntime's naming."""
+    for name in rec.inputs:
+        w = tensors.get(name) if name.endswith("_quantized") else None
+        if w is None or _taken(w) or w.dtype not in ("I8", "U8") or not w.shape:
+            continue
+        base = name[: -len("_quantized")]
+        s, z = tensors.get(base + "_scale"), tensors.get(base + "_zero_point")
+        if s is None:
+            continue
+        # per channel: MatMulInteger's [K, N] weight along N, the others along their first axis
+        axis = len(w.shape) - 1 if rec.op_type == "MatMulInteger" else 0
+        _attach(tensors, rec, rep, w, s, z, 0 if s.numel == 1 else axis, 0, "DYN")
 
 
 def _attach(tensors, rec, rep, x, s, z, axis: int, block: int, how: str) -> None:

@@ -313,12 +313,13 @@ def read_onnx(source) -> FileResult:
 def _summary(w: _Walk) -> dict:
     """What the views and the diff use: operator counts and each tensor's consumers."""
     ops: dict[str, int] = {}
-    users: dict[str, list[tuple[str, int, int]]] = {}
+    users: dict[str, list[tuple[str, int, int, str]]] = {}  # op, input index, transB, node name
     tensors = w.result.tensors
     for rec in w.nodes:
         op = rec.op_type if rec.domain in ("", "ai.onnx") else f"{rec.domain}.{rec.op_type}"
         ops[op] = ops.get(op, 0) + 1
         for i, name in enumerate(rec.inputs):
             if name in tensors:
-                users.setdefault(name, []).append((rec.op_type, i, int(rec.attrs.get("transB", 0) or 0)))
+                users.setdefault(name, []).append((rec.op_type, i, int(rec.attrs.get("transB", 0) or 0),
+                                                   rec.name))
     return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users}
