@@ -49,7 +49,7 @@ def _fits(x: TensorInfo, y: TensorInfo) -> str | None:
 
 def _by_module(name: str, users: dict[str, list]) -> str | None:
     """The `.weight` of the module whose node takes this tensor, from the node's name."""
-    for op, index, _trans, node in users.get(name, ()):
+    for _op, index, _trans, node in users.get(name, ()):
         m = MODULE_NODE.match(node or "")
         if m and index in (0, 1):
             return m[1].replace("/", ".") + ".weight"
@@ -92,7 +92,7 @@ def onnx_pairs(a: CheckpointRecord, b: CheckpointRecord):
 
     other_users = _users(other) if other.format == "onnx" else {}
     other_names = {SUFFIX.sub("", m): m for m in other.tensors} if other.format == "onnx" else {}
-    for n, t in onnx_side.tensors.items():
+    for n in onnx_side.tensors:
         base = SUFFIX.sub("", n)
         m = n if n in other.tensors else base if base in other.tensors else other_names.get(base)
         if m is not None and m not in used:

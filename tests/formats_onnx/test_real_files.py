@@ -70,3 +70,18 @@ def test_explorer_on_a_quantized_onnx_shows_weights(tmp_path):
     assert "error" not in st and st["min"] == pytest.approx(float(want.min()))
     row = next(r for r in e.answer("table", {})[0]["rows"] if r["name"] == "w_q")
     assert row["dtype"] == "QDQ_I8"
+
+
+def test_html_report_of_an_onnx_file(tmp_path):
+    import json
+    import re
+
+    from model_explorer.widgets import Explorer
+
+    path, want = models.qdq_model(tmp_path / "q.onnx")
+    e = Explorer(str(path))
+    text = Path(e.save_html(tmp_path / "r.html")).read_text(encoding="utf-8")
+    m = re.search(r'<script type="application/json" id="me-report-data">(.*?)</script>', text, re.S)
+    data = json.loads(m.group(1))
+    st = data["tensor_stats"]
+    assert st["count"] == st["of"] == len(e.checkpoint.tensors) and not st["errors"]

@@ -19,8 +19,8 @@ import math
 import numpy as np
 
 from ... import dtypes
-from ..plan import Plan
 from ...records import TensorInfo
+from ..plan import Plan
 from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, part, row_offsets, rows_as_bytes
 
 CODE_DTYPES = {"I8": np.int8, "U8": np.uint8, "I16": "<i2", "U16": "<u2", "I32": "<i4"}
