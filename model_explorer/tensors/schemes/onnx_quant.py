@@ -21,7 +21,17 @@ import numpy as np
 from ... import dtypes
 from ...records import TensorInfo
 from ..plan import Plan
-from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, part, row_offsets, rows_as_bytes
+from .common import (
+    F32,
+    MAX_SIDE_BYTES,
+    Parts,
+    as_array,
+    check_scales,
+    part,
+    row_offsets,
+    rows_as_bytes,
+    stored,
+)
 
 CODE_DTYPES = {"I8": np.int8, "U8": np.uint8, "I16": "<i2", "U16": "<u2", "I32": "<i4"}
 VARINT_OUT = {"I8": np.int8, "U8": np.uint8, "I16": np.int16, "U16": np.uint16, "I32": np.int32,
@@ -31,12 +41,29 @@ BIT_PATTERNS = {"F16": np.uint16, "BF16": np.uint16, "F8_E4M3": np.uint8, "F8_E5
 
 
 def _side(ckpt, t) -> np.ndarray:
-    """A scale or zero point, read whole through the reader (it may itself be a typed field)."""
-    from ..read import read
-
+    """A scale or zero point, read whole (it may itself be in a typed varint field or packed
+    int4), flat. Through the plans here, not tensors/read.py, which imports this module."""
     if t.numel * 8 > MAX_SIDE_BYTES:
         raise ValueError(f"{t.name!r} holds {t.numel:,} values, far more than a scale tensor holds.")
-    return np.asarray(read(ckpt, t)).reshape(-1)
+    kind = (t.quant or {}).get("kind")
+    if kind in ("onnx_varint", "onnx_packed_int"):
+        plan = varint_plan(ckpt, t) if kind == "onnx_varint" else packed_int_plan(ckpt, t)
+        if plan.gather is not None:
+            raw = plan.gather(range(plan.n_units))
+        else:
+            if t.offset + t.length > ckpt.byte_source(t.file).size:
+                raise ValueError(f"{t.name!r} runs past the end of {t.file}: it is truncated.")
+            raw = np.frombuffer(ckpt.read_bytes(t.offset, t.length, t.file), np.uint8)
+            raw = raw[:plan.n_units * plan.unit_bytes].reshape(plan.n_units, plan.unit_bytes)
+        out = np.empty((plan.n_units, plan.unit_elems), plan.out_dtype)
+        plan.decode(raw, range(plan.n_units), out)
+        return out.reshape(-1)[:t.numel]
+    if kind:
+        raise ValueError(f"{t.name!r} is {t.kind}; a scale or zero point must be stored plainly.")
+    dt = dtypes.numpy_dtype(dtypes.canonical(t.dtype), t.byteorder)
+    if dt is None:
+        raise ValueError(f"{t.name!r} is {t.dtype}, which cannot hold scales or zero points.")
+    return np.asarray(stored(ckpt, t, dt)).reshape(-1)
 
 
 # -- varints ----------------------------------------------------------------------------------
