@@ -97,7 +97,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
 
 
 def _unread(src, head: bytes) -> Report:
-    """A file no reader of this version takes: a weight format named by its bytes (ONNX, HDF5,
+    """A file no reader of this version takes: a weight format named by its bytes (HDF5,
     TFLite, legacy GGML...) is a warning that it was not checked, anything else unknown_format
     (as the audit lists them: audits/inventory.py)."""
     rep = Report(src.name)
@@ -188,12 +188,13 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
     else:
         weights = ([n for n in names if n.endswith(".safetensors")]
                    or [n for n in names if n.endswith(".gguf")]
-                   or [n for n in names if n.endswith((".bin", ".pt", ".pth"))])
+                   or [n for n in names if n.endswith((".bin", ".pt", ".pth"))]
+                   or sorted((n for n in names if n.endswith(".onnx")), key=lambda n: n != "model.onnx"))
         if not weights:
             ckpt.findings.append(Finding("error", "no_weights", "The directory holds no "
                                          ".safetensors, .gguf, .bin or .pt file and no index.",
                                          file=path))
-        gguf_first = [n for n in weights if n.endswith(".gguf")]
+        gguf_first = [n for n in weights if n.endswith((".gguf", ".onnx"))]  # one model per file
         if gguf_first and not [n for n in names if n.endswith(".safetensors")]:
             result = _read_file(sources.join(path, weights[0]), ckpt)
             read_splits(sources.join(path, weights[0]), result, ckpt,
@@ -201,7 +202,7 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
             others = [n for n in weights if sources.join(path, n) not in ckpt.files]
             if others:
                 ckpt.findings.append(Finding("info", "several_models", f"The directory holds "
-                                             f"{len(others)} other GGUF file(s) ({others[0]!r}...); "
+                                             f"{len(others)} other {ckpt.format.upper()} file(s) ({others[0]!r}...); "
                                              f"read {weights[0]!r}. Open another by its path.",
                                              file=path))
         else:

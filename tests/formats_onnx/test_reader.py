@@ -126,3 +126,35 @@ def test_detect_names_onnx_by_its_bytes(tmp_path):
     ckpt = mx.open(str(path))
     assert ckpt.format == "onnx" and "extension_mismatch" in {f.code for f in ckpt.findings}
     assert mx.open(str(models.plain_model(tmp_path / "w.onnx"))).findings == []
+
+
+def test_over_http_the_header_is_walked_and_payloads_are_not_fetched(served):
+    """A remote model: the walk reads the graph's bytes, not the tensors' (a 2 MB raw_data
+    initializer stays on the server until a view asks for it); external data is sized by a
+    range read and decoded like a local file."""
+    folder, base, server = served
+    from onnx import numpy_helper
+
+    big = models.RNG.standard_normal((512, 1024)).astype(np.float32)  # 2 MiB inline
+    model = models._model([], [numpy_helper.from_array(big, "inline.weight")], [],
+                          [models.value("y")])
+    onnx.save_model(model, str(folder / "inline.onnx"))
+    ckpt = mx.open(f"{base}/inline.onnx")
+    assert ckpt.format == "onnx" and list(ckpt.tensors) == ["inline.weight"]
+    assert server.bytes_sent < 256 * 1024 and not [f for f in ckpt.findings if f.severity == "error"]
+    np.testing.assert_array_equal(ckpt.read("inline.weight", rows=slice(0, 2)), big[:2])
+    models.external_model(folder / "model.onnx")
+    want = models.reference(folder / "model.onnx")
+    ckpt = mx.open(f"{base}/model.onnx")
+    assert [f for f in ckpt.findings if f.severity != "info"] == []
+    for name, ref in want.items():
+        _same(ckpt.read(name), ref)
+
+
+def test_a_folder_of_onnx_files_opens_model_onnx(tmp_path):
+    models.plain_model(tmp_path / "model_fp16.onnx")
+    models.external_model(tmp_path / "model.onnx")
+    ckpt = mx.open(str(tmp_path))
+    assert ckpt.format == "onnx" and "big.weight" in ckpt.tensors
+    (f,) = [f for f in ckpt.findings if f.code == "several_models"]
+    assert "model_fp16.onnx" in f.message

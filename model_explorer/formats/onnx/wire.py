@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 VARINT, FIXED64, LEN, GROUP_START, GROUP_END, FIXED32 = 0, 1, 2, 3, 4, 5
 MAX_VARINT_BYTES = 10
-PAGE = 1 << 20
+PAGE = 64 * 1024  # a remote file is read in pages this size (a graph is fetched, a payload skipped)
 
 
 class WireError(Exception):
@@ -46,7 +46,7 @@ class Field(NamedTuple):
 
 class Paged:
     """A byte source seen as an indexable buffer: a local file's map directly, a remote file in
-    1 MiB pages fetched once each (a walk that skips tensor payloads touches only the pages that
+    64 KiB pages fetched once each (a walk that skips tensor payloads touches only the pages that
     hold the graph)."""
 
     def __init__(self, source) -> None:
