@@ -85,6 +85,13 @@ def test_matmul_nbits_from_onnxruntime_quantizer_equals_its_own_run(tmp_path, bi
     np.testing.assert_allclose(got.T, ref, rtol=1e-6, atol=1e-6)
     assert np.abs(got.T - w).max() < np.abs(w).max() / (2 ** (bits - 2))  # near the float weight
     np.testing.assert_array_equal(ckpt.read(name, rows=slice(3, 7)), got[3:7])
+    # the blocks view: value = scale * (code - zero point), block by block along K
+    b = ckpt.blocks(name, count=3)
+    assert b.block_elems == block and b.offsets[0] == t.quant["B"].offset
+    want = b.scale[:, None] * (b.codes.astype(np.float32) - b.zero_point[:, None])
+    inside = np.isfinite(b.values)  # K = 80 ends inside a block: its tail is padding (NaN)
+    assert inside.sum() >= 2 * block
+    np.testing.assert_allclose(b.values[inside], want[inside], rtol=1e-6, atol=1e-7)
 
 
 def test_quantize_dynamic_weights_are_dequantized(tmp_path):
