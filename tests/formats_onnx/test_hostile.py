@@ -94,14 +94,20 @@ def test_huge_dims_and_unknown_types_allocate_nothing(tmp_path):
     t2 = _len(5, _len(8, b"odd") + _key(1, 0) + _varint(2) + _key(2, 0) + _varint(99) + _len(9, b"\0" * 4))
     t3 = _len(5, _len(8, b"neg") + _key(1, 0) + _varint((1 << 64) - 3) + _key(2, 0) + _varint(1))
     t4 = _len(5, _len(8, b"rank") + _len(1, _varint(1) * 100) + _key(2, 0) + _varint(1))
-    result, found = _read(tmp_path, _model_bytes(t1 + t2 + t3 + t4))
+    # int32_data of 3 varints under dims of 2**40 values: refused before anything is allocated
+    t5 = _len(5, _len(8, b"varints") + _key(1, 0) + _varint(1 << 40) + _key(2, 0) + _varint(6)
+              + _len(5, b"\x01\x02\x03"))
+    result, found = _read(tmp_path, _model_bytes(t1 + t2 + t3 + t4 + t5))
     codes = _codes(found)
     assert {"onnx_bad_dims", "onnx_bad_dtype", "onnx_malformed"} <= set(codes)
     path = tmp_path / "h.onnx"
     ckpt = mx.open(str(path))
+    assert "varints" in ckpt.tensors
     for name in ckpt.tensors:
         with pytest.raises(ValueError):
             ckpt.read(name)
+        with pytest.raises(ValueError):
+            ckpt.stats(name)
 
 
 def test_nesting_past_the_cap_is_a_finding(tmp_path):

@@ -26,6 +26,7 @@ from .wire import FIXED32, LEN, VARINT, Field, Paged, WireError, fields, signed6
 MAX_GRAPH_DEPTH = 16       # If inside Loop inside If...: real models nest two or three deep
 MAX_FIELDS = 5_000_000     # fields walked in all: a file of millions of empty fields is refused
 MAX_LABELLED_NODES = 100_000
+MAX_DETAILED_NODES = 20_000  # nodes whose inputs, outputs and attributes are labelled too
 MAX_TENSORS = 300_000
 MAX_NODE_NAMES = 4096      # inputs or outputs kept per node
 PACKED_INTS = ("I4", "U4", "I2", "U2")  # decoded by tensors/schemes/onnx_quant.py
@@ -159,6 +160,10 @@ class _Walk:
             elif f.number == Graph.INITIALIZER:
                 if f.value is None:  # not cut by the end of the file
                     self.tensor(f.at, f.end, "", f"{path} > initializer", path)
+            elif f.number in (Graph.INPUT, Graph.OUTPUT) and self.labelled < MAX_DETAILED_NODES:
+                self.rep.span(f.tag_at, f.end - f.tag_at, "value",
+                              f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
+                              short_repr(self.value_name(f)))
             elif f.number == Graph.NAME:
                 self.rep.span(f.tag_at, f.end - f.tag_at, "key", f"{path} > name",
                               short_repr(text(self.data, f, 200)))
@@ -166,32 +171,53 @@ class _Walk:
                 self.rep.info("onnx_sparse", f"{path} holds a sparse initializer; sparse tensors "
                               "are not listed here.", f.tag_at, f.end - f.tag_at)
 
+    def value_name(self, f: Field) -> str:
+        """The name of a ValueInfoProto (field 1)."""
+        for g in self.each(f.at, f.end, "a graph input or output"):
+            if g.number == 1 and g.wire == LEN:
+                return text(self.data, g, 1024)
+        return ""
+
     def node(self, f: Field, path: str, index: int, depth: int) -> None:
         data = self.data
         rec = NodeRecord("", "", at=f.tag_at, length=f.end - f.tag_at)
         subgraphs: list[tuple[str, int, int, int]] = []
         value: tuple[int, int] | None = None
+        detail = self.labelled < MAX_DETAILED_NODES
+        parts: list[tuple[Field, str, str, str]] = []  # a field's span: kind, label, value
         for g in self.each(f.at, f.end, f"{path} > node {index}"):
             if g.wire != LEN:
                 continue
             if g.number == Node.INPUT and len(rec.inputs) < MAX_NODE_NAMES:
                 rec.inputs.append(text(data, g))
+                if detail:
+                    parts.append((g, "value", f"input {len(rec.inputs) - 1}", rec.inputs[-1]))
             elif g.number == Node.OUTPUT and len(rec.outputs) < MAX_NODE_NAMES:
                 rec.outputs.append(text(data, g))
+                if detail:
+                    parts.append((g, "value", f"output {len(rec.outputs) - 1}", rec.outputs[-1]))
             elif g.number == Node.OP_TYPE:
                 rec.op_type = text(data, g, 256)
+                parts.append((g, "key", "op_type", rec.op_type))
             elif g.number == Node.DOMAIN:
                 rec.domain = text(data, g, 256)
+                parts.append((g, "key", "domain", rec.domain))
             elif g.number == Node.NAME:
                 rec.name = text(data, g, 1024)
+                parts.append((g, "key", "name", rec.name))
             elif g.number == Node.ATTRIBUTE:
-                got = self.attribute(g, rec, subgraphs, f"{path} > node {index}")
+                got, attr = self.attribute(g, rec, subgraphs, f"{path} > node {index}")
                 value = got or value
+                if detail:
+                    shown = rec.attrs.get(attr)
+                    parts.append((g, "kv", f"attribute {attr}", "" if shown is None else short_repr(shown)))
         self.nodes.append(rec)
         here = f"{path} > node {index} {rec.op_type}"
         if self.labelled < MAX_LABELLED_NODES:
             self.labelled += 1
             self.rep.span(f.tag_at, f.end - f.tag_at, "node", here, short_repr(rec.name or rec.op_type))
+            for g, kind, label, shown in parts if detail else ():
+                self.rep.span(g.tag_at, g.end - g.tag_at, kind, f"{here} > {label}", short_repr(shown))
         if value is not None and rec.op_type == "Constant" and rec.outputs:
             self.tensor(*value, rec.outputs[0], here + " > value", path, constant=True)
         for name, gat, gend, gtag in subgraphs:
@@ -203,9 +229,9 @@ class _Walk:
             self.rep.span(gtag, gat - gtag, "length", f"{here} > {name}", f"{gend - gat:,} bytes")
             self.graph(gat, gend, f"{here} > {name}", depth + 1)
 
-    def attribute(self, f: Field, rec: NodeRecord, subgraphs: list, where: str) -> tuple[int, int] | None:
+    def attribute(self, f: Field, rec: NodeRecord, subgraphs: list, where: str):
         """Keep the attribute's number(s) in rec.attrs; queue its graphs; return where its
-        tensor is (a Constant's value)."""
+        tensor is (a Constant's value, else None) and the attribute's name."""
         data = self.data
         name, kind = "", 0
         ints: list[int] = []
@@ -235,7 +261,7 @@ class _Walk:
         for i, g in enumerate(graphs):
             label = name if kind != ATTR_GRAPHS and len(graphs) == 1 else f"{name}[{i}]"
             subgraphs.append((label or "graph", g.at, g.end, g.tag_at))
-        return tensor if name == "value" else None
+        return (tensor if name == "value" else None), name
 
     # -- tensors -----------------------------------------------------------------------------
 

@@ -111,6 +111,9 @@ def varint_plan(ckpt, info) -> Plan:
                                  "is not decoded here.")
         return cache[0]
 
+    if info.numel > info.length:  # every varint takes a byte at least: dims that lie
+        raise ValueError(f"Tensor {info.name!r} claims {info.numel:,} values but its "
+                         f"{info.quant['field']} holds only {info.length:,} bytes.")
     if name not in BIT_PATTERNS and name not in VARINT_OUT:
         raise ValueError(f"Tensor {info.name!r} is {name} stored in {info.quant['field']}, which "
                          "is not decoded here.")
@@ -226,6 +229,9 @@ def _varint_codes(ckpt, x, stored: dict, unit_elems: int, n_units: int):
     if x.dtype not in CODE_DTYPES:
         raise ValueError(f"{x.name!r} keeps {x.dtype} codes in {stored.get('field')}, which is "
                          "not decoded here.")
+    if x.numel > x.length:
+        raise ValueError(f"{x.name!r} claims {x.numel:,} codes but its {stored.get('field')} "
+                         f"holds only {x.length:,} bytes.")
     plain = TensorInfo(x.name, x.dtype, x.shape, x.file, x.offset, x.length, quant=stored)
     flat = np.zeros(n_units * unit_elems, np.dtype(CODE_DTYPES[x.dtype]))
     flat[:x.numel] = _side(ckpt, plain)
