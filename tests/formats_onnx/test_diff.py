@@ -104,3 +104,17 @@ def test_anonymous_names_match_by_values_only_when_unambiguous(tmp_path):
     status = dict(zip(table["name"], table["status"]))
     assert status["c.weight"] == status["d.weight"] == "removed" and status["onnx::MatMul_3"] == "added"
     assert sorted(table.attrs["onnx_names"]["values"]) == ["onnx::MatMul_1", "onnx::MatMul_2"]
+
+
+def test_fp16_export_against_its_float_safetensors(exported, tmp_path):
+    """model_fp16.onnx as converters write it: the same initializers in float16."""
+    from onnx import numpy_helper
+
+    model = onnx.load(str(exported / "model.onnx"))
+    for t in model.graph.initializer:
+        if t.data_type == onnx.TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+    onnx.save_model(model, str(tmp_path / "model_fp16.onnx"))
+    table = mx.diff(str(exported / "model.safetensors"), str(tmp_path / "model_fp16.onnx"), tokenizers=False)
+    assert set(table["status"]) == {"dtype"} and set(table["dtype_b"]) == {"F16"}
+    assert (table["rel_l2"] < 1e-3).all()

@@ -14,6 +14,7 @@ from ... import sources
 from ...dtypes import nbytes_for
 from ...records import TensorInfo
 from ...spans import Report, Span
+from .quant import quant_description
 from .tensor import Parsed
 
 
@@ -67,7 +68,7 @@ def external_info(p: Parsed, name: str, files: ExternalFiles, rep: Report) -> Te
                       extra={"info_span": (p.at, p.length), "external": location})
 
     def unusable(reason: str) -> TensorInfo:
-        info.quant = {"kind": "unusable", "label": dt.dtype, "reason": reason}
+        info.quant = quant_description("unusable", dt.dtype, {"reason": reason}, {})
         return info
 
     if not _safe_location(location):
