@@ -140,17 +140,19 @@ def test_wrong_typed_field_and_size_mismatch(tmp_path):
 _VALID: dict[str, bytes] = {}
 
 
-def _valid(tmp_path_factory) -> bytes:
+def _valid(tmp_path_factory, which: str) -> bytes:
     if not _VALID:
         d = tmp_path_factory.mktemp("valid")
         _VALID["plain"] = models.plain_model(d / "p.onnx").read_bytes()
-    return _VALID["plain"]
+        _VALID["qdq"] = models.qdq_model(d / "q.onnx", onnx.TensorProto.INT4, 0, 4)[0].read_bytes()
+        _VALID["varint qdq"] = models.qdq_model(d / "v.onnx", onnx.TensorProto.UINT8, 1, raw=False)[0].read_bytes()
+    return _VALID[which]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=90, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutations_never_raise(tmp_path_factory, data):
-    raw = bytearray(_valid(tmp_path_factory))
+    raw = bytearray(_valid(tmp_path_factory, data.draw(st.sampled_from(["plain", "qdq", "varint qdq"]))))
     for _ in range(data.draw(st.integers(1, 6))):
         at = data.draw(st.integers(0, len(raw) - 1))
         raw[at] = data.draw(st.integers(0, 255))

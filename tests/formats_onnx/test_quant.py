@@ -113,3 +113,17 @@ def test_quantize_dynamic_weights_are_dequantized(tmp_path):
     assert t.quant["kind"] == "onnx_qdq" and t.kind == "DYN_U8"
     np.testing.assert_allclose(ckpt.read("fc.weight_quantized"), want, rtol=1e-6)
     assert np.abs(ckpt.read("fc.weight_quantized") - w).max() <= arrays["fc.weight_scale"].max()
+
+
+@pytest.mark.parametrize("attrs", [{"axis": 1.5}, {"block_size": -2}, {"axis": 7}])
+def test_attributes_of_the_wrong_kind_are_findings(tmp_path, attrs):
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.zeros((4, 6), np.int8), "w_q"),
+             numpy_helper.from_array(np.ones(6, np.float32), "w_scale")]
+    nodes = [helper.make_node("DequantizeLinear", ["w_q", "w_scale"], ["w"], **attrs)]
+    model = models._model(nodes, inits, [], [models.value("w")])
+    (tmp_path / "bad.onnx").write_bytes(model.SerializeToString())
+    ckpt = mx.open(str(tmp_path / "bad.onnx"))
+    assert [f.code for f in ckpt.findings] == ["onnx_quant_mismatch"]
+    assert ckpt.tensors["w_q"].quant is None

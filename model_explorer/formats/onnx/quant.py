@@ -54,6 +54,11 @@ def _get(tensors, rec, i: int) -> TensorInfo | None:
     return tensors.get(name) if name else None
 
 
+def _int(v) -> int | None:
+    """An attribute that should be one integer (a file may give a float or a list)."""
+    return v if isinstance(v, int) else None
+
+
 def _taken(t: TensorInfo) -> bool:
     """Already grouped or unreadable; codes in a typed varint field can still be grouped."""
     return bool(t.quant) and t.quant.get("kind") not in ("onnx_varint", "onnx_packed_int")
@@ -87,7 +92,10 @@ def _qdq(tensors, rec, rep) -> None:
     x, s, z = _get(tensors, rec, 0), _get(tensors, rec, 1), _get(tensors, rec, 2)
     if x is None or s is None or _taken(x) or x.dtype not in QDQ_CODES:
         return
-    axis, block = int(rec.attrs.get("axis", 1)), int(rec.attrs.get("block_size", 0) or 0)
+    axis, block = _int(rec.attrs.get("axis", 1)), _int(rec.attrs.get("block_size", 0))
+    if axis is None or block is None or block < 0:
+        _mismatch(rep, rec, "its axis or block_size attribute is not an integer of the right sign", x)
+        return
     if len(x.shape) <= 1 and s.numel == 1:
         axis = 0
     _attach(tensors, rec, rep, x, s, z, axis, block, "QDQ")
@@ -133,10 +141,9 @@ def _nbits(tensors, rec, rep) -> None:
     if b is None or s is None or b.quant:
         return
     a = rec.attrs
-    try:
-        K, N, bits, block = int(a["K"]), int(a["N"]), int(a.get("bits", 4)), int(a["block_size"])
-    except (KeyError, TypeError, ValueError):
-        _mismatch(rep, rec, "its K, N or block_size attribute is missing", b)
+    K, N, bits, block = _int(a.get("K")), _int(a.get("N")), _int(a.get("bits", 4)), _int(a.get("block_size"))
+    if None in (K, N, bits, block):
+        _mismatch(rep, rec, "its K, N, bits or block_size attribute is missing or not an integer", b)
         return
     why = None
     if bits not in (2, 4, 8) or block < 16 or block & (block - 1) or K <= 0 or N <= 0:
