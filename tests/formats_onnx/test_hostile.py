@@ -172,3 +172,34 @@ def test_mutations_never_raise(tmp_path_factory, data):
             ckpt.read(name)
         except ValueError:
             pass
+
+
+def test_odd_tensor_layouts_are_named(tmp_path):
+    """Values in two places, unpacked typed values, segments, no values, a name twice, a
+    non-numeric external offset, a sparse initializer: each its finding, at the tensor."""
+    TP = onnx.TensorProto
+    twice = numpy_helper.from_array(np.ones(2, np.float32), "twice")
+    twice.float_data.extend([1.0, 1.0])
+    segment = numpy_helper.from_array(np.ones(2, np.float32), "segment")
+    segment.segment.begin, segment.segment.end = 0, 2
+    empty = TP(name="no_values", data_type=TP.FLOAT, dims=[3])
+    dup = [numpy_helper.from_array(np.ones(1, np.float32), "dup") for _ in range(2)]
+    ext = numpy_helper.from_array(np.ones(2, np.float32), "ext")
+    ext.ClearField("raw_data")
+    ext.data_location = TP.EXTERNAL
+    for k, v in (("location", "d.bin"), ("offset", "-4")):
+        e = ext.external_data.add()
+        e.key, e.value = k, v
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.ones(1, np.float32), "sv"),
+                                       numpy_helper.from_array(np.zeros(1, np.int64), "si"), [4])
+    graph = helper.make_graph([], "g", [], [], [twice, segment, empty, *dup, ext],
+                              sparse_initializer=[sparse])
+    raw = helper.make_model(graph).SerializeToString()
+    # float_data written unpacked: tag 0x25 (field 4, fixed32) per value, as a proto2 writer may
+    unpacked = _len(5, _len(8, b"unpacked") + _key(1, 0) + _varint(2) + _key(2, 0) + _varint(1)
+                    + (_key(4, 5) + b"\0\0\x80?") * 2)
+    raw += _len(7, unpacked)  # a second graph field: protobuf merges it into the first
+    _, found = _read(tmp_path, raw)
+    codes = set(_codes(found))
+    assert {"onnx_data_twice", "onnx_segment", "onnx_no_data", "onnx_duplicate_name",
+            "onnx_external_bad", "onnx_sparse", "onnx_unpacked_values"} <= codes
