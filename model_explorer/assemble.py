@@ -17,6 +17,7 @@ from .formats.gguf_split import read_splits
 from .formats.hdf5 import read_hdf5, read_keras
 from .formats.hubquant.summary import quant_summary
 from .formats.npy import read_npy, read_npz
+from .formats.onnx import read_onnx
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
 from .formats.pytorch.tar import read_torch_tar
 from .formats.result import FileResult
@@ -37,12 +38,13 @@ READERS = {
     "hdf5": read_hdf5,
     "keras": read_keras,
     "flax_msgpack": read_flax_msgpack,
+    "onnx": read_onnx,
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
              "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
              "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch", "hdf5": "hdf5", "keras": "keras",
-             "flax_msgpack": "flax"}
+             "flax_msgpack": "flax", "onnx": "onnx"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -110,7 +112,7 @@ def _identified(src, kind: str) -> str:
 
 
 def _unread(src, head: bytes) -> Report:
-    """A file no reader of this version takes: a weight format named by its bytes (ONNX, HDF5,
+    """A file no reader of this version takes: a weight format named by its bytes (HDF5,
     TFLite, legacy GGML...) is a warning that it was not checked, anything else unknown_format
     (as the audit lists them: audits/inventory.py)."""
     rep = Report(src.name)
@@ -152,6 +154,10 @@ def _read_safely(reader, src, kind: str) -> FileResult:
 def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.files.append(result.file)
     ckpt.sizes[result.file] = result.size
+    for extra, size in result.details.get("external_files", {}).items():  # ONNX external data
+        if extra not in ckpt.sizes:
+            ckpt.files.append(extra)
+            ckpt.sizes[extra] = size
     ckpt.spans.extend(result.report.spans)
     if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
         ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans),
@@ -197,12 +203,13 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
     else:
         weights = ([n for n in names if n.endswith(".safetensors")]
                    or [n for n in names if n.endswith(".gguf")]
-                   or [n for n in names if n.endswith((".bin", ".pt", ".pth"))])
+                   or [n for n in names if n.endswith((".bin", ".pt", ".pth"))]
+                   or sorted((n for n in names if n.endswith(".onnx")), key=lambda n: n != "model.onnx"))
         if not weights:
             ckpt.findings.append(Finding("error", "no_weights", "The directory holds no "
                                          ".safetensors, .gguf, .bin or .pt file and no index.",
                                          file=path))
-        gguf_first = [n for n in weights if n.endswith(".gguf")]
+        gguf_first = [n for n in weights if n.endswith((".gguf", ".onnx"))]  # one model per file
         if gguf_first and not [n for n in names if n.endswith(".safetensors")]:
             result = _read_file(sources.join(path, weights[0]), ckpt)
             read_splits(sources.join(path, weights[0]), result, ckpt,
@@ -210,7 +217,7 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
             others = [n for n in weights if sources.join(path, n) not in ckpt.files]
             if others:
                 ckpt.findings.append(Finding("info", "several_models", f"The directory holds "
-                                             f"{len(others)} other GGUF file(s) ({others[0]!r}...); "
+                                             f"{len(others)} other {ckpt.format.upper()} file(s) ({others[0]!r}...); "
                                              f"read {weights[0]!r}. Open another by its path.",
                                              file=path))
         else:

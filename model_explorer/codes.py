@@ -23,7 +23,7 @@ _TRUST = "Do not load this file with pickle or torch.load(weights_only=False); c
 CATALOG: dict[str, Code] = {
     # -- opening: files, directories, formats --------------------------------------------------
     "unknown_format": Code("error", "The first bytes match no format this tool reads."),
-    "format_not_read": Code("warning", "The bytes are a weight format this version does not read yet (ONNX, HDF5/Keras, TFLite, Flax msgpack, OpenVINO, legacy GGML...): nothing in the file was checked.",
+    "format_not_read": Code("warning", "The bytes are a weight format this version does not read yet (HDF5/Keras, TFLite, Flax msgpack, OpenVINO, legacy GGML...): nothing in the file was checked.",
                             "Open the safetensors or GGUF file of the same model, or inspect this one with its own format's tools."),
     "extension_mismatch": Code("info", "The file name suggests one format but the bytes are another."),
     "mixed_formats": Code("error", "The files of one checkpoint are in different formats."),
@@ -359,6 +359,29 @@ CATALOG: dict[str, Code] = {
     "msgpack_trailing_bytes": Code("warning", "Bytes follow the msgpack value that holds the parameter tree; Flax does not read them."),
     "msgpack_chunked_array": Code("info", "A Flax array larger than 1 GiB is stored as several chunks (flax.serialization's __msgpack_chunked_array__); each chunk is listed as its own tensor."),
     "msgpack_dtype_not_read": Code("info", "A Flax array of a dtype this tool does not decode; it is listed without values."),
+    # -- ONNX (formats/onnx) ---------------------------------------------------------------------
+    "onnx_malformed": Code("error", "The ONNX protobuf is broken: a length past the end of its message, a varint cut off or longer than 10 bytes, field number 0 or an undefined wire type; the rest of that message is not read.", _RE_EXPORT),
+    "onnx_no_graph": Code("error", "The ONNX model holds no graph, so no weights."),
+    "onnx_nesting_too_deep": Code("error", "Subgraphs (If/Loop/Scan bodies) nest deeper than any real model; the deeper ones are not read."),
+    "onnx_too_many_fields": Code("error", "The ONNX file holds more protobuf fields than any real model; the walk stopped."),
+    "onnx_too_many_tensors": Code("warning", "The ONNX model holds more tensors than are listed."),
+    "onnx_bad_dtype": Code("error", "A tensor's data_type is not one ONNX defines."),
+    "onnx_bad_dims": Code("error", "A tensor's dims are negative, too many, or multiply past any real size."),
+    "onnx_size_mismatch": Code("error", "A tensor's bytes (raw_data, typed values or external length) do not equal its dims times its data type's size, or sit in the wrong typed field.", _RE_EXPORT),
+    "onnx_no_data": Code("warning", "A tensor with elements holds no raw_data, typed values or external_data."),
+    "onnx_data_twice": Code("warning", "A tensor holds values in more than one place (raw_data, typed fields, external data); runtimes read only one."),
+    "onnx_unpacked_values": Code("info", "A tensor's typed values are written one protobuf field each (not packed); they are not decoded here."),
+    "onnx_segment": Code("warning", "A tensor is one segment of a larger one; segments are not joined here."),
+    "onnx_sparse": Code("info", "The graph holds sparse initializers, which are not listed."),
+    "onnx_duplicate_name": Code("warning", "Two initializers of one graph share a name; runtimes keep one of them."),
+    "onnx_external_missing": Code("error", "A tensor's external data file is not beside the model.",
+                                  "Put the file the location names next to the .onnx file (download model.onnx_data with model.onnx)."),
+    "onnx_external_short": Code("error", "A tensor's external data runs past the end of its file.",
+                                "Download the external data file again; it is cut short or from another export."),
+    "onnx_external_path": Code("error", "An external data location is absolute or leaves the model's folder; it is not opened.",
+                               "Re-save the model with onnx.save_model(..., save_as_external_data=True, location='model.onnx_data')."),
+    "onnx_external_bad": Code("error", "An external data entry's offset or length is not a decimal number."),
+    "onnx_quant_mismatch": Code("error", "A DequantizeLinear, MatMulInteger or MatMulNBits node's weight, scales and zero points do not fit together; the weight is shown as stored codes.", _RE_EXPORT),
 }
 
 

@@ -24,6 +24,7 @@ from ..records import CheckpointRecord, TensorInfo
 from ..tensors import names
 from ..tensors.read import read
 from . import crossformat
+from .diff_onnx import onnx_pairs
 
 COLUMNS = ["name", "name_b", "status", "dtype_a", "dtype_b", "shape_a", "shape_b", "max_abs_diff",
            "rel_l2", "cosine"]
@@ -107,7 +108,10 @@ def compare(ca: CheckpointRecord, ta: TensorInfo, cb: CheckpointRecord, tb: Tens
         sel = slice(r, r + step) if shape else None
         xa = (whole_a[sel] if whole_a is not None else read(ca, ta, rows=sel)).astype(
             np.float64 if _wide(ta) else np.float32)
-        xb = (whole_b[sel] if whole_b is not None else read(cb, tb, rows=sel)).astype(xa.dtype)
+        if flip_b and len(shape) == 2 and whole_b is None:  # one step; b's rows are a's columns
+            xb = read(cb, tb).astype(xa.dtype)
+        else:
+            xb = (whole_b[sel] if whole_b is not None else read(cb, tb, rows=sel)).astype(xa.dtype)
         if shift_a:
             xa = xa - xa.dtype.type(shift_a)
         if shift_b:
@@ -166,6 +170,9 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
         if crossformat.applies(ca, cb):  # tf_model.h5 / flax_model.msgpack against PyTorch names
             return _crossformat_table(ca, cb, values, tokenizers)
         pairs, gguf_side = _pairs(ca, cb)
+        onnx_flips, onnx_note = set(), None
+        if "onnx" in (ca.format, cb.format):  # initializer names as the exporter left them
+            pairs, onnx_flips, onnx_note = onnx_pairs(ca, cb)
         permute, shifted = None, False
         if gguf_side:
             g = ca if gguf_side == "a" else cb
@@ -183,7 +190,8 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
                    "shape_a": shape_a, "shape_b": shape_b, "max_abs_diff": None, "rel_l2": None, "cosine": None}
             if row_a is not None:
                 row["name"] = f"{na}[{row_a}]"
-            flip = ta is not None and tb is not None and stack_row is None and _flipped(ca, ta, cb, tb)
+            flip = ta is not None and tb is not None and stack_row is None and (
+                (na, nb) in onnx_flips or _flipped(ca, ta, cb, tb))
             if ta is None or tb is None:
                 row["status"] = "added" if ta is None else "removed"
             elif shape_a != shape_b and not flip:
@@ -207,6 +215,7 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
                         row["status"] = "changed"
             rows.append(row)
         table = pd.DataFrame(rows, columns=COLUMNS)
+        table.attrs["onnx_names"] = onnx_note  # how each ONNX name was matched
         table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
                                                              else (None, []))
         return table

@@ -41,6 +41,7 @@ EXTENSIONS = {
     "hdf5": (".h5", ".hdf5"),
     "keras": (".keras",),
     "flax_msgpack": (".msgpack",),
+    "onnx": (".onnx",),
 }
 NPY_MAGIC = b"\x93NUMPY"
 TORCH_TAR_MEMBERS = ("sys_info", "storages", "tensors", "pickle")
@@ -61,7 +62,7 @@ COMPRESSED_MAGICS = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"BZ
 
 def detect(head: bytes, size: int) -> str:
     """One of "safetensors", "gguf", "zip", "npz", "npy", "torch_tar", "torch_legacy",
-    "pickle", "unknown". `head` is the first 64 bytes, or 512 to recognise a tar."""
+    "pickle", "onnx", "unknown". `head` is the first 64 bytes, or 512 to recognise a tar."""
     if head[:4] == b"GGUF":
         return "gguf"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
@@ -79,6 +80,8 @@ def detect(head: bytes, size: int) -> str:
             return "safetensors"
     if len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return "pickle"
+    if _is_onnx(head):
+        return "onnx"
     if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and _is_text_pickle(head, size):
         return "pickle"
     return "unknown"

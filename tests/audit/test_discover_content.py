@@ -102,6 +102,7 @@ def tree(tmp_path):
     (onnx / "model.onnx_data").write_bytes(bytes(range(256)))
     for q in ("q4", "fp16", "quantized"):
         (onnx / f"model_{q}.onnx").write_bytes(corpus.onnx_bytes())
+    (root / "model.pte").write_bytes(b"\x1c\x00\x00\x00ET12" + bytes(56))  # ExecuTorch: not read
     (root / "notes.md").write_text("what these models are")
     (root / "table.dat").write_bytes(bytes(range(256)))
     (root / ".git").mkdir()
@@ -117,18 +118,17 @@ def tree(tmp_path):
 def test_plan_lists_every_file(tree):
     p = plan(str(tree), max_file_bytes=40_000)
     rel = lambda path: os.path.relpath(path, tree)  # noqa: E731
-    assert [rel(m) for m in p.models] == ["model.jit", "bert"]
-    assert sorted(rel(w) for w in p.weights) == ["bert/model.safetensors", "bert/pytorch_model.bin", "model.jit"]
+    onnx = ["onnx/model.onnx", "onnx/model_fp16.onnx", "onnx/model_q4.onnx", "onnx/model_quantized.onnx"]
+    assert [rel(m) for m in p.models] == ["model.jit", "bert", *onnx]  # each ONNX file a model
+    assert sorted(rel(w) for w in p.weights) == ["bert/model.safetensors", "bert/pytorch_model.bin",
+                                                 "model.jit", *onnx]
     got = {rel(e.path): (e.reason, e.label, rel(e.model) if e.model else None) for e in p.files}
     assert got == {
         "bert/config.json": ("side_file", "JSON", "bert"),
         "bert/1_Pooling/config.json": ("side_file", "JSON", "bert"),
         "bert/vocab.txt": ("side_file", "text", "bert"),
-        "onnx/model.onnx": ("format_not_read", "ONNX", None),
-        "onnx/model_q4.onnx": ("format_not_read", "ONNX", None),
-        "onnx/model_fp16.onnx": ("format_not_read", "ONNX", None),
-        "onnx/model_quantized.onnx": ("format_not_read", "ONNX", None),
-        "onnx/model.onnx_data": ("format_not_read", "ONNX data", None),
+        "onnx/model.onnx_data": ("side_file", "ONNX data", "onnx/model.onnx"),  # its external data
+        "model.pte": ("format_not_read", "ExecuTorch program", None),
         "notes.md": ("side_file", "Markdown", "model.jit"),  # the model in the same folder
         "table.dat": ("not_model", "unrecognised bytes", None),
         ".git": ("not_searched", "folder", None),
@@ -147,20 +147,19 @@ def test_audit_reads_what_no_open_read_and_lists_the_rest(tree, tmp_path):
     models, skipped = result.models, result.skipped
     rel = lambda path: os.path.relpath(path, tree)  # noqa: E731
     # the folder's open reads model.safetensors; pytorch_model.bin beside it is audited on its own
-    assert [rel(s) for s in models["source"]] == ["model.jit", "bert", "bert/pytorch_model.bin"]
+    onnx = ["onnx/model.onnx", "onnx/model_fp16.onnx", "onnx/model_q4.onnx", "onnx/model_quantized.onnx"]
+    assert [rel(s) for s in models["source"]] == ["model.jit", "bert", *onnx, "bert/pytorch_model.bin"]
     assert (models["status"] == "ok").all()
     read = {rel(p) for paths in models["paths"] for p in paths}
-    assert read == {"bert/model.safetensors", "bert/pytorch_model.bin", "model.jit"}
+    assert read == {"bert/model.safetensors", "bert/pytorch_model.bin", "model.jit", *onnx}
     assert set(skipped["path"].map(rel)) == {
-        "bert/config.json", "bert/1_Pooling/config.json", "bert/vocab.txt", "onnx/model.onnx",
-        "onnx/model_q4.onnx", "onnx/model_fp16.onnx", "onnx/model_quantized.onnx",
+        "bert/config.json", "bert/1_Pooling/config.json", "bert/vocab.txt", "model.pte",
         "onnx/model.onnx_data", "notes.md", "table.dat", ".git", "linked.safetensors", "dangling.bin", "big.gguf"}
     line = result.summary
-    assert line.startswith("3 models: 0 unreadable, ")
-    head, counts = line.split("; 10 files not audited: ")
-    assert counts.startswith("4 ONNX (format not read yet), ")  # most first
+    assert line.startswith("7 models: 0 unreadable, ")
+    head, counts = line.split("; 6 files not audited: ")
     assert sorted(counts.split(", ")) == sorted([
-        "4 ONNX (format not read yet)", "1 ONNX data (format not read yet)", "1 folder not searched",
+        "1 ExecuTorch program (format not read yet)", "1 folder not searched",
         "1 not a model format", "1 link leaving the audited folder", "1 unreadable",
         "1 too large for the set limit"])
     assert result.exit_code == 2  # a file could not be read
@@ -175,7 +174,7 @@ def test_audit_reads_what_no_open_read_and_lists_the_rest(tree, tmp_path):
     by_reason = {}
     for n in notes:
         by_reason.setdefault(n["descriptor"]["id"], []).append(n)
-    assert len(by_reason["format_not_read"]) == 5 and by_reason["unreadable"][0]["level"] == "error"
+    assert len(by_reason["format_not_read"]) == 1 and by_reason["unreadable"][0]["level"] == "error"
     assert all(n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith("file:///")
                for n in notes)
     assert log["runs"][0]["properties"]["summary"] == line
@@ -242,10 +241,12 @@ def test_silero_vad_folder_as_a_new_user_audits_it():
         pytest.skip("silero-vad is not installed")
     result = _audit(data)
     names = sorted(os.path.basename(s) for s in result.models["source"])
-    assert names == ["silero_vad.jit", "silero_vad_16k.safetensors"]
-    onnx = result.skipped[result.skipped["reason"] == "format_not_read"]
-    assert len(onnx) == 6 and set(onnx["label"]) == {"ONNX"}
-    assert "6 ONNX (format not read yet)" in result.summary
+    assert names == sorted(["silero_vad.jit", "silero_vad_16k.safetensors", "silero_vad.onnx",
+                            "silero_vad_16k_op15.onnx", "silero_vad_16k_sequence.onnx",
+                            "silero_vad_half.onnx", "silero_vad_op18_ifless.onnx",
+                            "silero_vad_openvino_16k.onnx"])
+    assert (result.models["status"] == "ok").all()
+    assert "format_not_read" not in set(result.skipped["reason"]) and "not read" not in result.summary
 
 
 def test_cli_prints_the_files_not_audited(tree, capsys):
@@ -254,10 +255,10 @@ def test_cli_prints_the_files_not_audited(tree, capsys):
     code = main(["audit", str(tree), "--workers", "0", "--max-file-size", "40000"])
     out = capsys.readouterr().out
     assert code == 2
-    assert f"{tree / 'onnx' / 'model.onnx'}: not audited: ONNX: this version" in out
+    assert f"{tree / 'model.pte'}: not audited: ExecuTorch program: this version" in out
     assert "bert/config.json" not in out  # side files stay in the tables
     last = out.strip().splitlines()[-1]
-    assert last.startswith("3 models: ") and "10 files not audited: 4 ONNX (format not read yet)" in last
+    assert last.startswith("7 models: ") and "6 files not audited: " in last
 
 
 def test_every_file_of_a_hub_repo_is_identified_by_a_range_read(tmp_path, monkeypatch):
@@ -281,19 +282,18 @@ def test_every_file_of_a_hub_repo_is_identified_by_a_range_read(tmp_path, monkey
         found = plan("hf://org/repo")
         assert found.models == ["hf://org/repo"]
         assert sorted(found.weights) == ["hf://org/repo/model.jit", "hf://org/repo/model.safetensors",
-                                         "hf://org/repo/pytorch_model.bin"]
+                                         "hf://org/repo/onnx/model.onnx", "hf://org/repo/pytorch_model.bin"]
         got = {e.path.removeprefix("hf://org/repo/"): (e.reason, e.label) for e in found.files}
         assert got == {"config.json": ("side_file", "JSON"), "README.md": ("side_file", "Markdown"),
-                       "onnx/model.onnx": ("format_not_read", "ONNX"),
-                       "onnx/model.onnx_data": ("format_not_read", "ONNX data")}
+                       "onnx/model.onnx_data": ("side_file", "ONNX data")}
         ranges = [r for m, p, r in server.log if r and "/resolve/" in p]
         assert ranges and all(int(r.split("-")[1]) < HEAD_BYTES for r in ranges if r.startswith("bytes=0-"))
         result = _audit("hf://org/repo")
     assert list(result.models["source"]) == ["hf://org/repo", "hf://org/repo/model.jit",
-                                             "hf://org/repo/pytorch_model.bin"]
+                                             "hf://org/repo/pytorch_model.bin", "hf://org/repo/onnx/model.onnx"]
     assert (result.models["status"] == "ok").all()
-    assert list(result.models["format"]) == ["safetensors", "pytorch", "pytorch"]
-    assert "2 ONNX" not in result.summary and "1 ONNX (format not read yet)" in result.summary
+    assert list(result.models["format"]) == ["safetensors", "pytorch", "pytorch", "onnx"]
+    assert "ONNX" not in result.summary
 
 
 def test_a_folder_over_http_is_identified_by_range_reads(served):
@@ -304,9 +304,9 @@ def test_a_folder_over_http_is_identified_by_range_reads(served):
     server.requests.clear()
     found = plan(base + "/")
     assert found.models == [base]  # config.json beside safetensors: the folder is the model
-    assert found.weights == [f"{base}/model.safetensors"]
+    assert found.weights == [f"{base}/model.onnx", f"{base}/model.safetensors"]  # ONNX: audited alone
     got = {os.path.basename(e.path): (e.reason, e.model) for e in found.files}
-    assert got == {"model.onnx": ("format_not_read", base), "config.json": ("side_file", base)}
+    assert got == {"config.json": ("side_file", base)}
     assert server.requests and all(end - start < HEAD_BYTES for _, start, end in server.requests)
 
 

@@ -9,7 +9,7 @@ streaming decode only the rows they touch.
 from __future__ import annotations
 
 from ...records import CheckpointRecord, TensorInfo
-from . import awq, bnb, compressed, fp8, gptq, h5py_dataset, mxfp4
+from . import awq, bnb, compressed, fp8, gptq, h5py_dataset, mxfp4, onnx_quant
 
 PLANS = {
     "gptq": gptq.plan,
@@ -24,6 +24,10 @@ PLANS = {
     "fp8_block": fp8.plan,
     "mxfp4": mxfp4.plan,
     "h5py_dataset": h5py_dataset.plan,  # chunked HDF5 (formats/hdf5): values through h5py
+    "onnx_varint": onnx_quant.varint_plan,
+    "onnx_qdq": onnx_quant.qdq_plan,
+    "onnx_matmul_nbits": onnx_quant.nbits_plan,
+    "onnx_packed_int": onnx_quant.packed_int_plan,
 }
 # Recognised by the format layer but without a decoder here, with the reason.
 NOT_DECODED = {
