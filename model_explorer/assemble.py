@@ -11,15 +11,19 @@ from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
 from .formats.detect import WEIGHTS, detect, extension_matches, identify
+from .formats.ctranslate2 import read_ctranslate2
+from .formats.ggml_legacy import read_ggml_legacy
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
 from .formats.hubquant.summary import quant_summary
 from .formats.npy import read_npy, read_npz
+from .formats.openvino import read_openvino
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
 from .formats.pytorch.tar import read_torch_tar
 from .formats.result import FileResult
 from .formats.safetensors import read_safetensors
 from .formats.shards import read_index
+from .formats.tflite import read_tflite
 from .spans import Finding, Report
 from .tensormap import report_lazily
 
@@ -32,11 +36,16 @@ READERS = {
     "npy": read_npy,
     "npz": read_npz,
     "torch_tar": read_torch_tar,
+    "ggml": read_ggml_legacy,
+    "tflite": read_tflite,
+    "openvino": read_openvino,
+    "ctranslate2": read_ctranslate2,
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
              "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
-             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch"}
+             "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch", "ggml": "ggml",
+             "tflite": "tflite", "openvino": "openvino", "ctranslate2": "ctranslate2"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -136,6 +145,10 @@ def _read_safely(reader, src, kind: str) -> FileResult:
 def _merge(ckpt: Checkpoint, result: FileResult) -> None:
     ckpt.files.append(result.file)
     ckpt.sizes[result.file] = result.size
+    for src in result.companions:
+        ckpt.sources.add(src)
+        ckpt.files.append(src.name)
+        ckpt.sizes[src.name] = src.size
     ckpt.spans.extend(result.report.spans)
     if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
         ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans),

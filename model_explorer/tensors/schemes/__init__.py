@@ -9,7 +9,7 @@ streaming decode only the rows they touch.
 from __future__ import annotations
 
 from ...records import CheckpointRecord, TensorInfo
-from . import awq, bnb, compressed, fp8, gptq, mxfp4
+from . import affine, awq, bnb, compressed, fp8, gptq, mxfp4
 
 PLANS = {
     "gptq": gptq.plan,
@@ -23,6 +23,7 @@ PLANS = {
     "ct_mxfp4": compressed.plan,
     "fp8_block": fp8.plan,
     "mxfp4": mxfp4.plan,
+    "affine": affine.plan,  # OpenVINO, TFLite and CTranslate2 integer weights
 }
 # Recognised by the format layer but without a decoder here, with the reason.
 NOT_DECODED = {
