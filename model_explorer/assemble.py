@@ -10,8 +10,8 @@ from typing import Any
 from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
-from .formats.detect import WEIGHTS, detect, extension_matches, identify
 from .formats.ctranslate2 import read_ctranslate2
+from .formats.detect import WEIGHTS, detect, extension_matches, identify
 from .formats.ggml_legacy import read_ggml_legacy
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits

@@ -328,6 +328,24 @@ CATALOG: dict[str, Code] = {
     "remote_code_exec": Code("error", "Custom code named by auto_map runs commands, evaluates code, opens network connections or deletes files when it is imported.", "Do not load this repository with trust_remote_code=True."),
     "remote_code_native": Code("warning", "Custom code named by auto_map loads a native library or compiles an extension when it is imported.", "Read the library's source and origin before loading with trust_remote_code=True."),
     "remote_code_unchecked": Code("warning", "auto_map names code that could not be read here: another repository's (org/repo--module.Class), a missing file, or one that does not parse.", "Read that code before loading with trust_remote_code=True; trust_remote_code downloads and runs it."),
+    # -- other weight formats: CTranslate2, legacy GGML, TFLite, OpenVINO IR (formats/ctranslate2.py, ggml_legacy.py, tflite/, openvino/) --
+    "ct2_unsupported_version": Code("error", "A CTranslate2 model.bin has a binary version this reader does not know (it knows 1 to 6).", "Convert the model again with a current ctranslate2 converter."),
+    "ct2_bad_string": Code("warning", "A CTranslate2 string (spec name, variable or alias name) does not end with the NUL byte its writer adds."),
+    "ct2_count_past_end": Code("error", "A CTranslate2 variable or alias count needs more bytes than the file has left.", _RE_EXPORT),
+    "ct2_bad_rank": Code("error", "A CTranslate2 variable says it has more dimensions than any tensor has."),
+    "ct2_unknown_dtype": Code("error", "A CTranslate2 variable has a type id outside float32, int8, int16, int32, float16, bfloat16."),
+    "ct2_size_mismatch": Code("error", "A CTranslate2 variable's byte count differs from its shape times its element size.", _RE_EXPORT),
+    "ct2_alias_missing": Code("error", "A CTranslate2 alias names a variable the file does not hold.", _RE_EXPORT),
+    "ct2_trailing_bytes": Code("warning", "Bytes follow the last field of a CTranslate2 model.bin; its loader ignores them."),
+    "ct2_bad_scale": Code("error", "A CTranslate2 int8/int16 weight's _scale variable has a shape that fits neither one scale per row nor one in all.", _RE_EXPORT),
+    "ggml_legacy": Code("warning", "A GGML, GGMF or GGJT file: the format llama.cpp wrote before GGUF (August 2023), which current llama.cpp and GGUF readers do not load.",
+                        "Convert it with llama.cpp's convert_llama_ggml_to_gguf.py --input MODEL.bin --output MODEL.gguf (add --model-metadata-dir with the original config for the right hyperparameters and vocabulary)."),
+    "ggml_legacy_requantize": Code("warning", "A legacy GGML file quantized with a block layout that changed before GGUF (Q4/Q8 before GGJT v3, any quantization before GGJT v2): llama.cpp's converter refuses it and its quantized tensors are not decoded.",
+                                   "Quantize the original weights again: convert them to GGUF with convert_hf_to_gguf.py, then llama-quantize."),
+    "ggml_legacy_version": Code("error", "A GGMF or GGJT file with a version llama.cpp never wrote (GGMF 1, GGJT 1 to 3)."),
+    "ggml_legacy_vocab_past_end": Code("error", "A legacy GGML file's n_vocab needs more bytes than the file has."),
+    "ggml_legacy_bad_token": Code("error", "A legacy GGML vocabulary entry is longer than llama.cpp's converter accepts (4096 bytes)."),
+    "ggml_legacy_bad_name": Code("error", "A legacy GGML tensor name is longer than llama.cpp's converter accepts (4096 bytes)."),
 }
 
 

@@ -22,8 +22,8 @@ import math
 from ..records import TensorInfo
 from ..spans import Report, short_repr
 from . import MAX_RANK
-from .detect import CT2_MAX_VERSION
 from .cursor import Cursor, PastEnd, past_end_message
+from .detect import CT2_MAX_VERSION
 from .result import FileResult
 
 CURRENT_VERSION = CT2_MAX_VERSION

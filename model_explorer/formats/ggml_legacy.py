@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from ..codes import CATALOG
 from ..ggml import QUANT_SIZES, GGMLType, type_name
 from ..records import TensorInfo
 from ..spans import Report, short_repr
@@ -92,19 +93,23 @@ def _read(cur: Cursor, rep: Report, result: FileResult) -> None:
 
 def _legacy_finding(rep: Report, variant: str, version: int, ftype: int, at: int, size: int) -> None:
     """The file works only with llama.cpp from before August 2023: name the converter, or say
-    why it refuses this file (quantizations whose layout changed)."""
+    why it refuses this file (quantizations whose layout changed); the catalog's fix goes with it."""
+    f = _legacy_message(rep, variant, version, ftype, at, size)
+    f.fix = CATALOG[f.code].fix
+
+
+def _legacy_message(rep: Report, variant: str, version: int, ftype: int, at: int, size: int):
     fname = FTYPES.get(ftype, f"ftype {ftype}")
     if (variant != "GGJT" or version < 2) and ftype not in (0, 1):
-        rep.warning("ggml_legacy_requantize", f"This is a {variant}v{version} file of type {fname}. "
-                    "Quantizations changed in GGJT v2, so llama.cpp's "
-                    f"{CONVERTER} refuses it: only its unquantized tensors can be read.", at, 4)
-    elif variant == "GGJT" and version == 2 and ftype in (2, 3, 4, 7):
-        rep.warning("ggml_legacy_requantize", f"This is a GGJTv2 file of type {fname}. Q4 and Q8 "
-                    f"blocks changed in GGJT v3, so llama.cpp's {CONVERTER} refuses it.", at, 4)
-    else:
-        rep.warning("ggml_legacy", f"This is a {variant}v{version} file, the format llama.cpp used "
-                    "before GGUF: current llama.cpp and other GGUF readers do not load it.", 0,
-                    min(8, size))
+        return rep.warning("ggml_legacy_requantize", f"This is a {variant}v{version} file of type "
+                           f"{fname}. Quantizations changed in GGJT v2, so llama.cpp's {CONVERTER} "
+                           "refuses it: only its unquantized tensors can be read.", at, 4)
+    if variant == "GGJT" and version == 2 and ftype in (2, 3, 4, 7):
+        return rep.warning("ggml_legacy_requantize", f"This is a GGJTv2 file of type {fname}. Q4 and "
+                           f"Q8 blocks changed in GGJT v3, so llama.cpp's {CONVERTER} refuses it.", at, 4)
+    return rep.warning("ggml_legacy", f"This is a {variant}v{version} file, the format llama.cpp used "
+                       "before GGUF: current llama.cpp and other GGUF readers do not load it.", 0,
+                       min(8, size))
 
 
 def _read_vocab(cur: Cursor, rep: Report, result: FileResult, n_vocab: int, scores: bool) -> None:
