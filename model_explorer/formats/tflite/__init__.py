@@ -1,2 +1,5 @@
-def read_tflite(source):
-    raise NotImplementedError
+"""TFLite models (flatbuffers), read without TensorFlow."""
+
+from .reader import read_tflite
+
+__all__ = ["read_tflite"]

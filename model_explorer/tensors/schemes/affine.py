@@ -20,7 +20,8 @@ import numpy as np
 from ..plan import Plan
 from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, row_offsets, stored
 
-CODE_DTYPES = {("I8", 8): np.int8, ("U8", 8): np.uint8, ("I16", 16): np.int16, ("U16", 16): np.uint16}
+CODE_DTYPES = {("I8", 8): np.int8, ("U8", 8): np.uint8, ("I16", 16): np.int16, ("U16", 16): np.uint16,
+               ("I32", 32): np.int32}
 SIDE_DTYPES = ("F32", "F16", "BF16", "F64", "I8", "U8", "I16", "I32", "I64", "U4", "I4")
 
 
