@@ -346,6 +346,23 @@ CATALOG: dict[str, Code] = {
     "ggml_legacy_vocab_past_end": Code("error", "A legacy GGML file's n_vocab needs more bytes than the file has."),
     "ggml_legacy_bad_token": Code("error", "A legacy GGML vocabulary entry is longer than llama.cpp's converter accepts (4096 bytes)."),
     "ggml_legacy_bad_name": Code("error", "A legacy GGML tensor name is longer than llama.cpp's converter accepts (4096 bytes)."),
+    "tflite_malformed": Code("error", "A TFLite flatbuffer field, vtable or vector lies outside the file or says more than it can hold; that part of the model is skipped.", _RE_EXPORT),
+    "tflite_identifier": Code("warning", "A TFLite file's flatbuffer identifier (bytes 4-8) is not 'TFL3'."),
+    "tflite_no_subgraphs": Code("error", "A TFLite model has no subgraphs, so no tensors."),
+    "tflite_too_many_tensors": Code("error", "A TFLite subgraph lists more tensors than this reader reads (a million)."),
+    "tflite_bad_shape": Code("error", "A TFLite tensor that holds data has a negative (dynamic) dimension."),
+    "tflite_size_mismatch": Code("error", "A TFLite tensor's buffer holds a different number of bytes than its shape and type need.", _RE_EXPORT),
+    "tflite_bad_buffer": Code("error", "A TFLite tensor names a buffer index past the model's buffers.", _RE_EXPORT),
+    "tflite_bad_quantization": Code("error", "A TFLite tensor's scales and zero points do not fit its shape and quantized_dimension; it is not dequantized.", _RE_EXPORT),
+    "tflite_external_buffer": Code("warning", "A TFLite tensor keeps its data in an external buffer group (another file), which is not read."),
+    "openvino_xml_refused": Code("error", "An OpenVINO IR XML declares a DOCTYPE or entities, or nests too deeply: it is not parsed (an IR has none; XML bombs and external entities start this way).", "Do not open this file with an XML parser that expands entities; re-export the model with OpenVINO."),
+    "openvino_bad_xml": Code("error", "An OpenVINO IR XML is not well-formed XML.", "Re-export the model with ov.save_model."),
+    "openvino_ir_version": Code("warning", "An OpenVINO IR has a version other than 10 or 11."),
+    "openvino_duplicate_layer": Code("error", "Two layers of an OpenVINO IR share an id."),
+    "openvino_bin_missing": Code("error", "The .bin beside an OpenVINO IR XML is missing: no weight can be read.", "Put the .bin with the same name next to the .xml."),
+    "openvino_bad_const": Code("error", "An OpenVINO Const layer has an element type, shape, offset or size this reader cannot place in the .bin."),
+    "openvino_size_mismatch": Code("error", "An OpenVINO Const layer's size differs from its shape times its element size.", "Re-export the model with ov.save_model."),
+    "openvino_bad_decompression": Code("error", "An OpenVINO compressed weight's scale or zero point does not broadcast to it; it is not decoded.", "Compress the weights again with NNCF (nncf.compress_weights)."),
 }
 
 

@@ -6,7 +6,8 @@ quantized tensors and CTranslate2's int8/int16 weights.
 
 quant = {"kind": "affine", "label", "bits": 4|8|16, "signed": bool, "divide": bool,
          "scale": TensorInfo, "scale_shape": full-rank shape that broadcasts to the weight's,
-         "zero": TensorInfo or None, "zero_shape": like scale_shape, "zero_value": a constant}
+         "zero": TensorInfo or None, "zero_shape": like scale_shape, "zero_value": a constant,
+         "round_to": "F16" | "BF16" | None (the precision the file's own graph computes in)}
 4-bit codes are packed two a byte, the first in the low nibble (OpenVINO u4/i4, TFLite INT4).
 A unit is one row (the last dimension) when rows are whole bytes, else the whole tensor.
 """
@@ -17,6 +18,7 @@ import math
 
 import numpy as np
 
+from ... import dtypes
 from ..plan import Plan
 from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, row_offsets, stored
 
@@ -27,8 +29,6 @@ SIDE_DTYPES = ("F32", "F16", "BF16", "F64", "I8", "U8", "I16", "I32", "I64", "U4
 
 def _side_values(ckpt, t, shape: tuple[int, ...], what: str) -> np.ndarray:
     """A scale or zero-point component read whole as float32, shaped to broadcast."""
-    from ... import dtypes
-
     if t.length > MAX_SIDE_BYTES:
         raise ValueError(f"The {what} {t.name!r} is {t.length:,} bytes, more than such a tensor holds.")
     n = math.prod(shape)
@@ -90,6 +90,7 @@ def plan(ckpt, info) -> Plan:
                              "does not broadcast to it.")
         zero = _side_values(ckpt, q["zero"], zero_shape, "zero point")
     zero_value = F32(q.get("zero_value") or 0)
+    rounding = dtypes.numpy_dtype(q["round_to"]) if q.get("round_to") else None
     numel = math.prod(shape)
     cols = shape[-1]
     whole_rows = rank >= 2 and cols * bits % 8 == 0
@@ -134,6 +135,8 @@ def plan(ckpt, info) -> Plan:
             out /= side_rows(scale, idx)
         else:
             out *= side_rows(scale, idx)
+        if rounding is not None:  # codes, zero and scale are exact in float32: one rounding
+            out[...] = out.astype(rounding)
 
     k = scale_shape[-1] if whole_rows else 1
     parts = Parts(codes, scales, zeros if zero is not None else None,

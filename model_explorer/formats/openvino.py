@@ -1,2 +1,0 @@
-def read_openvino(source):
-    raise NotImplementedError
