@@ -107,9 +107,10 @@ def _detect_other(head: bytes) -> str:
 
 
 def _is_ctranslate2(head: bytes) -> bool:
-    """A binary version 2..CT2_MAX_VERSION, then a NUL-terminated spec name such as
-    'TransformerSpec' (version 1 files have no spec name and are too featureless to claim)."""
-    if len(head) < 8 or not 2 <= int.from_bytes(head[:4], "little") <= CT2_MAX_VERSION:
+    """A binary version from 2 (newer ones too, which the reader then calls unsupported), then a
+    NUL-terminated spec name such as 'TransformerSpec' (version 1 files have no spec name and
+    are too featureless to claim)."""
+    if len(head) < 8 or not 2 <= int.from_bytes(head[:4], "little") <= CT2_MAX_VERSION + 16:
         return False
     n = int.from_bytes(head[4:6], "little")
     name = head[6:6 + n]
