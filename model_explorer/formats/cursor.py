@@ -14,9 +14,10 @@ WINDOW = 64 * 1024  # bytes fetched at a time from the source
 class PastEnd(Exception):
     """A field, or the length a field announced, runs past the end of the file."""
 
-    def __init__(self, offset: int, need: int, what: str, length_at: int | None = None) -> None:
+    def __init__(self, offset: int, need: int, what: str, length_at: int | None = None,
+                 code: str = "truncated") -> None:
         super().__init__(what)
-        self.offset, self.need, self.what = offset, need, what
+        self.offset, self.need, self.what, self.code = offset, need, what, code
         self.length_at = length_at  # where the length that asked for too much was read
 
 
@@ -35,9 +36,9 @@ class Cursor:
     def left(self) -> int:
         return self.size - self.pos
 
-    def need(self, n: int, what: str, length_at: int | None = None) -> None:
+    def need(self, n: int, what: str, length_at: int | None = None, code: str = "truncated") -> None:
         if n < 0 or self.pos + n > self.size:
-            raise PastEnd(self.pos, n, what, length_at)
+            raise PastEnd(self.pos, n, what, length_at, code)
 
     def _view(self, n: int) -> tuple[bytes, int]:
         """A buffer holding bytes [pos, pos + n) and where pos is in it."""
@@ -61,7 +62,8 @@ class Cursor:
         return v[0] if len(v) == 1 else v
 
     def bytes(self, n: int, what: str, length_at: int | None = None) -> bytes:
-        self.need(n, what, length_at)
+        """`n` bytes of a string or name: past the end, a string_past_end at its length."""
+        self.need(n, what, length_at, "string_past_end" if length_at is not None else "truncated")
         buf, rel = self._view(n)
         self.pos += n
         return bytes(buf[rel:rel + n])
@@ -74,8 +76,7 @@ class Cursor:
 def past_end_message(e: PastEnd, size: int) -> tuple[str, str, int, int]:
     """(code, message, offset, length) of the finding a `PastEnd` makes."""
     if e.length_at is not None:
-        return ("string_past_end" if "name" in e.what or "string" in e.what else "truncated",
-                f"The {e.what} at byte {e.length_at} says it is {e.need} bytes long, but only "
+        return (e.code, f"The {e.what} at byte {e.length_at} says it is {e.need} bytes long, but only "
                 f"{max(0, size - e.offset)} bytes remain in the file.", e.length_at,
                 max(1, min(4, e.offset - e.length_at)))
     return ("truncated", f"The file ends at byte {size}, but the {e.what} at byte {e.offset} needs "
