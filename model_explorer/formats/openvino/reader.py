@@ -31,6 +31,7 @@ ELEMENT_TYPES = {"f32": ("F32", 32), "f16": ("F16", 16), "bf16": ("BF16", 16), "
                  "f8e8m0": ("F8_E8M0", 8)}
 CODES = {"U8": (8, False), "I8": (8, True), "U4": (4, False), "I4": (4, True)}
 ROUNDING = {"FP16": "F16", "BF16": "BF16"}  # the Multiply's output precision
+CONVERT_ROUNDING = {"f16": "F16", "bf16": "BF16"}
 
 
 def bin_path(xml_path: str) -> str:
@@ -178,17 +179,19 @@ class _Graph:
         users = self.consumers.get(layer_id, [])
         return self.layers.get(users[0][0]) if len(users) == 1 and users[0][1] == "0" else None
 
-    def other_const(self, op: Layer, came_from: str) -> TensorInfo | None:
-        """The tensor of the Const feeding `op`'s other input, through one Convert at most."""
+    def other_const(self, op: Layer, came_from: str) -> tuple[TensorInfo | None, str | None]:
+        """The tensor of the Const feeding `op`'s other input, through one Convert at most, and
+        the narrower float that Convert rounds it to (f32 scales made f16), if any."""
         for src in self.inputs.get(op.id, {}).values():
             if src == came_from:
                 continue
-            layer = self.layers.get(src)
+            layer, rounding = self.layers.get(src), None
             if layer is not None and layer.type == "Convert":
+                rounding = CONVERT_ROUNDING.get(layer.data.get("destination_type", ""))
                 src = next(iter(self.inputs.get(layer.id, {}).values()), "")
             if src in self.infos:
-                return self.infos[src]
-        return None
+                return self.infos[src], rounding
+        return None, None
 
 
 def _decompression(layer: Layer, info: TensorInfo, graph: _Graph, rep: Report) -> None:
@@ -198,15 +201,17 @@ def _decompression(layer: Layer, info: TensorInfo, graph: _Graph, rep: Report) -
     step, zero = graph.only_consumer(convert.id), None
     came = convert.id
     if step is not None and step.type == "Subtract":
-        zero = graph.other_const(step, came)
+        zero, _ = graph.other_const(step, came)
         came, step = step.id, graph.only_consumer(step.id)
     if step is None or step.type != "Multiply":
         return
-    scale = graph.other_const(step, came)
+    scale, scale_rounding = graph.other_const(step, came)
     if scale is None:
         return
     precision = next(iter(step.out_precision.values()), "")
     info.quant = _quant_record(info, scale, zero, ROUNDING.get(precision))
+    if scale_rounding and scale.dtype == "F32":
+        info.quant["scale_round_to"] = scale_rounding
     if info.quant["kind"] == "unusable":
         rep.error("openvino_bad_decompression", f"Const {info.name!r} is compressed, but "
                   f"{info.quant['reason']}; it is not decoded.", layer.start, layer.end - layer.start,

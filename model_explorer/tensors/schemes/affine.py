@@ -7,7 +7,8 @@ quantized tensors and CTranslate2's int8/int16 weights.
 quant = {"kind": "affine", "label", "bits": 4|8|16, "signed": bool, "divide": bool,
          "scale": TensorInfo, "scale_shape": full-rank shape that broadcasts to the weight's,
          "zero": TensorInfo or None, "zero_shape": like scale_shape, "zero_value": a constant,
-         "round_to": "F16" | "BF16" | None (the precision the file's own graph computes in)}
+         "round_to": "F16" | "BF16" | None (the precision the file's own graph computes in),
+         "scale_round_to": the same, for a scale the graph converts before using it}
 4-bit codes are packed two a byte, the first in the low nibble (OpenVINO u4/i4, TFLite INT4).
 A unit is one row (the last dimension) when rows are whole bytes, else the whole tensor.
 """
@@ -81,6 +82,8 @@ def plan(ckpt, info) -> Plan:
         raise ValueError(f"Tensor {info.name!r} ({label}) is {list(shape)}; its scale "
                          f"{list(scale_shape)} does not broadcast to it.")
     scale = _side_values(ckpt, q["scale"], scale_shape, "scale")
+    if q.get("scale_round_to"):
+        scale = scale.astype(dtypes.numpy_dtype(q["scale_round_to"])).astype(F32)
     check_scales(scale, q["scale"], allow_zero=not q.get("divide"))
     zero = None
     if q.get("zero") is not None:
