@@ -102,7 +102,7 @@ def _read_variable(cur: Cursor, rep: Report, version: int, i: int,
                   "has that many.", at, 1, name)
     dims = cur.unpack(f"{rank}I", f"dimensions of {name!r}") if rank else ()
     shape = (dims,) if isinstance(dims, int) else tuple(dims)
-    rep.span(at, 1 + 4 * rank, "dims", f"variable {i} > {name} > shape", f"{rank} dims: {list(shape)}",
+    rep.span(at, 1 + 4 * rank, "shape", f"variable {i} > {name} > shape", f"{rank} dims: {list(shape)}",
              tensor=name)
     at = cur.pos
     code = cur.unpack("B", f"type of {name!r}")
@@ -111,14 +111,14 @@ def _read_variable(cur: Cursor, rep: Report, version: int, i: int,
         rep.span(at, 1, "type", f"variable {i} > {name} > dtype", f"u8 = {code} ({dtype})", tensor=name)
         nat = cur.pos
         nbytes = cur.unpack("I", f"byte count of {name!r}")
-        rep.span(nat, 4, "length", f"variable {i} > {name} > byte count", f"u32 = {nbytes}", tensor=name)
+        rep.span(nat, 4, "size", f"variable {i} > {name} > byte count", f"u32 = {nbytes}", tensor=name)
     else:
         dtype = OLD_ITEM_DTYPES.get(code, f"ITEM{code}")
         rep.span(at, 1, "type", f"variable {i} > {name} > item size", f"u8 = {code} ({dtype})", tensor=name)
         nat = cur.pos
         nitems = cur.unpack("I", f"element count of {name!r}")
         nbytes = nitems * code
-        rep.span(nat, 4, "length", f"variable {i} > {name} > element count", f"u32 = {nitems}", tensor=name)
+        rep.span(nat, 4, "size", f"variable {i} > {name} > element count", f"u32 = {nitems}", tensor=name)
     data_at = cur.pos
     if dtype not in ITEM_SIZES:
         rep.error("ct2_unknown_dtype", f"Variable {name!r} has type {code}, which CTranslate2 does "

@@ -149,8 +149,8 @@ def _read_tensor(cur: Cursor, rep: Report, result: FileResult, i: int, variant: 
     """One tensor entry and its data; False when the walk cannot go on."""
     start = cur.pos
     n_dims, name_len, gtype = cur.unpack("3I", f"header of tensor {i}")
-    rep.span(start, 4, "dims", f"tensor {i} > n_dims", f"u32 = {n_dims}")
-    rep.span(start + 4, 4, "length", f"tensor {i} > name length", f"u32 = {name_len}")
+    rep.span(start, 4, "count", f"tensor {i} > n_dims", f"u32 = {n_dims}")
+    rep.span(start + 4, 4, "size", f"tensor {i} > name length", f"u32 = {name_len}")
     dtype, sizes = _sizes(gtype, variant, version)
     rep.span(start + 8, 4, "type", f"tensor {i} > type", f"u32 = {gtype} ({dtype})")
     if n_dims > MAX_DIMS:
@@ -167,7 +167,7 @@ def _read_tensor(cur: Cursor, rep: Report, result: FileResult, i: int, variant: 
     ne = (ne,) if isinstance(ne, int) else tuple(ne)
     name_at = cur.pos
     name = cur.bytes(name_len, f"name of tensor {i}", length_at=start + 4).decode("utf-8", "replace")
-    rep.span(dims_at, 4 * n_dims, "dims", f"tensor {i} > {name} > ne", f"{n_dims} dims: {list(ne)}", tensor=name)
+    rep.span(dims_at, 4 * n_dims, "shape", f"tensor {i} > {name} > ne", f"{n_dims} dims: {list(ne)}", tensor=name)
     rep.span(name_at, name_len, "key", f"tensor {i} > {name} > name", short_repr(name), tensor=name)
     if sizes is None:
         rep.error("unknown_tensor_type", f"Tensor {name!r} has ggml type {gtype}, which this reader "

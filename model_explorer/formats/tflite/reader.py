@@ -54,7 +54,7 @@ def _root(buf: Buffer, rep: Report) -> Table | None:
                   f"'TFL3'; this file has {buf.size} bytes.", 0, buf.size)
         return None
     root = buf.unpack("I", 0, "root offset")
-    rep.span(0, 4, "offset", "root offset", f"u32 = {root}")
+    rep.span(0, 4, "pointer", "root offset", f"u32 = {root}")
     ident = buf.raw(4, 4, "file identifier")
     rep.span(4, 4, "magic", "file identifier", short_repr(ident.decode("latin-1")))
     if ident != b"TFL3":
@@ -168,7 +168,7 @@ class _Walk:
             if shape_vec.length > MAX_RANK:
                 raise Malformed(f"Tensor {name!r} has {shape_vec.length} dimensions.", shape_vec.pos)
             shape = shape_vec.numbers("i")
-            rep.span(shape_vec.pos, 4 + shape_vec.nbytes, "dims", f"{path} > shape",
+            rep.span(shape_vec.pos, 4 + shape_vec.nbytes, "shape", f"{path} > shape",
                      f"{len(shape)} dims: {list(shape)}", tensor=name)
         code = t.scalar(1, "b", what="type")
         dtype = TENSOR_TYPES[code] if 0 <= code < len(TENSOR_TYPES) else f"TYPE_{code}"
@@ -178,7 +178,7 @@ class _Walk:
         index = t.scalar(2, "I", what="buffer index")
         p = t.field_pos(2)
         if p is not None:
-            rep.span(p, 4, "offset", f"{path} > buffer", f"u32 = {index}", tensor=name)
+            rep.span(p, 4, "index", f"{path} > buffer", f"u32 = {index}", tensor=name)
         if name_field:
             rep.span(name_field[1], name_field[2], "key", f"{path} > name", short_repr(name_field[0]), tensor=name)
         rep.span(t.pos, t.inline_size, "tensor_info", path, tensor=name)
@@ -223,13 +223,13 @@ class _Walk:
         b = self.buffers.table(index, f"buffer {index}")
         data = b.vector(0, 1, f"data of buffer {index}")
         if data is not None and data.length:
-            self.rep.span(data.pos, 4, "length", f"buffer {index} > data length", f"u32 = {data.length}", tensor=name)
+            self.rep.span(data.pos, 4, "size", f"buffer {index} > data length", f"u32 = {data.length}", tensor=name)
             return data.data, data.length
         offset, size = b.scalar(1, "Q", what="offset"), b.scalar(2, "Q", what="size")
         if offset <= 1 or not size:  # 0: no data; 1: the writer's placeholder
             return None
-        self.rep.span(b.field_pos(1), 8, "offset", f"buffer {index} > offset", f"u64 = {offset}", tensor=name)
-        self.rep.span(b.field_pos(2), 8, "length", f"buffer {index} > size", f"u64 = {size}", tensor=name)
+        self.rep.span(b.field_pos(1), 8, "pointer", f"buffer {index} > offset", f"u64 = {offset}", tensor=name)
+        self.rep.span(b.field_pos(2), 8, "size", f"buffer {index} > size", f"u64 = {size}", tensor=name)
         if offset + size > self.buf.size:
             self.rep.error("data_past_end", f"Tensor {name!r} (buffer {index}) needs bytes {offset} to "
                            f"{offset + size}, past the end of the file ({self.buf.size} bytes).",
