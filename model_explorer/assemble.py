@@ -104,7 +104,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
 
 def _unread(src, head: bytes) -> Report:
     """A file no reader of this version takes: a weight format named by its bytes (ONNX, HDF5,
-    TFLite, legacy GGML...) is a warning that it was not checked, anything else unknown_format
+    Flax, ExecuTorch...) is a warning that it was not checked, anything else unknown_format
     (as the audit lists them: audits/inventory.py)."""
     rep = Report(src.name)
     try:

@@ -23,7 +23,7 @@ _TRUST = "Do not load this file with pickle or torch.load(weights_only=False); c
 CATALOG: dict[str, Code] = {
     # -- opening: files, directories, formats --------------------------------------------------
     "unknown_format": Code("error", "The first bytes match no format this tool reads."),
-    "format_not_read": Code("warning", "The bytes are a weight format this version does not read yet (ONNX, HDF5/Keras, TFLite, Flax msgpack, OpenVINO, legacy GGML...): nothing in the file was checked.",
+    "format_not_read": Code("warning", "The bytes are a weight format this version does not read yet (ONNX, HDF5/Keras, Flax msgpack, ExecuTorch, a GGML-era LoRA...): nothing in the file was checked.",
                             "Open the safetensors or GGUF file of the same model, or inspect this one with its own format's tools."),
     "extension_mismatch": Code("info", "The file name suggests one format but the bytes are another."),
     "mixed_formats": Code("error", "The files of one checkpoint are in different formats."),

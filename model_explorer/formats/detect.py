@@ -313,12 +313,10 @@ def _zip_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
 def _other_kind(head: bytes, name: str) -> Identified:
     """What no reader takes: the weight formats this version cannot read yet, side files, and
     the rest."""
-    if head[:4] in GGML_MAGICS:
+    if head[:4] in GGML_MAGICS:  # 'ggla', a LoRA adapter of the GGML era (the others are read)
         return _it("ggml", WEIGHTS, label=f"legacy GGML ({GGML_MAGICS[head[:4]]})")
     if any(head[o:o + 8] == HDF5_MAGIC for o in HDF5_OFFSETS):
         return _it("hdf5", WEIGHTS)
-    if head[4:8] == b"TFL3":
-        return _it("tflite", WEIGHTS)
     if head[4:6] == b"ET" and head[6:8].isdigit():
         return _it("executorch", WEIGHTS)
     if _is_onnx(head):
@@ -337,8 +335,6 @@ def _other_kind(head: bytes, name: str) -> Identified:
             return _it("compressed", OTHER, label=f"compressed file ({what})")
     text = _text(head)
     if text is not None:
-        if b"<net " in head[:1024] and text.lstrip().startswith("<"):
-            return _it("openvino", WEIGHTS)
         if _JSON_START.match(text):
             return _it("json", SIDE)
         ext = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""

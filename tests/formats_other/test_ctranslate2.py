@@ -20,10 +20,10 @@ pytest.importorskip("ctranslate2")
 def converted(tmp_path_factory):
     d = tmp_path_factory.mktemp("ct2")
     src = C.tiny_gpt2(d / "hf")
-    return {q: (d / q / "model.bin", C.convert(src, d / q, q)) for q in ("int8", "float16")}
+    return {q: (d / q / "model.bin", C.convert(src, d / q, q)) for q in ("int8", "float16", "int16")}
 
 
-@pytest.mark.parametrize("quantization", ["int8", "float16"])
+@pytest.mark.parametrize("quantization", ["int8", "float16", "int16"])
 def test_every_variable_equals_the_converters(converted, quantization):
     path, spec = converted[quantization]
     ckpt = mx.open(str(path))
@@ -38,15 +38,16 @@ def test_every_variable_equals_the_converters(converted, quantization):
         assert info.shape == want.shape
         got = ckpt.read(name)
         scale = arrays.get(name + "_scale")
-        if want.dtype == np.int8 and scale is not None:
+        if want.dtype in (np.int8, np.int16) and scale is not None:
             quantized += 1
-            assert info.kind == "CT2_INT8"
-            expect = want.astype(np.float32) / scale.astype(np.float32).reshape((-1,) + (1,) * (want.ndim - 1))
+            assert info.kind == f"CT2_INT{want.itemsize * 8}"
+            per_row = (-1,) + (1,) * (want.ndim - 1) if scale.size > 1 else ()
+            expect = want.astype(np.float32) / scale.astype(np.float32).reshape(per_row)
             np.testing.assert_array_equal(got, expect)
         else:
             np.testing.assert_array_equal(got, want.astype(got.dtype))
-    scaled = [k for k in arrays if k.endswith("_scale") and arrays.get(k[:-6], np.empty(0)).dtype == np.int8]
-    assert quantized == len(scaled) and (quantized > 0) == (quantization == "int8")
+    scaled = [k for k in arrays if k.endswith("_scale") and arrays.get(k[:-6], np.empty(0)).dtype.kind == "i"]
+    assert quantized == len(scaled) and (quantized > 0) == quantization.startswith("int")
 
 
 def test_int8_weights_stay_close_to_the_source(converted):
