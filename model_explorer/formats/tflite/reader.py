@@ -198,11 +198,17 @@ class _Walk:
         info = TensorInfo(name, dtype, tuple(shape), self.result.file, offset, length)
         info.extra.update(info_span=(t.pos, t.inline_size), buffer=index)
         need = -(-math.prod(shape) * BITS[dtype] // 8) if dtype in BITS else None
-        if need is not None and need != length:
+        if t.field_pos(6) is not None:  # sparsity parameters: the buffer holds a compressed format
+            rep.info("tflite_sparse", f"Tensor {name!r} is stored sparse (TFLite sparsity "
+                     f"parameters): its {length} bytes are a compressed format, not {dtype} "
+                     f"{list(shape)}; it is listed, not decoded.", t.pos, t.inline_size, name)
+            info.quant = {"kind": "unusable", "label": f"TFLITE_SPARSE_{dtype}",
+                          "reason": "TFLite sparse tensors are not decoded"}
+        elif need is not None and need != length:
             rep.error("tflite_size_mismatch", f"Tensor {name!r} is {dtype} {list(shape)}: {need} bytes, "
                       f"but its buffer {index} holds {length}.", offset, length, name)
         q = t.table(4, "quantization parameters")
-        if q is not None:
+        if q is not None and not info.quant:
             self.quantization(q, info, path)
         if name in self.result.tensors:
             rep.error("duplicate_tensor", f"Two tensors are named {name!r}; the second one hides the "
