@@ -61,6 +61,7 @@ def read_openvino(source) -> FileResult:
     for layer_id, at in net.duplicate_ids:
         rep.error("openvino_duplicate_layer", f"Two layers have id {layer_id!r}; edges to it are "
                   "ambiguous, the second is used.", at, 6)
+    _graph_spans(net, source, rep)
     consts = [layer for layer in net.layers.values() if layer.type == "Const"]
     result.details.update(layers=len(net.layers), consts=len(consts), edges=len(net.edges))
     bin_src = _open_bin(source, rep) if consts else None
@@ -84,6 +85,18 @@ def read_openvino(source) -> FileResult:
                               f"{info.kind} {list(info.shape)}", info.name))
     rep.spans.sort(key=lambda s: (s.file != source.name, s.offset, -s.length))
     return result
+
+
+def _graph_spans(net: Net, xml, rep: Report) -> None:
+    """A span for each layer that is not a Const (those are tensors) and for each edge."""
+    for layer in net.layers.values():
+        if layer.type != "Const":
+            end = max(layer.end, element_end(xml, layer.start))
+            rep.span(layer.start, end - layer.start, "layer", f"layer {layer.id} > {layer.name}",
+                     short_repr(layer.type))
+    for src, sport, dst, dport, at in net.edges:
+        rep.span(at, element_end(xml, at) - at, "edge", f"edge {src}:{sport} > {dst}:{dport}",
+                 f"layer {src} port {sport} to layer {dst} port {dport}")
 
 
 def _line_col_offset(source, line: int, col: int) -> int:
@@ -209,9 +222,7 @@ def _decompression(layer: Layer, info: TensorInfo, graph: _Graph, rep: Report) -
     if scale is None:
         return
     precision = next(iter(step.out_precision.values()), "")
-    info.quant = _quant_record(info, scale, zero, ROUNDING.get(precision))
-    if scale_rounding and scale.dtype == "F32":
-        info.quant["scale_round_to"] = scale_rounding
+    info.quant = _quant_record(info, scale, zero, ROUNDING.get(precision), scale_rounding)
     if info.quant["kind"] == "unusable":
         rep.error("openvino_bad_decompression", f"Const {info.name!r} is compressed, but "
                   f"{info.quant['reason']}; it is not decoded.", layer.start, layer.end - layer.start,
@@ -226,8 +237,11 @@ def _broadcast(side: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]
     return full if all(s in (1, d) for s, d in zip(full, shape, strict=True)) else None
 
 
-def _quant_record(info: TensorInfo, scale: TensorInfo, zero: TensorInfo | None, rounding: str | None) -> dict:
-    """The quant record of an OpenVINO compressed weight (the one place that builds it)."""
+def _quant_record(info: TensorInfo, scale: TensorInfo, zero: TensorInfo | None, rounding: str | None,
+                  scale_rounding: str | None) -> dict:
+    """The quant record of an OpenVINO compressed weight (the one place that builds it).
+    `rounding`: the float the Multiply computes in; `scale_rounding`: the float a Convert
+    narrows a float32 scale to before it."""
     bits, signed = CODES[info.dtype]
     label = f"OV_{info.dtype}"
     shape = info.shape or (1,)
@@ -237,6 +251,8 @@ def _quant_record(info: TensorInfo, scale: TensorInfo, zero: TensorInfo | None, 
                 "reason": f"its scale {list(scale.shape)} does not broadcast to {list(shape)}"}
     record = {"kind": "affine", "label": label, "bits": bits, "signed": signed, "divide": False,
               "scale": scale, "scale_shape": scale_shape, "round_to": rounding}
+    if scale_rounding and scale.dtype == "F32":
+        record["scale_round_to"] = scale_rounding
     if zero is not None:
         zero_shape = _broadcast(zero.shape, shape)
         if zero_shape is None:
