@@ -192,9 +192,11 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
                                          f"{len(preferred)} index files; reading {preferred[0]!r}."))
         _open_index(sources.join(path, preferred[0]), ckpt)
     else:
+        ir_data = {n[:-4] + ".bin" for n in names if n.endswith(".xml") and n[:-4] + ".bin" in names}
         weights = ([n for n in names if n.endswith(".safetensors")]
                    or [n for n in names if n.endswith(".gguf")]
-                   or [n for n in names if n.endswith((".bin", ".pt", ".pth"))])
+                   or [n for n in names if n.endswith((".bin", ".pt", ".pth")) and n not in ir_data]
+                   or [n[:-4] + ".xml" for n in sorted(ir_data)])  # OpenVINO IR: read from its XML
         if not weights:
             ckpt.findings.append(Finding("error", "no_weights", "The directory holds no "
                                          ".safetensors, .gguf, .bin or .pt file and no index.",

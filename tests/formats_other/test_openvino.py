@@ -135,3 +135,15 @@ def test_bad_decompression_shapes_are_refused_not_shown_as_codes(tmp_path):
     assert "openvino_bad_decompression" in {f.code for f in ckpt.findings}
     with pytest.raises(ValueError, match="cannot be dequantized"):
         ckpt.read("q")
+
+
+def test_a_folder_opens_its_ir_not_the_bin_alone(irs, tmp_path):
+    """An optimum-intel export folder: openvino_model.xml + .bin (+ config.json)."""
+    import shutil
+
+    shutil.copy(irs["hand"], tmp_path / "openvino_model.xml")
+    shutil.copy(irs["hand"].with_suffix(".bin"), tmp_path / "openvino_model.bin")
+    ckpt = mx.open(str(tmp_path))
+    assert ckpt.format == "openvino" and ckpt.errors == []
+    assert ckpt.files == [str(tmp_path / "openvino_model.xml"), str(tmp_path / "openvino_model.bin")]
+    assert ckpt.tensors["w_i8"].kind == "OV_I8"
