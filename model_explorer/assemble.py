@@ -10,19 +10,23 @@ from typing import Any
 from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
+from .formats.ctranslate2 import read_ctranslate2
 from .formats.detect import WEIGHTS, detect, extension_matches, identify
 from .formats.flax_msgpack import read_flax_msgpack
+from .formats.ggml_legacy import read_ggml_legacy
 from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
 from .formats.hdf5 import read_hdf5, read_keras
 from .formats.hubquant.summary import quant_summary
 from .formats.npy import read_npy, read_npz
 from .formats.onnx import read_onnx
+from .formats.openvino import read_openvino
 from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
 from .formats.pytorch.tar import read_torch_tar
 from .formats.result import FileResult
 from .formats.safetensors import read_safetensors
 from .formats.shards import read_index
+from .formats.tflite import read_tflite
 from .spans import Finding, Report
 from .tensormap import report_lazily
 
@@ -39,12 +43,17 @@ READERS = {
     "keras": read_keras,
     "flax_msgpack": read_flax_msgpack,
     "onnx": read_onnx,
+    "ggml": read_ggml_legacy,
+    "tflite": read_tflite,
+    "openvino": read_openvino,
+    "ctranslate2": read_ctranslate2,
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
              "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
              "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch", "hdf5": "hdf5", "keras": "keras",
-             "flax_msgpack": "flax", "onnx": "onnx"}
+             "flax_msgpack": "flax", "onnx": "onnx", "ggml": "ggml", "tflite": "tflite", "openvino": "openvino",
+             "ctranslate2": "ctranslate2"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -112,8 +121,8 @@ def _identified(src, kind: str) -> str:
 
 
 def _unread(src, head: bytes) -> Report:
-    """A file no reader of this version takes: a weight format named by its bytes (HDF5,
-    TFLite, legacy GGML...) is a warning that it was not checked, anything else unknown_format
+    """A file no reader of this version takes: a weight format named by its bytes (ExecuTorch,
+    Core ML, a GGML-era LoRA...) is a warning that it was not checked, anything else unknown_format
     (as the audit lists them: audits/inventory.py)."""
     rep = Report(src.name)
     try:
@@ -158,6 +167,10 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
         if extra not in ckpt.sizes:
             ckpt.files.append(extra)
             ckpt.sizes[extra] = size
+    for src in result.companions:
+        ckpt.sources.add(src)
+        ckpt.files.append(src.name)
+        ckpt.sizes[src.name] = src.size
     ckpt.spans.extend(result.report.spans)
     if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
         ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans),
@@ -201,9 +214,11 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
                                          f"{len(preferred)} index files; reading {preferred[0]!r}."))
         _open_index(sources.join(path, preferred[0]), ckpt)
     else:
+        ir_data = {n[:-4] + ".bin" for n in names if n.endswith(".xml") and n[:-4] + ".bin" in names}
         weights = ([n for n in names if n.endswith(".safetensors")]
                    or [n for n in names if n.endswith(".gguf")]
-                   or [n for n in names if n.endswith((".bin", ".pt", ".pth"))]
+                   or [n for n in names if n.endswith((".bin", ".pt", ".pth")) and n not in ir_data]
+                   or [n[:-4] + ".xml" for n in sorted(ir_data)]  # OpenVINO IR: read from its XML
                    or sorted((n for n in names if n.endswith(".onnx")), key=lambda n: n != "model.onnx"))
         if not weights:
             ckpt.findings.append(Finding("error", "no_weights", "The directory holds no "

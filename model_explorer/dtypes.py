@@ -116,6 +116,9 @@ SUBBYTE: dict[str, tuple[str, int]] = {
     "F4": ("float4_e2m1fn", 4),
     "F6_E2M3": ("float6_e2m3fn", 6),
     "F6_E3M2": ("float6_e3m2fn", 6),
+    # 4-bit integers (OpenVINO u4/i4 zero points, TFLite INT4 without quantization)
+    "U4": ("uint4", 4),
+    "I4": ("int4", 4),
 }
 
 

@@ -29,6 +29,7 @@ REASONS = {
 NOT_SKIPPED = ("side_file", "alias")
 # Names that claim a weight format: such a file is audited even when its bytes match none (the
 # reader of the format the name claims says what is wrong: a download cut short, a bad magic).
+COMPANION_DATA = ("openvino", "onnx")  # formats whose reader opens their data file beside them
 CLAIMED_WEIGHTS = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".npz")
 
 
@@ -78,9 +79,10 @@ def skip_entry(path: str, ident: Identified, size: int | None, model: str | None
 def data_files(found: dict[str, Identified]) -> dict[str, str]:
     """Among one folder's files (name -> what it is), those that hold the data of a weight file
     no reader takes yet (model.onnx_data beside model.onnx, openvino_model.bin beside
-    openvino_model.xml): name -> that weight file's name. Their bytes have no magic of their own."""
-    owners = [n for n, i in found.items() if i.role == WEIGHTS and (i.reads_as not in READERS
-                                                                   or i.kind == "onnx")]
+    openvino_model.xml, which its reader opens with it): name -> that weight file's name. Their
+    bytes have no magic of their own."""
+    owners = [n for n, i in found.items() if i.role == WEIGHTS
+              and (i.reads_as not in READERS or i.kind in COMPANION_DATA)]
     out = {}
     for name, ident in found.items():
         if ident.kind not in ("unknown", "empty"):
@@ -94,9 +96,10 @@ def data_files(found: dict[str, Identified]) -> dict[str, str]:
 
 
 def data_entry(path: str, owner_path: str, owner: Identified, size: int | None, model: str | None) -> FileEntry:
-    if owner.reads_as in READERS:  # ONNX external data: its reader reads it with the model
-        return FileEntry(path, "side_file", owner.kind, f"{owner.label} data", f"The external data "
-                         f"of {os.path.basename(owner_path)}, read with it.", size, owner_path)
+    if owner.reads_as in READERS:  # ONNX external data, an OpenVINO .bin: read with their model file
+        return FileEntry(path, "side_file", owner.kind, f"{owner.label} data",
+                         f"The data of {os.path.basename(owner_path)} ({owner.label}), read with it.",
+                         size, owner_path)
     return FileEntry(path, "format_not_read", owner.kind, f"{owner.label} data",
                      f"The data of {os.path.basename(owner_path)} ({owner.label}), a format this "
                      "version cannot read yet.", size, model)

@@ -42,6 +42,10 @@ EXTENSIONS = {
     "keras": (".keras",),
     "flax_msgpack": (".msgpack",),
     "onnx": (".onnx",),
+    "ggml": (".bin", ".ggml", ".ggmf", ".ggjt"),
+    "tflite": (".tflite", ".lite"),
+    "openvino": (".xml",),
+    "ctranslate2": (".bin",),
 }
 NPY_MAGIC = b"\x93NUMPY"
 TORCH_TAR_MEMBERS = ("sys_info", "storages", "tensors", "pickle")
@@ -52,6 +56,9 @@ ZIP_DIRECTORY_BYTES = 64 * 1024  # of the central directory, enough for the name
 
 # Legacy GGML-family files (before GGUF): a u32 magic, little-endian.
 GGML_MAGICS = {b"lmgg": "ggml", b"fmgg": "ggmf", b"tjgg": "ggjt", b"algg": "ggla"}
+TFLITE_IDENTIFIER = b"TFL3"  # the flatbuffer file identifier, after the u32 root offset
+CT2_MAX_VERSION = 6  # CTranslate2's CURRENT_BINARY_VERSION
+_CT2_SPEC = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{0,127}")
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 HDF5_OFFSETS = (0, 512, 1024, 2048)  # a user block moves the signature to a power of two
 IMAGE_MAGICS = ((b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"),
@@ -62,9 +69,13 @@ COMPRESSED_MAGICS = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"BZ
 
 def detect(head: bytes, size: int) -> str:
     """One of "safetensors", "gguf", "zip", "npz", "npy", "torch_tar", "torch_legacy",
-    "pickle", "onnx", "unknown". `head` is the first 64 bytes, or 512 to recognise a tar."""
+    "pickle", "onnx", "ggml", "tflite", "openvino", "ctranslate2", "unknown". `head` is the first
+    64 bytes, or 512 to recognise a tar or an OpenVINO XML."""
     if head[:4] == b"GGUF":
         return "gguf"
+    other = _detect_other(head)
+    if other:
+        return other
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "npz" if _first_zip_name(head).endswith(b".npy") else "zip"
     if head[:6] == NPY_MAGIC:
@@ -85,6 +96,32 @@ def detect(head: bytes, size: int) -> str:
     if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and _is_text_pickle(head, size):
         return "pickle"
     return "unknown"
+
+
+def _detect_other(head: bytes) -> str:
+    """Legacy GGML, TFLite, OpenVINO IR XML, CTranslate2 model.bin (formats/ggml_legacy.py,
+    tflite/, openvino/, ctranslate2.py)."""
+    if head[:4] in GGML_MAGICS and head[:4] != b"algg":  # 'ggla' is a LoRA adapter, not read
+        return "ggml"
+    if head[4:8] == TFLITE_IDENTIFIER:
+        return "tflite"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<" and b"<net " in head:
+        return "openvino"
+    if _is_ctranslate2(head):
+        return "ctranslate2"
+    return ""
+
+
+def _is_ctranslate2(head: bytes) -> bool:
+    """A binary version from 2 (newer ones too, which the reader then calls unsupported), then a
+    NUL-terminated spec name such as 'TransformerSpec' (version 1 files have no spec name and
+    are too featureless to claim)."""
+    if len(head) < 8 or not 2 <= int.from_bytes(head[:4], "little") <= CT2_MAX_VERSION + 16:
+        return False
+    n = int.from_bytes(head[4:6], "little")
+    name = head[6:6 + n]
+    return 2 <= n <= 128 and len(name) == n and name[-1:] == b"\0" and \
+        _CT2_SPEC.fullmatch(name[:-1]) is not None
 
 
 def _is_text_pickle(head: bytes, size: int) -> bool:
@@ -165,7 +202,7 @@ LABELS = {
     "torchscript": "TorchScript archive", "npz": "NumPy .npz", "npy": "NumPy .npy",
     "torch_tar": "PyTorch legacy tar", "torch_legacy": "PyTorch legacy checkpoint",
     "pickle": "pickle", "onnx": "ONNX", "hdf5": "HDF5 (Keras/TensorFlow)", "keras": "Keras archive",
-    "tflite": "TFLite", "executorch": "ExecuTorch program", "ggml": "legacy GGML",
+    "tflite": "TFLite", "ctranslate2": "CTranslate2 model", "executorch": "ExecuTorch program", "ggml": "legacy GGML",
     "flax_msgpack": "Flax msgpack", "openvino": "OpenVINO IR", "pt2": "PyTorch export archive",
     "json": "JSON", "text": "text", "image": "image", "sentencepiece": "SentencePiece model",
     "zip_archive": "zip archive", "tar_archive": "tar archive", "compressed": "compressed file",
@@ -282,12 +319,10 @@ def _zip_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
 def _other_kind(head: bytes, name: str) -> Identified:
     """What no reader takes: the weight formats this version cannot read yet, side files, and
     the rest."""
-    if head[:4] in GGML_MAGICS:
+    if head[:4] in GGML_MAGICS:  # 'ggla', a LoRA adapter of the GGML era (the others are read)
         return _it("ggml", WEIGHTS, label=f"legacy GGML ({GGML_MAGICS[head[:4]]})")
     if any(head[o:o + 8] == HDF5_MAGIC for o in HDF5_OFFSETS):
         return _it("hdf5", WEIGHTS, "hdf5")
-    if head[4:8] == b"TFL3":
-        return _it("tflite", WEIGHTS)
     if head[4:6] == b"ET" and head[6:8].isdigit():
         return _it("executorch", WEIGHTS)
     if _is_onnx(head):
@@ -306,8 +341,6 @@ def _other_kind(head: bytes, name: str) -> Identified:
             return _it("compressed", OTHER, label=f"compressed file ({what})")
     text = _text(head)
     if text is not None:
-        if b"<net " in head[:1024] and text.lstrip().startswith("<"):
-            return _it("openvino", WEIGHTS)
         if _JSON_START.match(text):
             return _it("json", SIDE)
         ext = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""

@@ -21,6 +21,9 @@ class FileResult:
     metadata: dict[str, Any] = field(default_factory=dict)
     data_start: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    # Byte sources the reader opened beside the file and its tensors point into (OpenVINO's .bin):
+    # the checkpoint lists them as its files and reads tensor bytes through them.
+    companions: list = field(default_factory=list)
     # Set when the spans were left for later: lazy_spans(source) -> (spans, findings), run
     # the first time a view asks for this file's spans.
     lazy_spans: Callable[[Any], tuple[list, list]] | None = None

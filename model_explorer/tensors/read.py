@@ -19,6 +19,8 @@ from ..spans import Finding
 from .dequant import CODECS, GGML_PLAIN, UNSUPPORTED
 from .plan import Plan
 
+# Formats whose tensors are ggml types (legacy GGML/GGJT: formats/ggml_legacy.py).
+GGML_FORMATS = ("gguf", "ggml")
 # Elements decoded per step when streaming: big enough for numpy, small enough for the cache.
 CHUNK_ELEMENTS = 1 << 18
 # A PyTorch view with zero strides may claim far more elements than it stores; expanding more
@@ -46,12 +48,12 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
         from .schemes import scheme_plan  # GPTQ, AWQ, bitsandbytes, compressed-tensors, FP8, MXFP4
 
         return scheme_plan(ckpt, info)
-    if ckpt.format == "gguf" and info.dtype in CODECS:
+    if ckpt.format in GGML_FORMATS and info.dtype in CODECS:
         return _gguf_plan(info)
-    if ckpt.format == "gguf" and info.dtype in UNSUPPORTED:
+    if ckpt.format in GGML_FORMATS and info.dtype in UNSUPPORTED:
         raise ValueError(f"Tensor {info.name!r} is {info.dtype}, which cannot be decoded: "
                          f"{UNSUPPORTED[info.dtype]}.")
-    name = GGML_PLAIN.get(info.dtype, info.dtype) if ckpt.format == "gguf" else info.dtype
+    name = GGML_PLAIN.get(info.dtype, info.dtype) if ckpt.format in GGML_FORMATS else info.dtype
     name = dtypes.canonical(name)
     if name in dtypes.SUBBYTE:
         return _subbyte_plan(info, name)

@@ -9,7 +9,7 @@ streaming decode only the rows they touch.
 from __future__ import annotations
 
 from ...records import CheckpointRecord, TensorInfo
-from . import awq, bnb, compressed, fp8, gptq, h5py_dataset, mxfp4, onnx_quant
+from . import affine, awq, bnb, compressed, fp8, gptq, h5py_dataset, mxfp4, onnx_quant
 
 PLANS = {
     "gptq": gptq.plan,
@@ -28,6 +28,7 @@ PLANS = {
     "onnx_qdq": onnx_quant.qdq_plan,
     "onnx_matmul_nbits": onnx_quant.nbits_plan,
     "onnx_packed_int": onnx_quant.packed_int_plan,
+    "affine": affine.plan,  # OpenVINO, TFLite and CTranslate2 integer weights
 }
 # Recognised by the format layer but without a decoder here, with the reason.
 NOT_DECODED = {
