@@ -31,7 +31,8 @@ from .numpy_refs import NUMPY_REDUCERS
 from .placement import EMBEDDED_FUNC, BytesSource, place_tensors
 from .report import pickle_details
 from .torch_refs import TORCH_REDUCERS, StorageTable
-from .vm import PickleMachine, PickleRun, render
+from .values import PickleRun, render
+from .vm import PickleMachine
 from .walk import walk
 from .zipread import COMPRESSION, read_zip
 

@@ -26,7 +26,8 @@ from .cutshort import Cut, report_cut
 from .placement import place_tensors
 from .report import DANGER_CODES, SUSPICIOUS_CODES, pickle_details
 from .torch_refs import StorageRef, TensorRef, itemsize, storage_dtype
-from .vm import Global, PickleMachine, PickleRun, Unknown, render
+from .values import Global, PickleRun, Unknown, render
+from .vm import PickleMachine
 from .walk import walk
 
 BLOCK = 512
