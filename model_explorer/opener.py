@@ -81,9 +81,7 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
     if not sources.exists(path):
         raise FileNotFoundError(f"No such file or directory: {path!r}")
     with no_gc():
-        ckpt = assemble(path)
-        # The readers build a plain Checkpoint; the subclass adds methods only, no state.
-        ckpt.__class__ = OpenCheckpoint
+        ckpt = assemble(path, OpenCheckpoint)
         # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
         header_checks(ckpt)
     if repo is not None:

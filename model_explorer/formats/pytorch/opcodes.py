@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import pickletools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .imports import RETURNS_AN_ARGUMENT
 from .values import Blob, Call, EmuSet, Global, PersistentRef, Unknown, dict_key, render
-
-if TYPE_CHECKING:
-    from .vm import PickleMachine
 
 # Bytes arguments at least this long are kept as a Blob (offset, length), not copied.
 BLOB_MIN = 4096
@@ -28,7 +24,7 @@ NO_FRAME = 1 << 62
 _MISSING = object()
 
 
-def _push_arg(m: PickleMachine, arg, pos, op):
+def _push_arg(m, arg, pos, op):
     if isinstance(arg, (bytes, bytearray, memoryview)):
         # The payload ends where the opcode ends; its start is the end minus its length.
         at = m.base + m.tell() - len(arg)

@@ -5,14 +5,9 @@ readers add their own (torch_refs.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .values import EmuSet, dict_key
-
-if TYPE_CHECKING:
-    from .vm import PickleMachine
-
-Reducer = Callable[["PickleMachine", tuple, int], Any]
 
 
 def _ordered_dict(m, args, pos):
@@ -48,7 +43,8 @@ def _bytearray(m, args, pos):
     return NotImplemented
 
 
-BASE_REDUCERS: dict[str, Reducer] = {
+# Each takes (machine, args, offset) and returns the value, or NotImplemented to keep the Call.
+BASE_REDUCERS: dict[str, Callable[..., Any]] = {
     "collections.OrderedDict": _ordered_dict,
     "builtins.set": _set(False),
     "builtins.frozenset": _set(True),

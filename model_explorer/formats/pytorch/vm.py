@@ -25,13 +25,15 @@ from ...spans import Report, Span, short_repr
 from .frames import LoaderReading
 from .imports import ImportTracking
 from .opcodes import DISPATCH, NO_FRAME, Stop
-from .reducers import BASE_REDUCERS, Reducer
+from .reducers import BASE_REDUCERS
 from .region import WHOLE_READ_MAX, open_region
 from .values import Global, PickleRun, Unknown, op_value
 
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000
 MAX_OPCODE_SPANS = 250_000  # about 270 bytes each with their paths: ~70 MB at most
+
+Reducer = Callable[["PickleMachine", tuple, int], Any]
 
 
 class PickleMachine(ImportTracking):
