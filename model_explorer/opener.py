@@ -80,10 +80,10 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
             return ckpt
     if not sources.exists(path):
         raise FileNotFoundError(f"No such file or directory: {path!r}")
-    with no_gc():
+    with no_gc():  # the parse: many small records, no cycles (gcpause.py)
         ckpt = assemble(path, OpenCheckpoint)
-        # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
-        header_checks(ckpt)
+    # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
+    header_checks(ckpt)
     if repo is not None:
         hub.report(ckpt, repo)
     if cross_check:
