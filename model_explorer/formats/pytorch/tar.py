@@ -47,7 +47,7 @@ class _Member:
 
 
 def read_torch_tar(source) -> FileResult:
-    from . import read_embedded, sort_spans  # the container module imports this one
+    from . import EmbeddedFiles, sort_spans  # the container module imports this one
 
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
@@ -103,7 +103,7 @@ def read_torch_tar(source) -> FileResult:
     result.tensors = place_tensors(walked.tensors, lambda key: locations.get(key), source, rep,
                                    byteorder, "storage ",
                                    byte_offsets=main.byte_offsets if main else {}, runs=runs,
-                                   read_embedded=read_embedded)
+                                   read_embedded=EmbeddedFiles().read)
     if cut is not None:
         report_cut(Cut(source.size, None, cut), result)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)
