@@ -12,7 +12,7 @@ shared machine then slows both sides alike; each side's best round is reported, 
 listed. Multithreaded BLAS/OpenMP stalls badly when other processes want the same cores, so
 `--threads N` runs both sides with N threads (OPENBLAS/OMP/MKL_NUM_THREADS) for a steadier figure.
 
-Where a llama.cpp binding loads (demo/llamacpp_binding.py), mx.load_model(backend="llama.cpp")
+Where a llama.cpp binding loads (runtime/engines/llamacpp_binding.py), mx.load_model(backend="llama.cpp")
 runs in the same interleaved rounds (the engines table), then beside the binding driven alone.
 `--agreement` prints how the numpy decoder's next-token distributions compare with llama.cpp's
 own logits (KL, top-1) on the sample and on Gemma 3 270M, and the KLD of a Q4_0 requantization
@@ -55,7 +55,7 @@ def peak_rss() -> int:
 
 class Ours:
     def __init__(self, kind: str) -> None:
-        from model_explorer.demo import load_model
+        from model_explorer.runtime import load_model
 
         t0 = time.perf_counter()
         if kind == "ours-auto":  # what mx.load_model() picks: llama.cpp when a binding loads
@@ -117,7 +117,7 @@ class Transformers:
         from model_explorer.samples import sample_path
 
         path = sample_path()
-        with mx.open(path) as ckpt:  # same ids: the tokenizers agree (tests/demo/test_tokenizer.py)
+        with mx.open(path) as ckpt:  # same ids: the tokenizers agree (tests/runtime/test_tokenizer.py)
             self.ids = from_gguf(ckpt.metadata).encode(PROMPT)
         self.torch = torch
         t0 = time.perf_counter()
@@ -154,8 +154,8 @@ class StandaloneLlamaCpp:
 
     def __init__(self, kind: str) -> None:
         import model_explorer as mx
-        from model_explorer.demo import llamacpp_binding
         from model_explorer.model.tokenizer import from_gguf
+        from model_explorer.runtime.engines import llamacpp_binding
         from model_explorer.samples import sample_path
 
         threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
@@ -272,7 +272,7 @@ def main() -> int:
     threads = f"{args.threads} threads per side" if args.threads else "default threads"
     print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} CPU cores, {threads}, greedy, {args.new_tokens} "
           f"new tokens, best of {args.rounds} interleaved rounds", flush=True)
-    from model_explorer.demo import llamacpp
+    from model_explorer.runtime.engines import llamacpp
 
     kinds = ["ours"] + ([] if args.skip_reference else ["transformers", "ours-torch"])
     kinds += ["ours-llamacpp"] if llamacpp.installed() else []
@@ -344,8 +344,9 @@ def agreement_report() -> int:
     import numpy as np
 
     import model_explorer as mx
-    from model_explorer.demo import llamacpp, load_model
-    from model_explorer.demo.compare_runs import kl_per_position, kld_summary
+    from model_explorer.runs.compare_runs import kl_per_position, kld_summary
+    from model_explorer.runtime import load_model
+    from model_explorer.runtime.engines import llamacpp
     from model_explorer.samples import sample_path
 
     if not llamacpp.installed():
@@ -388,7 +389,7 @@ def agreement_report() -> int:
 def weight_only_report(args) -> int:
     """The torch backend holding its layer matrices as float32, int8 and int4 (torch's weight-only
     kernels), beside the numpy reference; on CUDA too when torch sees a GPU."""
-    from model_explorer.demo.backend import available_devices
+    from model_explorer.runtime.engines import available_devices
 
     kinds = ["ours", "ours-torch", "ours-torch-int8", "ours-torch-int4"]
     if "cuda" in available_devices():
@@ -408,7 +409,7 @@ def weight_only_report(args) -> int:
 
 def engine_report(args) -> bool:
     """mx.load_model() on llama.cpp beside the binding driven alone: same file, same threads."""
-    from model_explorer.demo import llamacpp
+    from model_explorer.runtime.engines import llamacpp
 
     if not llamacpp.installed():
         print(f"\nno llama.cpp binding loads ({llamacpp.missing()}): the llama.cpp rows are skipped")

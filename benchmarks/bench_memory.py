@@ -25,7 +25,7 @@ NEW_TOKENS = 8
 
 def worker(context: int) -> dict:
     import model_explorer as mx
-    from model_explorer.demo import load_model
+    from model_explorer.runtime import load_model
 
     model = load_model(None, device="cpu")
     ids = [(7 * i) % 40000 + 100 for i in range(context - NEW_TOKENS)]

@@ -25,14 +25,14 @@ _LAZY = {
     "ShardMap": "model_explorer.widgets",
     "TensorHistogram": "model_explorer.widgets",
     "Findings": "model_explorer.widgets",
-    "RunDemo": "model_explorer.demo.widget",
-    "load_model": "model_explorer.demo",
-    "generate": "model_explorer.demo",
-    "trace": "model_explorer.demo.trace",
-    "Trace": "model_explorer.demo.trace",
-    "compare_runs": "model_explorer.demo.compare_runs",
-    "RunDiff": "model_explorer.demo.compare_runs",
-    "RunsView": "model_explorer.demo.runs_widget",
+    "RunDemo": "model_explorer.widgets.run_cell",
+    "load_model": "model_explorer.runtime",
+    "generate": "model_explorer.runtime",
+    "trace": "model_explorer.runs.trace",
+    "Trace": "model_explorer.runs.trace",
+    "compare_runs": "model_explorer.runs.compare_runs",
+    "RunDiff": "model_explorer.runs.compare_runs",
+    "RunsView": "model_explorer.widgets.runs_view",
     "convert": "model_explorer.conversion",
     "random_model": "model_explorer.conversion.random_model",
     "sample_path": "model_explorer.samples",
@@ -52,6 +52,8 @@ def __getattr__(name: str):
     if module is None:
         raise AttributeError(f"module 'model_explorer' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
+    if module.startswith("model_explorer.runs."):
+        importlib.import_module("model_explorer.widgets.runs_view")  # their .show() (runs/display.py)
     globals()[name] = value
     return value
 

@@ -222,13 +222,13 @@ def diff_text(table) -> str:
 
 
 def cmd_generate(args) -> int:
-    from .demo.cli import run_generate
+    from .cli_generate import run_generate
 
     return run_generate(args)
 
 
 def cmd_compare_runs(args) -> int:
-    from .demo.runs_cli import run_compare_runs
+    from .cli_runs import run_compare_runs
 
     return run_compare_runs(args)
 

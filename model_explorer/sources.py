@@ -79,6 +79,14 @@ class LocalSource:
             self._prefix_asked = n
         return self.buffer
 
+    def release_pages(self) -> None:
+        """Drop this process's mapping of the pages read so far (they stay in the page cache).
+
+        A streamed forward pass reads a whole model through the map once per pass; without this
+        every page it touched would count in the process's resident set until the file closes."""
+        if self._map is not None and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED)
+
     def close(self) -> None:
         # A map still viewed by numpy arrays cannot close; the OS releases it with them.
         if self._map is not None:
@@ -206,6 +214,13 @@ class SourceSet:
 
     def __contains__(self, file: str) -> bool:
         return file in self._open
+
+    def release_pages(self) -> None:
+        """Drop the mapped pages of every local file (see LocalSource.release_pages)."""
+        for src in self._open.values():
+            release = getattr(src, "release_pages", None)
+            if release is not None:
+                release()
 
     def close(self) -> None:
         for src in self._open.values():

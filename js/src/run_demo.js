@@ -185,10 +185,11 @@ export function renderRunDemo({ model, el: root }) {
   const tps = el("span", { class: "me-rd-status" });
   const stats = el("div", { class: "me-rd-status" });
   const family = el("div", { class: "me-rd-status me-rd-family" });
+  const engine = el("div", { class: "me-rd-status me-rd-engine" });
   const dequantBox = el("div");
   const compareBox = el("div");
   const backendsBox = el("div");
-  // "Compare with…" and "Trace" (demo/runs_widget.py RunsJobs): drawn by runsview.js.
+  // "Compare with…" and "Trace" (widgets/run_jobs.py RunsJobs): drawn by runsview.js.
   const other = el("input", { type: "text", class: "me-rd-other", "aria-label": "compare with",
     placeholder: "another checkpoint to compare with: a path, URL or hf://" });
   const bRuns = el("button", { text: "Compare with…" });
@@ -207,7 +208,7 @@ export function renderRunDemo({ model, el: root }) {
     ]),
     el("div", { class: "me-rd-row" }, [bDequant, bGenerate, bCompare, bBackends, bStop, bar, barLabel]),
     el("div", { class: "me-rd-row" }, [other, bRuns, bTrace]),
-    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, family, dequantBox, compareBox, backendsBox, runsBox);
+    error, output, el("div", { class: "me-rd-row" }, [tps]), stats, engine, family, dequantBox, compareBox, backendsBox, runsBox);
 
   let live = {}; // label -> streamed text during a comparison
 
@@ -244,6 +245,7 @@ export function renderRunDemo({ model, el: root }) {
   }
   const syncOutput = () => { output.textContent = model.get("output"); };
   const syncFamily = () => { const f = model.get("family"); family.textContent = f ? `model: ${f}` : ""; };
+  const syncEngine = () => { const e = model.get("engine"); engine.textContent = e ? `engine: ${e}` : ""; };
   const syncDequant = () => renderDequant(dequantBox, model.get("dequant"), model.get("dequant_summary"));
   const syncComparison = () => renderComparison(compareBox, model.get("comparison"), live);
   const syncBackends = () => renderBackends(backendsBox, model.get("backends"));
@@ -286,13 +288,13 @@ export function renderRunDemo({ model, el: root }) {
   const handlers = [
     ["change:prompt change:chat change:max_new_tokens change:temperature change:device change:devices", syncInputs],
     ["change:status change:busy change:error change:progress change:source_label", syncStatus],
-    ["change:stats", syncStats], ["change:output", syncOutput], ["change:family", syncFamily],
+    ["change:stats", syncStats], ["change:output", syncOutput], ["change:family", syncFamily], ["change:engine", syncEngine],
     ["change:dequant change:dequant_summary", syncDequant], ["change:comparison", syncComparison],
     ["change:backends", syncBackends], ["change:runs", syncRuns], ["change:other_source", syncOther],
     ["msg:custom", onMessage],
   ];
   for (const [ev, fn] of handlers) model.on(ev, fn);
-  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncFamily(); syncDequant(); syncComparison(); syncBackends(); syncRuns(); syncOther();
+  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncFamily(); syncEngine(); syncDequant(); syncComparison(); syncBackends(); syncRuns(); syncOther();
   return () => { for (const [ev, fn] of handlers) model.off(ev, fn); };
 }
 

@@ -1,4 +1,4 @@
-// anywidget entry of RunsView (demo/runs_widget.py): the "Compare runs" view of a RunDiff or a
+// anywidget entry of RunsView (runs/state.py): the "Compare runs" view of a RunDiff or a
 // Trace. The drawing lives in runsview.js; a click asks the kernel for the cell's weight.
 import "./runsview.css";
 import { pickedText, renderRuns } from "./runsview.js";

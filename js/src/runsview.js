@@ -1,4 +1,4 @@
-// The "Compare runs" view (demo/runs_widget.py): a RunDiff or a Trace as a heatmap of layers
+// The "Compare runs" view (runs/state.py): a RunDiff or a Trace as a heatmap of layers
 // (rows) x modules (columns, the decoder's order). A comparison is coloured by log10 relative
 // L2 from float noise up, its verdict (agree, drift, jump) said in its colour, the first
 // divergence or the start of a drift outlined and explained, the configuration differences

@@ -89,7 +89,7 @@ for _p in ("gate", "up", "down"):
     _HF_BLOCK[f"mlp.shared_experts.{_p}_proj.weight"] = f"ffn_{_p}_shexp.weight"
 _HF_TOP = {v: k for k, v in _TOP.items()}
 
-# The decoder's parts (demo/weights.py) by GGUF name: one name each whatever the architecture,
+# The decoder's parts (runtime/weights.py) by GGUF name: one name each whatever the architecture,
 # as llama.cpp names tensors by role (gguf-py's TENSOR_NAMES; a test holds them equal).
 GGUF_PARTS = {
     "embed": "token_embd.weight", "norm": "output_norm.weight", "lm_head": "output.weight",

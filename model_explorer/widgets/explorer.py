@@ -96,8 +96,8 @@ class Explorer(LayerOps, BaseView):
         The "Run" tab asks for it when it first opens, so exploring never loads a model.
         """
         if self.run_widget is None:
-            from ..demo.widget import RunDemo
             from ._frontends import child_widget
+            from .run_cell import RunDemo
 
             self.run_widget = child_widget(RunDemo, self.checkpoint.source)
             self.run_widget.on_select = self._select_tensor  # a "Compare runs" cell's weight

@@ -25,7 +25,8 @@ V2 = "model.layers.2.self_attn.v_proj.weight"
 UP2 = "model.layers.2.mlp.up_proj.weight"
 EVIL = '<img src=x onerror="window.pwned=1">'
 # The state of d with names from a hostile file: drawn as text, never parsed as HTML.
-EVIL_CELL = f"""from model_explorer.demo.runs_widget import RunsView, runs_state
+EVIL_CELL = f"""from model_explorer.widgets.runs_view import RunsView
+from model_explorer.runs.state import runs_state
 s = runs_state(d)
 s["title"] = s["verdict"]["sentence"] = s["cell_tensors"][2][3] = s["marks"][0]["text"] = {EVIL!r}
 s["config"] = [[{EVIL!r}, {EVIL!r}, "1,000,000"]]

@@ -20,12 +20,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checkpoint", ("checkpoint", "assemble")),
     ("model", ("model",)),
     ("checks", ("checks", "opener")),
-    ("convert", ("conversion",)),
-    ("repair", ("repairs",)),
-    ("views", ("demo", "widgets", "audits", "cli_info", "cli_batch", "cli_repair", "cli")),
+    ("conversion", ("conversion",)),
+    ("repairs", ("repairs",)),
+    ("runtime", ("runtime",)),
+    ("runs", ("runs",)),
+    ("views", ("widgets", "audits", "cli_info", "cli_batch", "cli_repair", "cli_generate", "cli_runs",
+               "cli")),
 ]
-# Within the views, the run cell sits below the Explorer that hosts it.
-VIEW_ORDER = ("demo", "widgets", "audits", "cli_info", "cli_batch", "cli_repair", "cli")
+# Within the views: the widgets, then audits (which may show them), then the command line.
+VIEW_ORDER = ("widgets", "audits", "cli_info", "cli_batch", "cli_repair", "cli_generate", "cli_runs", "cli")
 
 
 def module_name(path: pathlib.Path) -> str:

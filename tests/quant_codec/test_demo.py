@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from model_explorer.demo import load_model
 from model_explorer.model.config import UnsupportedModel
+from model_explorer.runtime import load_model
 
 from . import layouts as L
 
@@ -23,10 +23,10 @@ PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o
 
 
 def demo_helpers():
-    """tests/demo/conftest.py's tiny llama, tokenizer and transformers reference helpers."""
+    """tests/runtime/conftest.py's tiny llama, tokenizer and transformers reference helpers."""
     name = "demo_conftest_for_quant"
     if name not in sys.modules:
-        path = Path(__file__).parent.parent / "demo" / "conftest.py"
+        path = Path(__file__).parent.parent / "runtime" / "conftest.py"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod

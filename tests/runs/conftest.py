@@ -1,6 +1,6 @@
 """A tiny Llama for the run comparisons, and the faults planted in copies of it.
 
-The model and its tokenizer come from tests/demo/conftest.py (random float32 weights under
+The model and its tokenizer come from tests/runtime/conftest.py (random float32 weights under
 Hugging Face names, a byte-level BPE tokenizer.json written with the `tokenizers` library);
 each fault is a copy of its folder with one thing changed, as a broken conversion leaves it.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from quant_codec.test_demo import demo_helpers  # tests/demo/conftest.py's builders
+from quant_codec.test_demo import demo_helpers  # tests/runtime/conftest.py's builders
 
 LAYERS = 4
 TEXT = ("the cat sat on the mat, and then the hat was in the sun. the rat ate the tea "

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import model_explorer as mx
-from model_explorer.demo.runs_verdict import NOISE_KLD, STEP_MIN
+from model_explorer.runs.verdict import NOISE_KLD, STEP_MIN
 
 from .conftest import TEXT
 
@@ -222,8 +222,8 @@ def test_config_differences_compare_what_the_forward_pass_uses():
     differences; a real change is."""
     import dataclasses
 
-    from model_explorer.demo.compare_runs import config_differences
     from model_explorer.model.config import from_hf
+    from model_explorer.runs.compare_runs import config_differences
 
     base = from_hf({"model_type": "qwen3_moe", "vocab_size": 64, "hidden_size": 64, "intermediate_size": 96,
                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
@@ -238,7 +238,7 @@ def test_config_differences_compare_what_the_forward_pass_uses():
 
 
 def test_configuration_values_read_as_words_not_reprs():
-    from model_explorer.demo.runs_config import config_rows
+    from model_explorer.runs.config_diff import config_rows
 
     rows = config_rows({"rope_theta": [10000.0, 1e6], "moe_layers": [[True, True], [True, False]],
                         "sliding_window": [None, 4096], "qk_norm": [False, True], "rms_norm_eps": [1e-6, 1e-5],

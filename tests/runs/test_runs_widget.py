@@ -1,4 +1,4 @@
-"""The "Compare runs" view's state (demo/runs_widget.py): a planted fault marks its cell and names
+"""The "Compare runs" view's state (runs/state.py): a planted fault marks its cell and names
 its weight and bytes, a NaN and the massive activations are marked in a trace, the state is
 plain JSON of bounded size, a click names side a's weight for the Explorer, and the run cell's
 "Compare with…" / "Trace" jobs fill it (errors as a sentence, never a traceback)."""
@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import model_explorer as mx
-from model_explorer.demo.runs_widget import RunsView, cell_tensor, runs_state
-from model_explorer.demo.widget import RunDemo
+from model_explorer.runs.state import cell_tensor, runs_state
+from model_explorer.widgets.run_cell import RunDemo
+from model_explorer.widgets.runs_view import RunsView
 
 from .conftest import LAYERS, TEXT
 
@@ -120,7 +121,7 @@ def test_the_run_cell_compares_with_another_checkpoint_and_traces(base, swapped)
 
 
 def test_the_sentence_compares_the_jump_with_the_largest_error_before_it():
-    from model_explorer.demo.runs_verdict import divergence_sentence
+    from model_explorer.runs.verdict import divergence_sentence
 
     first = {"kind": "jump", "layer": 7, "module": "q", "rel_l2": 0.9, "previous_max": 0.03,
              "tensor": "blk.7.attn_q.weight", "offset": 1234567, "file": "/m/model.gguf",

@@ -22,7 +22,8 @@ import pytest
 
 import model_explorer as mx
 from model_explorer.cli import main
-from model_explorer.demo.runs_verdict import (
+from model_explorer.runs.state import runs_state
+from model_explorer.runs.verdict import (
     JUMP_FLOOR,
     NOISE_KLD,
     NOISE_REL,
@@ -30,7 +31,6 @@ from model_explorer.demo.runs_verdict import (
     find_divergence,
     logits_agree,
 )
-from model_explorer.demo.runs_widget import runs_state
 
 from .conftest import TEXT
 

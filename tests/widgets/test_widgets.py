@@ -295,7 +295,7 @@ def test_explore_run_is_the_explorer_with_a_run_tab_built_when_opened(made):
     assert mx.explore(made["gguf"]).run is False
     # The browser opens the Run tab: the RunDemo is created then, and named by reference.
     answer = ex.answer("run_demo", {})[0]
-    from model_explorer.demo.widget import RunDemo
+    from model_explorer.widgets.run_cell import RunDemo
 
     assert isinstance(ex.run_widget, RunDemo) and ex.run_widget is ex.run_demo()
     assert answer == {"ref": f"anywidget:{ex.run_widget.model_id}"}

@@ -1,0 +1,62 @@
+"""`model-explorer compare-runs A B [--prompt TEXT | --text FILE] [--json]`.
+
+Prints the summary (KLD, top-1 agreement, perplexity with --text, the verdict: no divergence, a
+drift and where it starts, or the first divergence with its weight's bytes; the configuration
+differences, one per line) and relative L2 per layer x module; --json prints RunDiff.to_json().
+Exit 0 when the runs agree (logits within float32 noise), 1 when they drift or part (or a
+tokenizer splits the text differently), 2 when a checkpoint cannot be read or run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+EXIT_OK, EXIT_DIVERGED, EXIT_UNREADABLE = 0, 1, 2
+
+
+def grid_text(diff) -> list[str]:
+    """Relative L2 per layer (rows) and module (columns), 2 significant digits."""
+    from .runtime.decoder import LAYER_MODULES
+
+    width = 10
+    heads = [m.replace("residual", "res")[:width - 1] for m in LAYER_MODULES]
+    lines = ["relative L2 ||b - a|| / ||a||", "layer " + "".join(f"{m:>{width}}" for m in heads)]
+    first = diff.first_divergence
+    for i, row in enumerate(diff.matrix("rel_l2")):
+        cells = "".join(f"{v:>{width}.2g}" for v in row)
+        mark = ""
+        if first and first["layer"] == i:
+            mark = f"  <- {first['module']}" + (" (the drift starts here)" if first["kind"] == "drift" else "")
+        lines.append(f"{i:>5} {cells}{mark}")
+    outer = [r for r in diff.rows if r["layer"] is None]
+    lines.append("      " + ", ".join(f"{r['module']} {r['rel_l2']:.2g}" for r in outer))
+    return lines
+
+
+def run_compare_runs(args) -> int:
+    """args: a, b, prompt, text (a file name), json, device."""
+    from .model.config import UnsupportedModel
+    from .runs.compare_runs import compare_runs
+
+    text = None
+    if args.text is not None:
+        try:
+            with open(args.text, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            print(f"model-explorer: cannot read the text file {args.text!r}: {e}", file=sys.stderr)
+            return EXIT_UNREADABLE
+    try:
+        diff = compare_runs(args.a, args.b, prompt=args.prompt, text=text, device=args.device)
+    except (OSError, UnsupportedModel, ValueError, RuntimeError) as e:
+        print(f"model-explorer: cannot compare the runs: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if args.json:
+        print(json.dumps(diff.to_json(), allow_nan=False))
+    else:
+        print(f"a: {diff.a}\nb: {diff.b}")
+        print(diff.summary())
+        print()
+        print("\n".join(grid_text(diff)))
+    return EXIT_DIVERGED if diff.first_divergence or diff.tokenizer_mismatch else EXIT_OK

@@ -1,0 +1,403 @@
+"""`RunDemo`: the run cell as a widget: dequantize, generate with streamed tokens, compare.
+
+    mx.RunDemo()                      # the bundled SmolLM2 sample
+    mx.RunDemo("model.gguf", device="cpu")
+
+The buttons send custom messages ("dequantize", "generate", "compare", "stop", and "compare_runs"
+/ "trace", whose jobs live in runs_jobs.py); each job runs
+in a background thread so the kernel keeps serving comms, and streams progress and tokens back
+with `send`. Final results also land in synced traits, so a re-rendered view shows them.
+Notebook code can do the same with `w.generate()`, `w.dequantize()`, `w.compare()`, `w.wait()`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from ..assets import MISSING_BUILD, asset
+from ..runs.trace import RunStopped
+from ..tensors.stats import json_safe
+from .run_jobs import RunsJobs
+
+_LAYER = re.compile(r"^(?:blk|model\.layers)\.(\d+)\.")
+
+
+class _Stopped(Exception):
+    """Raised inside the token stream when the user pressed Stop."""
+
+
+def layer_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-tensor dequantize rows summed per layer ("embeddings / head" for the rest), in order."""
+    groups: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        m = _LAYER.match(r["name"])
+        key = f"layer {m[1]}" if m else "embeddings / head"
+        g = groups.setdefault(key, {"layer": key, "tensors": 0, "dtypes": [], "quantized_bytes": 0,
+                                    "dequantized_bytes": 0, "seconds": 0.0})
+        g["tensors"] += 1
+        if r["dtype"] not in g["dtypes"]:
+            g["dtypes"].append(r["dtype"])
+        g["quantized_bytes"] += int(r["quantized_bytes"])
+        g["dequantized_bytes"] += int(r["dequantized_bytes"])
+        g["seconds"] += float(r["seconds"])
+    return list(groups.values())
+
+
+class RunDemo(RunsJobs, anywidget.AnyWidget):
+    """The run cell as a widget: dequantize, generate with streamed tokens, compare quantizations.
+
+    Takes a source (default: the bundled SmolLM2 sample), `device`, `cache_dir`, and as keywords
+    only the settings `prompt`, `chat`, `max_new_tokens`, `temperature` (and `layout`); any other
+    keyword is a TypeError. The other traits are results, written by the jobs.
+    """
+
+    _esm = asset("run_demo_widget.js", MISSING_BUILD)
+    _css = asset("run_demo_widget.css")
+    _init_traits = ("prompt", "chat", "max_new_tokens", "temperature", "layout")
+
+    source_label = t.Unicode("").tag(sync=True)
+    """The file or folder name shown in the status line.
+
+    - Type: `str`
+    - Default: the source's base name
+    """
+
+    devices = t.List(t.Unicode()).tag(sync=True)
+    """The devices this machine offers ("auto" first, then "cpu", "cuda", "mps"...).
+
+    - Type: `list[str]`
+    - Default: found when the widget is created
+    """
+
+    device = t.Unicode("auto").tag(sync=True)
+    """Where the model runs; "auto" picks the fastest available.
+
+    - Type: `str`
+    - Default: `"auto"`
+    """
+
+    prompt = t.Unicode("What is the capital of France?").tag(sync=True)
+    """The prompt to generate from.
+
+    - Type: `str`
+    - Default: `"What is the capital of France?"`
+    """
+
+    chat = t.Bool(True).tag(sync=True)
+    """Wrap the prompt in the model's chat template.
+
+    - Type: `bool`
+    - Default: `True`
+    """
+
+    max_new_tokens = t.Int(48).tag(sync=True)
+    """How many tokens to generate at most.
+
+    - Type: `int`
+    - Default: `48`
+    """
+
+    temperature = t.Float(0.0).tag(sync=True)
+    """Sampling temperature; 0 is greedy (the same text every time).
+
+    - Type: `float`
+    - Default: `0.0`
+    """
+
+    engine = t.Unicode("").tag(sync=True)
+    """Which engine runs the model and why (fits in memory / streamed / llama.cpp / GPU), with the
+    memory it will take, said before loading starts (runtime.api.engine_plan).
+
+    - Type: `str`
+    - Default: `""`
+    """
+
+    family = t.Unicode("").tag(sync=True)
+    """The loaded model's architecture and what its family uses beyond a plain Llama decoder
+    ("gemma2: norms before and after attention and MLP; attention logit softcap 50; ..."), set
+    when it loads.
+
+    - Type: `str`
+    - Default: `""`
+    """
+
+    status = t.Unicode("idle").tag(sync=True)
+    """What runs now: "idle", "loading", "generating", "converting", "comparing" or "error".
+
+    - Type: `str`
+    - Default: `"idle"`
+    """
+
+    busy = t.Bool(False).tag(sync=True)
+    """True while a job runs (the buttons are disabled, Stop is enabled).
+
+    - Type: `bool`
+    - Default: `False`
+    """
+
+    error = t.Unicode("").tag(sync=True)
+    """Why the last job failed, in words; empty when it did not.
+
+    - Type: `str`
+    - Default: `""`
+    """
+
+    output = t.Unicode("").tag(sync=True)
+    """The text generated by the last run.
+
+    - Type: `str`
+    - Default: `""`
+    """
+
+    stats = t.Dict().tag(sync=True)
+    """Figures of the last run: decode and prefill tokens/s, device, peak memory, load time.
+
+    - Type: `dict`
+    - Default: `{}`
+    """
+
+    progress = t.Dict().tag(sync=True)
+    """Progress of the running job: `{"label", "done", "total"}`.
+
+    - Type: `dict`
+    - Default: `{}`
+    """
+
+    dequant = t.List().tag(sync=True)
+    """Per-layer dequantization rows (see `layer_table`).
+
+    - Type: `list[dict]`
+    - Default: `[]`
+    """
+
+    dequant_summary = t.Unicode("").tag(sync=True)
+    """One line about the dequantization: stored bytes, float32 bytes, time.
+
+    - Type: `str`
+    - Default: `""`
+    """
+
+    comparison = t.Dict().tag(sync=True)
+    """The last "Compare quantizations" result (`Comparison.to_dict()`).
+
+    - Type: `dict`
+    - Default: `{}`
+    """
+
+    backends = t.List(t.Dict()).tag(sync=True)
+    """The last "Compare backends" rows (`backends_compare.compare_backends`): per backend its
+    load time, prefill/decode tokens/s, peak memory, weight bytes per decode step, the tokens/s
+    memory bandwidth allows at that size, and agreement with the numpy reference.
+
+    - Type: `list[dict]`
+    - Default: `[]`
+    """
+
+    def __init__(self, source: str | os.PathLike | None = None, device: str = "auto",
+                 cache_dir: str | None = None, **kwargs) -> None:
+        from ..runtime import available_devices
+        from ..samples import sample_path
+
+        unknown = sorted(set(kwargs) - set(self._init_traits))
+        if unknown:
+            raise TypeError(f"RunDemo() got an unexpected keyword argument {unknown[0]!r}; it takes "
+                            f"source, device, cache_dir and {', '.join(self._init_traits)}.")
+        path = os.fspath(source) if source is not None else sample_path()
+        devices = ["auto", *[d for d in available_devices() if d != "auto"]]
+        super().__init__(source_label=os.path.basename(os.path.normpath(path)), devices=devices,
+                         device=device if device in devices else "auto", **kwargs)
+        self.source = path
+        self.cache_dir = cache_dir
+        self._model = None
+        self._model_key: tuple | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.on_msg(self._on_msg)
+
+    # -- messages from the browser ---------------------------------------------------------------
+
+    def _on_msg(self, _widget, content, _buffers) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind is not None and self._runs_msg(content):  # "Compare with…", "Trace", a cell (runs_widget)
+            return
+        if kind == "stop":
+            self.stop()
+            return
+        action = {"dequantize": self.dequantize, "generate": self.generate, "compare": self.compare,
+                  "compare_backends": self.compare_backends}.get(kind)
+        if action is not None:
+            action()
+
+    # -- public actions (each starts a background job; wait() joins it) ----------------------------
+
+    def dequantize(self) -> bool:
+        """Load (and so dequantize) the model on the chosen device, with per-layer timings."""
+        return self._start("loading", self._job_dequantize)
+
+    def generate(self) -> bool:
+        """Generate from `prompt` with the current settings, streaming tokens."""
+        return self._start("generating", self._job_generate)
+
+    def compare(self) -> bool:
+        """The same prompt on the shipped model and its Q8_0 / F16 conversions."""
+        return self._start("comparing", self._job_compare)
+
+    def compare_backends(self) -> bool:
+        """The same prompt on every backend here: numpy (the readable reference), llama.cpp
+        and torch when installed; why the engine is fast, not just that it is."""
+        return self._start("comparing", self._job_backends)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the running job ends; True when nothing is running any more."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+    # -- the job runner ----------------------------------------------------------------------------
+
+    def _start(self, status: str, job: Callable[[], None]) -> bool:
+        with self._lock:
+            if self.busy:
+                self.send({"type": "notice", "message": f"Still {self.status}; press Stop or wait."})
+                return False
+            self.busy, self.status, self.error = True, status, ""
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, args=(job,), daemon=True,
+                                            name=f"RunDemo-{status}")
+        self._thread.start()
+        return True
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+            self.status = "idle"
+        except (_Stopped, RunStopped):
+            self.status = "idle"
+            self.send({"type": "notice", "message": "Stopped."})
+        except Exception as e:  # shown in the widget, not only in the log
+            self.error = f"{type(e).__name__}: {e}"
+            self.status = "error"
+            self.send({"type": "error", "message": self.error})
+        finally:
+            self.progress = {}
+            self.busy = False
+
+    def _model_for_settings(self):
+        key = (self.source, self.device)
+        if self._model is None or self._model_key != key:
+            self._model = None  # free the previous one first
+            self._job_load()
+        return self._model
+
+    def _job_load(self) -> None:
+        from ..runtime import load_model
+        from ..runtime.api import engine_plan
+
+        self.status = "loading"
+        self.engine = engine_plan(self.source, self.device)
+        self.dequant, self.dequant_summary = [], ""
+        self.progress = {"label": "dequantizing", "done": 0, "total": 0}
+        last = [0.0]
+
+        def progress(done: int, total: int, _name: str) -> None:
+            now = time.perf_counter()
+            if done == total or now - last[0] > 0.05:  # a few updates a second are plenty
+                last[0] = now
+                self.progress = {"label": "dequantizing", "done": int(done), "total": int(total)}
+
+        model = load_model(self.source, self.device, progress=progress)
+        self._model, self._model_key = model, (self.source, self.device)
+        if model.run_plan is not None:
+            self.engine = "numpy on the CPU, " + model.run_plan.text
+        report = model.dequant
+        self.dequant = layer_table(report.to_records())
+        self.dequant_summary = report.summary()
+        self.stats = {"device": model.device, "load_seconds": model.load_seconds}
+        features = model.config.features()
+        self.family = model.config.architecture + (": " + "; ".join(features) if features else "")
+
+    def _job_dequantize(self) -> None:
+        self._model = None
+        self._job_load()
+
+    def _job_generate(self) -> None:
+        model = self._model_for_settings()
+        self.status = "generating"
+        self.output = ""
+        self.send({"type": "generate_start"})
+        pieces: list[str] = []
+        started = time.perf_counter()
+
+        def stream(piece: str) -> bool:
+            pieces.append(piece)
+            elapsed = time.perf_counter() - started
+            self.send({"type": "token", "text": piece, "count": len(pieces),
+                       "tps": len(pieces) / elapsed if elapsed > 0 else 0.0})
+            return not self._stop.is_set()  # False ends generation after this token
+
+        r = model.generate(self.prompt, max_new_tokens=max(1, int(self.max_new_tokens)),
+                           temperature=max(0.0, float(self.temperature)), chat=self.chat, stream=stream)
+        self.output = r.text
+        self.stats = {"device": r.device, "tokens": len(r.tokens), "prompt_tokens": len(r.prompt_tokens),
+                      "decode_tps": r.decode_tps, "prefill_tps": r.prefill_tps,
+                      "peak_memory_bytes": r.peak_memory_bytes, "load_seconds": model.load_seconds,
+                      "stop_reason": r.stop_reason}
+        self.send({"type": "generate_done", "stats": self.stats, "text": r.text})
+        if r.stop_reason == "stopped":
+            self.send({"type": "notice", "message": "Stopped."})
+
+    def _job_compare(self) -> None:
+        from ..runs.quantizations import compare_quantizations
+
+        self.comparison = {}
+
+        def on_event(event: dict) -> None:
+            kind = event["type"]
+            if kind == "convert_start":
+                self.status = "converting"
+            elif kind == "convert_progress":
+                self.progress = {"label": f"converting to {event['dtype']}", "done": event["done"],
+                                 "total": event["total"]}
+            elif kind == "variant_start":
+                self.status = "comparing"
+                self.progress = {}
+            if kind == "token" and self._stop.is_set():
+                raise _Stopped()
+            if kind != "convert_progress" or event["done"] == event["total"] or event["done"] % 16 == 0:
+                self.send({"type": "compare_event", "event": json_safe(event)})
+
+        result = compare_quantizations(self.source, self.prompt, max(1, int(self.max_new_tokens)),
+                                       chat=self.chat, device=self.device, cache_dir=self.cache_dir,
+                                       on_event=on_event, should_stop=self._stop.is_set)
+        self.comparison = json_safe(result.to_dict())
+
+
+    def _job_backends(self) -> None:
+        from ..runs.backends import compare_backends
+
+        self._model = None  # one model in memory at a time
+        self.backends = []
+        rows: list[dict] = []
+
+        def on_row(row: dict) -> None:
+            rows.append(json_safe({k: v for k, v in row.items() if k != "tokens"}))
+            self.backends = list(rows)
+            if self._stop.is_set():
+                raise _Stopped()
+
+        compare_backends(self.source, self.prompt, max(1, int(self.max_new_tokens)), chat=self.chat,
+                         on_row=on_row)

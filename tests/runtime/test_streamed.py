@@ -1,0 +1,105 @@
+"""Streamed runs (runtime/streamed.py) and the memory check before a run (runtime/memory_budget.py):
+the same numbers as the in-memory path, nothing decoded whole that need not be, and a run that
+cannot fit refused before it loads, with the figures and the choices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import model_explorer as mx
+from model_explorer.runtime import memory_budget
+from model_explorer.runtime.api import load_model
+from model_explorer.runtime.memory_budget import WontFit
+from model_explorer.runtime.streamed import StreamedMatrix
+
+IDS = [1, 5, 9, 2, 7, 7, 3]
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return mx.sample_path()  # SmolLM2-135M Q4_1: a real checkpoint with a quantized head
+
+
+def test_a_streamed_pass_gives_the_in_memory_logits(sample):
+    whole = load_model(sample, device="cpu", stream=False)
+    streamed = load_model(sample, device="cpu", stream=True)
+    assert whole.run_plan.mode == "in_memory" and streamed.run_plan.mode == "streamed"
+    a, b = whole.forward(IDS), streamed.forward(IDS)
+    # the head is multiplied slice by slice: BLAS may sum in another order, nothing more
+    assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+    assert (a.argmax(-1) == b.argmax(-1)).all()
+    assert streamed.weights.resident_bytes() < whole.weights.resident_bytes() / 20
+
+
+def test_a_streamed_generation_equals_the_in_memory_one(sample):
+    kw = dict(max_new_tokens=6, stop_at_eos=False)
+    whole = load_model(sample, device="cpu", stream=False).generate("The capital of France is", **kw)
+    streamed = load_model(sample, device="cpu", stream=True).generate("The capital of France is", **kw)
+    assert streamed.tokens == whole.tokens
+
+
+def test_the_streamed_table_reads_only_what_it_is_asked(sample):
+    model = load_model(sample, device="cpu", stream=True)
+    table = model.weights.embed
+    assert isinstance(table, StreamedMatrix)
+    with mx.open(sample) as ckpt:
+        full = ckpt.read(table.name)
+    ids = np.array([3, 3, 100, 7])
+    assert np.array_equal(table[ids], full[ids])
+    x = np.random.default_rng(0).standard_normal((2, full.shape[1])).astype(np.float32)
+    assert np.allclose(x @ table.T, x @ full.T, rtol=1e-5, atol=1e-4)
+    assert np.allclose(table @ x[0], full @ x[0], rtol=1e-5, atol=1e-4)
+
+
+def test_a_trace_streamed_names_the_same_massive_activations(sample):
+    a = mx.trace(sample, ids=IDS, stream=False)
+    b = mx.trace(sample, ids=IDS, stream=True)
+    assert [(m["layer"], m["module"]) for m in a.massive] == [(m["layer"], m["module"]) for m in b.massive]
+    d = mx.compare_runs(sample, sample, ids=IDS, stream=True)
+    assert "no divergence" in d.summary().lower() or "agree" in d.summary().lower()
+
+
+def test_the_plan_streams_when_only_that_fits_and_refuses_with_the_figures(sample):
+    with mx.open(sample) as ckpt:
+        whole, streamed = memory_budget.needs(ckpt, 2048)
+        assert streamed < whole
+        assert memory_budget.plan(ckpt, 2048, available=whole * 2).mode == "in_memory"
+        mid = memory_budget.plan(ckpt, 2048, available=int((whole + streamed) / 2 / memory_budget.HEADROOM))
+        assert mid.mode == "streamed" and "streamed" in mid.text
+        assert memory_budget.plan(ckpt, 2048, stream=False, available=streamed).mode == "refused"
+        refused = memory_budget.plan(ckpt, 2048, available=streamed // 4)
+    assert refused.mode == "refused"
+    for words in ("needs about", "available", "shorter prompt", "llama.cpp", "GPU"):
+        assert words in refused.text
+
+
+def test_load_model_refuses_before_loading_when_nothing_fits(sample, monkeypatch):
+    monkeypatch.setenv("MODEL_EXPLORER_MEMORY_AVAILABLE", "64MiB")
+    with pytest.raises(WontFit) as e:
+        load_model(sample, device="cpu")
+    assert e.value.plan.available_bytes == 64 * 2**20 and "refused before loading" in str(e.value)
+    with pytest.raises(MemoryError):
+        mx.trace(sample, ids=IDS)
+
+
+def test_available_memory_reads_this_machine():
+    room = memory_budget.available_bytes()
+    assert room is None or room > 0
+
+
+def test_the_run_cell_says_which_engine_and_its_memory_before_loading(sample):
+    from model_explorer.runtime.api import engine_plan
+
+    text = engine_plan(sample, "cpu")
+    assert text.startswith("numpy on the CPU, fits") and "available" in text
+
+
+def test_a_trace_reports_each_layer_and_stops_when_asked(sample):
+    from model_explorer.runs.trace import RunStopped
+
+    seen = []
+    mx.trace(sample, ids=IDS, progress=lambda label, done, total: seen.append((label, done, total)))
+    assert seen[0] == ("tracing", 1, 30) and seen[-1] == ("tracing", 30, 30)
+    with pytest.raises(RunStopped):
+        mx.trace(sample, ids=IDS, progress=lambda label, done, total: done < 3)
