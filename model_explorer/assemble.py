@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -58,9 +59,10 @@ SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
 
-def assemble(path: str) -> Checkpoint:
-    """Read every file of the model at `path` into one Checkpoint (no checks beyond the readers')."""
-    ckpt = Checkpoint(path)
+def assemble(path: str, make: Callable[[str], Checkpoint] = Checkpoint) -> Checkpoint:
+    """Read every file of the model at `path` into one Checkpoint (no checks beyond the readers').
+    `make` builds the empty record to fill: `Checkpoint` or a subclass (the opener's)."""
+    ckpt = make(path)
     if sources.isdir(path):
         _open_directory(path, ckpt)
     elif path.endswith(".index.json"):

@@ -2,32 +2,67 @@
 
 Headers and header trees make hundreds of thousands of small objects and no reference cycles;
 with a 90,000-tensor checkpoint in memory each full collection rescans them all and costs more
-than the build itself (40% of opening such a model). The pause is process-wide for its moment;
-when it ends, what it built is moved to the oldest generation (see `_to_oldest_generation`).
+than the build itself (40% of opening such a model). When the pause ends, what it built is
+moved to the oldest generation (see `_to_oldest_generation`).
+
+The collector is one per process, and widget jobs build in threads of their own: the pause is
+held, not toggled. The first holder to enter disables the collector (only if it was enabled),
+the last one to leave enables it again, under a lock, so one thread's pause ending never turns
+the collector back on under another's build, and a collector the user disabled stays off.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterator
+
+
+class _Pause:
+    """The process's one pause of the collector, counted by its holders."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._disabled_here = False  # the first holder found the collector on and turned it off
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._holders == 0 and gc.isenabled():
+                # The young generations hold little here, and what they hold is moved to the
+                # oldest one when the pause ends: collect their garbage first (a user's dropped
+                # model in a reference cycle must not wait for a rare full collection).
+                gc.collect(1)
+                gc.disable()
+                self._disabled_here = True
+            self._holders += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._disabled_here:
+                self._disabled_here = False
+                _to_oldest_generation()
+                gc.enable()
+
+    @property
+    def holders(self) -> int:
+        return self._holders
+
+
+# Process-wide because the collector is: the only state here, and it follows `gc`'s own.
+PAUSE = _Pause()
 
 
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:
-    was_enabled = gc.isenabled()
-    if was_enabled:
-        # The young generations hold little here, and what they hold is moved to the oldest
-        # one when the pause ends: collect their garbage first (a user's dropped model in a
-        # reference cycle must not wait for a rare full collection).
-        gc.collect(1)
-    gc.disable()
+    """Hold the pause for the block (see the module's docstring); re-entrant and thread-safe."""
+    PAUSE.enter()
     try:
         yield
     finally:
-        if was_enabled:
-            _to_oldest_generation()
-            gc.enable()
+        PAUSE.leave()
 
 
 def _to_oldest_generation() -> None:

@@ -9,6 +9,10 @@ request that the Hub redirects to its CDN remembers where it went, so a later re
 file is one request. What it took (requests, redirects, bytes) goes into
 `ckpt.details["hub"]` and an info finding `hub_reads`.
 
+Each open has its own listings (`HubRepos`, made current for the open by `reading`), and each
+listing its own HfFileSystem whose API client counts the requests it makes: what one open reads
+and counts never depends on another open, earlier or in another thread.
+
 The token is huggingface_hub's own (HF_TOKEN, `hf auth login`'s token file, ...); the
 endpoint is HF_ENDPOINT's. A repo that is not found, gated, private to others or rate-limited
 becomes a finding that says so (`hub_not_found`, `hub_gated`, `hub_forbidden`,
@@ -17,12 +21,15 @@ becomes a finding that says so (`hub_not_found`, `hub_gated`, `hub_forbidden`,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -156,17 +163,15 @@ class HubRepo:
                            "'checkpoint-model-explorer[hub]'.") from e
         self.stats = HubStats()
         self.endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
-        # A fresh instance per open: its listing and its counts are this open's.
-        self.fs = HfFileSystem(endpoint=self.endpoint, skip_instance_cache=True)
+        # A fresh instance per listing: its cache and its counts are this listing's.
+        self.fs = _counted_filesystem(HfFileSystem, self.endpoint, self.stats)
         self.started = time.perf_counter()
-        before = _api_snapshot()
         try:
             resolved = self.fs.resolve_path(path)  # the repo's info: it exists, this token sees it
         except Exception as e:  # noqa: BLE001 - every Hub answer becomes a finding
             raise _as_hub_error(e, f"hf://{_repo_part(path)}") from e
         self.repo_id, self.revision = resolved.repo_id, resolved.revision
         self.repo_type = resolved.repo_type
-        self.stats.add(api_requests=_api_requests_since(before, self.repo_type, self.repo_id))
         inner = resolved.path_in_repo
         self.root = (path[:len(path) - len(inner)] if inner and path.endswith(inner) else path).rstrip("/")
         self.target = inner
@@ -184,13 +189,10 @@ class HubRepo:
 
     def _list(self) -> None:
         root = self.fs.resolve_path(self.root).unresolve()
-        before = _api_snapshot()
         try:
             entries = self.fs.find(root, detail=True, withdirs=True)
         except Exception as e:  # noqa: BLE001
             raise _as_hub_error(e, self.root) from e
-        finally:
-            self.stats.add(api_requests=_api_requests_since(before, self.repo_type, self.repo_id))
         for name, info in entries.items():
             rel = name[len(root):].lstrip("/")
             if info.get("type") == "directory":
@@ -389,68 +391,95 @@ def _repo_part(path: str) -> str:
     return "/".join(path[len(PREFIX):].split("/")[:2])
 
 
-# Counted per URL path: HfFileSystem lists trees in threads of its own, and another open (or a
-# background cross-check) of another repo must not land in this open's count.
-_API_PATHS: dict[str, int] = {}
-_API_LOCK = threading.Lock()
+def _counted_filesystem(filesystem: type, endpoint: str, stats: HubStats):
+    """A fresh HfFileSystem whose Hub API client is its own and counts into `stats` the requests
+    it makes: the repo's info, each page of its tree listing (HfFileSystem lists sub-trees in
+    threads of its own), paths-info. Nothing is hooked on huggingface_hub's shared session, so
+    another open, or a background cross-check, never lands in this count."""
+    from huggingface_hub import HfApi
+
+    class CountedApi(HfApi):
+        def repo_info(self, *args, **kwargs):
+            stats.add(api_requests=1)
+            return super().repo_info(*args, **kwargs)
+
+        def get_paths_info(self, *args, **kwargs):
+            stats.add(api_requests=1)
+            return super().get_paths_info(*args, **kwargs)
+
+        def _iter_repo_tree_pages(self, *args, **kwargs):
+            stats.add(api_requests=1)  # the first page's request, made when iterating starts
+            for page, finished in super()._iter_repo_tree_pages(*args, **kwargs):
+                yield page, finished
+                if not finished:  # the next page is asked for only if the caller reads on
+                    stats.add(api_requests=1)
+
+    if not hasattr(HfApi, "_iter_repo_tree_pages"):  # huggingface_hub before pages were exposed
+        def list_repo_tree(self, *args, **kwargs):  # one request counted per listing
+            stats.add(api_requests=1)
+            return HfApi.list_repo_tree(self, *args, **kwargs)
+
+        CountedApi.list_repo_tree = list_repo_tree
+
+    fs = filesystem(endpoint=endpoint, skip_instance_cache=True)
+    fs._api = CountedApi(endpoint=endpoint, token=fs.token)  # in place of the plain HfApi it made
+    return fs
 
 
-def _count_api_request(request) -> None:
-    path = urlsplit(str(getattr(request, "url", ""))).path
-    if path.startswith("/api/") and len(_API_PATHS) < 100_000:  # a long session stays bounded
-        with _API_LOCK:
-            _API_PATHS[path] = _API_PATHS.get(path, 0) + 1
+# -- the repos one open reads ------------------------------------------------------------------
+
+class HubRepos:
+    """The repos one open has listed, by root. Every hf:// path the open reads (the readers', the
+    side files') is looked up here, so a read never depends on what an earlier open listed."""
+
+    def __init__(self) -> None:
+        self._by_root: dict[str, HubRepo] = {}
+        self._lock = threading.Lock()
+
+    def add(self, repo: HubRepo) -> HubRepo:
+        with self._lock:
+            self._by_root[repo.root] = repo
+        return repo
+
+    def repo_of(self, path: str) -> HubRepo:
+        """The repo of this open whose root holds `path` (the deepest), else a new listing."""
+        with self._lock:
+            best = max((r for root, r in self._by_root.items()
+                        if path == root or path.startswith(root + "/")),
+                       key=lambda r: len(r.root), default=None)
+        return best if best is not None else self.add(HubRepo(path))
 
 
-def _api_snapshot() -> dict[str, int]:
-    """Requests to the Hub's /api/ made in this process so far, by path (HfFileSystem's info and
-    tree listings go through huggingface_hub's shared client; a hook on it counts them)."""
+# The listings of the open running in this thread (contextvars: per thread, per task); None
+# outside an open, where every read lists its repo afresh.
+_CURRENT: ContextVar[HubRepos | None] = ContextVar("model_explorer_hub_repos", default=None)
+
+
+@contextlib.contextmanager
+def reading(repos: HubRepos | None) -> Iterator[HubRepos | None]:
+    """Make `repos` the listings that hf:// reads use for the block (None: leave them be)."""
+    if repos is None:
+        yield None
+        return
+    token = _CURRENT.set(repos)
     try:
-        from huggingface_hub.utils import get_session
-
-        hooks = get_session().event_hooks["request"]
-        if _count_api_request not in hooks:
-            hooks.append(_count_api_request)
-    except Exception:  # noqa: BLE001 - a client without hooks: counts stay at what is known
-        pass
-    with _API_LOCK:
-        return dict(_API_PATHS)
-
-
-def _api_requests_since(before: dict[str, int], repo_type: str, repo_id: str) -> int:
-    """The /api/ requests about one repo made since `before` was taken."""
-    prefix = f"/api/{repo_type}s/{repo_id}"
-    now = _api_snapshot()
-    return sum(n - before.get(k, 0) for k, n in now.items() if k == prefix or k.startswith(prefix + "/"))
-
-
-# -- the repos of the opens in progress and done ----------------------------------------------------
-
-_REPOS: dict[str, HubRepo] = {}
-_REPOS_LOCK = threading.Lock()
+        yield repos
+    finally:
+        _CURRENT.reset(token)
 
 
 def begin(path: str) -> HubRepo:
     """A fresh view of the repo `path` is in (listing, then its headers fetched in parallel);
     raises HubError with the finding to report."""
     repo = HubRepo(path)
-    with _REPOS_LOCK:
-        _REPOS[repo.root] = repo
     repo.prefetch()
     return repo
 
 
 def repo_of(path: str) -> HubRepo:
-    """The repo an hf:// path is in: the latest one opened whose root holds it, else a new one."""
-    with _REPOS_LOCK:
-        best = max((r for root, r in _REPOS.items() if path == root or path.startswith(root + "/")),
-                   key=lambda r: len(r.root), default=None)
-    if best is not None:
-        return best
-    repo = HubRepo(path)
-    with _REPOS_LOCK:
-        _REPOS[repo.root] = repo
-    return repo
+    """The repo an hf:// path is in: from the current open's listings (`reading`), else a new one."""
+    repos = _CURRENT.get()
+    return repos.repo_of(path) if repos is not None else HubRepo(path)
 
 
 def report(ckpt, repo: HubRepo) -> None:

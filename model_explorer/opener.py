@@ -68,7 +68,7 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
     the bytes say, a Checkpoint comes back with findings that locate the problems.
     """
     path = os.fspath(source)
-    repo = None
+    repo = repos = None
     if hub.is_hub(path):
         # hf://: list the repo once and fetch its headers in parallel; what the Hub refuses
         # (not found, gated, private, rate-limited) is a finding, not an exception.
@@ -78,29 +78,31 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
             ckpt = OpenCheckpoint(path)
             ckpt.findings.append(e.finding(path))
             return ckpt
-    if not sources.exists(path):
-        raise FileNotFoundError(f"No such file or directory: {path!r}")
-    with no_gc():
-        ckpt = assemble(path)
-        # The readers build a plain Checkpoint; the subclass adds methods only, no state.
-        ckpt.__class__ = OpenCheckpoint
+        repos = hub.HubRepos()  # this open's listings: its reads never see another open's
+        repos.add(repo)
+    with hub.reading(repos):
+        if not sources.exists(path):
+            raise FileNotFoundError(f"No such file or directory: {path!r}")
+        with no_gc():  # the parse: many small records, no cycles (gcpause.py)
+            ckpt = assemble(path, OpenCheckpoint)
+        ckpt.sources.hub_repos = repos
         # Config against shapes, expected tensors, tokenizer, adapter: headers and side files only.
         header_checks(ckpt)
-    if repo is not None:
-        hub.report(ckpt, repo)
-    if cross_check:
-        ckpt.cross_check()
-    if base is not None:
-        from .model.adapters import check_base
+        if repo is not None:
+            hub.report(ckpt, repo)
+        if cross_check:
+            ckpt.cross_check()
+        if base is not None:
+            from .model.adapters import check_base
 
-        with opened(base) as b:
-            ckpt.details["adapter_base"] = b.source
-            ckpt.findings.extend(check_base(ckpt, b))
-            ckpt.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
-    if deep:
-        from .checks.deep import deep_check
+            with opened(base) as b:
+                ckpt.details["adapter_base"] = b.source
+                ckpt.findings.extend(check_base(ckpt, b))
+                ckpt.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
+        if deep:
+            from .checks.deep import deep_check
 
-        deep_check(ckpt)
+            deep_check(ckpt)
     return ckpt
 
 
@@ -186,7 +188,8 @@ def opened(source: Any) -> Iterator[Checkpoint]:
     """`as_checkpoint` for a moment: closes what it opened, leaves a caller's Checkpoint open."""
     ckpt = as_checkpoint(source)
     try:
-        yield ckpt
+        with hub.reading(ckpt.sources.hub_repos):  # an hf:// model's side files: its own listing
+            yield ckpt
     finally:
         if ckpt is not source:
             ckpt.close()

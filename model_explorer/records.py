@@ -155,6 +155,7 @@ class CheckpointRecord:
         self.sizes: dict[str, int] = {}
         # Format-specific details the views use (GGUF kv list, shard map, pickle imports...).
         self.details: dict[str, Any] = {}
+        self.derived = DerivedFacts()  # what the model layer works out once (never in details)
         self.sources = SourceSet()
 
     @property
@@ -260,3 +261,16 @@ class CheckpointRecord:
         c = self.finding_counts()
         return (f"<{type(self).__name__} {self.format} {self.source!r}: {len(self.files)} file(s), "
                 f"{len(self.tensors)} tensors, {c['error']} errors, {c['warning']} warnings>")
+
+
+@dataclass
+class DerivedFacts:
+    """What the model layer works out from a checkpoint's files, kept with the checkpoint so it
+    is worked out once. Apart from `details`, which holds what the readers found (views and
+    exports show it); these are the model layer's own objects, typed there."""
+
+    hparams: Any = None  # model/hparams.py read_hparams: HParams
+    tokenizer: Any = None  # model/tokenizer_info.py read_tokenizer: (TokenizerInfo, findings)
+    tokenizer_object: Any = None  # model/inspector.py build: the Tokenizer itself
+    # model/sidefiles.py: side-file paths and contents looked up; model/layouts.py: "layout"
+    side_files: dict[str, Any] = field(default_factory=dict)

@@ -160,13 +160,14 @@ class RemoteSource:
 
 class HubSource(RemoteSource):
     """A file of a Hugging Face Hub repo (hf://), read by range requests through hub.py; the
-    bytes fetched in parallel before the readers ran (its header) are its first prefix."""
+    bytes fetched in parallel before the readers ran (its header) are its first prefix.
+    `repos`: the listings of the open it belongs to (hub.HubRepos), else the current open's."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, repos=None) -> None:
         from . import hub
 
         self.name = url
-        self._repo = hub.repo_of(url)
+        self._repo = repos.repo_of(url) if repos is not None else hub.repo_of(url)
         self.size = self._repo.size(url)
         self._prefix = self._repo.head(url)
         self.bytes_read = len(self._prefix)
@@ -186,9 +187,10 @@ def _is_hub(path: str) -> bool:
     return str(path).startswith("hf://")
 
 
-def open_source(path: str) -> LocalSource | RemoteSource:
+def open_source(path: str, hub_repos=None) -> LocalSource | RemoteSource:
+    """The byte source of a path or URL; an hf:// file is looked up in `hub_repos` when given."""
     if _is_hub(path):
-        return HubSource(path)
+        return HubSource(path, hub_repos)
     return RemoteSource(path) if is_remote(path) else LocalSource(path)
 
 
@@ -197,12 +199,13 @@ class SourceSet:
 
     def __init__(self) -> None:
         self._open: dict[str, ByteSource] = {}
+        self.hub_repos = None  # hub.HubRepos: the listings of the open these files came from
 
     def get(self, file: str) -> ByteSource:
         """The open source of `file`, opening it the first time."""
         src = self._open.get(file)
         if src is None:
-            src = self._open[file] = open_source(file)
+            src = self._open[file] = open_source(file, self.hub_repos)
         return src
 
     def add(self, source: ByteSource) -> None:

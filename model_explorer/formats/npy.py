@@ -27,7 +27,8 @@ from . import MAX_RANK
 from .pytorch import REDUCERS, WATCH, pickle_details, sort_spans
 from .pytorch.numpy_refs import NUMPY_KINDS
 from .pytorch.placement import BytesSource
-from .pytorch.vm import PickleMachine, PickleRun
+from .pytorch.values import PickleRun
+from .pytorch.vm import PickleMachine
 from .pytorch.walk import walk
 from .pytorch.zipread import read_zip
 from .result import FileResult

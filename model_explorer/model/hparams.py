@@ -140,7 +140,7 @@ def _is_int(v: Any) -> bool:
 
 def read_hparams(ckpt: CheckpointRecord) -> HParams:
     """Hyperparameters from GGUF metadata when the checkpoint is a GGUF, else config.json."""
-    cached = ckpt.details.get("model_hparams")
+    cached = ckpt.derived.hparams
     if cached is not None:
         return cached
     if ckpt.format == "gguf" and ckpt.meta(Keys.ARCHITECTURE) is not None:
@@ -148,7 +148,7 @@ def read_hparams(ckpt: CheckpointRecord) -> HParams:
     else:
         hp = _from_config(ckpt)
     _derive(hp, ckpt)
-    ckpt.details["model_hparams"] = hp
+    ckpt.derived.hparams = hp
     return hp
 
 

@@ -18,7 +18,7 @@ MAX_PAGE = 1000
 def build(ckpt: CheckpointRecord):
     """The checkpoint's Tokenizer (tokenizer.py), built once and kept with the checkpoint.
     Raises UnsupportedModel naming the missing or unreadable file."""
-    cached = ckpt.details.get("model_tokenizer_object")
+    cached = ckpt.derived.tokenizer_object
     if cached is not None:
         return cached
     from .tokenizer import from_directory, from_gguf
@@ -29,7 +29,7 @@ def build(ckpt: CheckpointRecord):
         config = ckpt.metadata.get("config.json")
         tok = from_directory(model_dir(ckpt), config if isinstance(config, dict) else None,
                              ckpt.metadata.get("generation_config.json"))
-    ckpt.details["model_tokenizer_object"] = tok
+    ckpt.derived.tokenizer_object = tok
     return tok
 
 

@@ -94,7 +94,7 @@ def _config(ckpt: CheckpointRecord) -> dict:
 
 def read_layout(ckpt: CheckpointRecord) -> Layout | None:
     """The layout of the checkpoint's folder (cached with the checkpoint), or None."""
-    cache = ckpt.details.setdefault("model_side_files", {})
+    cache = ckpt.derived.side_files
     if "layout" not in cache:
         found = None
         for recognise in (_gguf, _sentence_transformers, _diffusers, _timm, _peft, _transformers):

@@ -43,7 +43,7 @@ def model_dir(ckpt: CheckpointRecord) -> str:
 
 
 def _cache(ckpt: CheckpointRecord) -> dict:
-    return ckpt.details.setdefault("model_side_files", {})
+    return ckpt.derived.side_files
 
 
 def side_path(ckpt: CheckpointRecord, name: str) -> str | None:

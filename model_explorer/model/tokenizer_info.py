@@ -80,7 +80,7 @@ class TokenizerInfo:
 
 def read_tokenizer(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]]:
     """The tokenizer summary and the problems met reading its files (cached per checkpoint)."""
-    cached = ckpt.details.get("model_tokenizer")
+    cached = ckpt.derived.tokenizer
     if cached is not None:
         return cached
     if ckpt.format == "gguf" and ckpt.meta(Keys.TOKENIZER_MODEL) is not None:
@@ -90,7 +90,7 @@ def read_tokenizer(ckpt: CheckpointRecord) -> tuple[TokenizerInfo, list[Finding]
     _render(result[0], result[1])
     if result[0].chat_template:
         result[0].template_family = known_template(result[0].chat_template)
-    ckpt.details["model_tokenizer"] = result
+    ckpt.derived.tokenizer = result
     return result
 
 

@@ -148,7 +148,7 @@ def test_doctor_exit_codes_and_strict(tmp_path, capsys):
 def test_a_crash_outside_the_readers_exits_2_not_1(tmp_path, monkeypatch, capsys):
     from model_explorer import opener
 
-    def broken(path):
+    def broken(path, make):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(opener, "assemble", broken)
@@ -156,3 +156,31 @@ def test_a_crash_outside_the_readers_exits_2_not_1(tmp_path, monkeypatch, capsys
     p.write_bytes(pickle.dumps([1], protocol=2))
     assert main(["doctor", str(p)]) == 2
     assert "internal error: RuntimeError: boom" in capsys.readouterr().err
+
+
+def test_the_nesting_depth_belongs_to_one_read(tmp_path):
+    # A read in progress inside an embedded file (in a widget's thread, say) must not count
+    # towards the depth of another read: a file nested exactly MAX_EMBED_DEPTH levels deep,
+    # read while another read is one level down, is still read to its innermost pickle.
+    from model_explorer.formats.pytorch import MAX_EMBED_DEPTH, read_torch_legacy
+    from model_explorer.formats.pytorch.placement import BytesSource
+
+    deepest = nested_legacy(MAX_EMBED_DEPTH, tmp_path / "marker")  # as deep as is read
+    inner = legacy_file(pickle.dumps([1, 2], protocol=2)) + bytes(5000)  # a Blob: read in place
+    outer = legacy_file(b"\x80\x02ctorch.storage\n_load_from_bytes\nB"
+                        + struct.pack("<I", len(inner)) + inner + b"\x85R.")
+    seen = []
+
+    class Paused(BytesSource):
+        """The outer file: when the embedded file's reader (its depth taken) reads its first
+        pickle, the other read runs meanwhile."""
+
+        def read(self, offset: int, n: int) -> bytes:
+            if offset == outer.index(inner) and n > 64 and not seen:  # past detect()'s 64 bytes
+                seen.append(read_torch_legacy(BytesSource(deepest)))
+            return super().read(offset, n)
+
+    read_torch_legacy(Paused(outer))
+    (other,) = seen
+    found = {f.code for f in other.report.findings}
+    assert "embedded_too_deep" not in found and "dangerous_import" in found, found

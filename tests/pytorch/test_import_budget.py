@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import model_explorer as mx
-from model_explorer.formats.pytorch import vm
+from model_explorer.formats.pytorch import imports
 
 
 def many_imports(count: int, called: bool, marker) -> bytes:
@@ -24,9 +24,9 @@ def many_imports(count: int, called: bool, marker) -> bytes:
 
 @pytest.mark.parametrize("called", [False, True])
 def test_a_dangerous_call_after_many_distinct_imports_is_reported(tmp_path, monkeypatch, called):
-    monkeypatch.setattr(vm, "MAX_IMPORTS_KEPT", 2_000)
-    monkeypatch.setattr(vm, "MAX_PAST_CAP_KEPT", 50)
-    monkeypatch.setattr(vm, "MAX_SHARED", 100)
+    monkeypatch.setattr(imports, "MAX_IMPORTS_KEPT", 2_000)
+    monkeypatch.setattr(imports, "MAX_PAST_CAP_KEPT", 50)
+    monkeypatch.setattr(imports, "MAX_SHARED", 100)
     marker = tmp_path / "marker"
     p = tmp_path / "imports.pkl"
     count = 300_000 if not called else 100_000
@@ -46,7 +46,7 @@ def test_a_dangerous_call_after_many_distinct_imports_is_reported(tmp_path, monk
 
 
 def test_an_unknown_name_called_past_the_cap_is_an_error_with_its_name(tmp_path, monkeypatch):
-    monkeypatch.setattr(vm, "MAX_IMPORTS_KEPT", 100)
+    monkeypatch.setattr(imports, "MAX_IMPORTS_KEPT", 100)
     marker = tmp_path / "marker"
     junk = b"".join(b"cm\nf%x\n0" % i for i in range(500))  # referenced, never called
     cmd = f"touch {marker}".encode()
@@ -61,7 +61,7 @@ def test_an_unknown_name_called_past_the_cap_is_an_error_with_its_name(tmp_path,
 
 
 def test_unknown_names_past_the_cap_keep_a_file_suspicious(tmp_path, monkeypatch):
-    monkeypatch.setattr(vm, "MAX_IMPORTS_KEPT", 100)
+    monkeypatch.setattr(imports, "MAX_IMPORTS_KEPT", 100)
     allowed = b"ccollections\nOrderedDict\n0" * 100  # fills the cap with allowed names
     p = tmp_path / "late_unknown.pkl"
     p.write_bytes(b"\x80\x02" + allowed + b"cm\nf\n." )

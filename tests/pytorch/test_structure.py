@@ -406,7 +406,7 @@ def test_large_pickles_read_through_a_window_give_the_same_result(tmp_path, monk
     import numpy as np
     import torch
 
-    from model_explorer.formats.pytorch import vm as pickle_vm
+    from model_explorer.formats.pytorch import region
 
     files = {name: data for name, data in hostile_pickles(tmp_path / "m").items()}
     files["numpy"] = pickle.dumps({"a": np.arange(3000.0), "b": np.ones(3)}, protocol=5)
@@ -424,19 +424,19 @@ def test_large_pickles_read_through_a_window_give_the_same_result(tmp_path, monk
         p.write_bytes(data)
         want = summary(mx.open(p))
         with monkeypatch.context() as mp:
-            mp.setattr(pickle_vm, "WHOLE_READ_MAX", 0)
-            mp.setattr(pickle_vm._Window, "CHUNK", 64)
+            mp.setattr(region, "WHOLE_READ_MAX", 0)
+            mp.setattr(region._Window, "CHUNK", 64)
             assert summary(mx.open(p)) == want, name
 
 
 def test_text_pickles_through_a_window_read_each_byte_once(tmp_path, monkeypatch):
     # Each protocol 0 opcode is a line; reading a fresh MAX_LINE bytes per line copied 40 GB
     # for this 0.8 MB pickle (and a megabyte per opcode for the > 64 MiB ones).
-    from model_explorer.formats.pytorch import vm as pickle_vm
+    from model_explorer.formats.pytorch import region
 
     p = tmp_path / "text.pkl"
     p.write_bytes(pickle.dumps(list(range(100_000)), protocol=0))
-    monkeypatch.setattr(pickle_vm, "WHOLE_READ_MAX", 0)
+    monkeypatch.setattr(region, "WHOLE_READ_MAX", 0)
     src = LocalSource(str(p))
     assert not [f for f in read_pickle(src).report.findings if f.severity == "error"]
     assert src.bytes_read == src.size

@@ -136,7 +136,7 @@ def test_names_that_do_not_follow_their_role_are_listed_apart():
 
 def test_the_vocabulary_comes_in_pages_of_a_150000_token_tokenizer(tmp_path):
     e = Explorer(files.big_vocab_folder(tmp_path / "big"))
-    assert "model_tokenizer_object" not in e.checkpoint.details  # nothing built at open
+    assert e.checkpoint.derived.tokenizer_object is None  # nothing built at open
     last = e.answer("vocab", {"start": 149_950, "count": 100})[0]
     assert last["total"] == 150_000 and last["start"] == 149_950
     assert [r["id"] for r in last["rows"]] == list(range(149_950, 150_000))  # clipped at the end

@@ -31,7 +31,8 @@ from .numpy_refs import NUMPY_REDUCERS
 from .placement import EMBEDDED_FUNC, BytesSource, place_tensors
 from .report import pickle_details
 from .torch_refs import TORCH_REDUCERS, StorageTable
-from .vm import PickleMachine, PickleRun, render
+from .values import PickleRun, render
+from .vm import PickleMachine
 from .walk import walk
 from .zipread import COMPRESSION, read_zip
 
@@ -47,27 +48,37 @@ REDUCERS = {**TORCH_REDUCERS, **NUMPY_REDUCERS}
 WATCH = frozenset({EMBEDDED_FUNC})
 PICKLE_STARTS = b"\x80(}]c)NISVFLdlKJMXUTGq"
 MAX_EMBED_DEPTH = 8
-_EMBED_DEPTH = [0]  # how deep read_embedded is now
 
 
-def read_embedded(sub) -> FileResult | None:
+class EmbeddedFiles:
+    """How deep the torch files embedded in one top-level file nest as they are read: one per
+    top-level read, handed down the nesting, so reads in two threads never share a depth."""
+
+    def __init__(self) -> None:
+        self.depth = 0  # how deep read_embedded is now
+
+    def read(self, sub) -> FileResult | None:
+        return read_embedded(sub, self)
+
+
+def read_embedded(sub, nesting: EmbeddedFiles) -> FileResult | None:
     """A torch file inside a pickle (torch.storage._load_from_bytes), read like any other,
     to a bounded depth: each level is a Python frame here, and a file can nest hundreds."""
     kind = detect(bytes(sub.read(0, 64)), sub.size)
     reader = {"torch_legacy": read_torch_legacy, "zip": read_torch_zip}.get(kind)
     if reader is None:
         return None
-    if _EMBED_DEPTH[0] >= MAX_EMBED_DEPTH:
+    if nesting.depth >= MAX_EMBED_DEPTH:
         rep = Report(sub.name)
         rep.error("embedded_too_deep", f"Torch files embedded in torch files nest more than "
                   f"{MAX_EMBED_DEPTH} levels deep; the deeper ones are not read, so their imports "
                   "are not checked. No real checkpoint nests them at all.", 0, min(8, sub.size))
         return FileResult(sub.name, sub.size, rep)
-    _EMBED_DEPTH[0] += 1
+    nesting.depth += 1
     try:
-        return reader(sub)
+        return reader(sub, nesting)
     finally:
-        _EMBED_DEPTH[0] -= 1
+        nesting.depth -= 1
 
 
 def sort_spans(rep: Report) -> None:
@@ -78,7 +89,7 @@ def sort_spans(rep: Report) -> None:
 
 # -- zip -------------------------------------------------------------------------------------
 
-def read_torch_zip(source) -> FileResult:
+def read_torch_zip(source, embedded: EmbeddedFiles | None = None) -> FileResult:
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
     listing = read_zip(source, rep, report_cut=False)
@@ -144,7 +155,7 @@ def read_torch_zip(source) -> FileResult:
     walked = walk(main.value, rep)
     result.tensors = place_tensors(walked.tensors, locate, source, rep, byteorder, "data/",
                                    byte_offsets=main.byte_offsets, runs=runs,
-                                   read_embedded=read_embedded,
+                                   read_embedded=(embedded or EmbeddedFiles()).read,
                                    cut=cut.keys if cut else frozenset())
     if cut is not None:
         report_cut(cut, result)
@@ -323,7 +334,7 @@ def _trailing_pickles(source, rep: Report, run: PickleRun, end: int, label: str)
 
 # -- legacy ----------------------------------------------------------------------------------
 
-def read_torch_legacy(source) -> FileResult:
+def read_torch_legacy(source, embedded: EmbeddedFiles | None = None) -> FileResult:
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
     table = StorageTable(legacy=True)
@@ -365,7 +376,7 @@ def read_torch_legacy(source) -> FileResult:
     result.tensors = place_tensors(walked.tensors, lambda key: locations.get(key), source, rep,
                                    byteorder, "storage ",
                                    byte_offsets=main.byte_offsets if main else {}, runs=runs,
-                                   read_embedded=read_embedded,
+                                   read_embedded=(embedded or EmbeddedFiles()).read,
                                    cut=cut.keys if cut else frozenset())
     if cut is not None:
         report_cut(cut, result)
@@ -450,7 +461,7 @@ def _legacy_storages(source, rep: Report, keys: list[str], pos: int, table: Stor
 
 # -- plain pickles ---------------------------------------------------------------------------
 
-def read_pickle(source) -> FileResult:
+def read_pickle(source, embedded: EmbeddedFiles | None = None) -> FileResult:
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
     runs: list[PickleRun] = []
@@ -478,7 +489,7 @@ def read_pickle(source) -> FileResult:
     result.tensors = place_tensors(walked.tensors, lambda key: locations.get(key), source, rep,
                                    "<", "storage ", quiet_missing=True,
                                    byte_offsets=runs[0].byte_offsets if runs else {}, runs=runs,
-                                   read_embedded=read_embedded)
+                                   read_embedded=(embedded or EmbeddedFiles()).read)
     result.details["pickle"] = pickle_details(runs, runs[0] if runs else None, walked.structure, rep)
     sort_spans(rep)
     return result

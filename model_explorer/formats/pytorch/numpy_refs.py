@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import MAX_RANK
-from .vm import Blob, render
+from .values import Blob, render
 
 # numpy kind + itemsize -> dtype name used by the tensor layer
 NUMPY_KINDS = {

@@ -19,7 +19,7 @@ from ..result import FileResult
 from .numpy_refs import NumpyArray, array_layout
 from .numpy_refs import locate as locate_array
 from .torch_refs import StorageRef, TensorRef, itemsize
-from .vm import Blob, Call, Global, PickleRun, Unknown, render
+from .values import Blob, Call, Global, PickleRun, Unknown, render
 
 EMBEDDED_FUNC = "torch.storage._load_from_bytes"
 MAX_SHARED_LISTED = 50

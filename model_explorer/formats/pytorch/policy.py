@@ -33,7 +33,7 @@ and out of reach. They may call their arguments' own methods (`__len__`, `__lt__
 but an argument with methods is an object of a class the pickle imported and is judged as
 such. `min`, `max` and `sum` may return an argument (`max([f])` is `f`): calling, or
 building from, what any call returned makes every import among its arguments a call
-(`vm.result_sources`), so they cannot hide one. Builtins that take a callable positionally
+(`imports.result_sources`), so they cannot hide one. Builtins that take a callable positionally
 and call it (`map`, `filter`, `iter` with a sentinel, `apply`), that reach attributes, globals
 or the import system (`getattr`, `vars`, `globals`, `__import__`, `super`, `type` with three
 arguments makes a class), that evaluate (`eval`, `exec`, `compile`), do I/O (`open`, `input`,

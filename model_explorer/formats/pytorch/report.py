@@ -7,7 +7,7 @@ from typing import Any
 from ...spans import Report
 from .policy import author_class_candidate, tolerated_when_invoked
 from .torchscript import is_class
-from .vm import Global, PickleRun, render
+from .values import Global, PickleRun, render
 
 MAX_IMPORTS_LISTED = 10_000
 # Findings that make a file "dangerous" (also when merged in from an embedded file) ...

@@ -26,7 +26,8 @@ from .cutshort import Cut, report_cut
 from .placement import place_tensors
 from .report import DANGER_CODES, SUSPICIOUS_CODES, pickle_details
 from .torch_refs import StorageRef, TensorRef, itemsize, storage_dtype
-from .vm import Global, PickleMachine, PickleRun, Unknown, render
+from .values import Global, PickleRun, Unknown, render
+from .vm import PickleMachine
 from .walk import walk
 
 BLOCK = 512
@@ -46,7 +47,7 @@ class _Member:
 
 
 def read_torch_tar(source) -> FileResult:
-    from . import read_embedded, sort_spans  # the container module imports this one
+    from . import EmbeddedFiles, sort_spans  # the container module imports this one
 
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
@@ -102,7 +103,7 @@ def read_torch_tar(source) -> FileResult:
     result.tensors = place_tensors(walked.tensors, lambda key: locations.get(key), source, rep,
                                    byteorder, "storage ",
                                    byte_offsets=main.byte_offsets if main else {}, runs=runs,
-                                   read_embedded=read_embedded)
+                                   read_embedded=EmbeddedFiles().read)
     if cut is not None:
         report_cut(Cut(source.size, None, cut), result)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...dtypes import SAFETENSORS_BITS, STORAGE_DTYPES, TORCH_DTYPES
-from .vm import Global, PickleMachine, Unknown, render
+from .values import Global, Unknown, render
+from .vm import PickleMachine
 
 # Bits per element; the torch-only names extend the safetensors table.
 DTYPE_BITS = {**SAFETENSORS_BITS, "C128": 128, "C32": 32, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,

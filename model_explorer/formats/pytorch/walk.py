@@ -18,7 +18,7 @@ from ...spans import Report
 from .. import MAX_RANK
 from .numpy_refs import NumpyArray, NumpyDtype, array_layout
 from .torch_refs import StorageRef, TensorRef
-from .vm import Blob, Call, EmuSet, Global, render
+from .values import Blob, Call, EmuSet, Global, render
 
 MAX_VISITS = 1_000_000
 MAX_DEPTH = 200
