@@ -305,11 +305,10 @@ class PickleMachine:
         self._flyweights: dict[str, Global] = {}  # severity -> stand-in once nothing is kept
 
     # Findings that can repeat many times are reported once per machine.
-    def once(self, code: str, message: str, offset: int, length: int = 1,
-             severity: str = "error") -> None:
+    def once(self, code: str, message: str, offset: int, length: int = 1) -> None:
         if code not in self._warned:
             self._warned.add(code)
-            getattr(self.report, severity)(code, message, offset, length)
+            self.report.add(code, message, offset, length)
 
     def run(self, source, start: int, length: int, loader_view: bool = False) -> PickleRun:
         """Walk the pickle starting at absolute `start`; never reads past start + length.
@@ -753,8 +752,7 @@ def _set_items(target, pairs, m, pos):
         target.setitems.extend(pairs)
     elif not isinstance(target, Unknown):
         m.once("pickle_setitem_target", f"SETITEM at byte {m.base + pos} targets "
-               f"{type(target).__name__}, not a dict; the unpickler fails here.", m.base + pos,
-               severity="warning")
+               f"{type(target).__name__}, not a dict; the unpickler fails here.", m.base + pos)
 
 
 def _setitem(m, arg, pos, op):
@@ -777,8 +775,7 @@ def _append_items(target, items, m, pos):
         target.items.extend(items)
     elif not isinstance(target, Unknown):
         m.once("pickle_append_target", f"APPEND at byte {m.base + pos} targets "
-               f"{type(target).__name__}, not a list; the unpickler fails here.", m.base + pos,
-               severity="warning")
+               f"{type(target).__name__}, not a list; the unpickler fails here.", m.base + pos)
 
 
 def _append(m, arg, pos, op):
