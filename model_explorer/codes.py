@@ -171,7 +171,7 @@ CATALOG: dict[str, Code] = {
     "needs_author_classes": Code("warning", "A whole-model pickle builds objects of the author's classes the way pickle saves any object: loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.",
                                  "Load it only with the author's code installed and trusted, then save the weights alone (torch.save(model.state_dict()) or safetensors); mx.repair(file, out_dir) writes a safetensors copy of its tensors without loading it."),
     "unknown_import": Code("warning", "Loading the pickle would import a name outside the allow-list."),
-    "polyglot": Code("warning", "The file is also valid as another format (bytes before the zip look like one)."),
+    "polyglot": Code("warning", "The file is valid as two formats at once (a pickle before or after a zip archive): a pickle reader and a zip reader see different contents."),
     "zip_prefix_bytes": Code("warning", "Bytes precede the zip archive."),
     "several_pickles": Code("warning", "More than one pickle in a file that should hold one."),
     "pickle_trailing_bytes": Code("warning", "Bytes follow the pickle's STOP opcode."),
@@ -185,8 +185,8 @@ CATALOG: dict[str, Code] = {
     "pickle_setitem_target": Code("warning", "SETITEM(S) onto something that is not a dict, as far as the opcode walk follows the values: the unpickler fails there."),
     "pickle_no_mark": Code("error", "An opcode needs a MARK that is not on the stack."),
     "pickle_stack_underflow": Code("error", "An opcode pops more than the stack holds."),
-    "pickle_out_of_band": Code("error", "The pickle asks for out-of-band buffers (protocol 5) a checkpoint never has."),
-    "pickle_persistent_id": Code("error", "A persistent id that is not torch's storage tuple."),
+    "pickle_out_of_band": Code("warning", "The pickle asks for out-of-band buffers (protocol 5) a checkpoint never has; unpickling fails without them."),
+    "pickle_persistent_id": Code("info", "A plain pickle refers to outside objects by persistent id; only a loader that knows them (such as torch.load) resolves them."),
     "pickle_work_capped": Code("warning", "The pickle asks for more work than its size explains; the walk was cut short."),
     "pickle_imports_capped": Code("warning", "The pickle makes more imports than are kept with their detail; the rest were judged by name, the denied and called ones reported, the others only counted."),
     "opcode_spans_capped": Code("info", "Too many opcodes to label each one; the first are labelled."),
@@ -393,7 +393,8 @@ def markdown() -> str:
              "`python -m model_explorer.codes`.", "",
              "| code | severity | meaning | fix |", "|---|---|---|---|"]
     for code, c in sorted(CATALOG.items()):
-        fix = f"No repair: {c.unfixable} {c.fix}".rstrip() if c.unfixable else c.fix
+        why = c.unfixable[:1].lower() + c.unfixable[1:]
+        fix = f"No repair: {why} {c.fix}".rstrip() if c.unfixable else c.fix
         lines.append(f"| `{code}` | {c.severity} | {c.meaning} | {fix} |")
     return "\n".join(lines) + "\n"
 

@@ -189,7 +189,7 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
     if first > 0:
         head = bytes(source.read(0, min(first, 16)))
         looks = head[:1] in PICKLE_STARTS
-        (rep.error if looks else rep.warning)(
+        rep.add(
             "polyglot" if looks else "zip_prefix_bytes",
             f"{first} bytes come before the first zip entry ({head!r}…)"
             + ("; they look like a pickle: the file is a pickle/zip polyglot, and a loader "

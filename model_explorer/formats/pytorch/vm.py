@@ -365,7 +365,7 @@ class PickleMachine:
                 except Exception as e:  # an emulation gap must never become a traceback
                     self.once("pickle_emulation", f"Could not follow {name} at byte {base + pos} "
                               f"({type(e).__name__}: {short_repr(str(e), 80)}); the structure "
-                              "after it may be incomplete.", base + pos, 1, "warning")
+                              "after it may be incomplete.", base + pos, 1)
                 if loader is not None:
                     if name == "FRAME" and isinstance(arg, int):
                         loader.load_frame(arg)
@@ -609,7 +609,7 @@ class PickleMachine:
             return True
         self.once("pickle_work_capped", f"The call at byte {self.base + pos} and those after it "
                   "are not reconstructed: the pickle passes the same large values to them over "
-                  "and over, more work than its size accounts for.", self.base + pos, 1, "warning")
+                  "and over, more work than its size accounts for.", self.base + pos, 1)
         return False
 
 
@@ -907,7 +907,7 @@ def _persid(m, arg, pos, op):
     if m.persistent_load is None:
         m.once("pickle_persistent_id", f"The pickle refers to outside objects by persistent id "
                f"(first: {render(pid)} at byte {m.base + pos}); only a loader that knows them, "
-               "such as torch.load, can resolve them.", m.base + pos, 1, "info")
+               "such as torch.load, can resolve them.", m.base + pos, 1)
         m.stack.append(PersistentRef(pid, m.base + pos))
     else:
         m.stack.append(m.persistent_load(m, pid, m.base + pos))
@@ -927,7 +927,7 @@ def _buffer(m, arg, pos, op):
     if op.name == "NEXT_BUFFER":
         m.once("pickle_out_of_band", f"NEXT_BUFFER at byte {m.base + pos} takes a buffer passed "
                "beside the pickle (protocol 5 out-of-band data), which this file does not hold.",
-               m.base + pos, 1, "warning")
+               m.base + pos, 1)
         m.stack.append(Unknown("out-of-band buffer"))
 
 
