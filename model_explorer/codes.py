@@ -375,6 +375,12 @@ def fix_for(code: str, fields: dict[str, Any]) -> str:
     return Template(fix).safe_substitute(fields) if "$" in fix else fix
 
 
+def generic_fix(code: str) -> str:
+    """The fix of `code` with each $placeholder written as the field's name in capitals (PREFIX),
+    for a text about the code rather than one finding (a SARIF rule's help)."""
+    return fix_for(code, {name: name.upper() for name in template_fields(code)})
+
+
 def template_fields(code: str) -> set[str]:
     """The field names the fix of `code` needs."""
     fix = CATALOG[code].fix

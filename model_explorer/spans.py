@@ -65,7 +65,7 @@ class Finding:
             raise ValueError(f"unknown severity {self.severity!r}")
 
     @classmethod
-    def of(cls, code: str, message: str, offset: int | None = None, length: int | None = None,
+    def of(cls, code: str, message: str, /, offset: int | None = None, length: int | None = None,
            tensor: str | None = None, file: str | None = None, extra: dict[str, Any] | None = None,
            **fields: Any) -> Finding:
         """The one way a finding is made: `code`'s severity and fix come from the catalog, the
