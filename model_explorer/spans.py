@@ -208,8 +208,9 @@ def watched_problems() -> list[str]:
     severity, a fix placeholder no field fills); the kept findings are then let go."""
     if _watched is None:
         return []
-    kept = _watched[:]
-    _watched.clear()
+    n = len(_watched)  # findings a thread adds meanwhile stay for the next call
+    kept = _watched[:n]
+    del _watched[:n]
     problems = []
     for f, said, where in kept:
         entry = CATALOG.get(f.code)
