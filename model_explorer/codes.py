@@ -252,6 +252,7 @@ CATALOG: dict[str, Code] = {
     "bad_persistent_id": Code("error", "A storage reference in the pickle is malformed."),
     "unknown_storage_type": Code("error", "A storage type torch does not define."),
     "missing_storage": Code("error", "A tensor's storage entry is missing from the archive.",
+                            "Save the checkpoint again from the model (torch.save writes every storage into the archive).",
                             unfixable="The storage is not in the archive: its tensors cannot be recovered from this file."),
     "storage_too_small": Code("error", "A storage holds fewer bytes than its element count needs."),
     "bad_storage_offset": Code("error", "A tensor's storage offset is not a non-negative integer."),

@@ -60,6 +60,21 @@ def test_a_fix_template_is_filled_from_the_findings_fields():
     assert f.fix == fix_for("key_prefix", {"prefix": "module."})
 
 
+def test_findings_from_open_carry_the_catalogs_fix(tmp_path):
+    """mx.open's findings have their fix when made, not only once an audit exports them."""
+    import json
+    import struct
+
+    import model_explorer as mx
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    p = tmp_path / "cut.safetensors"
+    p.write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))  # 8 of the 16 data bytes
+    found = mx.open(str(p)).findings
+    assert found and all(f.fix == fix_for(f.code, f.extra) for f in found)
+    assert any(f.fix and f.fix == CATALOG[f.code].fix for f in found), [str(f) for f in found]
+
+
 def test_every_fix_template_names_plain_fields():
     for code in CATALOG:
         assert all(name.isidentifier() for name in template_fields(code)), code
@@ -123,3 +138,12 @@ def test_report_methods_name_the_catalogs_severity():
            if name in SEVERITY_METHODS and node.args and _literal(node.args[0]) in CATALOG
            and CATALOG[_literal(node.args[0])].severity != name]
     assert not bad, f"use report.add(code, ...) or the method of the catalog's severity: {bad}"
+
+
+def test_what_no_repair_fixes_is_said_in_the_catalog():
+    """repairs/plan.py lists a finding as unfixable from the catalog's `unfixable`, with the fix."""
+    unfixable = {code for code, c in CATALOG.items() if c.unfixable}
+    assert {"nan_inf", "fp16_overflow", "missing_shard", "missing_storage", "tied_weights_differ"} <= unfixable
+    assert all(CATALOG[code].fix and CATALOG[code].unfixable.endswith(".") for code in unfixable)
+    source = (PACKAGE / "repairs" / "plan.py").read_text()
+    assert "_UNFIXABLE" not in source and ".unfixable" in source
