@@ -108,8 +108,8 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     if ckpt.format == "unknown":
         ckpt.format = fmt
     elif fmt != ckpt.format:
-        ckpt.findings.append(Finding("error", "mixed_formats", f"{path!r} is {fmt}, but the "
-                                     f"checkpoint is {ckpt.format}.", file=src.name))
+        ckpt.findings.append(Finding.of("mixed_formats", f"{path!r} is {fmt}, but the "
+                                        f"checkpoint is {ckpt.format}.", file=src.name))
     _merge(ckpt, result)
     return result
 
@@ -193,10 +193,10 @@ def _build_spans(ckpt: Checkpoint, file: str, build) -> list:
     try:
         spans, found = build(ckpt.byte_source(file))
     except Exception as e:  # noqa: BLE001 - a view asking for spans must never see a traceback
-        found = [Finding("error", "internal_error", f"Reading the header of {file!r} again "
-                         f"for its byte labels failed with {type(e).__name__}: {str(e)[:200]}. "
-                         "This is a bug in model_explorer or the file changed since it was "
-                         "opened.", 0, None, file=file)]
+        found = [Finding.of("internal_error", f"Reading the header of {file!r} again "
+                            f"for its byte labels failed with {type(e).__name__}: {str(e)[:200]}. "
+                            "This is a bug in model_explorer or the file changed since it was "
+                            "opened.", 0, None, file=file)]
         spans = []
     report_lazily(ckpt.findings, found)
     return spans
@@ -212,8 +212,8 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
     preferred = [n for n in indexes if n.endswith(".safetensors.index.json")] or indexes
     if preferred:
         if len(preferred) > 1:
-            ckpt.findings.append(Finding("info", "several_indexes", f"The directory holds "
-                                         f"{len(preferred)} index files; reading {preferred[0]!r}."))
+            ckpt.findings.append(Finding.of("several_indexes", f"The directory holds "
+                                            f"{len(preferred)} index files; reading {preferred[0]!r}."))
         _open_index(sources.join(path, preferred[0]), ckpt)
     else:
         ir_data = {n[:-4] + ".bin" for n in names if n.endswith(".xml") and n[:-4] + ".bin" in names}
@@ -223,9 +223,9 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
                    or [n[:-4] + ".xml" for n in sorted(ir_data)]  # OpenVINO IR: read from its XML
                    or sorted((n for n in names if n.endswith(".onnx")), key=lambda n: n != "model.onnx"))
         if not weights:
-            ckpt.findings.append(Finding("error", "no_weights", "The directory holds no "
-                                         ".safetensors, .gguf, .bin or .pt file and no index.",
-                                         file=path))
+            ckpt.findings.append(Finding.of("no_weights", "The directory holds no "
+                                            ".safetensors, .gguf, .bin or .pt file and no index.",
+                                            file=path))
         gguf_first = [n for n in weights if n.endswith((".gguf", ".onnx"))]  # one model per file
         if gguf_first and not [n for n in names if n.endswith(".safetensors")]:
             result = _read_file(sources.join(path, weights[0]), ckpt)
@@ -233,10 +233,10 @@ def _open_directory(path: str, ckpt: Checkpoint) -> None:
                         lambda p: _read_file(p, ckpt))
             others = [n for n in weights if sources.join(path, n) not in ckpt.files]
             if others:
-                ckpt.findings.append(Finding("info", "several_models", f"The directory holds "
-                                             f"{len(others)} other {ckpt.format.upper()} file(s) ({others[0]!r}...); "
-                                             f"read {weights[0]!r}. Open another by its path.",
-                                             file=path))
+                ckpt.findings.append(Finding.of("several_models", f"The directory holds "
+                                                f"{len(others)} other {ckpt.format.upper()} file(s) ({others[0]!r}...); "
+                                                f"read {weights[0]!r}. Open another by its path.",
+                                                file=path))
         else:
             for name in weights:
                 _read_file(sources.join(path, name), ckpt)
@@ -263,9 +263,7 @@ def _read_side_files(directory: str, ckpt: Checkpoint, quiet: bool = False) -> N
                 problem = "nests JSON too deeply to read"
         if problem:
             if not quiet:
-                ckpt.findings.append(Finding("warning", "bad_config", f"{name} {problem}.", at,
-                                             None if at is None else 1, file=p,
-                                             fix="Fix the JSON syntax at the position given; the "
-                                             "model's hyperparameters are unknown until then."))
+                ckpt.findings.append(Finding.of("bad_config", f"{name} {problem}.", at,
+                                                None if at is None else 1, file=p))
             continue
         ckpt.metadata[name] = value

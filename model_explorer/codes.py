@@ -1,23 +1,35 @@
-"""The catalog of finding codes: every code a reader or check can raise, with its usual severity,
-what it means in one line and, where one is known, how to fix it.
+"""The catalog of finding codes: every code a reader or check can raise, with its severity, what
+it means in one line and, where one is known, how to fix it.
 
-The tests check that every code raised anywhere is listed here, and that docs/findings.md (made
-from this table by `python -m model_explorer.codes > docs/findings.md`) lists them all.
+This table is the only source of a finding's severity and fix: `Finding.of(code, message, ...)`
+(spans.py) looks the code up here, and a caller adds detail to the message only. Where a fix needs
+the finding's specifics, it is a template: `$name` is filled from the finding's field `name`.
+
+The tests check that every code raised anywhere is listed here, that every finding the suite
+produces agrees with it, and that docs/findings.md (made from this table by
+`python -m model_explorer.codes > docs/findings.md`) lists them all.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from string import Template
+from typing import Any, NamedTuple
 
 
 class Code(NamedTuple):
-    severity: str  # the usual one; a few codes are raised at more than one
+    severity: str  # the one every finding of this code has
     meaning: str
-    fix: str = ""
+    fix: str = ""  # may hold $field placeholders, filled from the finding's fields
+    # Why no repair can fix it from the checkpoint's bytes; a repair plan lists such a finding as
+    # unfixable with this reason and the fix ("": a repair may fix it, or it is no fault).
+    unfixable: str = ""
 
 
 _RE_EXPORT = "Re-export the checkpoint from the original weights with the library that wrote it."
 _REINDEX = "Rebuild the index from the shards' own headers: mx.repair(src, dest) (fix rebuild_index)."
+_REQUANT = ("Re-export the quantized model with the library that wrote it (save_pretrained of a bitsandbytes "
+            "model, llm-compressor for compressed-tensors, the GPTQ or AWQ quantizer), or fix the bits, group "
+            "size, config_groups or weight_block_size in config.json to what the tensors fit.")
 _TRUST = "Do not load this file with pickle or torch.load(weights_only=False); convert it without running it."
 
 CATALOG: dict[str, Code] = {
@@ -31,7 +43,8 @@ CATALOG: dict[str, Code] = {
     "several_indexes": Code("info", "A directory holds several index files; the first is read."),
     "several_models": Code("info", "A directory holds several GGUF models; one is read."),
     "bad_config": Code("warning", "config.json or generation_config.json cannot be read as JSON.",
-                       "Fix the JSON syntax at the position the message gives."),
+                       "Fix the JSON syntax at the position the message gives; the model's hyperparameters "
+                       "are unknown until then."),
     "internal_error": Code("error", "A reader failed on this file; the rest of the checkpoint is still read."),
     # -- safetensors ---------------------------------------------------------------------------
     "header_too_large": Code("error", "The 8-byte header length is larger than the file or the 100 MB cap."),
@@ -64,7 +77,8 @@ CATALOG: dict[str, Code] = {
                            "Rewrite without them: mx.repair(src, dest) (fix make_contiguous)."),
     "truncated": Code("error", "The file ends before the data its header describes.",
                       "Download or copy the file again; compare its size with the source's."),
-    "duplicate_key": Code("error", "A key appears twice in a header (the readers keep different copies)."),
+    "duplicate_key": Code("error", "A key appears twice in a header: readers keep different copies, and llama.cpp refuses a GGUF with one.",
+                          "Keep one copy of the key and write the header again."),
     # -- GGUF ----------------------------------------------------------------------------------
     "bad_magic": Code("error", "The file does not start with 'GGUF'."),
     "unsupported_version": Code("error", "The GGUF version is not 2 or 3."),
@@ -91,7 +105,8 @@ CATALOG: dict[str, Code] = {
     # -- sharded indexes -------------------------------------------------------------------------
     "bad_index": Code("error", "The *.index.json file cannot be read or lacks a weight_map.", _REINDEX),
     "bad_shard_name": Code("error", "The index names a shard path that is not a plain relative path."),
-    "missing_shard": Code("error", "A shard the index names does not exist.", "Download the missing shard."),
+    "missing_shard": Code("error", "A shard the index names does not exist.", "Download the missing shard.",
+                          unfixable="The file is not here and no other file holds its tensors."),
     "unreadable_shard": Code("error", "A shard exists but cannot be read."),
     "missing_tensor": Code("error", "The index maps a tensor to a shard that does not hold it.", _REINDEX),
     "orphan_tensor": Code("warning", "A shard holds a tensor the index does not name.", _REINDEX),
@@ -118,22 +133,20 @@ CATALOG: dict[str, Code] = {
                              "Fix quantization_config, or re-export the quantized model."),
     "quant_layout_unknown": Code("warning", "A recognised scheme version whose layout is not documented; shown packed."),
     "quant_scheme_mismatch": Code("error", "config.json says one quantization scheme while the tensors say another; read as the tensors say.",
-                                  "Fix quantization_config to match the tensors."),
-    "quant_packed_shape": Code("error", "A packed weight's shape disagrees with the logical shape or the config.",
-                               "Re-export the quantized model, or fix bits/group size in the config."),
-    "quant_groups_mismatch": Code("error", "Scales, zeros, absmax, block scales or a bitmask have the wrong count or shape.",
-                                  "Re-export the quantized model, or fix the group size in the config."),
+                                  "Fix quantization_config in config.json to the scheme the tensors use."),
+    "quant_packed_shape": Code("error", "A packed weight's shape disagrees with the logical shape or the config.", _REQUANT),
+    "quant_groups_mismatch": Code("error", "Scales, zeros, absmax, block scales or a bitmask have the wrong count or shape.", _REQUANT),
     "quant_gidx_length": Code("error", "A GPTQ g_idx does not have one entry per input feature.", "Re-export the quantized model."),
     "quant_missing_companion": Code("error", "A quantized weight lacks a part it needs (scales, zeros, block scales...); it cannot be decoded.",
-                                    "Add the missing tensor from the original export."),
+                                    "Add the missing tensor from the original export, or re-export the quantized model."),
     "quant_state_invalid": Code("error", "A bitsandbytes quant_state blob is not JSON or lacks shape, blocksize or quant_type.",
-                                "Re-save the model with save_pretrained."),
+                                "Re-save the model with save_pretrained from a bitsandbytes-quantized model."),
     # -- the model layer: will it load, tokenizer, adapters (model/) -----------------------------
-    "key_prefix": Code("error", "Every (or nearly every) tensor name carries a prefix the model's own names lack.", "Strip the prefix from the keys before saving (e.g. save model.module.state_dict() after DDP, model._orig_mod.state_dict() after torch.compile), or rename the keys once: {k.removeprefix(PREFIX): v for k, v in state_dict.items()}."),
+    "key_prefix": Code("error", "Every (or nearly every) tensor name carries a prefix the model's own names lack.", "Strip the prefix from the keys: {k.removeprefix('$prefix'): v for k, v in state_dict.items()}, then save again (or save the unwrapped model's state_dict: model.module after DDP, model._orig_mod after torch.compile); mx.repair(src, dest) writes a copy without it (fix strip_prefix)."),
     "lm_head_missing": Code("error", "The output projection is missing and config.json does not tie it to the embedding.", "Save the checkpoint with its lm_head.weight, or set \"tie_word_embeddings\": true in config.json if the head is meant to share the embedding (transformers otherwise initialises the head at random)."),
     "transposed_weight": Code("error", "A weight's shape is the expected shape reversed: it was stored transposed.", "Transpose it back before saving (W.T.contiguous()): nn.Linear stores [out_features, in_features]."),
-    "missing_tensors": Code("error", "Tensors the architecture needs are not in the checkpoint.", "Re-export the checkpoint from the full model (save every shard the index names), or check that config.json describes this model."),
-    "unexpected_tensors": Code("warning", "The checkpoint holds tensors the architecture does not use (loaders ignore them).", "Nothing, if they are extras (e.g. rotary caches); otherwise check that config.json describes this model."),
+    "missing_tensors": Code("error", "Tensors the architecture needs are not in the checkpoint.", "Re-export the checkpoint from the full model (save every shard the index names), or check that config.json describes this model. Where the message says the names are one module renamed, mx.repair(src, dest) writes a copy with the expected names (fix rename_expected)."),
+    "unexpected_tensors": Code("warning", "The checkpoint holds tensors the architecture does not use (loaders ignore them).", "Nothing, if they are extras (e.g. rotary caches); otherwise check that config.json describes this model. Where the message says the names are one module renamed, mx.repair(src, dest) writes a copy with the expected names (fix rename_expected)."),
     "shape_mismatch": Code("error", "A tensor's shape differs from the one the architecture and config imply.", "Check config.json against the model the weights were saved from."),
     "unknown_architecture": Code("info", "The architecture is not one the expected-tensor tables know; only built-in checks ran.", "Install a transformers release that knows the architecture for the full check."),
     "model_check_failed": Code("info", "A model-level check failed on input it did not foresee; the rest still ran.", "Report it with the file: the check should have said what is wrong."),
@@ -155,9 +168,10 @@ CATALOG: dict[str, Code] = {
     "adapter_config_invalid": Code("error", "adapter_config.json lacks a field the adapter needs (r, lora_alpha, peft_type) or has a bad value.", "Write the missing field; PEFT's save_pretrained writes all of them."),
     # -- PyTorch zip / legacy / pickles ---------------------------------------------------------
     "dangerous_import": Code("error", "Loading the pickle would import a callable that can run code, write files or reach the network.", _TRUST),
-    "needs_author_classes": Code("warning", "A whole-model pickle builds objects of the author's classes the way pickle saves any object: loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.", "Load it only with the author's code installed and trusted, then save the state_dict or safetensors; mx.repair writes a safetensors copy without loading it."),
+    "needs_author_classes": Code("warning", "A whole-model pickle builds objects of the author's classes the way pickle saves any object: loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.",
+                                 "Load it only with the author's code installed and trusted, then save the weights alone (torch.save(model.state_dict()) or safetensors); mx.repair(file, out_dir) writes a safetensors copy of its tensors without loading it."),
     "unknown_import": Code("warning", "Loading the pickle would import a name outside the allow-list."),
-    "polyglot": Code("warning", "The file is also valid as another format (bytes before the zip look like one)."),
+    "polyglot": Code("warning", "The file is valid as two formats at once (a pickle before or after a zip archive): a pickle reader and a zip reader see different contents."),
     "zip_prefix_bytes": Code("warning", "Bytes precede the zip archive."),
     "several_pickles": Code("warning", "More than one pickle in a file that should hold one."),
     "pickle_trailing_bytes": Code("warning", "Bytes follow the pickle's STOP opcode."),
@@ -167,12 +181,12 @@ CATALOG: dict[str, Code] = {
     "pickle_unknown_opcode": Code("error", "A byte is not a pickle opcode."),
     "pickle_truncated": Code("error", "The pickle ends before STOP."),
     "pickle_memo_missing": Code("error", "A GET reads a memo slot never PUT."),
-    "pickle_append_target": Code("error", "APPEND(S) onto something that is not a list."),
-    "pickle_setitem_target": Code("error", "SETITEM(S) onto something that is not a dict."),
+    "pickle_append_target": Code("warning", "APPEND(S) onto something that is not a list, as far as the opcode walk follows the values: the unpickler fails there."),
+    "pickle_setitem_target": Code("warning", "SETITEM(S) onto something that is not a dict, as far as the opcode walk follows the values: the unpickler fails there."),
     "pickle_no_mark": Code("error", "An opcode needs a MARK that is not on the stack."),
     "pickle_stack_underflow": Code("error", "An opcode pops more than the stack holds."),
-    "pickle_out_of_band": Code("error", "The pickle asks for out-of-band buffers (protocol 5) a checkpoint never has."),
-    "pickle_persistent_id": Code("error", "A persistent id that is not torch's storage tuple."),
+    "pickle_out_of_band": Code("warning", "The pickle asks for out-of-band buffers (protocol 5) a checkpoint never has; unpickling fails without them."),
+    "pickle_persistent_id": Code("info", "A plain pickle refers to outside objects by persistent id; only a loader that knows them (such as torch.load) resolves them."),
     "pickle_work_capped": Code("warning", "The pickle asks for more work than its size explains; the walk was cut short."),
     "pickle_imports_capped": Code("warning", "The pickle makes more imports than are kept with their detail; the rest were judged by name, the denied and called ones reported, the others only counted."),
     "opcode_spans_capped": Code("info", "Too many opcodes to label each one; the first are labelled."),
@@ -224,7 +238,7 @@ CATALOG: dict[str, Code] = {
     "zip64_bad_record": Code("error", "A ZIP64 record is malformed."),
     "zip_shifted": Code("info", "Zip offsets are shifted by bytes prepended to the archive."),
     "zip_trailing_bytes": Code("warning", "Bytes follow the zip's end record."),
-    "zip_compressed_entry": Code("warning", "A zip entry is compressed, which torch.save never does."),
+    "zip_compressed_entry": Code("warning", "A torch zip's data.pkl is compressed, which torch.save never does; it is inflated and checked, but its opcodes have no offsets in the file."),
     "zip_bad_deflate": Code("error", "A deflated zip entry does not inflate."),
     "zip_foreign_entry": Code("warning", "The zip holds entries torch.save does not write."),
     "bad_byteorder": Code("error", "The archive's byteorder entry is neither 'little' nor 'big'."),
@@ -237,7 +251,9 @@ CATALOG: dict[str, Code] = {
     "legacy_truncated": Code("error", "A legacy torch file ends inside its storages."),
     "bad_persistent_id": Code("error", "A storage reference in the pickle is malformed."),
     "unknown_storage_type": Code("error", "A storage type torch does not define."),
-    "missing_storage": Code("error", "A tensor's storage entry is missing from the archive."),
+    "missing_storage": Code("error", "A tensor's storage entry is missing from the archive.",
+                            "Save the checkpoint again from the model (torch.save writes every storage into the archive).",
+                            unfixable="The storage is not in the archive: its tensors cannot be recovered from this file."),
     "storage_too_small": Code("error", "A storage holds fewer bytes than its element count needs."),
     "bad_storage_offset": Code("error", "A tensor's storage offset is not a non-negative integer."),
     "bad_tensor_shape": Code("error", "A tensor's size or stride is malformed."),
@@ -252,18 +268,20 @@ CATALOG: dict[str, Code] = {
     "duplicate_tensor_name": Code("info", "Two paths in the pickle give a tensor the same name."),
     "structure_too_deep": Code("warning", "The pickled structure nests deeper than is walked."),
     "structure_too_large": Code("warning", "The pickled structure has more items than are walked."),
-    "numpy_array_not_listed": Code("info", "A pickled numpy array is not a tensor: text or objects "
-                                   "(shown in the structure), or a shape no array can have."),
+    "numpy_array_not_listed": Code("info", "A pickled numpy array of text, objects or records is not a tensor; it is shown in the structure."),
     # -- tensor data (deep checks) --------------------------------------------------------------
     "undecodable": Code("warning", "A tensor's bytes cannot be decoded by this tool; the message says why."),
-    "nan_inf": Code("error", "A tensor holds NaN or Inf values.", _RE_EXPORT),
+    "nan_inf": Code("error", "A tensor holds NaN or Inf values.", _RE_EXPORT, unfixable="The values are lost."),
     "all_zero": Code("warning", "A tensor is all zeros."),
     "constant": Code("info", "A tensor holds one value in every element."),
     "norm_far_from_one": Code("info", "A norm weight's mean |w| is far from the usual scale near 1."),
     "fp16_overflow": Code("warning", "A float32/bfloat16 tensor holds values beyond float16's range.",
-                          "Keep the model in bfloat16 or float32; re-convert from the original weights."),
+                          "Keep the model in bfloat16 or float32, or re-convert from the original weights.",
+                          unfixable="Values beyond float16's range cannot be brought back in float16."),
     "mlx_bad_scales": Code("error", "MLX scales are zero, NaN or Inf."),
-    "tied_weights_differ": Code("warning", "Tensors that should be one tied tensor differ."),
+    "tied_weights_differ": Code("warning", "Tensors that config.json ties into one (tie_word_embeddings) differ.",
+                                "Re-export the checkpoint from the original weights.",
+                                unfixable="Which copy is right cannot be told from the bytes."),
     "config_mismatch": Code("error", "A hyperparameter in config.json or the GGUF metadata disagrees with the tensor shapes.", "Correct the value in config.json (or the GGUF key) to the one the tensors show, or re-export the weights from the model the config describes."),
     # -- layer profile (checks/layers.py) ---------------------------------------------------------
     "layer_outlier": Code("warning", "A layer's tensor is zeroed, or its statistic (norm, std...) lies beyond every other layer of its role many times over: exploded or damaged.",
@@ -418,6 +436,22 @@ CATALOG: dict[str, Code] = {
     "openvino_bad_const": Code("error", "An OpenVINO Const layer has an element type, shape, offset or size this reader cannot place in the .bin."),
     "openvino_size_mismatch": Code("error", "An OpenVINO Const layer's size differs from its shape times its element size.", "Re-export the model with ov.save_model."),
     "openvino_bad_decompression": Code("error", "An OpenVINO compressed weight's scale or zero point does not broadcast to it; it is not decoded.", "Compress the weights again with NNCF (nncf.compress_weights)."),
+    # -- one severity per code (issue 32): cases that were raised at a second severity -----------
+    "key_prefix_doubled": Code("warning", "Tensor names carry the model's own base prefix twice (saved from a wrapper that names its child like the model): transformers' head class strips one and loads them, the base model class and tools that read the names as they are find every tensor missing.",
+                               "Strip one prefix from the keys: {k.removeprefix('$prefix'): v for k, v in state_dict.items()}, then save again; mx.repair(src, dest) writes a copy without it (fix strip_prefix)."),
+    "quant_param_mismatch": Code("warning", "A quantization_config parameter (bnb_4bit_quant_type...) disagrees with the tensors' own quantization state; the tensors' value is used, as the library does.",
+                                 "Set the parameter in config.json's quantization_config to the tensors' value."),
+    "quant_shape_inferred": Code("warning", "A compressed-tensors layer has no weight_shape tensor; its input width is taken from the packed width, which padding can make wrong.",
+                                 "Add the weight_shape tensor from the original export."),
+    "zip_compressed_storage": Code("error", "A tensor storage in a torch zip is compressed: torch.save never does this, and compressed bytes cannot be memory-mapped or shown at their offsets.",
+                                   "Re-save the checkpoint with torch.save (its zip stores every storage uncompressed)."),
+    "zip_compressed_other": Code("info", "A zip member other than data.pkl and the storages is compressed."),
+    "zip_unknown_compression": Code("error", "An .npz member uses a compression method np.load cannot read.",
+                                    "Write the archive again with np.savez or np.savez_compressed."),
+    "numpy_array_invalid": Code("warning", "A pickled numpy array has a dtype or shape no array can have; it is not listed as a tensor."),
+    "norm_exploded": Code("warning", "A norm weight's mean |w| is over 1000: no trained model's norm scales are near that; the weight is unscaled, overwritten or broken.",
+                          _RE_EXPORT),
+    "tied_weights_close": Code("info", "Two tensors that config.json does not tie are nearly one tensor (cosine above 0.999) but differ: tied once and drifted, or copied."),
 }
 
 
@@ -425,14 +459,40 @@ def lookup(code: str) -> Code | None:
     return CATALOG.get(code)
 
 
+def fix_for(code: str, fields: dict[str, Any]) -> str:
+    """The catalog's fix for `code`, its $placeholders filled from `fields` (a missing one stays
+    as written: the suite's finding check reports it)."""
+    fix = CATALOG[code].fix
+    return Template(fix).safe_substitute(fields) if "$" in fix else fix
+
+
+def generic_fix(code: str) -> str:
+    """The fix of `code` with each $placeholder written as the field's name in capitals (PREFIX),
+    for a text about the code rather than one finding (a SARIF rule's help)."""
+    return fix_for(code, {name: name.upper() for name in template_fields(code)})
+
+
+def template_fields(code: str) -> set[str]:
+    """The field names the fix of `code` needs."""
+    fix = CATALOG[code].fix
+    if "$" not in fix:
+        return set()
+    return {m.group("named") or m.group("braced") for m in Template.pattern.finditer(fix)
+            if m.group("named") or m.group("braced")}
+
+
 def markdown() -> str:
     """The catalog as the Markdown table in docs/findings.md."""
     lines = ["# Finding codes", "",
-             "Every code model_explorer can raise, its usual severity, what it means, and the fix where",
-             "one is known. Made from `model_explorer/codes.py` by `python -m model_explorer.codes`.", "",
+             "Every code model_explorer can raise, its severity, what it means, and the fix where one",
+             "is known (`$name`: filled from the finding's field of that name; \"No repair:\" why",
+             "`mx.repair` cannot fix it). Made from `model_explorer/codes.py` by",
+             "`python -m model_explorer.codes`.", "",
              "| code | severity | meaning | fix |", "|---|---|---|---|"]
     for code, c in sorted(CATALOG.items()):
-        lines.append(f"| `{code}` | {c.severity} | {c.meaning} | {c.fix} |")
+        why = c.unfixable[:1].lower() + c.unfixable[1:]
+        fix = f"No repair: {why} {c.fix}".rstrip() if c.unfixable else c.fix
+        lines.append(f"| `{code}` | {c.severity} | {c.meaning} | {fix} |")
     return "\n".join(lines) + "\n"
 
 

@@ -58,7 +58,7 @@ class HubError(OSError):
         self.code, self.message, self.status = code, message, status
 
     def finding(self, path: str) -> Finding:
-        f = Finding("error", self.code, self.message, file=path)
+        f = Finding.of(self.code, self.message, file=path)
         if self.status is not None:
             f.extra["status"] = self.status
         return f
@@ -488,8 +488,8 @@ def report(ckpt, repo: HubRepo) -> None:
 
     s = repo.summary()
     ckpt.details["hub"] = s
-    ckpt.findings.append(Finding(
-        "info", "hub_reads", f"Read from the Hub without downloading: {s['requests']} requests "
+    ckpt.findings.append(Finding.of(
+        "hub_reads", f"Read from the Hub without downloading: {s['requests']} requests "
         f"({s['api_requests']} API, {s['range_requests']} ranges, {s['redirects']} redirects), "
         f"{format_bytes(s['bytes'])} of the repo's {format_bytes(s['repo_bytes'])} in "
         f"{s['seconds']:.2f} s; {s['headers_prefetched']} files' headers fetched in parallel.",

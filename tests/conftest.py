@@ -94,30 +94,36 @@ def served(http_server, request):
     return folder, f"{base}/{request.node.name}", server
 
 
-# -- every finding code raised anywhere in the suite must be in the catalog -------------------
+# -- every finding the suite produces agrees with the catalog (codes.py) ---------------------------
+# spans.Finding.of keeps each finding made while the suite runs; after each test, the ones made
+# since the last check are held against the catalog (code, severity, fix), and a disagreement
+# fails that test. Each pytest-xdist worker checks its own tests, so `-n 2 --dist loadfile` works.
+# tests/house/test_finding_catalog.py tests the check itself.
 
-_SEEN_CODES: set[str] = set()
+def _watch_findings() -> None:
+    from model_explorer import spans
 
-
-def _record_codes() -> None:
-    from model_explorer.spans import Finding
-
-    check = Finding.__post_init__
-
-    def recording(self) -> None:
-        _SEEN_CODES.add(self.code)
-        check(self)
-
-    Finding.__post_init__ = recording
+    spans.watch_findings(True)
 
 
-_record_codes()
+_watch_findings()
+
+
+@pytest.fixture(autouse=True)
+def _findings_agree_with_the_catalog():
+    from model_explorer import spans
+
+    yield
+    problems = spans.watched_problems()
+    if problems:
+        shown = "\n".join(sorted(set(problems))[:20])
+        pytest.fail(f"findings that disagree with model_explorer/codes.py:\n{shown}", pytrace=False)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    from model_explorer.codes import CATALOG
+    from model_explorer import spans
 
-    unknown = sorted(_SEEN_CODES - set(CATALOG))
-    if unknown and exitstatus == 0:
-        print(f"\nFinding codes raised but missing from model_explorer/codes.py: {unknown}")
+    problems = spans.watched_problems()  # made outside any test (collection, session fixtures' teardown)
+    if problems and exitstatus == 0:
+        print("\nFindings that disagree with model_explorer/codes.py:\n" + "\n".join(sorted(set(problems))[:20]))
         session.exitstatus = 1

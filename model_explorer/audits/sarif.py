@@ -11,7 +11,7 @@ import pathlib
 from typing import Any
 
 from .. import sources
-from ..codes import CATALOG
+from ..codes import CATALOG, generic_fix
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -53,7 +53,7 @@ def _rule(code: str, severity: str) -> dict[str, Any]:
         "defaultConfiguration": {"level": LEVEL.get(c.severity if c else severity, "warning")},
     }
     if c and c.fix:
-        rule["help"] = {"text": c.fix}
+        rule["help"] = {"text": generic_fix(code)}
     return rule
 
 

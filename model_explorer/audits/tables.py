@@ -35,12 +35,11 @@ def human(n: float) -> str:
 
 
 def crash_finding(source: str, error: BaseException) -> dict:
-    from ..codes import CATALOG
+    from ..spans import Finding
+    from .task import finding_dict
 
-    return {"source": source, "code": "audit_crashed", "severity": "error", "file": source,
-            "offset": None, "length": None, "tensor": None,
-            "message": f"The worker auditing this model died every time it was tried "
-                       f"({type(error).__name__}: {error}).", "fix": CATALOG["audit_crashed"].fix}
+    return finding_dict(Finding.of("audit_crashed", "The worker auditing this model died every time it "
+                                   f"was tried ({type(error).__name__}: {error}).", file=source), source)
 
 
 def findings_path(out: str | os.PathLike, table: str = "findings") -> str:

@@ -16,7 +16,7 @@ from collections import Counter, OrderedDict
 from typing import Any
 
 from .. import sources
-from ..codes import CATALOG
+from ..spans import Finding
 from .inventory import error_text
 from .isolate import Failed, run_isolated_batch
 
@@ -79,11 +79,10 @@ def fingerprint(source: str) -> dict[str, Any]:
 
 # -- rows and findings -------------------------------------------------------------------------
 
-def finding_dict(f, source: str) -> dict[str, Any]:
-    code = CATALOG.get(f.code)
+def finding_dict(f: Finding, source: str) -> dict[str, Any]:
     return {"source": source, "code": f.code, "severity": f.severity, "file": f.file,
             "offset": f.offset, "length": f.length, "tensor": f.tensor, "message": f.message,
-            "fix": f.fix or (code.fix if code else "")}
+            "fix": f.fix}
 
 
 def bytes_read(ckpt) -> int:
@@ -279,9 +278,7 @@ def _failed(row: dict, status: str, message: str, t0: float, fp: dict | None = N
     row.update(status=status, error=message, seconds=time.perf_counter() - t0)
     if fp:
         row.update(fingerprint=fp["key"], files=fp["files"], bytes=fp["bytes"])
-    finding = {"source": row["source"], "code": code, "severity": "error", "file": row["source"],
-               "offset": None, "length": None, "tensor": None, "message": message,
-               "fix": CATALOG[code].fix if code in CATALOG else ""}
+    finding = finding_dict(Finding.of(code, message, file=row["source"]), row["source"])
     row["errors"], row["top_codes"] = 1, [code]
     return {"source": row["source"], "row": row, "findings": [finding], "parts": [], "findings_total": 1}
 
@@ -344,13 +341,10 @@ def deep_part(source: str, key: str | None, names: list[str], model_checks: bool
     except _Deadline as e:
         findings, status, read = [], "timeout", 0
         error = f"deep checks stopped after {timeout:g} s at tensor {e.args[0]!r}"
-        findings = [{"source": source, "code": "audit_timeout", "severity": "error", "file": source,
-                     "offset": None, "length": None, "tensor": e.args[0], "message": error,
-                     "fix": CATALOG["audit_timeout"].fix}]
+        findings = [finding_dict(Finding.of("audit_timeout", error, tensor=e.args[0], file=source), source)]
     except (OSError, ValueError) as e:
         status, error, read = "unreadable", f"{type(e).__name__}: {e}", 0
-        findings = [{"source": source, "code": "unreadable", "severity": "error", "file": source,
-                     "offset": None, "length": None, "tensor": None, "message": error, "fix": ""}]
+        findings = [finding_dict(Finding.of("unreadable", error, file=source), source)]
     return {"source": source, "status": status, "error": error, "findings": findings[:MAX_FINDINGS],
             "tensors": tensors, "bytes_read": read, "seconds": time.perf_counter() - t0}
 

@@ -117,9 +117,9 @@ def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None]
     """
     found: list[Finding] = []
 
-    def add(sev, code, msg, info, offset=None, length=None, **extra):
-        found.append(Finding(sev, code, msg, offset, length, info.name if info else None,
-                             info.file if info else None, extra))
+    def add(code, msg, info, offset=None, length=None, **extra):
+        found.append(Finding.of(code, msg, offset, length, info.name if info else None,
+                                info.file if info else None, extra))
 
     gemma = "gemma" in str(_arch(ckpt)).lower()
     names = list(ckpt.tensors) if names is None else [n for n in names if n in ckpt.tensors]
@@ -138,7 +138,7 @@ def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None]
             plan = plan_for(ckpt, info)
             s = scan(ckpt, info)
         except ValueError as e:
-            add("warning", "undecodable", f"Tensor {name!r} could not be decoded for the deep "
+            add("undecodable", f"Tensor {name!r} could not be decoded for the deep "
                 f"checks: {e}", info, info.offset, info.length)
             continue
         if seen is not None:
@@ -162,26 +162,26 @@ def _value_findings(plan: Plan, s: Scan, add, gemma: bool) -> None:
     if s.nan or s.inf:
         first = min(i for i in (s.first_nan, s.first_inf) if i is not None)
         off, ln, at = _where(plan, first)
-        add("error", "nan_inf", f"Tensor {name!r} holds {s.nan:,} NaN and {s.inf:,} Inf values "
+        add("nan_inf", f"Tensor {name!r} holds {s.nan:,} NaN and {s.inf:,} Inf values "
             f"out of {s.count:,}; the first{at}.", info, off, ln, nan=s.nan, inf=s.inf, index=first)
     if s.count and not s.nonzero:
-        add("warning", "all_zero", f"Tensor {name!r} is all zeros ({s.count:,} elements).", info,
+        add("all_zero", f"Tensor {name!r} is all zeros ({s.count:,} elements).", info,
             info.offset, info.length)
     elif s.count > 1 and s.finite == s.count and s.lo == s.hi:
-        add("info", "constant", f"Tensor {name!r} holds one value, {s.lo:g}, in all {s.count:,} "
+        add("constant", f"Tensor {name!r} holds one value, {s.lo:g}, in all {s.count:,} "
             "elements.", info, info.offset, info.length, value=s.lo)
     if _NORM.search(name) and s.finite and not gemma and s.nonzero:
         mean_abs = s.abs_sum / s.finite
         lo, hi = NORM_MEAN_ABS
         if not lo <= mean_abs <= hi:
-            add("warning" if mean_abs > NORM_MEAN_ABS_WARN else "info", "norm_far_from_one",
+            add("norm_exploded" if mean_abs > NORM_MEAN_ABS_WARN else "norm_far_from_one",
                 f"Norm weight {name!r} has mean |w| = {mean_abs:.4g} (values from {s.lo:.4g} to "
                 f"{s.hi:.4g}, {s.finite:,} elements); trained models keep norm scales between about "
                 f"{lo * 10:g} and {hi / 10:g} (SmolLM2-135M: 0.027 to 1.8), so this looks unscaled "
                 "or broken.", info, info.offset, info.length, mean_abs=mean_abs, min=s.lo, max=s.hi)
     if info.kind in ("F32", "BF16", "F64") and s.absmax > F16_MAX:
         off, ln, at = _where(plan, s.absmax_at)
-        add("warning", "fp16_overflow", f"Tensor {name!r} ({info.kind}) holds |x| = {s.absmax:g}, "
+        add("fp16_overflow", f"Tensor {name!r} ({info.kind}) holds |x| = {s.absmax:g}, "
             f"beyond float16's largest value {F16_MAX:g}: a cast to float16 gives Inf{at}.",
             info, off, ln, absmax=s.absmax, index=s.absmax_at)
 
@@ -200,7 +200,7 @@ def _mlx_scales(ckpt: CheckpointRecord, info: TensorInfo, add) -> None:
         first = int(np.argmax(bad))
         itemsize = scales_info.length // max(1, scales_info.numel)
         pos = list(map(int, np.unravel_index(first, scales_info.shape)))
-        add("error", "mlx_bad_scales", f"{k:,} of the {sc.size:,} scales of {info.name!r} are zero "
+        add("mlx_bad_scales", f"{k:,} of the {sc.size:,} scales of {info.name!r} are zero "
             f"or not finite; the first at {scales_info.name!r} index {pos} is {sc[first]!r}.",
             info, scales_info.offset + first * itemsize, itemsize, count=k, index=first)
 
@@ -245,6 +245,6 @@ def _tied(ckpt: CheckpointRecord, add) -> None:
             off, ln, at = _where(plan, where)
             why = ("config.json says tie_word_embeddings" if said_tied else
                    f"they look like one tied tensor (cosine {cos:.5f})")
-            add("warning" if said_tied else "info", "tied_weights_differ",
+            add("tied_weights_differ" if said_tied else "tied_weights_close",
                 f"{a!r} and {b!r} differ although {why}: max |difference| {worst:g}{at}.",
                 tb, off, ln, max_abs_diff=worst, cosine=cos, index=where)

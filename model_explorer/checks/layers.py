@@ -330,29 +330,29 @@ def layer_findings(source: Any, stat: str = "norm") -> list[Finding]:
             if o["damage"]:
                 why = ("all zeros where the other layers are not" if o["kind"] == "zeroed" else
                        f"{o['beyond']:.3g}x beyond every other layer (damage: over {factor:g}x)")
-                out.append(Finding("warning", "layer_outlier", f"{head}: {why}, a zeroed, exploded or "
-                                   "damaged layer.", tensor=first, extra=extra, **at))
+                out.append(Finding.of("layer_outlier", f"{head}: {why}, a zeroed, exploded or "
+                                      "damaged layer.", tensor=first, extra=extra, **at))
             else:
                 inside = not o["beyond"] > 1  # NaN (a statistic that is not a scale) reads as inside
                 why = ("inside the other layers' range" if inside else
                        f"{o['beyond']:.3g}x beyond the other layers' range (damage would be over {factor:g}x)")
-                out.append(Finding("info", "layer_unusual", f"{head}; {why}. Trained models show this "
-                                   "(their first and last layers most): unusual, not evidence of damage.",
-                                   tensor=first, extra=extra, **at))
+                out.append(Finding.of("layer_unusual", f"{head}; {why}. Trained models show this "
+                                      "(their first and last layers most): unusual, not evidence of damage.",
+                                      tensor=first, extra=extra, **at))
     for name, bad in _non_finite(table):
         lr = layer_role(name)
-        out.append(Finding("warning", "layer_outlier", f"Layer {lr[0]} {lr[1]}: {name!r} holds {bad} "
-                           "NaN or infinite value(s) (sampled statistics can miss some): a damaged layer.",
-                           tensor=name, extra={"layer": lr[0], "role": lr[1], "stat": stat,
+        out.append(Finding.of("layer_outlier", f"Layer {lr[0]} {lr[1]}: {name!r} holds {bad} "
+                              "NaN or infinite value(s) (sampled statistics can miss some): a damaged layer.",
+                              tensor=name, extra={"layer": lr[0], "role": lr[1], "stat": stat,
                                                "value": math.nan, "z": math.nan, "kind": "nonfinite",
                                                "beyond": math.nan},
-                           **loc(name)))
+                              **loc(name)))
     for members in _fingerprints(table).values():
         members = sorted(members)
         a = members[0]
         for b in members[1:]:
-            out.append(Finding(
-                "warning", "layer_duplicate",
+            out.append(Finding.of(
+                "layer_duplicate",
                 f"{b[2]!r} (layer {b[0]}) has exactly the statistics of {a[2]!r} (layer {a[0]}): "
                 "one layer looks copied over the other.", tensor=b[2],
                 extra={"layer": b[0], "role": b[1], "same_as": a[2]}, **loc(b[2])))

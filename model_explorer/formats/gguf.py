@@ -310,8 +310,9 @@ def _read_kvs(cur: _Cursor, n_kv: int, rep: Report, result: FileResult,
                  f"{tname.lower()}, {cur.pos - value_pos} bytes: {short_repr(value, 60)}")
         rep.span(start, cur.pos - start, "kv", f"KV {i} > {key}")
         if key in kvs:
-            rep.warning("duplicate_key", f"Key {key!r} appears twice; the later value is used.",
-                        start, cur.pos - start)
+            rep.error("duplicate_key", f"Key {key!r} appears twice: llama.cpp refuses the file, and "
+                      "readers that accept it (gguf-py) keep the later value, as shown here.",
+                      start, cur.pos - start)
         kvs[key] = result.metadata[key] = KeyValue(key, tname, value, start, cur.pos - start, i,
                                                    cur.source.name)
 

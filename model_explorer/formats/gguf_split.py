@@ -29,10 +29,10 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
         return
     where = (count_kv.offset, count_kv.length) if count_kv is not None else (None, None)
     if m is None:
-        ckpt.findings.append(Finding("warning", "split_name", f"The file says it is one of {count} "
-                                     "splits, but its name does not follow "
-                                     "NAME-00001-of-0000N.gguf, so the others cannot be found.",
-                                     *where, file=first.file))
+        ckpt.findings.append(Finding.of("split_name", f"The file says it is one of {count} "
+                                        "splits, but its name does not follow "
+                                        "NAME-00001-of-0000N.gguf, so the others cannot be found.",
+                                        *where, file=first.file))
         return
     directory = sources.dirname(path)
     no_kv = first.metadata.get(Keys.SPLIT_NO)
@@ -46,35 +46,35 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
             ckpt.metadata.clear(), ckpt.sizes.clear()
             first = read_file(first_path)
         else:
-            ckpt.findings.append(Finding("error", "missing_split", f"The first split "
-                                         f"{sources.basename(first_path)!r} does not exist; its "
-                                         "tensors and the model's metadata are missing.", *where,
-                                         file=first.file))
+            ckpt.findings.append(Finding.of("missing_split", f"The first split "
+                                            f"{sources.basename(first_path)!r} does not exist; its "
+                                            "tensors and the model's metadata are missing.", *where,
+                                            file=first.file))
             merged = this_no + 1
     for i in range(2, count + 1):
         if i == merged:
             continue
         p = sources.join(directory, f"{m['stem']}-{i:05d}-of-{count:05d}.gguf")
         if not sources.exists(p):
-            ckpt.findings.append(Finding("error", "missing_split", f"Split {i} of {count} "
-                                         f"({sources.basename(p)!r}) does not exist; its tensors "
-                                         "are missing.", *where, file=first.file))
+            ckpt.findings.append(Finding.of("missing_split", f"Split {i} of {count} "
+                                            f"({sources.basename(p)!r}) does not exist; its tensors "
+                                            "are missing.", *where, file=first.file))
             continue
         before = set(ckpt.tensors)
         result = read_file(p)
         no = result.metadata.get(Keys.SPLIT_NO)
         if no is not None and no.value != i - 1:
-            ckpt.findings.append(Finding("error", "split_number", f"{sources.basename(p)!r} says "
-                                         f"it is split.no {no.value!r}, expected {i - 1}.",
-                                         no.offset, no.length, file=p))
+            ckpt.findings.append(Finding.of("split_number", f"{sources.basename(p)!r} says "
+                                            f"it is split.no {no.value!r}, expected {i - 1}.",
+                                            no.offset, no.length, file=p))
         for name, info in result.tensors.items():
             if name in before:
-                ckpt.findings.append(Finding("error", "duplicate_tensor", f"{name!r} appears in "
-                                             "more than one split; the first copy is used.",
-                                             *info.extra["info_span"], tensor=name, file=p))
+                ckpt.findings.append(Finding.of("duplicate_tensor", f"{name!r} appears in "
+                                                "more than one split; the first copy is used.",
+                                                *info.extra["info_span"], tensor=name, file=p))
     total = first.metadata.get(Keys.SPLIT_TENSORS_COUNT)
     if total is not None and total.value != len(ckpt.tensors):
-        ckpt.findings.append(Finding("error", "split_tensor_count", f"split.tensors.count says "
-                                     f"{total.value} tensors, but the splits hold "
-                                     f"{len(ckpt.tensors)}.", total.offset, total.length,
-                                     file=first.file))
+        ckpt.findings.append(Finding.of("split_tensor_count", f"split.tensors.count says "
+                                        f"{total.value} tensors, but the splits hold "
+                                        f"{len(ckpt.tensors)}.", total.offset, total.length,
+                                        file=first.file))

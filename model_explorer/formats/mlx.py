@@ -29,8 +29,8 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
     if not scale_names and not qconfig:
         return
     if scale_names and not qconfig:
-        ckpt.findings.append(Finding(
-            "warning", "mlx_no_config", "The tensors look MLX-quantized (.scales/.biases) but no "
+        ckpt.findings.append(Finding.of(
+            "mlx_no_config", "The tensors look MLX-quantized (.scales/.biases) but no "
             "config.json with a \"quantization\" entry says how; bits and group size are inferred.",
             tensor=scale_names[0]))
     # The records read below, built in one pass per table (a TensorMap) and looked up in C.
@@ -85,7 +85,7 @@ def _layer_params(qconfig, base: str, default: dict) -> tuple[Any, Any, str]:
 
 
 def _err(code: str, msg: str, t: TensorInfo) -> Finding:
-    return Finding("error", code, msg, t.offset, t.length, t.name, t.file)
+    return Finding.of(code, msg, t.offset, t.length, t.name, t.file)
 
 
 def _check_shapes(ckpt, weight, scales, biases, bits, group) -> dict | None:

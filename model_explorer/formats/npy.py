@@ -76,7 +76,7 @@ def read_npz(source) -> FileResult:
             _read_array(BytesSource(data), 0, len(data), key, rep, result, runs,
                         compressed=e.header_offset)
         else:
-            rep.error("zip_compressed_entry", f"The member {name!r} uses compression method "
+            rep.error("zip_unknown_compression", f"The member {name!r} uses compression method "
                       f"{e.method}, which np.load cannot read.", e.header_offset, 4)
     if not members:
         rep.error("npz_no_arrays", "The zip holds no .npy member, so np.load finds no array in it.",

@@ -19,9 +19,9 @@ from ..tensormap import TensorMap
 from .jsonpos import DuplicateKeys, JSONPositionError, members
 
 
-def _finding(sev: str, code: str, msg: str, file: str | None, tensor: str | None = None,
+def _finding(code: str, msg: str, file: str | None, tensor: str | None = None,
              where: tuple[int | None, int | None] = (None, None)) -> Finding:
-    return Finding(sev, code, msg, where[0], where[1], tensor, file)
+    return Finding.of(code, msg, where[0], where[1], tensor, file)
 
 
 class _IndexPositions:
@@ -69,27 +69,27 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
     text, problem = sources.read_text(index_path, MAX_INDEX_BYTES)
     ckpt.details["index_file"] = index_path
     if problem:
-        ckpt.findings.append(_finding("error", "bad_index", f"The index file {problem}.", index_path))
+        ckpt.findings.append(_finding("bad_index", f"The index file {problem}.", index_path))
         return
     repeated: dict[int, list[tuple[str, Any]]] = {}
     try:
         index = json.loads(text, object_pairs_hook=lambda pairs: _object(pairs, repeated))
     except json.JSONDecodeError as e:
         at = len(text[:e.pos].encode("utf-8"))
-        ckpt.findings.append(_finding("error", "bad_index", f"The index is not valid JSON: {e.msg} "
+        ckpt.findings.append(_finding("bad_index", f"The index is not valid JSON: {e.msg} "
                                       f"at byte {at}.", index_path, where=(at, 1)))
         return
     except RecursionError:
-        ckpt.findings.append(_finding("error", "bad_index", "The index nests JSON too deeply to "
+        ckpt.findings.append(_finding("bad_index", "The index nests JSON too deeply to "
                                       "read.", index_path))
         return
     except ValueError as e:  # an integer of more than 4300 digits
-        ckpt.findings.append(_finding("error", "bad_index", f"The index cannot be read: "
+        ckpt.findings.append(_finding("bad_index", f"The index cannot be read: "
                                       f"{str(e).split(':')[0]}.", index_path))
         return
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
-        ckpt.findings.append(_finding("error", "bad_index", "The index has no \"weight_map\" object "
+        ckpt.findings.append(_finding("bad_index", "The index has no \"weight_map\" object "
                                       "mapping tensor names to shard files.", index_path))
         return
     where = _IndexPositions(text)
@@ -111,7 +111,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             # a shard name repeats for every tensor it holds: judge each name once
             if not (type(shard) is str and shard in expected) and not _plain_relative(shard):
                 ckpt.findings.append(_finding(
-                    "error", "bad_shard_name", f"The index maps {name!r} to {shard!r}, which is "
+                    "bad_shard_name", f"The index maps {name!r} to {shard!r}, which is "
                     "not a file name under the index's folder; it is ignored.", index_path, name,
                     where("weight_map", name)))
                 missing(name, shard, "missing: the index names no valid shard file")
@@ -136,7 +136,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             for name in names:
                 missing(name, shard, f"missing: shard {shard}")
             ckpt.findings.append(_finding(
-                "error", "missing_shard", f"The index names the shard {shard!r} for {len(names)} "
+                "missing_shard", f"The index names the shard {shard!r} for {len(names)} "
                 f"tensors (first: {names[0]!r}), but the file does not exist. Loading fails with "
                 "missing keys.", index_path, names[0], where("weight_map", names[0])))
             continue
@@ -149,7 +149,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             row["missing_tensors"] = list(names)
             for name in names:
                 missing(name, shard, f"missing: shard {shard} cannot be read")
-            ckpt.findings.append(_finding("error", "unreadable_shard", f"The shard {shard!r} exists "
+            ckpt.findings.append(_finding("unreadable_shard", f"The shard {shard!r} exists "
                                           f"but cannot be read: {e}.", path, names[0]))
             continue
         row["size"] = result.size
@@ -164,7 +164,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             row["missing_tensors"].append(name)
             missing(name, shard, f"missing: not in shard {shard}")
             ckpt.findings.append(_finding(
-                "error", "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
+                "missing_tensor", f"The index says {name!r} is in {shard!r}, but that "
                 "shard has no such tensor.", index_path, name, where("weight_map", name)))
         # the checkpoint grew by every name the shard holds unless some were read before
         grew = len(ckpt.tensors) - before
@@ -178,7 +178,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             if weight_map.get(name) == shard:
                 ckpt.tensors.take(held, name)  # the copy the index names wins
             ckpt.findings.append(_finding(
-                "error", "duplicate_tensor", f"{name!r} is stored in both {first[0]!r} and "
+                "duplicate_tensor", f"{name!r} is stored in both {first[0]!r} and "
                 f"{shard!r}; which copy a loader keeps depends on the order it reads them.",
                 path, name, _entry_of(result, name)))
         for name in unlisted:
@@ -187,7 +187,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
             mapped = weight_map.get(name)
             says = f"maps it to {mapped!r}" if isinstance(mapped, str) else "does not list it"
             ckpt.findings.append(_finding(
-                "warning", "orphan_tensor", f"{shard!r} holds {name!r}, but the index {says}; "
+                "orphan_tensor", f"{shard!r} holds {name!r}, but the index {says}; "
                 "loaders that follow the index ignore this copy.", path, name, _entry_of(result, name)))
     ckpt.details["shards"] = shard_rows
     _mark_copies(ckpt, weight_map, copies, marks)
@@ -240,7 +240,7 @@ def _named_twice(earlier: list[tuple[str, Any]], weight_map: dict, ckpt: Checkpo
         kept = weight_map.get(name)
         at, length = where("weight_map", name)  # the first entry of the name
         ckpt.findings.append(_finding(
-            "warning", "index_names_twice", f"The index names {name!r} more than once: first in "
+            "index_names_twice", f"The index names {name!r} more than once: first in "
             f"{shard!r}, last in {kept!r}. JSON readers keep the last one, so {kept!r} is used.",
             index_path, name, (at, length)))
         marks.append(IndexMismatch(name, "named_twice", str(shard), f"named twice in the index: "
@@ -277,6 +277,6 @@ def _check_total_size(index: dict, ckpt: CheckpointRecord, index_path: str, wher
     actual = ckpt.tensors.total_length()
     if not isinstance(total, (int, float)) or total != actual:  # JSON allows Infinity and NaN
         ckpt.findings.append(_finding(
-            "warning", "total_size_mismatch", f"The index's metadata.total_size is {total!r}, "
+            "total_size_mismatch", f"The index's metadata.total_size is {total!r}, "
             f"but the tensors it lists take {actual} bytes.", index_path,
             where=where("metadata", "total_size")))

@@ -1,7 +1,7 @@
-"""The finding codes the model layer raises, each with its usual severity, meaning and fix.
+"""The finding codes the model layer raises; their severity, meaning and fix live in the catalog.
 
-`model_finding(code, message, ...)` fills in the severity and the fix from the catalog
-(codes.py), so a code says the same thing wherever it is raised.
+`model_finding(code, message, ...)` is `Finding.of` for these codes: the severity and the fix come
+from the catalog (codes.py), so a code says the same thing wherever it is raised.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..spans import Finding
 
 # The codes this layer raises; their severity, meaning and fix live in the one catalog.
 MODEL_CODES: dict[str, Code] = {code: CATALOG[code] for code in (
-    "key_prefix", "lm_head_missing", "transposed_weight", "config_mismatch", "missing_tensors",
+    "key_prefix", "key_prefix_doubled", "lm_head_missing", "transposed_weight", "config_mismatch", "missing_tensors",
     "unexpected_tensors", "shape_mismatch", "unknown_architecture", "model_check_failed",
     "bad_side_file", "tokens_beyond_embedding", "unused_embedding_rows", "special_token_out_of_vocab",
     "missing_pre_tokenizer", "unknown_pre_tokenizer", "tokenizer_mismatch", "no_chat_template", "bad_chat_template", "no_tokenizer",
@@ -28,9 +28,8 @@ MODEL_CODES: dict[str, Code] = {code: CATALOG[code] for code in (
     "remote_code_exec", "remote_code_native", "remote_code_unchecked")}
 
 
-def model_finding(code: str, message: str, *, severity: str | None = None, offset: int | None = None,
-                  length: int | None = None, tensor: str | None = None, file: str | None = None,
-                  fix: str | None = None, **extra: Any) -> Finding:
-    entry = MODEL_CODES[code]
-    return Finding(severity or entry.severity, code, message, offset, length, tensor, file, extra,
-                   entry.fix if fix is None else fix)
+def model_finding(code: str, message: str, *, offset: int | None = None, length: int | None = None,
+                  tensor: str | None = None, file: str | None = None, **extra: Any) -> Finding:
+    if code not in MODEL_CODES:
+        raise ValueError(f"{code!r} is not a model-layer code: add it to MODEL_CODES")
+    return Finding.of(code, message, offset, length, tensor, file, **extra)

@@ -193,17 +193,15 @@ def _prefix_finding(ckpt: CheckpointRecord, how: tuple[str, str, int], total: in
     cause = ("the model was saved from inside a wrapper that also names its child "
              f"{p.rstrip('.')!r} ({(p + p)!r})" if doubled
              else KNOWN_PREFIXES.get(p, "a wrapper module around the model"))
-    fix = (f"Strip the prefix from the keys: {{k.removeprefix({p!r}): v for k, v in "
-           "state_dict.items()}, then save again (or save the unwrapped model's state_dict).")
     if loads_with:  # transformers strips the model's own prefix once: the head class loads it
-        return model_finding("key_prefix", f"{count:,} of {total:,} tensor names start with {(p + p)!r}: "
-                             f"saved from {cause}. transformers' {loads_with} strips one {p!r} and loads "
-                             "them, but its base model class, and tools that read the names as they are "
-                             "(converters, other runtimes), find every tensor missing.", severity="warning",
-                             fix=fix, prefix=p, count=count, how="strip", **tensor_loc(info))
+        return model_finding("key_prefix_doubled", f"{count:,} of {total:,} tensor names start with "
+                             f"{(p + p)!r}: saved from {cause}. transformers' {loads_with} strips one {p!r} "
+                             "and loads them, but its base model class, and tools that read the names as "
+                             "they are (converters, other runtimes), find every tensor missing.",
+                             prefix=p, count=count, how="strip", **tensor_loc(info))
     return model_finding("key_prefix", f"{count:,} of {total:,} tensor names start with {p!r}, which the "
                          f"model's own names lack (e.g. {first!r}): saved from {cause}. Every one of them "
-                         "would load as missing plus unexpected.", fix=fix, prefix=p, count=count, how="strip",
+                         "would load as missing plus unexpected.", prefix=p, count=count, how="strip",
                          **tensor_loc(info))
 
 
@@ -267,7 +265,7 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
     # {stored name: expected name} when the names are one module renamed in every layer, each
     # keeping its role, and the renamed checkpoint loads with nothing missing
     renames = load_findings.safe_renames(wanted, extra, by_name, rules)
-    rename_fix = _rename_fix(renames) if renames else None
+    renamed = " " + _renamed_text(renames) if renames else ""
     if head_missing and e.head in renames.values():
         head_missing = False  # stored under another name: the rename below is the finding
     if head_missing:
@@ -282,12 +280,12 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
                                  tensor=e.head))
     if missing:
         out.append(model_finding("missing_tensors", f"{len(missing):,} tensor(s) that {e.source} expects "
-                                 f"are not in the checkpoint: {_short(missing)}.", missing=missing,
-                                 source=e.source, fix=rename_fix, **({"renames": renames} if renames else {})))
+                                 f"are not in the checkpoint: {_short(missing)}.{renamed}", missing=missing,
+                                 source=e.source, **({"renames": renames} if renames else {})))
     elif renames:  # only the head was renamed
         out.append(model_finding("missing_tensors", f"{e.head!r} is not in the checkpoint, but "
-                                 f"{_short([k for k, v in renames.items() if v == e.head])} has its shape.",
-                                 missing=[e.head], source=e.source, fix=rename_fix, renames=renames,
+                                 f"{_short([k for k, v in renames.items() if v == e.head])} has its shape."
+                                 f"{renamed}", missing=[e.head], source=e.source, renames=renames,
                                  tensor=e.head))
     # A GGUF none of whose names llama.cpp knows is not a model of its architecture (a test or
     # scratch file of tensors): there is no model to compare with.
@@ -296,9 +294,9 @@ def _compare(ckpt: CheckpointRecord, hp: HParams, e: exp_mod.Expected, by_name: 
         return []
     if extra:
         out.append(model_finding("unexpected_tensors", f"{len(extra):,} tensor(s) are not part of "
-                                 f"{e.source}: {_short(extra)}; a loader ignores them.",
+                                 f"{e.source}: {_short(extra)}; a loader ignores them.{renamed}",
                                  unexpected=extra, source=e.source, **tensor_loc(by_name[extra[0]]),
-                                 fix=rename_fix, **({"renames": renames} if renames else {})))
+                                 **({"renames": renames} if renames else {})))
     out += _shapes(hp, e, canon, explained)
     return out
 
@@ -336,7 +334,7 @@ def _shapes(hp: HParams, e: exp_mod.Expected, canon: dict[str, TensorInfo],
     return out
 
 
-def _rename_fix(renames: dict[str, str]) -> str:
+def _renamed_text(renames: dict[str, str]) -> str:
     pairs = {}
     for old, new in renames.items():  # one line per pattern, not per layer
         pairs.setdefault((re.sub(r"\.\d+\.", ".N.", old), re.sub(r"\.\d+\.", ".N.", new)), 0)

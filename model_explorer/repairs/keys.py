@@ -49,7 +49,7 @@ def strip_prefix(names: list[str], prefix: str) -> Fix | None:
                f"(e.g. {next(iter(renames))!r} -> {next(iter(renames.values()))!r}).",
                changes={"tensors": sorted(renames)[:20], "keys": [prefix], "bytes": 0},
                apply=_renamer(renames, f"prefix {prefix!r} stripped"), renames=renames,
-               codes=("key_prefix",))
+               codes=("key_prefix", "key_prefix_doubled"))
 
 
 def rename(names: list[str], mapping: dict[str, str]) -> Fix | None:

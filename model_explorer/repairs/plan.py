@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checkpoint import Checkpoint
+from ..codes import CATALOG
 from ..opener import open as open_checkpoint
 from ..spans import Finding
 from . import config as config_fix
@@ -23,14 +24,6 @@ from .build import Build, RepairError, load_json, safetensors_file, side_files, 
 from .fix import Fix, Unfixable
 
 TIE_CHOICES = ("config", "copy")
-_UNFIXABLE = {
-    "nan_inf": "The values are lost: re-convert or re-export from the original weights.",
-    "fp16_overflow": "Keep the model in bfloat16 or float32, or re-convert from the original weights; "
-                     "values beyond float16's range cannot be brought back.",
-    "missing_shard": "The file is not here and no other file holds its tensors: download it.",
-    "missing_storage": "The pickle's storage is missing: its tensors cannot be recovered from this file.",
-    "tied_weights_differ": "Which copy is right cannot be told from the bytes: re-export.",
-}
 
 
 # -- the model-level faults -----------------------------------------------------------------------
@@ -165,9 +158,10 @@ def repair_plan(source: Any, deep: bool = False, tie: str = "config", strip_pref
     else:
         raise RepairError(f"{ckpt.source!r} is {ckpt.format}; repair reads safetensors, GGUF and "
                           "PyTorch checkpoints.")
-    for f in ckpt.findings:
-        if f.code in _UNFIXABLE and not any(f in x.resolves for x in plan.fixes):
-            plan.unfixable.append(Unfixable(f.code, f.message, _UNFIXABLE[f.code], f))
+    for f in ckpt.findings:  # the catalog says which faults no repair can fix, and why
+        why = CATALOG[f.code].unfixable if f.code in CATALOG else ""
+        if why and not any(f in x.resolves for x in plan.fixes):
+            plan.unfixable.append(Unfixable(f.code, f.message, f"{why} {f.fix}".rstrip(), f))
     return plan
 
 
@@ -258,7 +252,7 @@ def _tensor_plan(ckpt, plan: RepairPlan, tie, strip, rename, transpose, fix_conf
     # The model layer's finding names the prefix when it ran; the names alone otherwise (a pickle
     # converted on the way has no model check of its own).
     said = next((f.extra.get("prefix") for f in ckpt.findings if f.code == "key_prefix"
-                 and f.severity == "error" and isinstance(f.extra.get("prefix"), str)), None)
+                 and isinstance(f.extra.get("prefix"), str)), None)
     prefix = strip if strip is not None else (said or detect_key_prefix(names))
     if strip is not None and not any(n.startswith(strip) for n in names):
         plan.notes.append(f"strip_prefix: no tensor name starts with {strip!r}; skipped.")

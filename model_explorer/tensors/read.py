@@ -332,8 +332,8 @@ def checked_plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     try:
         return plan_for(ckpt, info)
     except ValueError as e:
-        raise Undecodable(str(e), Finding("warning", "undecodable", str(e), info.offset,
-                                          info.length, info.name, info.file)) from None
+        raise Undecodable(str(e), Finding.of("undecodable", str(e), info.offset,
+                                             info.length, info.name, info.file)) from None
 
 
 def check_range(ckpt: CheckpointRecord, plan: Plan, e0: int, e1: int) -> None:
@@ -353,8 +353,8 @@ def _cut_short(info: TensorInfo, start: int, end: int, size: int) -> Undecodable
     """A tensor whose bytes run past the end of a file cut short: undecodable, at its bytes."""
     message = (f"Tensor {info.name!r} needs bytes {start} to {end} of {info.file}, but the file "
                f"ends at byte {size}: it is truncated.")
-    return Undecodable(message, Finding("warning", "undecodable", message, info.offset,
-                                        info.length, info.name, info.file))
+    return Undecodable(message, Finding.of("undecodable", message, info.offset,
+                                           info.length, info.name, info.file))
 
 
 def read(ckpt: CheckpointRecord, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:

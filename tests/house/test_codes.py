@@ -12,7 +12,8 @@ from model_explorer.spans import SEVERITIES
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "model_explorer"
 _CODE = re.compile(r"[a-z][a-z0-9_]*$")
-_EMITTERS = {"error", "warning", "info", "once", "_err", "model_finding"}
+# Finding.of and the helpers that pass a code on to it
+_EMITTERS = {"of", "error", "warning", "info", "once", "_err", "model_finding", "finding", "_finding"}
 
 
 def _literal(node) -> str | None:

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 MODEL_CODES = {"missing_tensors", "unexpected_tensors", "shape_mismatch", "transposed_weight",
-               "lm_head_missing", "config_mismatch", "key_prefix", "unknown_architecture"}
+               "lm_head_missing", "config_mismatch", "key_prefix", "key_prefix_doubled", "unknown_architecture"}
 
 
 def _saved(tmp_path, model_type: str, **overrides):

@@ -24,7 +24,7 @@ import pytest
 import model_explorer as mx
 from model_explorer.cli import main
 
-LOAD_CODES = {"key_prefix", "lm_head_missing", "transposed_weight", "config_mismatch", "missing_tensors",
+LOAD_CODES = {"key_prefix", "key_prefix_doubled", "lm_head_missing", "transposed_weight", "config_mismatch", "missing_tensors",
               "unexpected_tensors", "shape_mismatch", "head_initialised", "head_dropped", "stale_buffers",
               "library_layout", "library_module_missing", "unknown_architecture", "model_check_failed",
               "no_weights"}

@@ -526,6 +526,6 @@ def test_numpy_array_with_an_impossible_shape_is_a_finding(tmp_path):
     p.write_bytes(pickle.dumps({"ok": np.ones(2, np.float32), "bad": Bad()}, protocol=4))
     ckpt = mx.open(p)
     assert set(ckpt.tensors) == {"ok"}
-    f = one(ckpt.findings, "numpy_array_not_listed")
+    f = one(ckpt.findings, "numpy_array_invalid")
     assert f.severity == "warning" and "'bad'" in f.message and "(-3, 2)" in f.message
     assert f.offset is not None and f.offset < p.stat().st_size

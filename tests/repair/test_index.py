@@ -7,6 +7,7 @@ import json
 import numpy as np
 
 import model_explorer as mx
+from model_explorer.codes import CATALOG
 
 from .conftest import llama_tensors, load_transformers, safe_open_all, write_folder, write_raw
 
@@ -83,7 +84,8 @@ def test_missing_shard_with_no_source_cannot_be_fixed(tmp_path):
     src = write_folder(tmp_path / "src", llama_tensors(), shards=2)
     (src / "model-00002-of-00002.safetensors").unlink()
     plan = mx.repair_plan(src)
-    assert any(u.code == "missing_shard" for u in plan.unfixable)
+    lost = next(u for u in plan.unfixable if u.code == "missing_shard")
+    assert lost.advice == f"{CATALOG['missing_shard'].unfixable} {CATALOG['missing_shard'].fix}"  # from the catalog
 
 
 def test_fixes_chosen_by_finding_code_and_index_path_as_source(tmp_path, checked):

@@ -140,8 +140,8 @@ def test_one_module_renamed_in_every_layer(tmp_path, checked):
     ckpt = mx.open(src)
     missing = next(f for f in ckpt.findings if f.code == "missing_tensors")
     assert missing.extra["renames"]["model.layers.1.attn.query.weight"] == "model.layers.1.self_attn.q_proj.weight"
-    assert "attn.N.query" not in missing.fix and "model.layers.N.attn.query.weight -> " \
-        "model.layers.N.self_attn.q_proj.weight" in missing.fix
+    assert "attn.N.query" not in missing.message and "model.layers.N.attn.query.weight -> " \
+        "model.layers.N.self_attn.q_proj.weight" in missing.message and "rename_expected" in missing.fix
     plan = mx.repair_plan(src)
     assert [f.name for f in plan.fixes] == ["rename_expected"]
     assert len(plan.fixes[0].renames) == 4

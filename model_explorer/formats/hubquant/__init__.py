@@ -41,18 +41,17 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     add = found.append
     config_file = _config_file(ckpt)
     if scheme is not None and scheme.kind is None and scheme.method not in FAMILY_OF_METHOD:
-        add(Finding("warning", "quant_not_decoded", f"config.json quantization_config names "
-                    f"quant_method {scheme.method!r}, which this tool does not decode: its "
-                    "tensors are shown as stored (packed), not as weights.", file=config_file,
-                    fix="Dequantize with the method's own library to inspect values."))
+        add(Finding.of("quant_not_decoded", f"config.json quantization_config names "
+                       f"quant_method {scheme.method!r}, which this tool does not decode: its "
+                       "tensors are shown as stored (packed), not as weights.", file=config_file))
         ckpt.details["hubquant"] = {"method": scheme.method, "decoded": False, "inferred": False,
                                     "ignore": list(scheme.ignore)}
         ckpt.findings.extend(found)
         return True
     if scheme is not None and scheme.problems:
-        add(Finding("warning", "quant_config_invalid", f"config.json quantization_config "
-                    f"({scheme.method}) has {'; '.join(scheme.problems)}; the tensor shapes are "
-                    "used instead.", file=config_file, extra={"problems": scheme.problems}))
+        add(Finding.of("quant_config_invalid", f"config.json quantization_config "
+                       f"({scheme.method}) has {'; '.join(scheme.problems)}; the tensor shapes are "
+                       "used instead.", file=config_file, extra={"problems": scheme.problems}))
     inferred = scheme is None or scheme.kind is None
     grouped: dict[str, TensorInfo] = {}   # first component name -> logical tensor
     absorbed: set[str] = set()
@@ -77,7 +76,7 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
                           inferred or expected != kind)
         except (ArithmeticError, IndexError, KeyError, TypeError, ValueError) as e:
             # a combination of shapes no check above foresaw: a finding, never a traceback
-            add(finding("error", "quant_packed_shape", f"The components of {kind} layer "
+            add(finding("quant_packed_shape", f"The components of {kind} layer "
                         f"{layer.base!r} ({', '.join(f'{t.name!r} {t.dtype} {list(t.shape)}' for t in layer.parts.values())}) "
                         f"do not fit together ({type(e).__name__}: {e}).", layer.first()))
             continue
@@ -93,25 +92,24 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
         kinds[info.quant["kind"]] = kinds.get(info.quant["kind"], 0) + 1
     for (want, got), where in mismatch.items():
         t = where[0]
-        add(finding("error", "quant_scheme_mismatch", f"config.json says quant_method "
+        add(finding("quant_scheme_mismatch", f"config.json says quant_method "
                     f"{scheme.method!r} ({want}), but {len(where)} layer(s) hold {got} tensors, "
                     f"the first {t.name!r}; they are read as the tensors say.", t,
-                    fix="Fix quantization_config in config.json to the scheme the tensors use.",
                     expected=want, found=got, count=len(where)))
     if scheme is not None and scheme.kind is not None:
         _orphans(ckpt, scheme, grouped, absorbed, add)
         if not kinds and not any(i.quant["kind"] == "unusable" for i in grouped.values()):
-            add(Finding("warning", "quant_no_tensors", f"config.json says quant_method "
-                        f"{scheme.method!r}, but no tensor carries its components (qweight, "
-                        "scales, absmax, weight_scale...); the weights are shown as stored.",
-                        file=config_file))
+            add(Finding.of("quant_no_tensors", f"config.json says quant_method "
+                           f"{scheme.method!r}, but no tensor carries its components (qweight, "
+                           "scales, absmax, weight_scale...); the weights are shown as stored.",
+                           file=config_file))
     if inferred and kinds:
         top = max(kinds, key=kinds.get)
         sample = next(i for i in grouped.values() if i.quant.get("kind") == top)
         q = sample.quant
         why = "config.json is missing" if "config.json" not in ckpt.metadata else \
             "config.json has no quantization_config"
-        add(finding("info", "quant_inferred", f"{why}; the tensor names show {q['label']} "
+        add(finding("quant_inferred", f"{why}; the tensor names show {q['label']} "
                     f"({kinds[top]} layer(s), e.g. {sample.name!r}): bits {q.get('bits')}, "
                     f"group size {q.get('group_size')}, inferred from the names and shapes.",
                     sample, kinds=kinds))
@@ -171,10 +169,9 @@ def _orphans(ckpt, scheme: Scheme, grouped, absorbed, add) -> None:
         need = {"fp8_block": "weight_scale_inv", "bnb_int8": "SCB", "bnb_4bit": "weight.quant_state",
                 "ct": "weight_scale"}[scheme.kind]
         base = name[: -len(".weight")]
-        add(finding("error", "quant_missing_companion", f"{name!r} is {t.dtype} in a "
+        add(finding("quant_missing_companion", f"{name!r} is {t.dtype} in a "
                     f"{scheme.method} model but {base + '.' + need!r} is missing; its stored "
-                    "values are codes, not weights, and cannot be dequantized.", t,
-                    fix="Add the missing scales from the original export.", expected=need))
+                    "values are codes, not weights, and cannot be dequantized.", t, expected=need))
         grouped[name] = unusable(t, scheme.kind, t.dtype, f"no {need}")
 
 

@@ -17,26 +17,24 @@ import json
 from .common import cdiv, finding, is_int, logical, numel, shape_text, unusable
 
 MAX_STATE_BYTES = 1 << 16  # the blob is ~170 bytes; anything far larger is not a quant state
-FIX_STATE = "Re-save the model with save_pretrained from a bitsandbytes-quantized model."
-
 
 def read_state(ckpt, t, add) -> dict | None:
     """The quant_state JSON blob (a few hundred bytes, read at open: it alone holds the shape)."""
     if t.length > MAX_STATE_BYTES or t.dtype not in ("U8", "I8"):
-        add(finding("error", "quant_state_invalid", f"{t.name!r} should be a short uint8 JSON "
-                    f"blob; it is {shape_text(t)} ({t.length} bytes).", t, fix=FIX_STATE))
+        add(finding("quant_state_invalid", f"{t.name!r} should be a short uint8 JSON "
+                    f"blob; it is {shape_text(t)} ({t.length} bytes).", t))
         return None
     try:
         raw = bytes(ckpt.read_bytes(t.offset, t.length, t.file))
         state = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError) as e:
-        add(finding("error", "quant_state_invalid", f"{t.name!r} should hold the bitsandbytes "
+        add(finding("quant_state_invalid", f"{t.name!r} should hold the bitsandbytes "
                     f"quant state as UTF-8 JSON; it does not ({type(e).__name__}: "
-                    f"{str(e)[:80]}).", t, fix=FIX_STATE))
+                    f"{str(e)[:80]}).", t))
         return None
     if not isinstance(state, dict):
-        add(finding("error", "quant_state_invalid", f"{t.name!r} holds JSON but not an object "
-                    f"({type(state).__name__}).", t, fix=FIX_STATE))
+        add(finding("quant_state_invalid", f"{t.name!r} holds JSON but not an object "
+                    f"({type(state).__name__}).", t))
         return None
     shape, block = state.get("shape"), state.get("blocksize")
     bad = []
@@ -47,9 +45,9 @@ def read_state(ckpt, t, add) -> dict | None:
     if state.get("quant_type") not in ("nf4", "fp4"):
         bad.append(f"quant_type = {state.get('quant_type')!r}")
     if bad:
-        add(finding("error", "quant_state_invalid", f"The quant state in {t.name!r} has "
+        add(finding("quant_state_invalid", f"The quant state in {t.name!r} has "
                     f"{', '.join(bad)}; expected a list of positive dims, a positive block size "
-                    "and 'nf4' or 'fp4'.", t, fix=FIX_STATE))
+                    "and 'nf4' or 'fp4'.", t))
         return None
     return state
 
@@ -58,60 +56,60 @@ def build_4bit(ckpt, layer, scheme, add, inferred: bool):
     p = layer.parts
     w, qs = p.get("weight"), p.get("quant_state")
     if w is None:
-        add(finding("error", "quant_missing_companion", f"bitsandbytes 4-bit layer {layer.base!r} "
+        add(finding("quant_missing_companion", f"bitsandbytes 4-bit layer {layer.base!r} "
                     f"has {', '.join(repr(n) for n in layer.names)} but no {layer.base + '.weight'!r} "
-                    "with the packed codes.", layer.first(), fix=FIX_STATE))
+                    "with the packed codes.", layer.first()))
         return None
     suffix_type = qs.name.rsplit("__", 1)[-1] if qs is not None else None
     label = f"BNB_{(suffix_type or 'nf4').upper()}"
     missing = [r for r in ("quant_state", "absmax", "quant_map") if r not in p]
     if missing:
-        add(finding("error", "quant_missing_companion", f"{w.name!r} is bitsandbytes 4-bit but "
+        add(finding("quant_missing_companion", f"{w.name!r} is bitsandbytes 4-bit but "
                     f"{', '.join(repr(layer.base + '.weight.' + r) for r in missing)} is missing; "
-                    "it cannot be dequantized.", w, fix=FIX_STATE, expected=missing))
+                    "it cannot be dequantized.", w, expected=missing))
         return unusable(w, "bnb_4bit", label, f"missing {', '.join(missing)}")
     state = read_state(ckpt, qs, add)
     if state is None:
         return unusable(w, "bnb_4bit", label, f"{qs.name!r} is not a valid quant state")
     qt = state["quant_type"]
     if qt != suffix_type:
-        add(finding("error", "quant_state_invalid", f"{qs.name!r} is named for {suffix_type!r} "
-                    f"but its JSON says quant_type {qt!r}.", qs, fix=FIX_STATE))
+        add(finding("quant_state_invalid", f"{qs.name!r} is named for {suffix_type!r} "
+                    f"but its JSON says quant_type {qt!r}.", qs))
     if scheme and scheme.kind == "bnb_4bit" and scheme.params.get("quant_type") not in (None, qt):
-        add(finding("warning", "quant_scheme_mismatch", f"config.json says bnb_4bit_quant_type "
+        add(finding("quant_param_mismatch", f"config.json says bnb_4bit_quant_type "
                     f"{scheme.params['quant_type']!r}, but {qs.name!r} says {qt!r}; the tensor's "
                     "own state is what bitsandbytes decodes with.", qs,
                     expected=scheme.params["quant_type"], found=qt))
     shape, block = tuple(state["shape"]), state["blocksize"]
     n = numel(shape)
     if w.length != cdiv(n, 2):
-        add(finding("error", "quant_packed_shape", f"{w.name!r} holds {w.length} bytes "
+        add(finding("quant_packed_shape", f"{w.name!r} holds {w.length} bytes "
                     f"({shape_text(w)}); the quant state's shape {list(shape)} needs "
-                    f"{cdiv(n, 2)} bytes of 4-bit codes.", w, fix=FIX_STATE,
+                    f"{cdiv(n, 2)} bytes of 4-bit codes.", w,
                     expected=cdiv(n, 2), found=w.length))
     absmax = p["absmax"]
     if absmax.numel != cdiv(n, block):
-        add(finding("error", "quant_groups_mismatch", f"{absmax.name!r} has {absmax.numel} "
+        add(finding("quant_groups_mismatch", f"{absmax.name!r} has {absmax.numel} "
                     f"values; {n} weights in blocks of {block} need {cdiv(n, block)}.", absmax,
-                    fix=FIX_STATE, expected=cdiv(n, block), found=absmax.numel))
+                    expected=cdiv(n, block), found=absmax.numel))
     if p["quant_map"].numel != 16:
-        add(finding("error", "quant_groups_mismatch", f"{p['quant_map'].name!r} has "
+        add(finding("quant_groups_mismatch", f"{p['quant_map'].name!r} has "
                     f"{p['quant_map'].numel} values; a 4-bit code book has 16.", p["quant_map"],
-                    fix=FIX_STATE, expected=16, found=p["quant_map"].numel))
+                    expected=16, found=p["quant_map"].numel))
     nested = "nested_blocksize" in state or "nested_absmax" in p
     if nested:
         gone = [r for r in ("nested_absmax", "nested_quant_map") if r not in p]
         if gone or not is_int(state.get("nested_blocksize")) or state["nested_blocksize"] <= 0:
-            add(finding("error", "quant_missing_companion", f"{w.name!r} is double-quantized but "
+            add(finding("quant_missing_companion", f"{w.name!r} is double-quantized but "
                         f"{', '.join(repr(layer.base + '.weight.' + r) for r in gone) or 'nested_blocksize in its quant state'} "
-                        "is missing.", w, fix=FIX_STATE, expected=gone))
+                        "is missing.", w, expected=gone))
             return unusable(w, "bnb_4bit", label, "incomplete double quantization")
         want = cdiv(absmax.numel, state["nested_blocksize"])
         na = p["nested_absmax"]
         if na.numel != want:
-            add(finding("error", "quant_groups_mismatch", f"{na.name!r} has {na.numel} values; "
+            add(finding("quant_groups_mismatch", f"{na.name!r} has {na.numel} values; "
                         f"{absmax.numel} absmax codes in blocks of {state['nested_blocksize']} need "
-                        f"{want}.", na, fix=FIX_STATE, expected=want, found=na.numel))
+                        f"{want}.", na, expected=want, found=na.numel))
     quant = {"kind": "bnb_4bit", "label": f"BNB_{qt.upper()}", "bits": 4, "group_size": block,
              "sym": True, "quant_type": qt, "blocksize": block, "dtype": state.get("dtype"),
              "nested": nested}
@@ -128,17 +126,16 @@ def build_int8(layer, scheme, add, inferred: bool):
     p = layer.parts
     w, scb = p.get("weight"), p.get("SCB")
     if w is None:
-        add(finding("error", "quant_missing_companion", f"{scb.name!r} (LLM.int8 row scales) has "
-                    f"no {layer.base + '.weight'!r} to scale.", scb, fix=FIX_STATE))
+        add(finding("quant_missing_companion", f"{scb.name!r} (LLM.int8 row scales) has "
+                    f"no {layer.base + '.weight'!r} to scale.", scb))
         return None
     if w.dtype != "I8" or len(w.shape) != 2:
-        add(finding("error", "quant_packed_shape", f"{w.name!r} has LLM.int8 row scales "
-                    f"({scb.name!r}), so it should be int8 [out, in]; it is {shape_text(w)}.", w,
-                    fix=FIX_STATE))
+        add(finding("quant_packed_shape", f"{w.name!r} has LLM.int8 row scales "
+                    f"({scb.name!r}), so it should be int8 [out, in]; it is {shape_text(w)}.", w))
         return unusable(w, "bnb_int8", "BNB_INT8", f"{w.name!r} is not int8 [out, in]")
     if scb.numel != w.shape[0]:
-        add(finding("error", "quant_groups_mismatch", f"{scb.name!r} has {scb.numel} row scales; "
-                    f"{w.name!r} has {w.shape[0]} rows.", scb, fix=FIX_STATE,
+        add(finding("quant_groups_mismatch", f"{scb.name!r} has {scb.numel} row scales; "
+                    f"{w.name!r} has {w.shape[0]} rows.", scb,
                     expected=w.shape[0], found=scb.numel))
     quant = {"kind": "bnb_int8", "label": "BNB_INT8", "bits": 8, "group_size": None, "sym": True,
              "weight": w, "SCB": scb}

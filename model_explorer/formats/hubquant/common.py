@@ -11,12 +11,12 @@ from ...records import TensorInfo
 from ...spans import Finding
 
 
-def finding(severity: str, code: str, message: str, t: TensorInfo | None, fix: str = "",
-            **extra) -> Finding:
-    """A finding on the bytes of tensor `t` (its name, file, offset and length)."""
+def finding(code: str, message: str, t: TensorInfo | None, **extra) -> Finding:
+    """A finding on the bytes of tensor `t` (its name, file, offset and length); its severity and
+    fix come from the catalog."""
     if t is None:
-        return Finding(severity, code, message, extra=extra, fix=fix)
-    return Finding(severity, code, message, t.offset, t.length, t.name, t.file, extra, fix=fix)
+        return Finding.of(code, message, **extra)
+    return Finding.of(code, message, t.offset, t.length, t.name, t.file, **extra)
 
 
 def shape_text(t: TensorInfo) -> str:

@@ -24,8 +24,6 @@ import numpy as np
 
 from .common import cdiv, finding, is_int, logical, numel, shape_text, unusable
 
-FIX_CT = "Re-save the model with llm-compressor / compressed-tensors, or fix config_groups."
-
 
 def _args(scheme, base: str) -> tuple[dict, dict | None]:
     """(weights args, input_activations args) of the config group that targets the module."""
@@ -40,8 +38,8 @@ def _args(scheme, base: str) -> tuple[dict, dict | None]:
 def _weight_shape(ckpt, t, add) -> tuple[int, ...] | None:
     """The 16 bytes of `weight_shape` (read at open: they alone give the exact in_features)."""
     if t.dtype not in ("I64", "I32") or numel(t.shape) not in (2, 3) or len(t.shape) not in (1, 2):
-        add(finding("error", "quant_packed_shape", f"{t.name!r} should be the int64 [2] original "
-                    f"shape; it is {shape_text(t)}.", t, fix=FIX_CT))
+        add(finding("quant_packed_shape", f"{t.name!r} should be the int64 [2] original "
+                    f"shape; it is {shape_text(t)}.", t))
         return None
     try:
         raw = bytes(ckpt.read_bytes(t.offset, t.length, t.file))
@@ -49,8 +47,7 @@ def _weight_shape(ckpt, t, add) -> tuple[int, ...] | None:
     except (OSError, ValueError):
         return None
     if len(dims) != numel(t.shape) or not all(d > 0 for d in dims):
-        add(finding("error", "quant_packed_shape", f"{t.name!r} holds {dims}, not a shape.", t,
-                    fix=FIX_CT))
+        add(finding("quant_packed_shape", f"{t.name!r} holds {dims}, not a shape.", t))
         return None
     return tuple(int(d) for d in dims)
 
@@ -79,14 +76,14 @@ def build(ckpt, layer, scheme, add, inferred: bool):
     packed, weight, scale = p.get("weight_packed"), p.get("weight"), p.get("weight_scale")
     main = packed or weight
     if main is None:
-        add(finding("error", "quant_missing_companion", f"compressed-tensors layer {layer.base!r} "
+        add(finding("quant_missing_companion", f"compressed-tensors layer {layer.base!r} "
                     f"has {', '.join(repr(n) for n in layer.names)} but neither "
                     f"{layer.base + '.weight_packed'!r} nor {layer.base + '.weight'!r}.",
-                    layer.first(), fix=FIX_CT))
+                    layer.first()))
         return None
     if not main.shape:
-        add(finding("error", "quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
-                    "quantized weight is at least 2-D.", main, fix=FIX_CT))
+        add(finding("quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
+                    "quantized weight is at least 2-D.", main))
         return unusable(main, "ct", "CT", "not 2-D")
     # The kind the tensors show; the config's format is checked against it below.
     if packed is not None:
@@ -104,9 +101,9 @@ def build(ckpt, layer, scheme, add, inferred: bool):
     strategy = w_args.get("strategy")
     block = w_args.get("block_structure")
     if scale is None:
-        add(finding("error", "quant_missing_companion", f"{main.name!r} is compressed-tensors "
+        add(finding("quant_missing_companion", f"{main.name!r} is compressed-tensors "
                     f"quantized but {layer.base + '.weight_scale'!r} is missing; it cannot be "
-                    "dequantized.", main, fix=FIX_CT, expected=["weight_scale"]))
+                    "dequantized.", main, expected=["weight_scale"]))
         return unusable(main, kind, _label(kind, w_args, a_args, bits or 0, main.dtype, strategy,
                                            block), "no weight_scale")
     # logical [out, in]
@@ -116,20 +113,19 @@ def build(ckpt, layer, scheme, add, inferred: bool):
             # no config: the fewest bits whose dense packing gives the stored width
             bits = next((b for b in range(1, 9) if cdiv(shape[-1] * b, 32) == packed.shape[-1]), None)
         if bits is None:
-            add(finding("error", "quant_packed_shape", f"{packed.name!r} is pack-quantized but no "
-                        "config group gives its num_bits.", packed, fix=FIX_CT))
+            add(finding("quant_packed_shape", f"{packed.name!r} is pack-quantized but no "
+                        "config group gives its num_bits.", packed))
             return None
         if shape is None:
             if "weight_shape" not in p:
-                add(finding("warning", "quant_missing_companion", f"{layer.base + '.weight_shape'!r} "
-                            "is missing; in_features is taken from the packed width.", packed,
-                            fix=FIX_CT))
+                add(finding("quant_shape_inferred", f"{layer.base + '.weight_shape'!r} "
+                            "is missing; in_features is taken from the packed width.", packed))
             shape = packed.shape[:-1] + (packed.shape[-1] * 32 // bits,)
         if tuple(packed.shape) != tuple(shape[:-1]) + (cdiv(shape[-1] * bits, 32),) \
                 or packed.dtype != "I32":
-            add(finding("error", "quant_packed_shape", f"{packed.name!r} is {shape_text(packed)}; "
+            add(finding("quant_packed_shape", f"{packed.name!r} is {shape_text(packed)}; "
                         f"weight shape {list(shape)} at {bits} bits packs into int32 "
-                        f"{list(shape[:-1]) + [cdiv(shape[-1] * bits, 32)]}.", packed, fix=FIX_CT,
+                        f"{list(shape[:-1]) + [cdiv(shape[-1] * bits, 32)]}.", packed,
                         expected=list(shape[:-1]) + [cdiv(shape[-1] * bits, 32)],
                         found=list(packed.shape)))
     elif kind in ("ct_nvfp4", "ct_mxfp4"):
@@ -137,8 +133,8 @@ def build(ckpt, layer, scheme, add, inferred: bool):
     else:
         shape = weight.shape
     if len(shape) < 2:
-        add(finding("error", "quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
-                    "quantized weight is at least 2-D.", main, fix=FIX_CT))
+        add(finding("quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
+                    "quantized weight is at least 2-D.", main))
         return unusable(main, kind, kind.upper(), "not 2-D")
     out, in_f = shape[-2], shape[-1]
     group = w_args.get("group_size") if is_int(w_args.get("group_size")) else (
@@ -153,16 +149,16 @@ def build(ckpt, layer, scheme, add, inferred: bool):
     want = _scale_shape(strategy, shape, group, block)
     if want is not None and tuple(scale.shape) != want and not (
             strategy == "tensor" and scale.numel == 1):
-        add(finding("error", "quant_groups_mismatch", f"{scale.name!r} is {shape_text(scale)}; "
+        add(finding("quant_groups_mismatch", f"{scale.name!r} is {shape_text(scale)}; "
                     f"strategy {strategy!r} on weight {list(shape)} needs {list(want)} scales.",
-                    scale, fix=FIX_CT, expected=list(want), found=list(scale.shape)))
+                    scale, expected=list(want), found=list(scale.shape)))
     zp = p.get("weight_zero_point")
     if zp is not None and want is not None and kind == "ct_pack" and strategy in ("group", "channel"):
         zwant = shape[:-2] + (cdiv(out * bits, 32), want[-1])
         if tuple(zp.shape) != zwant:
-            add(finding("error", "quant_groups_mismatch", f"{zp.name!r} is {shape_text(zp)}; "
+            add(finding("quant_groups_mismatch", f"{zp.name!r} is {shape_text(zp)}; "
                         f"zero points packed along the output dim need {list(zwant)}.", zp,
-                        fix=FIX_CT, expected=list(zwant), found=list(zp.shape)))
+                        expected=list(zwant), found=list(zp.shape)))
     quant = {"kind": kind, "label": label, "bits": bits, "group_size": group,
              "sym": w_args.get("symmetric", zp is None) is not False, "strategy": strategy,
              "type": w_args.get("type", "float" if kind in ("ct_float", "ct_nvfp4", "ct_mxfp4") else "int")}
@@ -215,26 +211,25 @@ def build_sparse(ckpt, layer, scheme, add, inferred: bool):
     label = "CT_SPARSE_24" if kind == "ct_sparse_24" else "CT_SPARSE"
     if values is None or "shape" not in p:
         gone = [r for r in ("compressed", "shape") if r not in p]
-        add(finding("error", "quant_missing_companion", f"{mask.name!r} is a sparsity bitmask but "
-                    f"{', '.join(repr(layer.base + '.' + r) for r in gone)} is missing.", mask,
-                    fix=FIX_CT, expected=gone))
+        add(finding("quant_missing_companion", f"{mask.name!r} is a sparsity bitmask but "
+                    f"{', '.join(repr(layer.base + '.' + r) for r in gone)} is missing.", mask, expected=gone))
         return None
     shape = _weight_shape(ckpt, p["shape"], add)
     if shape is None or len(shape) != 2:
         return None
     out, in_f = shape
     if tuple(mask.shape) != (out, cdiv(in_f, 8)) or mask.dtype not in ("U8", "I8", "BOOL"):
-        add(finding("error", "quant_groups_mismatch", f"{mask.name!r} is {shape_text(mask)}; a "
-                    f"bitmask of {list(shape)} is uint8 {[out, cdiv(in_f, 8)]}.", mask, fix=FIX_CT,
+        add(finding("quant_groups_mismatch", f"{mask.name!r} is {shape_text(mask)}; a "
+                    f"bitmask of {list(shape)} is uint8 {[out, cdiv(in_f, 8)]}.", mask,
                     expected=[out, cdiv(in_f, 8)], found=list(mask.shape)))
     if kind == "ct_sparse_24" and values.numel * 2 != out * in_f:
-        add(finding("error", "quant_packed_shape", f"{values.name!r} holds {values.numel} values; "
-                    f"2:4 sparsity of {list(shape)} keeps {out * in_f // 2}.", values, fix=FIX_CT,
+        add(finding("quant_packed_shape", f"{values.name!r} holds {values.numel} values; "
+                    f"2:4 sparsity of {list(shape)} keeps {out * in_f // 2}.", values,
                     expected=out * in_f // 2, found=values.numel))
     ro = p.get("row_offsets")
     if ro is not None and ro.numel != out:
-        add(finding("error", "quant_groups_mismatch", f"{ro.name!r} has {ro.numel} row offsets for "
-                    f"{out} rows.", ro, fix=FIX_CT, expected=out, found=ro.numel))
+        add(finding("quant_groups_mismatch", f"{ro.name!r} has {ro.numel} row offsets for "
+                    f"{out} rows.", ro, expected=out, found=ro.numel))
     w_args, _ = _args(scheme, layer.base)
     quant = {"kind": kind, "label": label, "bits": w_args.get("num_bits"), "group_size": None,
              "sym": True, "sparsity": fmt or kind[3:].replace("_", "-"),

@@ -13,20 +13,17 @@ from ...tensormap import records_of
 from .common import cdiv, finding, logical, shape_text, unusable
 
 FP8_DTYPES = ("F8_E4M3", "F8_E5M2")
-FIX_FP8 = "Re-export the FP8 checkpoint, or fix weight_block_size in config.json."
-
 
 def build_fp8_block(layer, scheme, add, inferred: bool):
     p = layer.parts
     w, s = p.get("weight"), p["weight_scale_inv"]
     if w is None:
-        add(finding("error", "quant_missing_companion", f"{s.name!r} has no "
-                    f"{layer.base + '.weight'!r} to scale.", s, fix=FIX_FP8))
+        add(finding("quant_missing_companion", f"{s.name!r} has no "
+                    f"{layer.base + '.weight'!r} to scale.", s))
         return None
     if not w.dtype.startswith("F8") or len(w.shape) < 2:
-        add(finding("error", "quant_packed_shape", f"{w.name!r} has FP8 block scales "
-                    f"({s.name!r}), so it should be float8 [out, in]; it is {shape_text(w)}.", w,
-                    fix=FIX_FP8))
+        add(finding("quant_packed_shape", f"{w.name!r} has FP8 block scales "
+                    f"({s.name!r}), so it should be float8 [out, in]; it is {shape_text(w)}.", w))
         return unusable(w, "fp8_block", "FP8", "not an FP8 matrix")
     out, in_f = w.shape[-2], w.shape[-1]
     lead = tuple(w.shape[:-2])
@@ -38,16 +35,16 @@ def build_fp8_block(layer, scheme, add, inferred: bool):
             [cdiv(out, so), cdiv(in_f, si)]
     if block is None:
         if s.numel != 1:
-            add(finding("error", "quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; without "
-                        "weight_block_size the FP8 scale is one value per tensor.", s, fix=FIX_FP8,
+            add(finding("quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; without "
+                        "weight_block_size the FP8 scale is one value per tensor.", s,
                         expected=[], found=list(s.shape)))
         label = "FP8_E4M3"
     else:
         want = lead + (cdiv(out, block[0]), cdiv(in_f, block[1]))
         if tuple(s.shape) != want:
-            add(finding("error", "quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; "
+            add(finding("quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; "
                         f"weight {list(w.shape)} in blocks of {block[0]}x{block[1]} needs "
-                        f"{list(want)} scales.", s, fix=FIX_FP8, expected=list(want),
+                        f"{list(want)} scales.", s, expected=list(want),
                         found=list(s.shape)))
         label = _block_label(block)
     return _fp8_logical(w, s, block, label, inferred)
@@ -98,16 +95,15 @@ def build_mxfp4(layer, scheme, add, inferred: bool):
     p = layer.parts
     b, s = p["blocks"], p.get("scales")
     if s is None:
-        add(finding("error", "quant_missing_companion", f"{b.name!r} holds MXFP4 codes but "
-                    f"{layer.base + '_scales'!r} (the E8M0 exponents) is missing.", b,
-                    fix="Add the _scales tensor from the original export."))
+        add(finding("quant_missing_companion", f"{b.name!r} holds MXFP4 codes but "
+                    f"{layer.base + '_scales'!r} (the E8M0 exponents) is missing.", b))
         return unusable(b, "mxfp4", "MXFP4", "no _scales")
     if b.dtype != "U8" or len(b.shape) < 2 or b.shape[-1] != 16:
-        add(finding("error", "quant_packed_shape", f"{b.name!r} should be uint8 [..., blocks, 16] "
+        add(finding("quant_packed_shape", f"{b.name!r} should be uint8 [..., blocks, 16] "
                     f"(32 E2M1 codes per block); it is {shape_text(b)}.", b))
         return unusable(b, "mxfp4", "MXFP4", "not uint8 [..., blocks, 16]")
     if tuple(s.shape) != tuple(b.shape[:-1]) or s.dtype not in ("U8", "F8_E8M0"):
-        add(finding("error", "quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; the "
+        add(finding("quant_groups_mismatch", f"{s.name!r} is {shape_text(s)}; the "
                     f"blocks {list(b.shape)} need one uint8 exponent each: "
                     f"{list(b.shape[:-1])}.", s, expected=list(b.shape[:-1]), found=list(s.shape)))
     shape = tuple(b.shape[:-2]) + (b.shape[-2] * 32,)

@@ -16,8 +16,6 @@ from __future__ import annotations
 from .common import cdiv, finding, is_int, logical, shape_text
 from .config import GPTQ_BITS, Scheme
 
-FIX_REQUANT = "Re-export the layer with the quantizer, or fix config.json to match the tensors."
-
 
 def orientation(parts) -> str | None:
     """"gptq" or "awq" from the shapes alone: GPTQ's qweight has `out` columns like its
@@ -38,10 +36,10 @@ def _missing(layer, add, kind, need) -> bool:
     absent = [r for r in need if r not in layer.parts]
     if absent:
         have = layer.first()
-        add(finding("error", "quant_missing_companion", f"{kind.upper()} layer {layer.base!r} has "
+        add(finding("quant_missing_companion", f"{kind.upper()} layer {layer.base!r} has "
                     f"{', '.join(repr(n) for n in layer.names)} but no "
                     f"{', '.join(repr(layer.base + '.' + r) for r in absent)}; it cannot be "
-                    "dequantized.", have, fix="Add the missing tensor from the original export.",
+                    "dequantized.", have,
                     expected=absent, found=sorted(layer.parts)))
     return bool(absent)
 
@@ -73,8 +71,8 @@ def build_gptq(layer, scheme: Scheme | None, add, inferred: bool):
     if cfg is None:
         cfg = {}
     if len(qw.shape) != 2 or qw.dtype not in ("I32", "I16", "I8", "I64", "U32"):
-        add(finding("error", "quant_packed_shape", f"GPTQ qweight {qw.name!r} must be a 2-D "
-                    f"packed integer tensor; it is {shape_text(qw)}.", qw, fix=FIX_REQUANT))
+        add(finding("quant_packed_shape", f"GPTQ qweight {qw.name!r} must be a 2-D "
+                    f"packed integer tensor; it is {shape_text(qw)}.", qw))
         return None
     word = {"I32": 32, "U32": 32, "I16": 16, "I8": 8, "I64": 64}[qw.dtype]
     out = qw.shape[1]
@@ -83,20 +81,20 @@ def build_gptq(layer, scheme: Scheme | None, add, inferred: bool):
     if not (is_int(bits) and bits in GPTQ_BITS):
         bits = shape_bits
     elif shape_bits is not None and shape_bits != bits and word == 32:
-        add(finding("error", "quant_packed_shape", f"config.json says bits = {bits}, but "
+        add(finding("quant_packed_shape", f"config.json says bits = {bits}, but "
                     f"{qz.name!r} {list(qz.shape)} packs {out} zero points per group into "
                     f"{qz.shape[1]} int32 words, which is {shape_bits} bits.", qz,
-                    fix=FIX_REQUANT, expected=bits, found=shape_bits))
+                    expected=bits, found=shape_bits))
         bits = shape_bits
     if bits is None:
-        add(finding("error", "quant_packed_shape", f"The bits of GPTQ layer {layer.base!r} are "
+        add(finding("quant_packed_shape", f"The bits of GPTQ layer {layer.base!r} are "
                     f"unknown: no valid config bits and {qz.name!r} {list(qz.shape)} fits none "
-                    f"of {list(GPTQ_BITS)} for {out} output features.", qz, fix=FIX_REQUANT))
+                    f"of {list(GPTQ_BITS)} for {out} output features.", qz))
         return None
     if (qw.shape[0] * word) % bits:
-        add(finding("error", "quant_packed_shape", f"{qw.name!r} has {qw.shape[0]} rows of "
+        add(finding("quant_packed_shape", f"{qw.name!r} has {qw.shape[0]} rows of "
                     f"{word}-bit words: {qw.shape[0] * word} bits per column, not a whole number "
-                    f"of {bits}-bit values.", qw, fix=FIX_REQUANT))
+                    f"of {bits}-bit values.", qw))
         return None
     in_f = qw.shape[0] * word // bits
     group = cfg.get("group_size")
@@ -111,10 +109,10 @@ def build_gptq(layer, scheme: Scheme | None, add, inferred: bool):
         _check(add, qz, (groups, zcols), f"GPTQ qzeros of {layer.base!r} ({groups} groups of "
                f"{out} {bits}-bit zero points packed in int32)")
     if gi is not None and (len(gi.shape) != 1 or gi.shape[0] != in_f):
-        add(finding("error", "quant_gidx_length", f"{gi.name!r} is {shape_text(gi)}; g_idx maps "
+        add(finding("quant_gidx_length", f"{gi.name!r} is {shape_text(gi)}; g_idx maps "
                     f"each of the {in_f} input features to its group, so it should be [{in_f}] "
                     f"(in_features = {qw.shape[0]} qweight rows x {word} / {bits} bits).", gi,
-                    fix=FIX_REQUANT, expected=[in_f], found=list(gi.shape)))
+                    expected=[in_f], found=list(gi.shape)))
     params = dict(scheme.params) if scheme and scheme.kind == "gptq" else {}
     params.pop("dynamic", None)
     quant = {"kind": "gptq", "label": f"GPTQ_Q{bits}", "bits": bits, "group_size": group,
@@ -143,8 +141,8 @@ def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
     if scheme is None or scheme.kind != "awq":
         group = None  # inferred below
     if len(qw.shape) != 2 or len(sc.shape) != 2:
-        add(finding("error", "quant_packed_shape", f"AWQ qweight {qw.name!r} and scales must be "
-                    f"2-D; found {shape_text(qw)} and {shape_text(sc)}.", qw, fix=FIX_REQUANT))
+        add(finding("quant_packed_shape", f"AWQ qweight {qw.name!r} and scales must be "
+                    f"2-D; found {shape_text(qw)} and {shape_text(sc)}.", qw))
         return None
     pack = 32 // bits
     if version == "gemm":
@@ -172,7 +170,7 @@ def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
         _check(add, sc, (zw * pack, out), f"AWQ GEMV-fast scales of {layer.base!r}")
         _check(add, p["scaled_zeros"], (zw * pack, out), f"AWQ GEMV-fast scaled_zeros of {layer.base!r}")
     else:
-        add(finding("warning", "quant_layout_unknown", f"AWQ version {version!r} of "
+        add(finding("quant_layout_unknown", f"AWQ version {version!r} of "
                     f"{layer.base!r} has no documented layout this tool decodes; its tensors are "
                     "shown as stored (packed), not as weights.", qw))
         return None
@@ -187,6 +185,6 @@ def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
 
 def _check(add, t, want: tuple[int, ...], what: str) -> None:
     if tuple(t.shape) != tuple(want):
-        add(finding("error", "quant_groups_mismatch", f"{t.name!r} is {shape_text(t)}; {what} "
-                    f"need {list(want)}.", t, fix=FIX_REQUANT, expected=list(want),
+        add(finding("quant_groups_mismatch", f"{t.name!r} is {shape_text(t)}; {what} "
+                    f"need {list(want)}.", t, expected=list(want),
                     found=list(t.shape)))

@@ -200,7 +200,7 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
     if first > 0:
         head = bytes(source.read(0, min(first, 16)))
         looks = head[:1] in PICKLE_STARTS
-        (rep.error if looks else rep.warning)(
+        rep.add(
             "polyglot" if looks else "zip_prefix_bytes",
             f"{first} bytes come before the first zip entry ({head!r}…)"
             + ("; they look like a pickle: the file is a pickle/zip polyglot, and a loader "
@@ -216,7 +216,7 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
             continue  # torch.jit.save deflates the TorchScript source and its debug pickles
         how = COMPRESSION.get(e.method, str(e.method))
         if name.startswith(prefix + "data/"):
-            rep.error("zip_compressed_entry", f"The storage {name!r} is {how}-compressed; torch.save "
+            rep.error("zip_compressed_storage", f"The storage {name!r} is {how}-compressed; torch.save "
                       "writes storages uncompressed, and compressed tensor bytes cannot be "
                       "memory-mapped or shown at their offsets.", e.header_offset, 4)
         elif name == prefix + "data.pkl":
@@ -224,7 +224,7 @@ def _check_zip_layout(source, rep: Report, entries, prefix: str) -> None:
                         "it uncompressed. It is inflated and checked, but its opcodes have no "
                         "offsets in the file.", e.header_offset, 4)
         else:
-            rep.info("zip_compressed_entry", f"{name!r} is {how}-compressed.", e.header_offset, 4)
+            rep.info("zip_compressed_other", f"{name!r} is {how}-compressed.", e.header_offset, 4)
 
 
 def _read_records(source, rep: Report, entries, prefix: str, cut: bool) -> dict[str, Any]:

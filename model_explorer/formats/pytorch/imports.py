@@ -168,7 +168,7 @@ class ImportTracking:
             return True
         self.once("pickle_work_capped", f"The call at byte {self.base + pos} and those after it "
                   "are not reconstructed: the pickle passes the same large values to them over "
-                  "and over, more work than its size accounts for.", self.base + pos, 1, "warning")
+                  "and over, more work than its size accounts for.", self.base + pos, 1)
         return False
 
 

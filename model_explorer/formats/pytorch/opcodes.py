@@ -88,8 +88,7 @@ def _set_items(target, pairs, m, pos):
         target.setitems.extend(pairs)
     elif not isinstance(target, Unknown):
         m.once("pickle_setitem_target", f"SETITEM at byte {m.base + pos} targets "
-               f"{type(target).__name__}, not a dict; the unpickler fails here.", m.base + pos,
-               severity="warning")
+               f"{type(target).__name__}, not a dict; the unpickler fails here.", m.base + pos)
 
 
 def _setitem(m, arg, pos, op):
@@ -112,8 +111,7 @@ def _append_items(target, items, m, pos):
         target.items.extend(items)
     elif not isinstance(target, Unknown):
         m.once("pickle_append_target", f"APPEND at byte {m.base + pos} targets "
-               f"{type(target).__name__}, not a list; the unpickler fails here.", m.base + pos,
-               severity="warning")
+               f"{type(target).__name__}, not a list; the unpickler fails here.", m.base + pos)
 
 
 def _append(m, arg, pos, op):
@@ -245,7 +243,7 @@ def _persid(m, arg, pos, op):
     if m.persistent_load is None:
         m.once("pickle_persistent_id", f"The pickle refers to outside objects by persistent id "
                f"(first: {render(pid)} at byte {m.base + pos}); only a loader that knows them, "
-               "such as torch.load, can resolve them.", m.base + pos, 1, "info")
+               "such as torch.load, can resolve them.", m.base + pos, 1)
         m.stack.append(PersistentRef(pid, m.base + pos))
     else:
         m.stack.append(m.persistent_load(m, pid, m.base + pos))
@@ -265,7 +263,7 @@ def _buffer(m, arg, pos, op):
     if op.name == "NEXT_BUFFER":
         m.once("pickle_out_of_band", f"NEXT_BUFFER at byte {m.base + pos} takes a buffer passed "
                "beside the pickle (protocol 5 out-of-band data), which this file does not hold.",
-               m.base + pos, 1, "warning")
+               m.base + pos, 1)
         m.stack.append(Unknown("out-of-band buffer"))
 
 

@@ -95,7 +95,7 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         else:
             code = "unknown_import"
         if rep.capped(code):  # counted in the summary finding; no message to build
-            getattr(rep, g.severity)(code, "", g.offset, 1)
+            rep.add(code, "", g.offset, 1)
             continue
         calls = with_calls.get(name, [])
         where = "this pickle" if g.label in ("", "pickle", "data.pkl") else g.label
@@ -112,7 +112,7 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         if g.severity == "error":
             text += (" Opening this file with pickle.load or torch.load(weights_only=False) runs "
                      "it; do not.")
-        f = getattr(rep, g.severity)(code, text, g.offset, 1)
+        f = rep.add(code, text, g.offset, 1)
         f.extra.update(callable=name, calls=[call_text(c[0], c[1]) for c in calls])
 
 
@@ -133,9 +133,6 @@ def _author_classes_finding(rep: Report, classes: list[tuple[str, Global]]) -> N
                     "imports those modules, running their import-time code and each class's __new__ "
                     "and __setstate__, so it needs that code installed and trusted. No function of "
                     "the file's choosing is called.", first.offset, 1)
-    f.fix = ("Load it only with the author's code installed and trusted, then save the weights alone "
-             "(torch.save(model.state_dict()) or safetensors); mx.repair(file, out_dir) writes a "
-             "safetensors copy of its tensors without loading it.")
     f.extra.update(classes=names)
 
 

@@ -101,8 +101,7 @@ class StorageTable:
                          f"Persistent id {render(pid, 2)} at byte {offset} is not a storage; "
                          + ("it holds the source code of a saved module class, which torch.load "
                             "compares but does not run." if kind == "module"
-                            else "torch.load fails on it."), offset, 1,
-                         "info" if kind == "module" else "warning")
+                            else "torch.load fails on it."), offset, 1)
             return Unknown("persistent id")
         need = 6 if self.legacy else 5
         if len(pid) < need:

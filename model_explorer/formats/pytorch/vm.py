@@ -68,11 +68,10 @@ class PickleMachine(ImportTracking):
         self._flyweights: dict[str, Global] = {}  # severity -> stand-in once nothing is kept
 
     # Findings that can repeat many times are reported once per machine.
-    def once(self, code: str, message: str, offset: int, length: int = 1,
-             severity: str = "error") -> None:
+    def once(self, code: str, message: str, offset: int, length: int = 1) -> None:
         if code not in self._warned:
             self._warned.add(code)
-            getattr(self.report, severity)(code, message, offset, length)
+            self.report.add(code, message, offset, length)
 
     def run(self, source, start: int, length: int, loader_view: bool = False) -> PickleRun:
         """Walk the pickle starting at absolute `start`; never reads past start + length.
@@ -129,7 +128,7 @@ class PickleMachine(ImportTracking):
                 except Exception as e:  # an emulation gap must never become a traceback
                     self.once("pickle_emulation", f"Could not follow {name} at byte {base + pos} "
                               f"({type(e).__name__}: {short_repr(str(e), 80)}); the structure "
-                              "after it may be incomplete.", base + pos, 1, "warning")
+                              "after it may be incomplete.", base + pos, 1)
                 if loader is not None:
                     if name == "FRAME" and isinstance(arg, int):
                         loader.load_frame(arg)

@@ -180,7 +180,7 @@ def _unlisted_array(v: NumpyArray, name: str, rep: Report) -> None:
                  "numbers this tool reads as a tensor (text, objects or records); it is shown in "
                  "the structure, not in the tensor list.", v.offset_in_pickle, 1)
     else:
-        rep.warning("numpy_array_not_listed", f"The numpy array at {name!r} is not listed as a "
+        rep.warning("numpy_array_invalid", f"The numpy array at {name!r} is not listed as a "
                     f"tensor: its dtype {render(dt, 1)} or shape {render(v.shape, 1)} is not one an "
                     f"array can have (a shape is at most {MAX_RANK} sizes).", v.offset_in_pickle, 1)
 
