@@ -92,10 +92,15 @@ class CSession:
     over its binding: n_vocab, decode(chunk, pos, outputs) (llama_decode of the ids in `chunk` at
     positions pos, pos+1, ..., computing logits at the batch indices in `outputs`; returns its
     code), row(i) (the logits of the last decode's batch index i, float32), forget(start) (drop
-    positions >= start, True when done), close()."""
+    positions >= start, True when done), close(); where it can, `n_ctx` and `n_batch` (the
+    context's own, after llama.cpp's rounding and clamping)."""
 
     def __init__(self, api, label: str) -> None:
         self.api, self.label, self.n_vocab, self.n_past = api, label, api.n_vocab, 0
+        self.n_ctx = getattr(api, "n_ctx", None)
+        # llama.cpp clamps n_batch to n_ctx and aborts the process (it does not raise) on a
+        # batch larger than n_batch: a context smaller than N_BATCH takes smaller chunks
+        self.n_batch = min(N_BATCH, getattr(api, "n_batch", N_BATCH))
 
     def decode(self, ids: list[int], start: int, all_logits: bool) -> np.ndarray:
         if not ids:
@@ -106,9 +111,12 @@ class CSession:
             if not self.api.forget(start):
                 raise RuntimeError(f"llama.cpp could not drop positions {start}.. of its cache.")
             self.n_past = start
+        if self.n_ctx is not None and start + len(ids) > self.n_ctx:
+            raise ValueError(f"positions {start}..{start + len(ids) - 1} do not fit llama.cpp's context of "
+                             f"{self.n_ctx} positions.")
         rows = []
-        for c in range(0, len(ids), N_BATCH):
-            chunk = ids[c:c + N_BATCH]
+        for c in range(0, len(ids), self.n_batch):
+            chunk = ids[c:c + self.n_batch]
             last = c + len(chunk) == len(ids)
             # batch indices whose logits llama.cpp computes (llama_get_logits_ith takes these)
             outputs = list(range(len(chunk))) if all_logits else [len(chunk) - 1] if last else []

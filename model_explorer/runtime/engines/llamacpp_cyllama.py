@@ -59,6 +59,7 @@ class _Api:
             self.model.close()
             raise RuntimeError(f"llama.cpp could not make a context of {n_ctx} positions for {path}: {e}") from None
         self.n_vocab = self.model.n_vocab
+        self.n_ctx, self.n_batch = self.ctx.n_ctx, self.ctx.n_batch
 
     def decode(self, chunk: list[int], pos: int, outputs: list[int]) -> int:
         b = self.cy.LlamaBatch(n_tokens=len(chunk), embd=0, n_seq_max=1)
