@@ -180,6 +180,28 @@ def test_tiny_ggufs_give_the_numpy_decoders_logits_and_greedy_tokens(tmp_path, a
         fast.close()
 
 
+def test_a_session_refuses_what_would_abort_llamacpp(tmp_path):
+    """llama.cpp aborts the process on a batch larger than its n_batch, which it clamps to the
+    context asked for: a session on a 16-position context (llama.cpp rounds it up) takes a long
+    prompt in chunks, refuses positions past the context, and a token id past the vocabulary
+    comes back as an exception."""
+    from model_explorer.runtime.engines import llamacpp_binding
+
+    cfg = tiny_config()
+    session = llamacpp_binding.open_session(write_gguf(cfg, random_state(cfg), str(tmp_path / "t.gguf")), 16, 1)
+    try:
+        if session.n_ctx is None:
+            pytest.skip(f"{session.label} does not say its context size")
+        assert session.n_batch <= 16
+        assert session.decode([5] * 40, 0, all_logits=True).shape == (40, cfg["vocab_size"])
+        with pytest.raises(ValueError, match="do not fit"):
+            session.decode([5] * session.n_ctx, 1, all_logits=False)
+        with pytest.raises(RuntimeError):
+            session.decode([cfg["vocab_size"]], 40, all_logits=False)
+    finally:
+        session.close()
+
+
 def test_a_continued_cache_equals_one_pass(engines):
     _, fast = engines
     ids = fast.encode_prompt(PROMPT)

@@ -105,15 +105,15 @@ class CSession:
     def decode(self, ids: list[int], start: int, all_logits: bool) -> np.ndarray:
         if not ids:
             return np.zeros((0, self.n_vocab), np.float32)
+        if self.n_ctx is not None and start + len(ids) > self.n_ctx:
+            raise ValueError(f"positions {start}..{start + len(ids) - 1} do not fit llama.cpp's context of "
+                             f"{self.n_ctx} positions.")
         if start > self.n_past:
             raise ValueError(f"llama.cpp holds {self.n_past} positions; position {start} would leave a gap.")
         if start < self.n_past:
             if not self.api.forget(start):
                 raise RuntimeError(f"llama.cpp could not drop positions {start}.. of its cache.")
             self.n_past = start
-        if self.n_ctx is not None and start + len(ids) > self.n_ctx:
-            raise ValueError(f"positions {start}..{start + len(ids) - 1} do not fit llama.cpp's context of "
-                             f"{self.n_ctx} positions.")
         rows = []
         for c in range(0, len(ids), self.n_batch):
             chunk = ids[c:c + self.n_batch]
