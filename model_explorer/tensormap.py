@@ -266,7 +266,7 @@ class TensorMap(MutableMapping):
         for t in built:
             total += t.length
             if t.quant:
-                total += sum(p.length for p in t.quant.values() if hasattr(p, "length"))
+                total += sum(p.length for p in t.quant.parts.values())
         return total
 
     def numel_total(self) -> int:
@@ -277,18 +277,18 @@ class TensorMap(MutableMapping):
         return (int(self._column(rows, "numel").sum()) if len(rows) else 0) + \
             sum(t.numel for t in built)
 
-    def kind_counts(self) -> dict[str, int]:
-        """Records per `kind`, most first, ties in the order met (as `Counter.most_common`).
-        A row never built has no quantization: its kind is its dtype. Records already built
+    def label_counts(self) -> dict[str, int]:
+        """Records per `label`, most first, ties in the order met (as `Counter.most_common`).
+        A row never built has no quantization: its label is its dtype. Records already built
         (a check looked one up) are counted as they are; the rest stay rows."""
         values = list(self._d.values())
         built_at = [i for i, v in enumerate(values) if type(v) is not int]
         count: dict[str, int] = {}
         first: dict[str, int] = {}
         for i in built_at:
-            kind = values[i].kind
-            count[kind] = count.get(kind, 0) + 1
-            first.setdefault(kind, i)
+            label = values[i].label
+            count[label] = count.get(label, 0) + 1
+            first.setdefault(label, i)
         if len(built_at) < len(values):
             if built_at:
                 keep = np.ones(len(values), dtype=bool)

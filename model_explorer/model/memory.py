@@ -119,7 +119,7 @@ def stored_bytes(ckpt: CheckpointRecord) -> int:
     for t in ckpt.tensors.values():
         n += t.length
         for part in ("scales", "biases"):
-            q = (t.quant or {}).get(part)
+            q = t.quant.parts.get(part) if t.quant else None
             if q is not None:
                 n += q.length
     return n

@@ -27,7 +27,8 @@ class Scheme:
     """What the config says about the whole model."""
 
     method: str                     # quant_method as written, lower case
-    kind: str | None                # gptq, awq, bnb_4bit, bnb_int8, ct, fp8_block, mxfp4; None: not decoded
+    layout: str | None              # the tensors it promises: gptq, awq, bnb_4bit, bnb_int8, ct,
+                                    # fp8_block, mxfp4; None: not decoded
     bits: int | None = None
     group_size: int | None = None   # None: per channel / per tensor
     sym: bool | None = None
@@ -39,7 +40,7 @@ class Scheme:
 
     @property
     def family(self) -> str | None:
-        return FAMILY_OF_METHOD.get(self.method) if self.kind else None
+        return FAMILY_OF_METHOD.get(self.method) if self.layout else None
 
     def layer(self, module: str) -> dict[str, Any] | None:
         """Per-layer parameters (GPTQModel `dynamic` overrides); None when the layer is skipped."""
@@ -151,7 +152,7 @@ def _bnb(q: dict) -> Scheme:
         return s
     s = Scheme("bitsandbytes", "bnb_int8", 8, None, True, ignore=skip)
     if not eight:
-        s.kind = None  # neither flag: the tensors will say which
+        s.layout = None  # neither flag: the tensors will say which
         s.problems.append("neither load_in_4bit nor load_in_8bit is true")
     return s
 
