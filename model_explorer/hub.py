@@ -22,7 +22,7 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -164,10 +164,11 @@ class HubRepo:
             resolved = self.fs.resolve_path(path)  # the repo's info: it exists, this token sees it
         except Exception as e:  # noqa: BLE001 - every Hub answer becomes a finding
             raise _as_hub_error(e, f"hf://{_repo_part(path)}") from e
-        self.repo_id, self.revision = resolved.repo_id, resolved.revision
-        self.repo_type = resolved.repo_type
+        # huggingface_hub >= 1.x may resolve a bucket path, which has no repo (reported)
+        self.repo_id, self.revision = resolved.repo_id, resolved.revision  # type: ignore[union-attr]
+        self.repo_type = resolved.repo_type  # type: ignore[union-attr]
         self.stats.add(api_requests=_api_requests_since(before, self.repo_type, self.repo_id))
-        inner = resolved.path_in_repo
+        inner = resolved.path_in_repo  # type: ignore[union-attr]
         self.root = (path[:len(path) - len(inner)] if inner and path.endswith(inner) else path).rstrip("/")
         self.target = inner
         self.files: dict[str, int] = {}
@@ -186,7 +187,8 @@ class HubRepo:
         root = self.fs.resolve_path(self.root).unresolve()
         before = _api_snapshot()
         try:
-            entries = self.fs.find(root, detail=True, withdirs=True)
+            entries: dict[str, dict[str, Any]] = \
+                self.fs.find(root, detail=True, withdirs=True)  # type: ignore[assignment]  # detail=True: a dict
         except Exception as e:  # noqa: BLE001
             raise _as_hub_error(e, self.root) from e
         finally:
@@ -288,7 +290,7 @@ class HubRepo:
         smalls = [p for p, n in self.files.items() if p.endswith(".json") and n <= SMALL_FILE
                   and _parent(p) == folder and p not in self._heads]
         with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mx-hub") as pool:
-            jobs = [pool.submit(self._fetch_whole, p) for p in smalls]
+            jobs: list[Future[Any]] = [pool.submit(self._fetch_whole, p) for p in smalls]
             if weights:
                 # A middle shard's header tells how large the others probably are (the first
                 # and last shards of a model often hold the embeddings: fewer, larger tensors),

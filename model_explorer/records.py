@@ -98,7 +98,8 @@ class Quant:
     (formats/mlx.py, formats/hubquant/), read by the codecs (tensors/) and the views.
 
     codec: the decoder's key ("mlx_affine", "gptq", "awq", "bnb_4bit", "fp8_block",
-        "ct_pack", ...; tensors/read.py and tensors/schemes/ choose the decoder by it).
+        "ct_pack", ...; tensors/read.py and tensors/schemes/ choose the decoder by it). A refused
+        tensor's codec may be only its scheme's layout ("ct") when the grouping stopped early.
     label: what a person reads ("MLX_Q4", "GPTQ_Q4", "BNB_NF4", "FP8_E4M3_B128").
     parts: the component tensors by role ("scales", "biases", "qweight", "qzeros", ...).
     refusal: why it cannot be decoded (a component missing or malformed; the codec refuses
@@ -134,9 +135,6 @@ class Quant:
     def usable(self) -> bool:
         """Whether its components are complete (a codec may still not exist: NOT_DECODED)."""
         return self.refusal is None
-
-    def part(self, role: str) -> TensorInfo | None:
-        return self.parts.get(role)
 
     def params(self) -> dict[str, Any]:
         """The scheme's own parameters that are set, as plain values (for summaries)."""

@@ -36,14 +36,15 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
             tensor=scale_names[0]))
     # The records read below, built in one pass per table (a TensorMap) and looked up in C.
     wanted = [n for s in scale_names for n in (s[:-7] + ".weight", s, s[:-7] + ".biases") if n in names]
-    record = dict(zip(wanted, records_of(tensors, wanted))).get
+    found = dict(zip(wanted, records_of(tensors, wanted)))
+    record = found.get
     default = qconfig or {}
     grouped: dict[str, TensorInfo] = {}
     absorbed: set[str] = set()
     for sname in scale_names:
         base = sname[: -len(".scales")]
         wname, bname = base + ".weight", base + ".biases"
-        weight, scales, biases = record(wname), record(sname), record(bname)
+        weight, scales, biases = record(wname), found[sname], record(bname)
         if weight is None:
             ckpt.findings.append(_err("mlx_missing_weight", f"{sname!r} has no {wname!r} to scale.",
                                       scales))

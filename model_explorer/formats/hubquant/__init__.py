@@ -10,10 +10,12 @@ the few the shapes depend on (bitsandbytes quant-state JSON, compressed-tensors 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ...records import CheckpointRecord, TensorInfo
 from ...spans import Finding
 from . import bnb, ct, fp8, intpack
-from .common import finding, unusable
+from .common import finding, quant_of, unusable
 from .config import FAMILY_OF_METHOD, Scheme, parse, quant_entry
 from .layers import Layer, crowded_bases, find_layers, may_hold_layers
 
@@ -60,7 +62,8 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     codecs: dict[str, int] = {}  # decodable layers per codec
     position = {name: i for i, name in enumerate(ckpt.tensors)}
     for info in fast:
-        w, s = info.quant.parts["weight"].name, info.quant.parts["weight_scale_inv"].name
+        parts = quant_of(info).parts
+        w, s = parts["weight"].name, parts["weight_scale_inv"].name
         grouped[w if position[w] < position[s] else s] = info
     absorbed.update(fast_parts)
     if fast:
@@ -83,32 +86,34 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
             continue
         if info is None:
             continue
-        if not info.quant.usable:
+        q = quant_of(info)
+        if not q.usable:
             grouped[info.name] = info
             continue
-        names = [t.name for t in info.quant.parts.values()]
+        names = [t.name for t in q.parts.values()]
         first = min(names, key=position.__getitem__)
         grouped[first] = info
         absorbed.update(names)
-        codecs[info.quant.codec] = codecs.get(info.quant.codec, 0) + 1
+        codecs[q.codec] = codecs.get(q.codec, 0) + 1
+    method = scheme.method if scheme is not None else None  # a mismatch needs a scheme
     for (want, got), where in mismatch.items():
         t = where[0]
         add(finding("error", "quant_scheme_mismatch", f"config.json says quant_method "
-                    f"{scheme.method!r} ({want}), but {len(where)} layer(s) hold {got} tensors, "
+                    f"{method!r} ({want}), but {len(where)} layer(s) hold {got} tensors, "
                     f"the first {t.name!r}; they are read as the tensors say.", t,
                     fix="Fix quantization_config in config.json to the scheme the tensors use.",
                     expected=want, found=got, count=len(where)))
     if scheme is not None and scheme.layout is not None:
         _orphans(ckpt, scheme, grouped, absorbed, add)
-        if not codecs and not any(not i.quant.usable for i in grouped.values()):
+        if not codecs and not any(not quant_of(i).usable for i in grouped.values()):
             add(Finding("warning", "quant_no_tensors", f"config.json says quant_method "
                         f"{scheme.method!r}, but no tensor carries its components (qweight, "
                         "scales, absmax, weight_scale...); the weights are shown as stored.",
                         file=config_file))
     if inferred and codecs:
         top = max(codecs, key=codecs.__getitem__)
-        sample = next(i for i in grouped.values() if i.quant.usable and i.quant.codec == top)
-        q = sample.quant
+        sample = next(i for i in grouped.values() if quant_of(i).usable and quant_of(i).codec == top)
+        q = quant_of(sample)
         why = "config.json is missing" if "config.json" not in ckpt.metadata else \
             "config.json has no quantization_config"
         add(finding("info", "quant_inferred", f"{why}; the tensor names show {q.label} "
@@ -159,26 +164,27 @@ def _build(ckpt, layer: Layer, layout: str, scheme, add, inferred: bool):
 def _orphans(ckpt, scheme: Scheme, grouped, absorbed, add) -> None:
     """A `.weight` stored in the scheme's quantized dtype without its scales: an error, and
     the tensor is marked so no view shows its codes as weights."""
-    dtypes = ORPHAN_DTYPES.get(scheme.layout)
-    if not dtypes:
+    layout = scheme.layout
+    dtypes = ORPHAN_DTYPES.get(layout) if layout is not None else None
+    if layout is None or not dtypes:
         return
     done = {i.name for i in grouped.values()} | absorbed
     for name, t in ckpt.tensors.items():
         if not name.endswith(".weight") or name in done or t.dtype not in dtypes:
             continue
-        if scheme.layout == "bnb_4bit" and not (len(t.shape) == 2 and t.shape[1] == 1):
+        if layout == "bnb_4bit" and not (len(t.shape) == 2 and t.shape[1] == 1):
             continue
         need = {"fp8_block": "weight_scale_inv", "bnb_int8": "SCB", "bnb_4bit": "weight.quant_state",
-                "ct": "weight_scale"}[scheme.layout]
+                "ct": "weight_scale"}[layout]
         base = name[: -len(".weight")]
         add(finding("error", "quant_missing_companion", f"{name!r} is {t.dtype} in a "
                     f"{scheme.method} model but {base + '.' + need!r} is missing; its stored "
                     "values are codes, not weights, and cannot be dequantized.", t,
                     fix="Add the missing scales from the original export.", expected=need))
-        grouped[name] = unusable(t, scheme.layout, t.dtype, f"no {need}")
+        grouped[name] = unusable(t, layout, t.dtype, f"no {need}")
 
 
-def _replace(tensors: dict[str, TensorInfo], grouped: dict[str, TensorInfo],
+def _replace(tensors: Mapping[str, TensorInfo], grouped: dict[str, TensorInfo],
              absorbed: set[str]) -> dict[str, TensorInfo]:
     """The tensors in file order, each layer's logical tensor where its first component was."""
     out: dict[str, TensorInfo] = {}

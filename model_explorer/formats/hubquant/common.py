@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from ...dtypes import SAFETENSORS_BITS
 from ...records import Quant, TensorInfo
@@ -35,6 +35,12 @@ def logical(name: str, main: TensorInfo, shape: tuple[int, ...], quant: Quant,
                       extra={"packed_shape": main.shape})
 
 
+def quant_of(t: TensorInfo) -> Quant:
+    """The Quant of a tensor this grouping made (`logical` and `unusable` always give one)."""
+    assert t.quant is not None, t.name
+    return t.quant
+
+
 def unusable(main: TensorInfo, codec: str, label: str, reason: str) -> TensorInfo:
     """The stored tensor, marked so no view shows its packed or unscaled values as weights:
     the codec refuses it with `reason` (its `refusal`)."""
@@ -60,7 +66,7 @@ def dtype_bits(t: TensorInfo) -> int | None:
     return SAFETENSORS_BITS.get(t.dtype)
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
     """An int that JSON meant as an int (True is not 1 bit)."""
     return type(v) is int
 

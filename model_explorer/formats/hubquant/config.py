@@ -71,7 +71,7 @@ class Scheme:
         target matches any module that carries quantized weights)."""
         best = None
         for g in self.groups:
-            targets = g.get("targets") if isinstance(g.get("targets"), list) else []
+            targets = t if isinstance(t := g.get("targets"), list) else []
             named = [t for t in targets if isinstance(t, str) and t != "Linear"]
             if named and module_matches(module, named):
                 return g
@@ -166,7 +166,7 @@ def _ct(q: dict) -> Scheme:
         s.groups = [g for g in groups.values() if isinstance(g, dict)]
     s.ignore = [m for m in q.get("ignore") or [] if isinstance(m, str)]
     if s.groups:
-        w = s.groups[0].get("weights") if isinstance(s.groups[0].get("weights"), dict) else {}
+        w = w if isinstance(w := s.groups[0].get("weights"), dict) else {}
         s.bits = w.get("num_bits") if is_int(w.get("num_bits")) else None
         s.group_size = w.get("group_size") if is_int(w.get("group_size")) else None
         s.sym = w.get("symmetric", True) is not False

@@ -158,7 +158,8 @@ def build(ckpt, layer, scheme, add, inferred: bool):
                     f"strategy {strategy!r} on weight {list(shape)} needs {list(want)} scales.",
                     scale, fix=FIX_CT, expected=list(want), found=list(scale.shape)))
     zp = p.get("weight_zero_point")
-    if zp is not None and want is not None and codec == "ct_pack" and strategy in ("group", "channel"):
+    if zp is not None and want is not None and codec == "ct_pack" and bits is not None \
+            and strategy in ("group", "channel"):
         zwant = shape[:-2] + (cdiv(out * bits, 32), want[-1])
         if tuple(zp.shape) != zwant:
             add(finding("error", "quant_groups_mismatch", f"{zp.name!r} is {shape_text(zp)}; "
