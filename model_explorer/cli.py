@@ -92,7 +92,7 @@ def cmd_info(args) -> int:
             print(f"  {key}: {value_text(value)}")
     print(f"{'name':<48} {'dtype':<8} {'shape':<20} {'offset':>12} {'bytes':>12}")
     for t in list(ckpt.tensors.values())[:args.max_tensors]:
-        print(f"{t.name:<48} {t.kind:<8} {str(list(t.shape)):<20} {t.offset:>12} {t.length:>12}")
+        print(f"{t.name:<48} {t.label:<8} {str(list(t.shape)):<20} {t.offset:>12} {t.length:>12}")
     if len(ckpt.tensors) > args.max_tensors:
         print(f"... {len(ckpt.tensors) - args.max_tensors} more (--max-tensors)")
     c = s["findings"]
@@ -111,7 +111,7 @@ def _print_quantization(q: dict) -> None:
         parts.append(f"blocks of {'x'.join(map(str, bs)) if isinstance(bs, list) else bs}")
     elif q.get("group_size"):
         parts.append(f"group {q['group_size']}")
-    elif q.get("kind") and q.get("scheme") != "gguf":
+    elif q.get("codec") and q.get("scheme") != "gguf":
         parts.append("per channel")
     if q.get("sym") is not None:
         parts.append("symmetric" if q["sym"] else "asymmetric")

@@ -5,6 +5,8 @@ Bits, not bytes, so the sub-byte safetensors types (F4, F6_*) size correctly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 # safetensors dtype name -> size of one element in bits
@@ -39,7 +41,7 @@ def _ml(name: str):
 
 
 # safetensors dtype name -> numpy dtype factory (None: no numpy type, decoded specially)
-NUMPY_DTYPES: dict[str, object] = {
+NUMPY_DTYPES: dict[str, Callable[[], np.dtype]] = {
     "BOOL": lambda: np.dtype(np.bool_),
     "U8": lambda: np.dtype(np.uint8),
     "I8": lambda: np.dtype(np.int8),
@@ -70,7 +72,8 @@ def numpy_dtype(name: str, byteorder: str = "<") -> np.dtype | None:
     if factory is None:
         return None
     dt = factory()
-    return dt.newbyteorder(byteorder) if dt.itemsize > 1 else dt
+    # byteorder is "<" or ">" as the readers record it; numpy's stubs want a Literal
+    return dt.newbyteorder(byteorder) if dt.itemsize > 1 else dt  # type: ignore[arg-type]
 
 
 def nbytes_for(bits: int, numel: int) -> int:

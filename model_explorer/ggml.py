@@ -97,7 +97,8 @@ class GGMLType(IntEnum):
 QK_K = 256
 
 # ggml type -> (elements per block, bytes per block)
-QUANT_SIZES: dict[GGMLType, tuple[int, int]] = {
+# keyed by GGMLType; a raw type code (an int) looks up the same row
+QUANT_SIZES: dict[int, tuple[int, int]] = {
     GGMLType.F32: (1, 4),
     GGMLType.F16: (1, 2),
     GGMLType.Q4_0: (32, 2 + 16),

@@ -70,7 +70,9 @@ def _innermost_segments(spans: list[Span]) -> tuple[list[int], list[int], list[i
             if owners and owners[-1] == owner and ends[-1] == a:
                 ends[-1] = b
             else:
-                starts.append(a), ends.append(b), owners.append(owner)
+                starts.append(a)
+                ends.append(b)
+                owners.append(owner)
             pos = b
 
     for i, s in enumerate(spans):

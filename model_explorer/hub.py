@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -170,9 +170,10 @@ class HubRepo:
             resolved = self.fs.resolve_path(path)  # the repo's info: it exists, this token sees it
         except Exception as e:  # noqa: BLE001 - every Hub answer becomes a finding
             raise _as_hub_error(e, f"hf://{_repo_part(path)}") from e
-        self.repo_id, self.revision = resolved.repo_id, resolved.revision
-        self.repo_type = resolved.repo_type
-        inner = resolved.path_in_repo
+        # huggingface_hub >= 1.x may resolve a bucket path, which has no repo (reported)
+        self.repo_id, self.revision = resolved.repo_id, resolved.revision  # type: ignore[union-attr]
+        self.repo_type = resolved.repo_type  # type: ignore[union-attr]
+        inner = resolved.path_in_repo  # type: ignore[union-attr]
         self.root = (path[:len(path) - len(inner)] if inner and path.endswith(inner) else path).rstrip("/")
         self.target = inner
         self.files: dict[str, int] = {}
@@ -190,7 +191,8 @@ class HubRepo:
     def _list(self) -> None:
         root = self.fs.resolve_path(self.root).unresolve()
         try:
-            entries = self.fs.find(root, detail=True, withdirs=True)
+            entries: dict[str, dict[str, Any]] = \
+                self.fs.find(root, detail=True, withdirs=True)  # type: ignore[assignment]  # detail=True: a dict
         except Exception as e:  # noqa: BLE001
             raise _as_hub_error(e, self.root) from e
         for name, info in entries.items():
@@ -290,7 +292,7 @@ class HubRepo:
         smalls = [p for p, n in self.files.items() if p.endswith(".json") and n <= SMALL_FILE
                   and _parent(p) == folder and p not in self._heads]
         with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mx-hub") as pool:
-            jobs = [pool.submit(self._fetch_whole, p) for p in smalls]
+            jobs: list[Future[Any]] = [pool.submit(self._fetch_whole, p) for p in smalls]
             if weights:
                 # A middle shard's header tells how large the others probably are (the first
                 # and last shards of a model often hold the embeddings: fewer, larger tensors),

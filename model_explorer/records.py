@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,8 @@ def meta_value(metadata: dict[str, Any], key: str, default: Any = None) -> Any:
 
 @dataclass(slots=True)
 class TensorInfo:
-    """Where one tensor lives: dtype as the file names it, shape, file, absolute byte range."""
+    """Where one tensor lives: its stored element type (`dtype`, as the file names it: "Q4_K",
+    "BF16", "U32"), shape, file, absolute byte range; `label` is what a person reads."""
 
     name: str
     dtype: str
@@ -42,9 +44,8 @@ class TensorInfo:
     stride: tuple[int, ...] | None = None
     storage: str | None = None
     storage_offset: int = 0
-    # Quantization beyond the dtype itself, e.g. MLX affine:
-    # {"kind": "mlx_affine", "bits": 4, "group_size": 64, "scales": TensorInfo, "biases": TensorInfo}
-    quant: dict[str, Any] | None = None
+    # Quantization beyond the stored dtype (MLX groups, a Hub scheme): None for a plain tensor.
+    quant: Quant | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -62,25 +63,17 @@ class TensorInfo:
             return self.length
         seen = {(self.file, self.offset)}
         n = self.length
-        for part in (self.quant or {}).values():
-            if isinstance(part, TensorInfo) and (part.file, part.offset) not in seen:
+        for part in self.quant.parts.values():
+            if (part.file, part.offset) not in seen:
                 seen.add((part.file, part.offset))
                 n += part.length
         return n
 
     @property
-    def kind(self) -> str:
-        """The dtype a person would quote: "Q4_K", "BF16", "MLX_Q4" for MLX groups, or the
-        Hub scheme's label ("GPTQ_Q4", "BNB_NF4", "FP8_E4M3_B128"...)."""
-        label = (self.quant or {}).get("label")
-        if isinstance(label, str) and label:
-            return label
-        kind = (self.quant or {}).get("kind", "")
-        if kind == "mlx_affine":
-            return f"MLX_Q{self.quant['bits']}"
-        if kind.startswith("mlx_"):
-            return f"MLX_{kind[4:].upper()}"
-        return self.dtype
+    def label(self) -> str:
+        """The type a person would quote: the stored dtype ("Q4_K", "BF16"), or for a quantized
+        tensor its quantization's label ("MLX_Q4", "GPTQ_Q4", "BNB_NF4", "FP8_E4M3_B128"...)."""
+        return self.quant.label if self.quant is not None else self.dtype
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -95,9 +88,80 @@ class TensorInfo:
             d.update(stride=list(self.stride), storage=self.storage,
                      storage_offset=self.storage_offset)
         if self.quant:
-            d["quant"] = {k: (v.name if isinstance(v, TensorInfo) else v)
-                          for k, v in self.quant.items()}
+            d["quant"] = self.quant.to_dict()
         return d
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quant:
+    """How a tensor is quantized beyond its stored dtype: made by the format layer
+    (formats/mlx.py, formats/hubquant/), read by the codecs (tensors/) and the views.
+
+    codec: the decoder's key ("mlx_affine", "gptq", "awq", "bnb_4bit", "fp8_block",
+        "ct_pack", ...; tensors/read.py and tensors/schemes/ choose the decoder by it). A refused
+        tensor's codec may be only its scheme's layout ("ct") when the grouping stopped early.
+    label: what a person reads ("MLX_Q4", "GPTQ_Q4", "BNB_NF4", "FP8_E4M3_B128").
+    parts: the component tensors by role ("scales", "biases", "qweight", "qzeros", ...).
+    refusal: why it cannot be decoded (a component missing or malformed; the codec refuses
+        with this reason), None when its parts are complete.
+    The scheme's parameters follow; None where a scheme has no such parameter.
+    """
+
+    codec: str
+    label: str
+    parts: Mapping[str, TensorInfo] = field(default_factory=dict)
+    bits: int | None = None
+    group_size: int | None = None      # values sharing one scale along a row (bnb's blocksize)
+    sym: bool | None = None
+    inferred: bool = False             # bits and group size read off the shapes, not a config
+    refusal: str | None = None
+    block: tuple[int, int] | None = None  # 2-D scale blocks [rows, cols] (FP8, compressed-tensors)
+    act_order: bool | str | None = None   # GPTQ desc_act, compressed-tensors actorder
+    checkpoint_format: str | None = None  # GPTQ: "gptq" (zero points stored minus 1), "gptq_v2"
+    version: str | None = None            # AWQ layout: "gemm", "gemv", "gemv_fast"
+    quant_type: str | None = None         # bitsandbytes 4-bit: "nf4", "fp4"
+    dequant_dtype: str | None = None      # bitsandbytes: the dtype its quant state decodes to
+    nested: bool | None = None            # bitsandbytes double quantization of absmax
+    nested_group_size: int | None = None
+    nested_offset: float | None = None
+    nested_dtype: str | None = None
+    scale_dtype: str | None = None        # FP8: stored dtype of weight_scale_inv
+    strategy: str | None = None           # compressed-tensors: tensor, channel, group, block
+    value_type: str | None = None         # compressed-tensors: "int" or "float" codes
+    sparsity: str | None = None           # compressed-tensors: "sparse-24-bitmask", ...
+    values_dtype: str | None = None       # compressed-tensors sparse: stored dtype of the kept values
+
+    @property
+    def usable(self) -> bool:
+        """Whether its components are complete (a codec may still not exist: NOT_DECODED)."""
+        return self.refusal is None
+
+    def params(self) -> dict[str, Any]:
+        """The scheme's own parameters that are set, as plain values (for summaries)."""
+        out: dict[str, Any] = {}
+        for name in SCHEME_PARAMS:
+            v = getattr(self, name)
+            if v is not None:
+                out[name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values; components by role as their tensor names."""
+        d: dict[str, Any] = {"codec": self.codec, "label": self.label, "bits": self.bits,
+                             "group_size": self.group_size, "sym": self.sym}
+        if self.inferred:
+            d["inferred"] = True
+        if self.refusal is not None:
+            d["refusal"] = self.refusal
+        d.update(self.params())
+        d["parts"] = {role: t.name for role, t in self.parts.items()}
+        return d
+
+
+# Quant fields a scheme sets beside bits, group size and symmetry.
+SCHEME_PARAMS = ("block", "act_order", "checkpoint_format", "version", "quant_type",
+                 "dequant_dtype", "nested", "nested_group_size", "nested_offset", "nested_dtype",
+                 "scale_dtype", "strategy", "value_type", "sparsity", "values_dtype")
 
 
 @dataclass(slots=True)
@@ -218,8 +282,8 @@ class CheckpointRecord:
         return self.tensors.numel_total()  # from the columns, building no record
 
     def dtype_mix(self) -> dict[str, int]:
-        """Tensor count per dtype (or quantization), most common first."""
-        return self.tensors.kind_counts()
+        """Tensor count per label (the dtype, or the quantization's label), most common first."""
+        return self.tensors.label_counts()
 
     def finding_counts(self) -> dict[str, int]:
         counts = Counter(f.severity for f in self.findings)

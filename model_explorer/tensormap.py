@@ -146,7 +146,7 @@ class TensorMap(MutableMapping):
     def __repr__(self) -> str:
         return f"<TensorMap: {len(self._d)} tensors, {self.unbuilt()} not built yet>"
 
-    def update(self, other: Any = (), **kw: Any) -> None:
+    def update(self, other: Any = (), /, **kw: Any) -> None:
         if isinstance(other, TensorMap):
             self._tables.update(other._tables)
             self._d.update(other._d)
@@ -266,7 +266,7 @@ class TensorMap(MutableMapping):
         for t in built:
             total += t.length
             if t.quant:
-                total += sum(p.length for p in t.quant.values() if hasattr(p, "length"))
+                total += sum(p.length for p in t.quant.parts.values())
         return total
 
     def numel_total(self) -> int:
@@ -277,18 +277,18 @@ class TensorMap(MutableMapping):
         return (int(self._column(rows, "numel").sum()) if len(rows) else 0) + \
             sum(t.numel for t in built)
 
-    def kind_counts(self) -> dict[str, int]:
-        """Records per `kind`, most first, ties in the order met (as `Counter.most_common`).
-        A row never built has no quantization: its kind is its dtype. Records already built
+    def label_counts(self) -> dict[str, int]:
+        """Records per `label`, most first, ties in the order met (as `Counter.most_common`).
+        A row never built has no quantization: its label is its dtype. Records already built
         (a check looked one up) are counted as they are; the rest stay rows."""
         values = list(self._d.values())
         built_at = [i for i, v in enumerate(values) if type(v) is not int]
         count: dict[str, int] = {}
         first: dict[str, int] = {}
         for i in built_at:
-            kind = values[i].kind
-            count[kind] = count.get(kind, 0) + 1
-            first.setdefault(kind, i)
+            label = values[i].label
+            count[label] = count.get(label, 0) + 1
+            first.setdefault(label, i)
         if len(built_at) < len(values):
             if built_at:
                 keep = np.ones(len(values), dtype=bool)
@@ -346,7 +346,7 @@ class SpanList:
                 if not p.kinds or wanted.intersection(p.kinds):
                     out[p.file] = None
                 continue
-            for s in (p.spans if isinstance(p, _Deferred) else p):
+            for s in (p.get() if isinstance(p, _Deferred) else p):  # built: get() reads no more
                 if s.kind in wanted:
                     got = out.setdefault(s.file, [])
                     if got is not None:
@@ -371,10 +371,12 @@ class SpanList:
         self._all()
 
     def _all(self) -> list[Span]:
-        if len(self._parts) != 1 or isinstance(self._parts[0], _Deferred):
-            flat = [s for p in self._parts for s in (p.get() if isinstance(p, _Deferred) else p)]
-            self._parts = [flat]
-        return self._parts[0]
+        only = self._parts[0] if len(self._parts) == 1 else None
+        if isinstance(only, list):
+            return only
+        flat = [s for p in self._parts for s in (p.get() if isinstance(p, _Deferred) else p)]
+        self._parts = [flat]
+        return flat
 
     def __iter__(self) -> Iterator[Span]:
         return iter(self._all())
@@ -394,14 +396,18 @@ class SpanList:
     __hash__ = None  # type: ignore[assignment]
 
     def append(self, span: Span) -> None:
-        if not self._parts or isinstance(self._parts[-1], _Deferred):
-            self._parts.append([])
-        self._parts[-1].append(span)
+        self._tail().append(span)
 
     def extend(self, spans: Iterable[Span]) -> None:
-        if not self._parts or isinstance(self._parts[-1], _Deferred):
-            self._parts.append([])
-        self._parts[-1].extend(spans)
+        self._tail().extend(spans)
+
+    def _tail(self) -> list[Span]:
+        """The last part when it is a list of spans; a new one after a deferred file."""
+        last = self._parts[-1] if self._parts else None
+        if not isinstance(last, list):
+            last = []
+            self._parts.append(last)
+        return last
 
     def sort(self, **kw: Any) -> None:
         self._all().sort(**kw)
@@ -417,7 +423,8 @@ class _Deferred:
     __slots__ = ("file", "build", "spans", "kinds")
 
     def __init__(self, file: str, build: Callable[[], list[Span]], kinds: tuple[str, ...] = ()) -> None:
-        self.file, self.build, self.spans, self.kinds = file, build, None, kinds
+        self.file, self.build, self.kinds = file, build, kinds
+        self.spans: list[Span] | None = None
 
     def get(self) -> list[Span]:
         if self.spans is None:

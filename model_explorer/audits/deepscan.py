@@ -24,7 +24,7 @@ BINS = 32
 
 def tensor_row(ckpt, name: str, bins: int = BINS) -> dict[str, Any]:
     info = ckpt.tensors[name]
-    row: dict[str, Any] = {"name": name, "dtype": info.kind,
+    row: dict[str, Any] = {"name": name, "dtype": info.label,
                            "shape": "x".join(map(str, info.shape)) or "scalar", "numel": info.numel,
                            "file": info.file, "offset": info.offset, "length": info.length}
     try:

@@ -144,7 +144,7 @@ def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None]
         if seen is not None:
             seen(name, s)
         _value_findings(plan, s, add, gemma)
-        if info.quant and info.quant.get("kind") == "mlx_affine":
+        if info.quant and info.quant.codec == "mlx_affine":
             _mlx_scales(ckpt, info, add)
     if bar is not None:
         bar.close()
@@ -179,15 +179,15 @@ def _value_findings(plan: Plan, s: Scan, add, gemma: bool) -> None:
                 f"{s.hi:.4g}, {s.finite:,} elements); trained models keep norm scales between about "
                 f"{lo * 10:g} and {hi / 10:g} (SmolLM2-135M: 0.027 to 1.8), so this looks unscaled "
                 "or broken.", info, info.offset, info.length, mean_abs=mean_abs, min=s.lo, max=s.hi)
-    if info.kind in ("F32", "BF16", "F64") and s.absmax > F16_MAX:
+    if info.label in ("F32", "BF16", "F64") and s.absmax > F16_MAX:
         off, ln, at = _where(plan, s.absmax_at)
-        add("fp16_overflow", f"Tensor {name!r} ({info.kind}) holds |x| = {s.absmax:g}, "
+        add("fp16_overflow", f"Tensor {name!r} ({info.label}) holds |x| = {s.absmax:g}, "
             f"beyond float16's largest value {F16_MAX:g}: a cast to float16 gives Inf{at}.",
             info, off, ln, absmax=s.absmax, index=s.absmax_at)
 
 
 def _mlx_scales(ckpt: CheckpointRecord, info: TensorInfo, add) -> None:
-    scales_info = info.quant.get("scales")
+    scales_info = info.quant.parts.get("scales") if info.quant else None
     if scales_info is None:
         return
     try:

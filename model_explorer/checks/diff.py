@@ -188,7 +188,7 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
             shape_a = list(ta.shape[1:] if row_a is not None else ta.shape) if ta else None
             shape_b = list(tb.shape[1:] if row_b is not None else tb.shape) if tb else None
             row = {"name": na if na is not None else nb, "name_b": nb if row_b is None else f"{nb}[{row_b}]",
-                   "dtype_a": ta.kind if ta else None, "dtype_b": tb.kind if tb else None,
+                   "dtype_a": ta.label if ta else None, "dtype_b": tb.label if tb else None,
                    "shape_a": shape_a, "shape_b": shape_b, "max_abs_diff": None, "rel_l2": None, "cosine": None}
             if row_a is not None:
                 row["name"] = f"{na}[{row_a}]"
@@ -199,7 +199,7 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
             elif shape_a != shape_b and not flip:
                 row["status"] = "shape"
             else:
-                row["status"] = "dtype" if ta.kind != tb.kind else "same"
+                row["status"] = "dtype" if ta.label != tb.label else "same"
                 if values:
                     ha = hb = None
                     gname = na if gguf_side == "a" else nb

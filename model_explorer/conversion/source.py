@@ -79,7 +79,7 @@ def weight_dtype(ckpt: Checkpoint) -> str | None:
     counts: dict[str, int] = {}
     for t in ckpt.tensors.values():
         if len(t.shape) >= 2:
-            counts[t.kind] = counts.get(t.kind, 0) + t.numel
+            counts[t.label] = counts.get(t.label, 0) + t.numel
     return max(counts, key=counts.get) if counts else None
 
 

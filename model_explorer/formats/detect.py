@@ -133,7 +133,7 @@ def _is_text_pickle(head: bytes, size: int) -> bool:
     ops = structure = 0
     try:
         for op, arg, pos in pickletools.genops(stream):
-            if op.name == "STOP":  # "N." ends a pickle of None, and begins "N.B." in a text
+            if op.name == "STOP" and pos is not None:  # "N." ends a pickle of None, and begins "N.B." in a text
                 return (structure > 0 or pos >= size - 2) and _stack_adds_up(head[:pos + 1])
             if op.proto > 1 or (op.name in ("GLOBAL", "INST") and not _GLOBAL_ARG.fullmatch(str(arg))):
                 return False

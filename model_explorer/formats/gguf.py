@@ -124,12 +124,12 @@ class GGUFArray:
         code = NUMPY_CODES.get(ValueType(self.elem_type)) if self.elem_type in ValueType._value2member_map_ else None
         if code is None:
             raise TypeError(f"a GGUF array of {self.type_name} has no numpy form")
-        dt = np.dtype(code).newbyteorder(self.byteorder)
+        dt = np.dtype(code).newbyteorder(self.byteorder)  # type: ignore[arg-type]  # "<" or ">"
         raw = self.source.read(self.offset, self.length)
         return np.frombuffer(raw, dtype=dt).astype(dt.newbyteorder("="))
 
-    def _string(self, i: int) -> str:
-        start = self._string_offsets[i]
+    def _string(self, start: int) -> str:
+        """The string whose length field starts at byte `start`."""
         head = self.source.read(start, 8)
         (n,) = struct.unpack(self.byteorder + "Q", head)
         return self.source.read(start + 8, n).decode("utf-8", errors="replace")
@@ -144,7 +144,7 @@ class GGUFArray:
         if self._items is not None:
             return self._items[index]
         if self._string_offsets is not None:
-            return self._string(index)
+            return self._string(int(self._string_offsets[index]))
         fmt = SCALAR_FORMATS[ValueType(self.elem_type)]
         size = struct.calcsize(fmt)
         raw = self.source.read(self.offset + index * size, size)

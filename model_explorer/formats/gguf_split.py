@@ -27,7 +27,8 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
     count = count_kv.value if count_kv is not None else (int(m["count"]) if m else 1)
     if not isinstance(count, int) or count <= 1:
         return
-    where = (count_kv.offset, count_kv.length) if count_kv is not None else (None, None)
+    where: tuple[int | None, int | None] = \
+        (count_kv.offset, count_kv.length) if count_kv is not None else (None, None)
     if m is None:
         ckpt.findings.append(Finding.of("split_name", f"The file says it is one of {count} "
                                         "splits, but its name does not follow "
@@ -42,8 +43,12 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
         first_path = sources.join(directory, f"{m['stem']}-00001-of-{count:05d}.gguf")
         if sources.exists(first_path):
             # Opened a later split: restart from the first so the model reads in order.
-            ckpt.files.clear(), ckpt.tensors.clear(), ckpt.spans.clear(), ckpt.findings.clear()
-            ckpt.metadata.clear(), ckpt.sizes.clear()
+            ckpt.files.clear()
+            ckpt.tensors.clear()
+            ckpt.spans.clear()
+            ckpt.findings.clear()
+            ckpt.metadata.clear()
+            ckpt.sizes.clear()
             first = read_file(first_path)
         else:
             ckpt.findings.append(Finding.of("missing_split", f"The first split "
@@ -69,9 +74,10 @@ def read_splits(path: str, first: FileResult, ckpt: CheckpointRecord,
                                             no.offset, no.length, file=p))
         for name, info in result.tensors.items():
             if name in before:
+                span: tuple[int, int] = info.extra["info_span"]
                 ckpt.findings.append(Finding.of("duplicate_tensor", f"{name!r} appears in "
-                                                "more than one split; the first copy is used.",
-                                                *info.extra["info_span"], tensor=name, file=p))
+                                             "more than one split; the first copy is used.",
+                                             *span, tensor=name, file=p))
     total = first.metadata.get(Keys.SPLIT_TENSORS_COUNT)
     if total is not None and total.value != len(ckpt.tensors):
         ckpt.findings.append(Finding.of("split_tensor_count", f"split.tensors.count says "

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from json.decoder import scanstring
-from typing import Any
+from json.decoder import scanstring  # type: ignore[attr-defined]  # the C scanner: not in typeshed
+from typing import Any, cast
 
 _WS = re.compile(r"[ \t\n\r]*")
+# _ws(text, pos).end(): past the whitespace at pos (the pattern matches the empty string, so
+# there is always a match; the cast says so to the type checker at no cost per call)
+_ws = cast("Callable[[str, int], re.Match[str]]", _WS.match)
 _WS_CHARS = " \t\n\r"
 
 
@@ -29,7 +33,7 @@ def _pairs_hook(pairs: list[tuple[str, Any]]) -> Any:
 
 
 _decoder = json.JSONDecoder(object_pairs_hook=_pairs_hook)
-_scan_once = _decoder.scan_once
+_scan_once = _decoder.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 
 
 @dataclass(slots=True)
@@ -75,10 +79,10 @@ def iter_members(text: str, start: int = 0, end: list[int] | None = None):
     entries); the end position is appended to `end` when the object closes."""
     n = len(text)
     ascii_only = text.isascii()  # the usual case: no string needs a second look
-    pos = _WS.match(text, start).end()
+    pos = _ws(text, start).end()
     if pos >= n or text[pos] != "{":
         raise JSONPositionError("expected '{' to open a JSON object", pos)
-    pos = _WS.match(text, pos + 1).end()
+    pos = _ws(text, pos + 1).end()
     if pos < n and text[pos] == "}":
         if end is not None:
             end.append(pos + 1)
@@ -94,12 +98,12 @@ def iter_members(text: str, start: int = 0, end: list[int] | None = None):
             raise JSONPositionError(e.msg, e.pos) from None
         key_end = pos
         if pos < n and text[pos] in ws:  # whitespace is rare in machine-written headers
-            pos = _WS.match(text, pos).end()
+            pos = _ws(text, pos).end()
         if pos >= n or text[pos] != ":":
             raise JSONPositionError("expected ':' after a key", pos)
         pos += 1
         if pos < n and text[pos] in ws:
-            pos = _WS.match(text, pos).end()
+            pos = _ws(text, pos).end()
         value_start = pos
         try:
             value, pos = scan(text, pos)
@@ -117,11 +121,11 @@ def iter_members(text: str, start: int = 0, end: list[int] | None = None):
             value = _redecode(text, value_start, pos, value)
         yield Member(key, key_start, key_end, value, value_start, pos)
         if pos < n and text[pos] in ws:
-            pos = _WS.match(text, pos).end()
+            pos = _ws(text, pos).end()
         if pos < n and text[pos] == ",":
             pos += 1
             if pos < n and text[pos] in ws:
-                pos = _WS.match(text, pos).end()
+                pos = _ws(text, pos).end()
             continue
         if pos < n and text[pos] == "}":
             if end is not None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from ..records import CheckpointRecord, TensorInfo
+from ..records import CheckpointRecord, Quant, TensorInfo
 from ..spans import Finding
 from ..tensormap import records_of
 
@@ -35,14 +36,15 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
             tensor=scale_names[0]))
     # The records read below, built in one pass per table (a TensorMap) and looked up in C.
     wanted = [n for s in scale_names for n in (s[:-7] + ".weight", s, s[:-7] + ".biases") if n in names]
-    record = dict(zip(wanted, records_of(tensors, wanted))).get
+    found = dict(zip(wanted, records_of(tensors, wanted)))
+    record = found.get
     default = qconfig or {}
     grouped: dict[str, TensorInfo] = {}
     absorbed: set[str] = set()
     for sname in scale_names:
         base = sname[: -len(".scales")]
         wname, bname = base + ".weight", base + ".biases"
-        weight, scales, biases = record(wname), record(sname), record(bname)
+        weight, scales, biases = record(wname), found[sname], record(bname)
         if weight is None:
             ckpt.findings.append(_err("mlx_missing_weight", f"{sname!r} has no {wname!r} to scale.",
                                       scales))
@@ -56,11 +58,11 @@ def group_mlx(ckpt: CheckpointRecord, qconfig: dict | None) -> None:
         if quant is None:
             continue
         if mode != "affine":
-            quant["kind"] = f"mlx_{mode}"
+            quant = dataclasses.replace(quant, codec=f"mlx_{mode}", label=f"MLX_{mode.upper()}")
         absorbed.add(sname)
         if biases is not None:
             absorbed.add(bname)
-        logical = weight.shape[:-1] + (weight.shape[-1] * 32 // quant["bits"],)
+        logical = weight.shape[:-1] + (weight.shape[-1] * 32 // quant.bits,)
         grouped[wname] = TensorInfo(wname, weight.dtype, logical, weight.file, weight.offset,
                                     weight.length, quant=quant,
                                     extra={"packed_shape": weight.shape})
@@ -88,7 +90,7 @@ def _err(code: str, msg: str, t: TensorInfo) -> Finding:
     return Finding.of(code, msg, t.offset, t.length, t.name, t.file)
 
 
-def _check_shapes(ckpt, weight, scales, biases, bits, group) -> dict | None:
+def _check_shapes(ckpt, weight, scales, biases, bits, group) -> Quant | None:
     """Bits and group size must explain the shapes; infer them when the config is silent."""
     if weight.dtype != "U32" or not weight.shape:
         ckpt.findings.append(_err("mlx_bad_weight", f"{weight.name!r} has scales, so it should be "
@@ -127,9 +129,6 @@ def _check_shapes(ckpt, weight, scales, biases, bits, group) -> dict | None:
         if not fits:
             return None
         bits, group = fits[0]
-    quant = {"kind": "mlx_affine", "bits": bits, "group_size": group, "scales": scales}
-    if biases is not None:
-        quant["biases"] = biases
-    if inferred:
-        quant["inferred"] = True
-    return quant
+    parts = {"scales": scales} if biases is None else {"scales": scales, "biases": biases}
+    return Quant(codec="mlx_affine", label=f"MLX_Q{bits}", bits=bits, group_size=group,
+                 parts=parts, inferred=inferred)

@@ -172,11 +172,12 @@ def _read_array(source, base: int, length: int, name: str, rep: Report, result: 
                  "not decode; it is not listed as a tensor.", at(start), hlen, name)
         return
     order = ">" if dtype.byteorder == ">" else "<"
-    stride, acc = [], 1
+    steps: list[int] = []
+    acc = 1
     for d in (shape if fortran else reversed(shape)):
-        stride.append(acc)
+        steps.append(acc)
         acc *= d
-    stride = tuple(stride) if fortran else tuple(reversed(stride))
+    stride = tuple(steps) if fortran else tuple(reversed(steps))
     info = TensorInfo(name, kind, tuple(shape), source.name if compressed is None else result.file,
                       base + data_start, min(nbytes, avail), order, stride,
                       extra={"numpy": True, "fortran_order": fortran})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ class FileResult:
     file: str
     size: int
     report: Report
-    tensors: dict[str, TensorInfo] = field(default_factory=dict)
+    tensors: MutableMapping[str, TensorInfo] = field(default_factory=dict)  # a dict or a TensorMap
     metadata: dict[str, Any] = field(default_factory=dict)
     data_start: int = 0
     details: dict[str, Any] = field(default_factory=dict)

@@ -12,6 +12,7 @@ import struct
 import zlib
 from functools import partial
 from operator import attrgetter
+from typing import Any
 
 from ..dtypes import SAFETENSORS_BITS, nbytes_for
 from ..records import TensorInfo
@@ -287,6 +288,9 @@ def _tensor_from_entry(name, value, rep, off, length, result) -> TensorInfo | No
     # Fast path: a well-formed entry (nearly all of them) costs a few lookups; any doubt falls
     # through to the checks below, which say what is wrong.
     if type(value) is dict:
+        dtype: Any
+        shape: Any
+        offsets: Any
         dtype, shape, offsets = value.get("dtype"), value.get("shape"), value.get("data_offsets")
         bits = SAFETENSORS_BITS.get(dtype) if type(dtype) is str else None
         if bits and type(shape) is list and len(shape) <= MAX_RANK and type(offsets) is list \

@@ -68,7 +68,7 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
     """
     text, problem = sources.read_text(index_path, MAX_INDEX_BYTES)
     ckpt.details["index_file"] = index_path
-    if problem:
+    if problem or text is None:
         ckpt.findings.append(_finding("bad_index", f"The index file {problem}.", index_path))
         return
     repeated: dict[int, list[tuple[str, Any]]] = {}
@@ -124,9 +124,9 @@ def read_index(index_path: str, ckpt: CheckpointRecord,
     # its file tells the shard, so no per-name table of owners is kept.
     by_file: dict[str, tuple[str, TensorMap]] = {}
     copies: dict[str, list[tuple[str, TensorMap]]] = {}  # stored twice or unlisted: each copy
-    for shard, count in listing.counts.items():
+    for shard, count in (listing.counts or {}).items():  # set above when it was None
         path = sources.join(base, shard)
-        row = {"file": path, "name": shard, "expected": count, "missing": False, "size": 0,
+        row: dict[str, Any] = {"file": path, "name": shard, "expected": count, "missing": False, "size": 0,
                "missing_tensors": []}
         shard_rows.append(row)
         if not sources.exists(path):

@@ -109,7 +109,7 @@ def read_entries(text: str, pos: int, close: int, first_sep: str, ascii_only: bo
     if not _tiles(begin, length, size - data_start):
         return None
     if not ascii_only:  # read as Latin-1 for byte positions; the UTF-8 was checked before
-        names = [s if s.isascii() else s.encode("latin-1").decode("utf-8") for s in names]
+        names = tuple(s if s.isascii() else s.encode("latin-1").decode("utf-8") for s in names)
     starts = np.empty(n, dtype=np.int64)
     starts[0] = pos
     np.cumsum(entry_len[:-1], out=starts[1:])

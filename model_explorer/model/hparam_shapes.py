@@ -33,7 +33,7 @@ def shape_says(info: TensorInfo) -> bool:
     layer could not decode (`unusable`), or packed integers left ungrouped (bitsandbytes'
     [n/2, 1] codes), say nothing about widths or heads."""
     if info.quant:
-        return info.quant.get("kind") != "unusable"
+        return info.quant.usable
     return info.dtype not in PACKED_DTYPES
 
 

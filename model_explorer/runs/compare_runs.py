@@ -300,7 +300,7 @@ def _kinds(model, names: dict) -> dict[str, str]:
     for name in names.values():
         info = tensors.get(name) if name else None
         if info is not None:
-            out[name] = info.kind
+            out[name] = info.label
     return out
 
 

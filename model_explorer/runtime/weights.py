@@ -102,8 +102,7 @@ def quant_method(ckpt) -> str | None:
 
 
 def scheme_name(info, method: str | None) -> str:
-    q = info.quant or {}
-    return str(q.get("label") or q.get("kind") or method or info.dtype)
+    return info.quant.label if info.quant else str(method or info.dtype)
 
 
 class Weights:
@@ -144,7 +143,7 @@ class Weights:
                                    f"frequency, [{self.cfg.head_dim // 2}].")
         t0 = time.perf_counter()
         factors = np.asarray(self.ckpt.read(name), dtype=np.float32)
-        self.report.add(DequantRow(name, info.kind, tuple(info.shape), info.stored_bytes, 4 * info.numel,
+        self.report.add(DequantRow(name, info.label, tuple(info.shape), info.stored_bytes, 4 * info.numel,
                                    time.perf_counter() - t0))
         self.cfg.extra["rope_freq_factors"] = factors
 
@@ -250,8 +249,8 @@ class Weights:
         if self.gguf:
             return
         method = quant_method(self.ckpt)
-        q = info.quant or {}
-        if q.get("kind") and not q["kind"].startswith("mlx"):
+        q = info.quant
+        if q and not q.codec.startswith("mlx"):
             from ..tensors.read import plan_for
 
             try:
@@ -289,7 +288,7 @@ class Weights:
         seconds = time.perf_counter() - t0
         row = self._rows.get(name)
         if row is None:
-            row = self._rows[name] = DequantRow(name, info.kind, tuple(a.shape),  # one expert of a stack
+            row = self._rows[name] = DequantRow(name, info.label, tuple(a.shape),  # one expert of a stack
                                                 info.stored_bytes * a.size // max(1, info.numel), 4 * a.size, seconds)
             self.report.add(row)
             if self._progress is not None:

@@ -131,8 +131,8 @@ def blocks(ckpt: CheckpointRecord, name: str | TensorInfo, reference=None, start
     info = tensor_info(ckpt, name)
     plan = plan_for(ckpt, info)
     if plan.scales is None:
-        raise ValueError(f"Tensor {info.name!r} is {info.kind}, not quantized: it has no blocks.")
-    mlx = bool(info.quant and info.quant.get("kind") == "mlx_affine")
+        raise ValueError(f"Tensor {info.name!r} is {info.label}, not quantized: it has no blocks.")
+    mlx = bool(info.quant and info.quant.codec == "mlx_affine")
     if mlx:
         return _mlx_blocks(ckpt, info, plan, reference, start, count)
     if plan.parts is not None:
@@ -144,7 +144,7 @@ def blocks(ckpt: CheckpointRecord, name: str | TensorInfo, reference=None, start
     values = decode_raw(plan, raw, range(start, stop))
     f = _fields(info.dtype, raw)
     offsets = info.offset + plan.unit_bytes * np.arange(start, stop, dtype=np.int64)
-    out = QuantBlocks(info.name, info.kind, plan.unit_elems, n_total, start, offsets, plan.unit_bytes,
+    out = QuantBlocks(info.name, info.label, plan.unit_elems, n_total, start, offsets, plan.unit_bytes,
                       f.get("scale"), f.get("min"), f.get("sub_scales"), f.get("sub_mins"),
                       None if f.get("codes") is None else np.asarray(f["codes"]), values)
     out.error = _error(values, reference, start * plan.unit_elems, info)
@@ -162,7 +162,7 @@ def _error(values: np.ndarray, reference, first: int, info: TensorInfo) -> np.nd
 
 def _mlx_blocks(ckpt, info, plan, reference, start, count) -> QuantBlocks:
     """MLX: a block is one group of `group_size` values sharing a scale and a bias."""
-    bits, group = info.quant["bits"], info.quant["group_size"]
+    bits, group = info.quant.bits, info.quant.group_size
     cols = info.shape[-1]
     per_row = cols // group
     n_total = plan.n_units * per_row
@@ -178,12 +178,12 @@ def _mlx_blocks(ckpt, info, plan, reference, start, count) -> QuantBlocks:
     scales = plan.scales(raw, range(r0, r1)).reshape(-1)
     from .read import _grouped
 
-    b_plan = _grouped(plan_for(ckpt, info.quant["biases"]), per_row)
+    b_plan = _grouped(plan_for(ckpt, info.quant.parts["biases"]), per_row)
     biases = decode_units(ckpt, b_plan, slice(r0, r1)).astype(np.float32).reshape(-1)
     sel = slice(start - r0 * per_row, stop - r0 * per_row)
     group_bytes = group * bits // 8
     offsets = info.offset + group_bytes * np.arange(start, stop, dtype=np.int64)
-    out = QuantBlocks(info.name, info.kind, group, n_total, start, offsets, group_bytes,
+    out = QuantBlocks(info.name, info.label, group, n_total, start, offsets, group_bytes,
                       scales[sel], biases[sel], None, None, codes[sel], values[sel])
     out.error = _error(out.values, reference, start * group, info)
     return out
@@ -240,7 +240,7 @@ def _scheme_blocks(ckpt, info, plan, reference, start, count) -> QuantBlocks:
     if parts.perm is None and plan.gather is not None and parts.unit_offset(np.array([1]))[0] - \
             parts.unit_offset(np.array([0]))[0] == plan.unit_bytes:  # row-major bytes
         offsets = offsets + groups * gw * parts.bits // 8
-    label = (info.quant or {}).get("label") or info.kind
+    label = info.label
     vals = per_group(values, np.nan)[sel]
     out = QuantBlocks(info.name, label, gw, n_total, start, offsets, gw * parts.bits // 8,
                       None if scales is None else scales[sel], None, None, None,

@@ -42,7 +42,7 @@ def plan_for(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     if info.numel >= 1 << 62:
         raise ValueError(f"Tensor {info.name!r} claims shape {list(info.shape)}: "
                          f"{info.numel:,} elements, more than any file holds.")
-    if info.quant and info.quant.get("kind") == "mlx_affine":
+    if info.quant and info.quant.codec == "mlx_affine":
         return _mlx_plan(ckpt, info)
     if info.quant:  # every scheme, or a clear refusal: never packed codes shown as weights
         from .schemes import scheme_plan  # GPTQ, AWQ, bitsandbytes, compressed-tensors, FP8, MXFP4
@@ -138,8 +138,8 @@ def _gguf_plan(info: TensorInfo) -> Plan:
 def _mlx_plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     """One unit = one packed row of the weight; its scales and biases rows come with it."""
     q = info.quant
-    bits, group = q["bits"], q["group_size"]
-    scales_info, biases_info = q.get("scales"), q.get("biases")
+    bits, group = q.bits, q.group_size
+    scales_info, biases_info = q.parts.get("scales"), q.parts.get("biases")
     if biases_info is None:
         raise ValueError(f"Tensor {info.name!r} is MLX-quantized but its biases are missing.")
     packed = tuple(info.extra.get("packed_shape", info.shape))
@@ -202,7 +202,7 @@ def _check_length(plan: Plan) -> None:
     info = plan.info
     _check_stored(info)
     if info.length < plan.data_bytes:
-        raise ValueError(f"Tensor {info.name!r} needs {plan.data_bytes} bytes for {info.kind} "
+        raise ValueError(f"Tensor {info.name!r} needs {plan.data_bytes} bytes for {info.label} "
                          f"{list(info.shape)}, but its byte range holds only {info.length}.")
 
 

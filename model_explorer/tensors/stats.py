@@ -339,7 +339,7 @@ def _result(plan: Plan, mom: Moments, hist: Histogram, desc: str, complete: bool
             scales: dict | None) -> TensorStats:
     info = plan.info
     return TensorStats(
-        name=info.name, dtype=info.kind, shape=list(info.shape), total=info.numel,
+        name=info.name, dtype=info.label, shape=list(info.shape), total=info.numel,
         count=mom.count, exact=complete, sample=desc,
         min=mom.lo if mom.finite else None, max=mom.hi if mom.finite else None,
         mean=mom.mean, std=mom.std, zeros=mom.zeros / mom.count if mom.count else 0.0,
@@ -362,7 +362,7 @@ def stats_table(ckpt: CheckpointRecord, names: list[str] | None = None, bins: in
     rows = []
     for name in it:
         info = ckpt.tensors[name]
-        row = {"name": name, "dtype": info.kind, "shape": "x".join(map(str, info.shape)) or "scalar",
+        row = {"name": name, "dtype": info.label, "shape": "x".join(map(str, info.shape)) or "scalar",
                "numel": info.numel}
         try:
             s = stats(ckpt, name, bins=bins, exact=exact, max_elements=max_elements)

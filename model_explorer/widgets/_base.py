@@ -256,7 +256,7 @@ class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
         info = self.file_map.info_at(file, int(offset))
         if info is not None and self.checkpoint.tensors.get(info.name) is not info:  # unused copy
             return {"tensor": info.name, "file": info.file, "offset": info.offset,
-                    "length": info.length, "dtype": info.kind, "shape": list(info.shape)}, None
+                    "length": info.length, "dtype": info.label, "shape": list(info.shape)}, None
         return (self._tensor_selection(info.name) if info else None), None
 
     def _op_tensor(self, name: str):  # the file map's "missing shard" line asks for its first tensor
@@ -269,7 +269,7 @@ class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
             return None if m is None else {"tensor": name, "file": m.file, "offset": m.offset,
                                            "length": m.length, "note": m.note}
         return {"tensor": t.name, "file": t.file, "offset": t.offset, "length": t.length,
-                "dtype": t.kind, "shape": list(t.shape)}
+                "dtype": t.label, "shape": list(t.shape)}
 
     def _op_stats(self, name: str, exact: bool = False, bins: int = 64):
         if name not in self.checkpoint.tensors:

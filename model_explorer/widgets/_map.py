@@ -102,13 +102,13 @@ class FileMap:
             return index[kind]
 
         if len(ts) <= bins:
-            return [[t.offset, t.length, di(t.kind), layer_of(t.name), t.name, marks.get(t.name)]
+            return [[t.offset, t.length, di(t.label), layer_of(t.name), t.name, marks.get(t.name)]
                     for t in ts]
         out = []
         per = -(-len(ts) // bins)
         for lo in range(0, len(ts), per):
             chunk = ts[lo:lo + per]
-            kind = Counter(t.kind for t in chunk).most_common(1)[0][0]
+            kind = Counter(t.label for t in chunk).most_common(1)[0][0]
             start = chunk[0].offset
             end = max(t.offset + t.length for t in chunk)
             mark = next((marks[t.name] for t in chunk if t.name in marks), None) if marks else None

@@ -17,13 +17,13 @@ from ._treetensors import _nbytes
 class _MarkedRow:
     """A table row for a tensor that is not in `ckpt.tensors`: missing, or an unused copy."""
 
-    __slots__ = ("name", "kind", "shape", "numel", "file", "offset", "length", "quant", "mark",
+    __slots__ = ("name", "label", "shape", "numel", "file", "offset", "length", "quant", "mark",
                  "stored_bytes")
 
     def __init__(self, m: IndexMismatch) -> None:
         info = m.info
         self.name, self.mark = m.name, m
-        self.kind = info.kind if info else ""
+        self.label = info.label if info else ""
         self.shape = tuple(info.shape) if info else ()
         self.numel = info.numel if info else 0
         self.file = (info.file if info else m.file) or ""
@@ -48,7 +48,7 @@ class TensorTable:
         infos = self.infos
         keys = {
             "name": lambda i: infos[i].name,
-            "dtype": lambda i: (infos[i].kind, infos[i].name),
+            "dtype": lambda i: (infos[i].label, infos[i].name),
             "shape": lambda i: (len(infos[i].shape), tuple(infos[i].shape)),
             "params": lambda i: infos[i].numel,
             "bytes": lambda i: _nbytes(infos[i]),
@@ -80,7 +80,7 @@ class TensorTable:
 
     def row(self, i: int) -> dict:
         t = self.infos[i]
-        out = {"name": t.name, "dtype": t.kind, "shape": list(t.shape), "params": t.numel,
+        out = {"name": t.name, "dtype": t.label, "shape": list(t.shape), "params": t.numel,
                "bytes": _nbytes(t), "file": os.path.basename(t.file), "path": t.file,
                "offset": t.offset, "length": t.length}
         mark = getattr(t, "mark", None) or self.notes.get(t.name)

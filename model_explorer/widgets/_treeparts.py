@@ -183,7 +183,7 @@ def _structure_node(label: str, value: Any, depth: int, tensors: dict) -> Node:
     if isinstance(value, dict) and "tensor" in value and isinstance(value["tensor"], str):
         t = tensors.get(value["tensor"])
         where = {"file": t.file, "offset": t.offset, "length": t.length, "nbytes": t.length,
-                 "dtype": t.kind, "shape": list(t.shape)} if t else {}
+                 "dtype": t.label, "shape": list(t.shape)} if t else {}
         return Node(label, "ref", f"tensor {short_repr(value['tensor'], 120)}", tensor=value["tensor"],
                     **where)
     if isinstance(value, (dict, list)) and depth < 12:

@@ -121,7 +121,7 @@ class TensorNames:
             m = self.marks[r - self.n_tensors]
             copy = m.info
             return Node(label, m.kind, m.note, tensor=m.name,
-                        dtype=copy.kind if copy else None, shape=list(copy.shape) if copy else None,
+                        dtype=copy.label if copy else None, shape=list(copy.shape) if copy else None,
                         nbytes=self.nbytes[r] if copy else None, file=m.file, offset=m.offset,
                         length=m.length, search=f"{m.name} {m.note}")
         tensors = self.ckpt.tensors
@@ -134,7 +134,7 @@ class TensorNames:
             data = (int(table.offset[i]), int(table.length[i]))
         else:
             info = tensors[name]
-            kind, shape, file = info.kind, list(info.shape), info.file
+            kind, shape, file = info.label, list(info.shape), info.file
             span = info.extra.get("info_span") if info.extra else None
             entry = tuple(span) if span else None
             data = (info.offset, info.length)

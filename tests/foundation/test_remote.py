@@ -171,4 +171,4 @@ def test_mlx_model_over_http(served):
     mlx_dir(root, folder="mlx")
     ckpt = mx.open(f"{base}/mlx/model.safetensors")  # config.json beside it is found by URL
     w = ckpt.tensors["model.layers.0.mlp.up_proj.weight"]
-    assert ckpt.findings == [] and (w.kind, w.shape) == ("MLX_Q4", (8, 128))
+    assert ckpt.findings == [] and (w.label, w.shape) == ("MLX_Q4", (8, 128))

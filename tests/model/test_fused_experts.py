@@ -78,7 +78,7 @@ def test_gpt_oss_mxfp4_is_clean_and_its_experts_read_as_stored(tmp_path):
     name = "model.layers.0.mlp.experts.gate_up_proj"
     info = ckpt.tensors[name]
     # the logical tensor is [experts, out, in], the transpose of transformers' parameter
-    assert info.kind == "MXFP4" and info.shape == (4, 128, 64)
+    assert info.label == "MXFP4" and info.shape == (4, 128, 64)
     assert tuple(model.state_dict()[name].shape) == (4, 64, 128)
     np.testing.assert_array_equal(ckpt.read(name), ref[name])
 

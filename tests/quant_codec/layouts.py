@@ -20,7 +20,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from model_explorer.records import TensorInfo
+from model_explorer.records import Quant, TensorInfo
 
 F32 = np.float32
 DTYPE_NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int32): "I32",
@@ -397,7 +397,7 @@ def group(ckpt) -> None:
             out[name] = info
             continue
         out[logical.name] = logical
-        done.update(v.name for v in logical.quant.values() if isinstance(v, TensorInfo))
+        done.update(v.name for v in logical.quant.parts.values())
     ckpt.tensors = {k: v for k, v in out.items() if k not in done or v.quant}
     # the MLX grouping's false "scales without weight" errors on GPTQ/AWQ (the format side
     # stops MLX from claiming them)
@@ -412,15 +412,15 @@ def _group_one(ckpt, t, name, method, cfg):
         bits = cfg.get("bits", 4)
         if method == "gptq":
             shape = (qw.shape[1], qw.shape[0] * 32 // bits)
-            q = {"kind": "gptq", "label": f"GPTQ_Q{bits}", "bits": bits, "group_size": cfg.get("group_size"),
-                 "sym": cfg.get("sym", True), "desc_act": cfg.get("desc_act", False),
-                 "checkpoint_format": cfg.get("checkpoint_format", "gptq")}
+            q = dict(codec="gptq", label=f"GPTQ_Q{bits}", bits=bits, group_size=cfg.get("group_size"),
+                     sym=cfg.get("sym", True), act_order=cfg.get("desc_act", False),
+                     checkpoint_format=cfg.get("checkpoint_format", "gptq"))
         else:
             version = cfg.get("version", "gemm")
             shape = (qw.shape[1] * 8, qw.shape[0]) if version == "gemm" else (qw.shape[0], qw.shape[1] * 8)
-            q = {"kind": "awq", "label": "AWQ_Q4", "bits": 4, "group_size": cfg.get("group_size"),
-                 "sym": False, "version": version}
-        return _logical(base + ".weight", qw, shape, {**q, **roles})
+            q = dict(codec="awq", label="AWQ_Q4", bits=4, group_size=cfg.get("group_size"),
+                     sym=False, version=version)
+        return _logical(base + ".weight", qw, shape, Quant(**q, parts=roles))
     if method == "bitsandbytes" and name.endswith(".weight") and name + ".absmax" in t:
         qs_name = next(k for k in t if k.startswith(name + ".quant_state."))
         qs = t[qs_name]
@@ -429,18 +429,18 @@ def _group_one(ckpt, t, name, method, cfg):
         for r in ("absmax", "quant_map", "nested_absmax", "nested_quant_map"):
             if name + "." + r in t:
                 roles[r] = t[name + "." + r]
-        q = {"kind": "bnb_4bit", "label": f"BNB_{state['quant_type'].upper()}", "bits": 4,
-             "group_size": state["blocksize"], "sym": True, "quant_type": state["quant_type"],
-             "blocksize": state["blocksize"], "dtype": state.get("dtype"),
-             "nested": "nested_blocksize" in state, "nested_blocksize": state.get("nested_blocksize"),
-             "nested_offset": state.get("nested_offset")}
-        return _logical(name, t[name], state["shape"], {**q, **roles})
+        q = Quant(codec="bnb_4bit", label=f"BNB_{state['quant_type'].upper()}", bits=4,
+                  group_size=state["blocksize"], sym=True, quant_type=state["quant_type"],
+                  dequant_dtype=state.get("dtype"), nested="nested_blocksize" in state,
+                  nested_group_size=state.get("nested_blocksize"),
+                  nested_offset=state.get("nested_offset"), parts=roles)
+        return _logical(name, t[name], state["shape"], q)
     if method == "bitsandbytes" and name.endswith(".weight") and name[:-7] + ".SCB" in t:
         roles = {"weight": t[name], "SCB": t[name[:-7] + ".SCB"]}
         if name + "_format" in t:
             roles["weight_format"] = t[name + "_format"]
-        return _logical(name, t[name], t[name].shape, {"kind": "bnb_int8", "label": "BNB_INT8",
-                                                       "bits": 8, "group_size": None, "sym": True, **roles})
+        return _logical(name, t[name], t[name].shape, Quant(codec="bnb_int8", label="BNB_INT8",
+                                                            bits=8, sym=True, parts=roles))
     if method == "compressed-tensors" and (name.endswith(".weight_packed") or (
             name.endswith(".weight") and name + "_scale" in t)):
         base = name.rsplit(".", 1)[0]
@@ -459,22 +459,22 @@ def _group_one(ckpt, t, name, method, cfg):
             shape = (main.shape[0], main.shape[1] * 2)
         else:
             shape = main.shape
-        q = {"kind": kind, "label": kind.upper(), "bits": w["num_bits"], "group_size": w.get("group_size"),
-             "sym": w.get("symmetric", True), "strategy": w.get("strategy"),
-             "block_structure": w.get("block_structure")}
-        return _logical(base + ".weight", main, shape, {**q, **roles})
+        block = w.get("block_structure")
+        q = Quant(codec=kind, label=kind.upper(), bits=w["num_bits"], group_size=w.get("group_size"),
+                  sym=w.get("symmetric", True), strategy=w.get("strategy"),
+                  block=tuple(block) if block else None, parts=roles)
+        return _logical(base + ".weight", main, shape, q)
     if method == "fp8" and name.endswith(".weight") and name + "_scale_inv" in t:
         block = cfg.get("weight_block_size")
         roles = {"weight": t[name], "weight_scale_inv": t[name + "_scale_inv"]}
-        return _logical(name, t[name], t[name].shape, {"kind": "fp8_block", "label": f"FP8_E4M3_B{block[0]}",
-                                                       "bits": 8, "group_size": None, "sym": True,
-                                                       "block_size": block, **roles})
+        return _logical(name, t[name], t[name].shape, Quant(codec="fp8_block", label=f"FP8_E4M3_B{block[0]}",
+                                                            bits=8, sym=True, block=tuple(block), parts=roles))
     if method == "mxfp4" and name.endswith("_blocks"):
         base = name[:-7]
         b, s = t[name], t[base + "_scales"]
         shape = tuple(b.shape[:-2]) + (b.shape[-2] * 32,)
-        return _logical(base, b, shape, {"kind": "mxfp4", "label": "MXFP4", "bits": 4, "group_size": 32,
-                                         "sym": True, "block_size": 32, "blocks": b, "scales": s})
+        return _logical(base, b, shape, Quant(codec="mxfp4", label="MXFP4", bits=4, group_size=32,
+                                              sym=True, parts={"blocks": b, "scales": s}))
     return None
 
 

@@ -4,9 +4,12 @@ format side marked unusable or that have no decoder."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from model_explorer.records import Quant
 from model_explorer.tensors.read import Undecodable
 
 from . import layouts as L
@@ -50,7 +53,7 @@ def test_qweight_shape_that_does_not_fit(tmp_path):
     def edit(t):
         t[BASE + ".qweight"] = t[BASE + ".qweight"][:-1]
     ckpt = gptq(tmp_path, edit)
-    ckpt.tensors[NAME] = L._logical(NAME, ckpt.tensors[NAME].quant["qweight"], (96, 64),
+    ckpt.tensors[NAME] = L._logical(NAME, ckpt.tensors[NAME].quant.parts["qweight"], (96, 64),
                                     ckpt.tensors[NAME].quant)
     refused(ckpt, "qweight.*packs into")
 
@@ -63,7 +66,9 @@ def test_scales_with_wrong_groups(tmp_path):
 
 def test_missing_component(tmp_path):
     ckpt = gptq(tmp_path, lambda t: None)
-    del ckpt.tensors[NAME].quant["qzeros"]
+    q = ckpt.tensors[NAME].quant
+    ckpt.tensors[NAME].quant = dataclasses.replace(
+        q, parts={r: t for r, t in q.parts.items() if r != "qzeros"})
     refused(ckpt, "'qzeros' component is missing")
 
 
@@ -84,9 +89,9 @@ def test_fp8_scale_grid_that_does_not_fit(tmp_path):
 def test_unusable_and_unknown_kinds_name_the_scheme(tmp_path):
     ckpt = gptq(tmp_path, lambda t: None)
     info = ckpt.tensors[NAME]
-    info.quant = {"kind": "unusable", "label": "FP8_E4M3", "reason": "no weight_scale_inv"}
+    info.quant = Quant(codec="fp8_block", label="FP8_E4M3", refusal="no weight_scale_inv")
     refused(ckpt, r"\(FP8_E4M3\) cannot be dequantized: no weight_scale_inv")
-    info.quant = {"kind": "ct_sparse_24", "label": "CT_SPARSE_24"}
+    info.quant = Quant(codec="ct_sparse_24", label="CT_SPARSE_24")
     refused(ckpt, "CT_SPARSE_24.*not decoded")
 
 
@@ -100,8 +105,8 @@ def test_bnb_state_not_json(tmp_path):
     L.write_folder(tmp_path / "m", t, L.bnb_config())
 
     raw = mx.open(str(tmp_path / "m"))
-    q = {"kind": "bnb_4bit", "label": "BNB_NF4", "blocksize": 64,
-         **{r: raw.tensors[NAME + "." + r] for r in ("absmax", "quant_map")},
-         "weight": raw.tensors[NAME], "quant_state": raw.tensors[qs]}
+    q = Quant(codec="bnb_4bit", label="BNB_NF4", group_size=64,
+              parts={**{r: raw.tensors[NAME + "." + r] for r in ("absmax", "quant_map")},
+                     "weight": raw.tensors[NAME], "quant_state": raw.tensors[qs]})
     raw.tensors[NAME] = L._logical(NAME, raw.tensors[NAME], (32, 64), q)
     refused(raw, "quant state as JSON")

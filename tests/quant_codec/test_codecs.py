@@ -4,6 +4,8 @@ known float weight for the layouts packed by hand (GPTQ, AWQ, fine-grained FP8, 
 
 from __future__ import annotations
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -63,7 +65,7 @@ def test_awq_gemv_fast_is_refused_by_name(tmp_path):
     w = L.weight(64, 64)
     t, _ = L.awq_layer(BASE, w, 32, "gemm")
     ckpt = build(tmp_path, t, L.awq_config(32, "gemm"))
-    ckpt.tensors[NAME].quant["version"] = "gemv_fast"
+    ckpt.tensors[NAME].quant = dataclasses.replace(ckpt.tensors[NAME].quant, version="gemv_fast")
     with pytest.raises(ValueError, match="gemv_fast.*not decoded"):
         ckpt.read(NAME)
 

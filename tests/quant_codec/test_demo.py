@@ -13,6 +13,7 @@ import pytest
 
 from model_explorer.model.config import UnsupportedModel
 from model_explorer.runtime import load_model
+from model_explorer.records import Quant
 
 from . import layouts as L
 
@@ -137,7 +138,7 @@ def test_undecodable_scheme_is_refused_by_name(tmp_path, monkeypatch):
     def mark_unusable(*a, **k):
         ckpt = grouped(*a, **k)
         info = ckpt.tensors["model.layers.0.mlp.up_proj.weight"]
-        info.quant = {"kind": "unusable", "label": "GPTQ_Q4", "reason": "qzeros missing"}
+        info.quant = Quant(codec="gptq", label="GPTQ_Q4", refusal="qzeros missing")
         return ckpt
     monkeypatch.setattr(opener, "open", mark_unusable)
     with pytest.raises(UnsupportedModel, match="GPTQ_Q4.*qzeros missing"):

@@ -53,7 +53,7 @@ def test_gptq_config_bits_disagree_with_zeros(tmp_path):
     f = _one(ckpt, "quant_packed_shape")
     assert f.tensor == P + "qzeros" and (f.offset, f.length) == off[P + "qzeros"]
     assert (f.extra["expected"], f.extra["found"]) == (4, 8)
-    assert ckpt.tensors[P + "weight"].kind == "GPTQ_Q8"  # read as the tensors say
+    assert ckpt.tensors[P + "weight"].label == "GPTQ_Q8"  # read as the tensors say
 
 
 def test_gptq_gidx_wrong_length(tmp_path):
@@ -85,7 +85,7 @@ def test_fp8_weight_without_scale(tmp_path):
     name = "model.layers.0.mlp.proj0.weight"
     assert f.tensor == name and (f.offset, f.length) == off[name]
     t = ckpt.tensors[name]
-    assert t.quant["kind"] == "unusable" and "weight_scale_inv" in t.quant["reason"]
+    assert not t.quant.usable and "weight_scale_inv" in t.quant.refusal
 
 
 def test_ct_weight_without_scale(tmp_path):
@@ -94,7 +94,7 @@ def test_ct_weight_without_scale(tmp_path):
     ckpt, off = _open(tmp_path, tensors, quant)
     f = _one(ckpt, "quant_missing_companion")
     assert f.tensor == P + "weight" and (f.offset, f.length) == off[P + "weight"]
-    assert ckpt.tensors[P + "weight"].quant["kind"] == "unusable"
+    assert ckpt.tensors[P + "weight"].quant.usable is False
 
 
 @pytest.mark.parametrize("blob", [b"not json at all!", b'["a list"]', b'{"quant_type": "nf4"}',
@@ -107,7 +107,7 @@ def test_bnb_quant_state_not_json(tmp_path, blob):
     name = P + "weight.quant_state.bitsandbytes__nf4"
     assert f.tensor == name and (f.offset, f.length) == off[name]
     t = ckpt.tensors[P + "weight"]
-    assert t.quant["kind"] == "unusable" and t.kind == "BNB_NF4"
+    assert not t.quant.usable and t.label == "BNB_NF4"
 
 
 def test_bnb_absmax_wrong_count(tmp_path):
@@ -163,7 +163,7 @@ def test_mxfp4_without_scales(tmp_path):
     ckpt, off = _open(tmp_path, tensors, quant)
     f = _one(ckpt, "quant_missing_companion")
     assert f.tensor == name and (f.offset, f.length) == off[name]
-    assert ckpt.tensors[name].quant["kind"] == "unusable"
+    assert ckpt.tensors[name].quant.usable is False
 
 
 def test_sparse_bitmask_wrong_shape(tmp_path):
@@ -182,7 +182,7 @@ def test_config_says_gptq_tensors_say_bnb(tmp_path):
     f = _one(ckpt, "quant_scheme_mismatch")
     assert f.severity == "error" and f.extra["expected"] == "gptq" and f.extra["found"] == "bnb_4bit"
     assert f.extra["count"] == len(L.PROJ) and (f.offset, f.length) == off[f.tensor]
-    assert ckpt.tensors[P + "weight"].kind == "BNB_NF4"  # read as the tensors say
+    assert ckpt.tensors[P + "weight"].label == "BNB_NF4"  # read as the tensors say
 
 
 def test_config_says_gptq_tensors_say_awq(tmp_path):
@@ -191,7 +191,7 @@ def test_config_says_gptq_tensors_say_awq(tmp_path):
     ckpt, _ = _open(tmp_path, tensors, gptq_config)
     f = _one(ckpt, "quant_scheme_mismatch")
     assert (f.extra["expected"], f.extra["found"]) == ("gptq", "awq")
-    assert ckpt.tensors[P + "weight"].kind == "AWQ_Q4"
+    assert ckpt.tensors[P + "weight"].label == "AWQ_Q4"
     assert ckpt.tensors[P + "weight"].shape == (64, 64)
 
 
@@ -207,7 +207,7 @@ def test_invalid_config_bits_fall_back_to_shapes(tmp_path):
     ckpt, _ = _open(tmp_path, tensors, quant)
     f = _one(ckpt, "quant_config_invalid")
     assert f.severity == "warning" and "bits = 5" in f.message
-    assert ckpt.tensors[P + "weight"].kind == "GPTQ_Q4" and not L.format_errors(ckpt)
+    assert ckpt.tensors[P + "weight"].label == "GPTQ_Q4" and not L.format_errors(ckpt)
 
 
 @pytest.mark.parametrize("junk", [None, 7, "gptq", [1], {"quant_method": 3},
@@ -222,7 +222,7 @@ def test_junk_config_never_raises(tmp_path, junk):
     cfg["quantization_config"] = junk
     (folder / "config.json").write_text(json.dumps(cfg))
     ckpt = mx.open(str(folder))
-    assert ckpt.tensors[P + "weight"].kind == "GPTQ_Q4"
+    assert ckpt.tensors[P + "weight"].label == "GPTQ_Q4"
 
 
 @pytest.mark.parametrize("layout", ["gptq", "awq", "awq_gemv", "bnb4", "bnb8", "ct_pack",

@@ -18,7 +18,7 @@ def _opened(folder, monkeypatch, fast: bool):
         if not fast:
             m.setattr(fp8, "group_regular", lambda *a: ([], []))
         ckpt = mx.open(folder)
-    tensors = [(name, t.to_dict(), t.kind, t.extra.get("packed_shape")) for name, t in ckpt.tensors.items()]
+    tensors = [(name, t.to_dict(), t.label, t.extra.get("packed_shape")) for name, t in ckpt.tensors.items()]
     findings = [f.to_dict() for f in ckpt.findings]
     return tensors, findings, ckpt.details["quantization"]
 

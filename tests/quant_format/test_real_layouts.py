@@ -41,11 +41,11 @@ def _check(ckpt, base_ckpt, label):
     for name, t in ckpt.tensors.items():
         assert t.shape == base_ckpt.tensors[name].shape, name
         if any(f".{m}." in name for m in LINEARS):
-            assert t.kind == label, name
+            assert t.label == label, name
     assert ckpt.parameter_count == base_ckpt.parameter_count
     assert not [f for f in L.format_findings(ckpt) if f.severity != "info"], L.format_findings(ckpt)
     s = ckpt.summary()["quantization"]
-    assert s["label"] == label and s["kinds"][0]["kind"] == label
+    assert s["label"] == label and s["mix"][0]["label"] == label
 
 
 @pytest.mark.parametrize("quant_type,nested,label", [("nf4", True, "BNB_NF4"),
@@ -69,8 +69,8 @@ def test_bitsandbytes_save_pretrained(base, tmp_path, quant_type, nested, label)
     _check(ckpt, base[1], label)
     q = ckpt.tensors["model.layers.0.self_attn.q_proj.weight"].quant
     if quant_type != "int8":
-        assert q["quant_type"] == quant_type and q["nested"] is nested and q["blocksize"] == 64
-        assert q["dtype"] == "float16"
+        assert q.quant_type == quant_type and q.nested is nested and q.group_size == 64
+        assert q.dequant_dtype == "float16"
 
 
 CT = {

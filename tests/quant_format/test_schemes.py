@@ -54,17 +54,17 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("with_config", [True, False])
 def test_scheme_recognised(tmp_path, case, with_config):
-    build, label, kind, dtype, roles = CASES[case]
+    build, label, codec, dtype, roles = CASES[case]
     tensors, quant = build()
     ckpt = mx.open(str(L.write(tmp_path / case, tensors, quant, with_config=with_config)))
     t = ckpt.tensors[Q]
     if not with_config and label.startswith("CT_W"):
         label = label[:-3] if label.endswith("A16") else label[:-2]  # activations: config only
-    assert t.kind == label
-    assert t.quant["kind"] == kind
+    assert t.label == label
+    assert t.quant.codec == codec
     assert t.dtype == dtype
     assert t.shape == L.PROJ["self_attn.q_proj"]
-    assert {k for k, v in t.quant.items() if isinstance(v, mx.TensorInfo)} == roles
+    assert set(t.quant.parts) == roles
     # components left ckpt.tensors; the logical tensors took their place
     assert not [n for n in ckpt.tensors if n.endswith((".qweight", ".scales", ".absmax", ".SCB",
                                                         "_scale", "_packed", "quant_map",
@@ -77,15 +77,15 @@ def test_scheme_recognised(tmp_path, case, with_config):
     assert bool(inferred) != with_config
     if inferred:
         assert label in inferred[0].message and inferred[0].offset is not None
-        assert t.quant.get("inferred") is True
+        assert t.quant.inferred is True
     s = ckpt.summary()["quantization"]
-    assert s["label"] == label and s["kind"] == kind
-    assert s["bits"] == t.quant["bits"]
+    assert s["label"] == label and s["codec"] == codec
+    assert s["bits"] == t.quant.bits
     assert "lm_head" in s["unquantized_modules"]
     assert 2 < s["bits_per_weight"] < 20  # tiny layers: GEMV pads its scales; sparse BF16
-    row = next(r for r in s["kinds"] if r["kind"] == label)
+    row = next(r for r in s["mix"] if r["label"] == label)
     assert row["parameters"] == LINEAR_PARAMS
-    assert math.isclose(sum(r["share_parameters"] for r in s["kinds"]), 1.0)
+    assert math.isclose(sum(r["share_parameters"] for r in s["mix"]), 1.0)
     assert s["text"].startswith(f"{s['bits_per_weight']:.3g} bits per weight: {label}")
 
 
@@ -94,7 +94,7 @@ def test_gptq_params(tmp_path):
     quant.update(desc_act=True, sym=False)
     ckpt = mx.open(str(L.write(tmp_path / "m", tensors, quant)))
     q = ckpt.tensors[Q].quant
-    assert (q["bits"], q["group_size"], q["sym"], q["desc_act"], q["checkpoint_format"]) == \
+    assert (q.bits, q.group_size, q.sym, q.act_order, q.checkpoint_format) == \
         (4, 32, False, True, "gptq")
     s = ckpt.summary()["quantization"]
     assert s["scheme"] == "gptq" and s["act_order"] is True and s["sym"] is False
@@ -114,8 +114,8 @@ def test_gptq_dynamic_per_layer_bits(tmp_path):
         t4[k + r] = t8[k + r]
     quant["dynamic"] = {r"+:.*k_proj": {"bits": 8}}
     ckpt = mx.open(str(L.write(tmp_path / "m", t4, quant)))
-    assert ckpt.tensors["model.layers.0.self_attn.k_proj.weight"].kind == "GPTQ_Q8"
-    assert ckpt.tensors[Q].kind == "GPTQ_Q4"
+    assert ckpt.tensors["model.layers.0.self_attn.k_proj.weight"].label == "GPTQ_Q8"
+    assert ckpt.tensors[Q].label == "GPTQ_Q4"
     assert not L.format_errors(ckpt)
 
 
@@ -123,14 +123,14 @@ def test_fp8_block_partial_edges(tmp_path):
     tensors, quant = L.fp8_block()
     ckpt = mx.open(str(L.write(tmp_path / "m", tensors, quant)))
     t = ckpt.tensors["model.layers.0.mlp.proj0.weight"]
-    assert t.kind == "FP8_E4M3_B128" and t.shape == (200, 64)
-    assert t.quant["block_size"] == [128, 128]
-    assert set(k for k, v in t.quant.items() if isinstance(v, mx.TensorInfo)) == {"weight", "weight_scale_inv"}
+    assert t.label == "FP8_E4M3_B128" and t.shape == (200, 64)
+    assert t.quant.block == (128, 128)
+    assert set(t.quant.parts) == {"weight", "weight_scale_inv"}
     assert not [f for f in L.format_findings(ckpt) if f.severity != "info"]
     assert ckpt.summary()["quantization"]["block_size"] == [128, 128]
     # without config.json: still 128 x 128, and said so
     ckpt = mx.open(str(L.write(tmp_path / "n", tensors, quant, with_config=False)))
-    assert ckpt.tensors["model.layers.0.mlp.proj1.weight"].kind == "FP8_E4M3_B128"
+    assert ckpt.tensors["model.layers.0.mlp.proj1.weight"].label == "FP8_E4M3_B128"
     assert [f.code for f in L.format_findings(ckpt)] == ["quant_inferred"]
 
 
@@ -138,8 +138,8 @@ def test_mxfp4_gpt_oss(tmp_path):
     tensors, quant = L.mxfp4()
     ckpt = mx.open(str(L.write(tmp_path / "m", tensors, quant)))
     t = ckpt.tensors["model.layers.0.mlp.experts.gate_up_proj"]
-    assert t.kind == "MXFP4" and t.shape == (2, 128, 64) and t.quant["block_size"] == 32
-    assert set(k for k, v in t.quant.items() if isinstance(v, mx.TensorInfo)) == {"blocks", "scales"}
+    assert t.label == "MXFP4" and t.shape == (2, 128, 64) and t.quant.group_size == 32
+    assert set(t.quant.parts) == {"blocks", "scales"}
     assert ckpt.tensors["model.layers.0.mlp.experts.down_proj"].shape == (2, 64, 64)
     assert "model.layers.0.mlp.experts.gate_up_proj_bias" in ckpt.tensors
     assert not [f for f in L.format_findings(ckpt) if f.severity != "info"]

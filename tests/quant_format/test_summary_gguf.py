@@ -31,7 +31,7 @@ def test_gguf_file_type_and_mix(tmp_path):
     ckpt = mx.open(_write(tmp_path / "m.gguf", 15))
     q = ckpt.summary()["quantization"]
     assert q["scheme"] == "gguf" and q["file_type"] == "MOSTLY_Q4_K_M" and q["file_type_id"] == 15
-    rows = {r["kind"]: r for r in q["kinds"]}
+    rows = {r["label"]: r for r in q["mix"]}
     assert rows["Q4_K"]["bits_per_weight"] == 4.5 and rows["Q6_K"]["bits_per_weight"] == 6.5625
     assert rows["Q4_K"]["parameters"] == 3 * 256 * 512 and rows["F32"]["parameters"] == 512
     params = 4 * 256 * 512 + 512

@@ -129,7 +129,7 @@ def test_converted_f32_gguf_logits_equal_transformers(family, backend, request):
 def _round_like(model, path: str, arch: str) -> None:
     """Put the GGUF's quantized matrices, decoded, into the transformers model (in HF layout)."""
     ckpt = mx.open(path)
-    quantized = {n for n, t in ckpt.tensors.items() if t.kind != "F32"}
+    quantized = {n for n, t in ckpt.tensors.items() if t.label != "F32"}
     with torch.no_grad():
         for name, p in model.state_dict().items():
             stem = name.rsplit(".experts.", 1)[0]

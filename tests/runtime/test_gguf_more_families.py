@@ -257,7 +257,7 @@ def test_gpt_oss_gguf_with_mxfp4_experts_runs_their_decoded_values(tmp_path, mon
                         if name.endswith("_exps.weight") else plain(name, shape, dtype))
     path = str(mx.convert(tmp_path, tmp_path / "m.gguf", format="gguf", dtype="F32"))
     ckpt, (_, tensors) = mx.open(path), _reader(path)
-    assert ckpt.tensors["blk.0.ffn_gate_exps.weight"].kind == "MXFP4"
+    assert ckpt.tensors["blk.0.ffn_gate_exps.weight"].label == "MXFP4"
     with torch.no_grad():
         for i, layer in enumerate(model.model.layers):
             gate, up, down = (ckpt.read(f"blk.{i}.ffn_{p}_exps.weight") for p in ("gate", "up", "down"))

@@ -99,7 +99,7 @@ def test_mlx_zero_scales(tmp_path):
         config={"quantization": {"bits": 4, "group_size": 32}})
     ckpt = mx.open(str(tmp_path), deep=True)
     f = _finding(ckpt, "mlx_bad_scales", "l.weight")
-    s = ckpt.tensors["l.weight"].quant["scales"]
+    s = ckpt.tensors["l.weight"].quant.parts["scales"]
     assert f.offset == s.offset + 5 * 2 and "[2, 1]" in f.message
 
 

@@ -220,7 +220,7 @@ def test_mlx_affine_all_bits(tmp_path, opened, bits, group):
         config={"quantization": {"bits": bits, "group_size": group}})
     ckpt = opened(str(tmp_path))
     info = ckpt.tensors["l.weight"]
-    assert info.kind == f"MLX_Q{bits}" and info.shape == (rows, cols)
+    assert info.label == f"MLX_Q{bits}" and info.shape == (rows, cols)
     s = np.repeat(scales.astype(np.float32), group, axis=1)
     b = np.repeat(biases.astype(np.float32), group, axis=1)
     expected = s * codes.astype(np.float32) + b

@@ -31,7 +31,7 @@ def _eager(ckpt) -> tuple[dict, list, dict]:
     for t in ckpt.tensors.values():
         span = (t.extra or {}).get("info_span")
         off, length = entry.get(t.name) or (tuple(span) if span else (t.offset, t.length))
-        leaves[t.name] = (_split(t.name)[1], "tensor", notes.get(t.name), t.kind, list(t.shape),
+        leaves[t.name] = (_split(t.name)[1], "tensor", notes.get(t.name), t.label, list(t.shape),
                           t.stored_bytes, t.file, off, length)
         members.append((t.name, t.stored_bytes, False))
     for m in ckpt.index_mismatches:

@@ -319,7 +319,7 @@ def test_selecting_a_tensor_from_python_names_its_first_byte(made):
     name, info = list(ex.checkpoint.tensors.items())[-1]
     ex.selection = {"tensor": name}
     assert ex.selection == {"tensor": name, "file": info.file, "offset": info.offset,
-                            "length": info.length, "dtype": info.kind, "shape": list(info.shape)}
+                            "length": info.length, "dtype": info.label, "shape": list(info.shape)}
     assert info.file != ex.checkpoint.files[0]  # the hexdump must change file too
     with pytest.raises(traitlets.TraitError, match="No tensor named 'nope'"):
         ex.selection = {"tensor": "nope"}

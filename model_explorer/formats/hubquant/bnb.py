@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 
-from .common import cdiv, finding, is_int, logical, numel, shape_text, unusable
+from ...records import Quant
+from .common import cdiv, finding, is_int, logical, numel, roles, shape_text, unusable
 
 MAX_STATE_BYTES = 1 << 16  # the blob is ~170 bytes; anything far larger is not a quant state
 
@@ -75,7 +76,7 @@ def build_4bit(ckpt, layer, scheme, add, inferred: bool):
     if qt != suffix_type:
         add(finding("quant_state_invalid", f"{qs.name!r} is named for {suffix_type!r} "
                     f"but its JSON says quant_type {qt!r}.", qs))
-    if scheme and scheme.kind == "bnb_4bit" and scheme.params.get("quant_type") not in (None, qt):
+    if scheme and scheme.layout == "bnb_4bit" and scheme.params.get("quant_type") not in (None, qt):
         add(finding("quant_param_mismatch", f"config.json says bnb_4bit_quant_type "
                     f"{scheme.params['quant_type']!r}, but {qs.name!r} says {qt!r}; the tensor's "
                     "own state is what bitsandbytes decodes with.", qs,
@@ -110,15 +111,13 @@ def build_4bit(ckpt, layer, scheme, add, inferred: bool):
             add(finding("quant_groups_mismatch", f"{na.name!r} has {na.numel} values; "
                         f"{absmax.numel} absmax codes in blocks of {state['nested_blocksize']} need "
                         f"{want}.", na, expected=want, found=na.numel))
-    quant = {"kind": "bnb_4bit", "label": f"BNB_{qt.upper()}", "bits": 4, "group_size": block,
-             "sym": True, "quant_type": qt, "blocksize": block, "dtype": state.get("dtype"),
-             "nested": nested}
-    if nested:
-        quant.update(nested_blocksize=state.get("nested_blocksize"),
-                     nested_offset=state.get("nested_offset"), nested_dtype=state.get("nested_dtype"))
-    for role in ("weight", "absmax", "quant_map", "nested_absmax", "nested_quant_map", "quant_state"):
-        if role in p:
-            quant[role] = p[role]
+    quant = Quant(codec="bnb_4bit", label=f"BNB_{qt.upper()}", bits=4, group_size=block, sym=True,
+                  quant_type=qt, dequant_dtype=state.get("dtype"), nested=nested,
+                  nested_group_size=state.get("nested_blocksize") if nested else None,
+                  nested_offset=state.get("nested_offset") if nested else None,
+                  nested_dtype=state.get("nested_dtype") if nested else None,
+                  parts=roles(p, ("weight", "absmax", "quant_map", "nested_absmax",
+                                  "nested_quant_map", "quant_state")))
     return logical(layer.base + ".weight", w, shape, quant, inferred)
 
 
@@ -137,8 +136,6 @@ def build_int8(layer, scheme, add, inferred: bool):
         add(finding("quant_groups_mismatch", f"{scb.name!r} has {scb.numel} row scales; "
                     f"{w.name!r} has {w.shape[0]} rows.", scb,
                     expected=w.shape[0], found=scb.numel))
-    quant = {"kind": "bnb_int8", "label": "BNB_INT8", "bits": 8, "group_size": None, "sym": True,
-             "weight": w, "SCB": scb}
-    if "weight_format" in p:
-        quant["weight_format"] = p["weight_format"]
+    quant = Quant(codec="bnb_int8", label="BNB_INT8", bits=8, sym=True,
+                  parts=roles(p, ("weight", "SCB", "weight_format")))
     return logical(w.name, w, w.shape, quant, inferred)

@@ -27,7 +27,8 @@ class Scheme:
     """What the config says about the whole model."""
 
     method: str                     # quant_method as written, lower case
-    kind: str | None                # gptq, awq, bnb_4bit, bnb_int8, ct, fp8_block, mxfp4; None: not decoded
+    layout: str | None              # the tensors it promises: gptq, awq, bnb_4bit, bnb_int8, ct,
+                                    # fp8_block, mxfp4; None: not decoded
     bits: int | None = None
     group_size: int | None = None   # None: per channel / per tensor
     sym: bool | None = None
@@ -39,7 +40,7 @@ class Scheme:
 
     @property
     def family(self) -> str | None:
-        return FAMILY_OF_METHOD.get(self.method) if self.kind else None
+        return FAMILY_OF_METHOD.get(self.method) if self.layout else None
 
     def layer(self, module: str) -> dict[str, Any] | None:
         """Per-layer parameters (GPTQModel `dynamic` overrides); None when the layer is skipped."""
@@ -70,7 +71,7 @@ class Scheme:
         target matches any module that carries quantized weights)."""
         best = None
         for g in self.groups:
-            targets = g.get("targets") if isinstance(g.get("targets"), list) else []
+            targets = t if isinstance(t := g.get("targets"), list) else []
             named = [t for t in targets if isinstance(t, str) and t != "Linear"]
             if named and module_matches(module, named):
                 return g
@@ -151,7 +152,7 @@ def _bnb(q: dict) -> Scheme:
         return s
     s = Scheme("bitsandbytes", "bnb_int8", 8, None, True, ignore=skip)
     if not eight:
-        s.kind = None  # neither flag: the tensors will say which
+        s.layout = None  # neither flag: the tensors will say which
         s.problems.append("neither load_in_4bit nor load_in_8bit is true")
     return s
 
@@ -165,7 +166,7 @@ def _ct(q: dict) -> Scheme:
         s.groups = [g for g in groups.values() if isinstance(g, dict)]
     s.ignore = [m for m in q.get("ignore") or [] if isinstance(m, str)]
     if s.groups:
-        w = s.groups[0].get("weights") if isinstance(s.groups[0].get("weights"), dict) else {}
+        w = w if isinstance(w := s.groups[0].get("weights"), dict) else {}
         s.bits = w.get("num_bits") if is_int(w.get("num_bits")) else None
         s.group_size = w.get("group_size") if is_int(w.get("group_size")) else None
         s.sym = w.get("symmetric", True) is not False

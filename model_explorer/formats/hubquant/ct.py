@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import cdiv, finding, is_int, logical, numel, shape_text, unusable
+from ...records import Quant
+from .common import block_pair, cdiv, finding, is_int, logical, numel, roles, shape_text, unusable
 
 
 def _args(scheme, base: str) -> tuple[dict, dict | None]:
     """(weights args, input_activations args) of the config group that targets the module."""
-    group = scheme.ct_group(base) if scheme and scheme.kind == "ct" else None
+    group = scheme.ct_group(base) if scheme and scheme.layout == "ct" else None
     if not group:
         return {}, None
     w = group.get("weights") if isinstance(group.get("weights"), dict) else {}
@@ -52,15 +53,15 @@ def _weight_shape(ckpt, t, add) -> tuple[int, ...] | None:
     return tuple(int(d) for d in dims)
 
 
-def _label(kind: str, w: dict, a: dict | None, bits: int, weight_dtype: str, strategy, block) -> str:
-    if kind in ("ct_pack", "ct_int"):
+def _label(codec: str, w: dict, a: dict | None, bits: int, weight_dtype: str, strategy, block) -> str:
+    if codec in ("ct_pack", "ct_int"):
         if not w:  # no config: the activations' precision is not in the tensors
             return f"CT_W{bits}"
         abits = a.get("num_bits") if a and is_int(a.get("num_bits")) else 16
         return f"CT_W{bits}A{abits}"
-    if kind == "ct_nvfp4":
+    if codec == "ct_nvfp4":
         return "NVFP4"
-    if kind == "ct_mxfp4":
+    if codec == "ct_mxfp4":
         return "MXFP4"
     name = {"F8_E4M3": "FP8_E4M3", "F8_E5M2": "FP8_E5M2"}.get(weight_dtype, "FP8")
     if strategy == "block" and block:
@@ -85,29 +86,29 @@ def build(ckpt, layer, scheme, add, inferred: bool):
         add(finding("quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
                     "quantized weight is at least 2-D.", main))
         return unusable(main, "ct", "CT", "not 2-D")
-    # The kind the tensors show; the config's format is checked against it below.
+    # The codec the tensors show; the config's format is checked against it below.
     if packed is not None:
         if "weight_global_scale" in p:
-            kind = "ct_nvfp4"
+            codec = "ct_nvfp4"
         elif packed.dtype == "U8" and (w_args.get("type") == "float" or (
                 scale is not None and scale.dtype in ("U8", "F8_E8M0"))):
-            kind = "ct_mxfp4"
+            codec = "ct_mxfp4"
         else:
-            kind = "ct_pack"
+            codec = "ct_pack"
     else:
-        kind = "ct_float" if weight.dtype.startswith("F8") else "ct_int"
+        codec = "ct_float" if weight.dtype.startswith("F8") else "ct_int"
     bits = w_args.get("num_bits") if is_int(w_args.get("num_bits")) else (
-        4 if kind in ("ct_nvfp4", "ct_mxfp4") else 8 if kind in ("ct_float", "ct_int") else None)
+        4 if codec in ("ct_nvfp4", "ct_mxfp4") else 8 if codec in ("ct_float", "ct_int") else None)
     strategy = w_args.get("strategy")
     block = w_args.get("block_structure")
     if scale is None:
         add(finding("quant_missing_companion", f"{main.name!r} is compressed-tensors "
                     f"quantized but {layer.base + '.weight_scale'!r} is missing; it cannot be "
                     "dequantized.", main, expected=["weight_scale"]))
-        return unusable(main, kind, _label(kind, w_args, a_args, bits or 0, main.dtype, strategy,
+        return unusable(main, codec, _label(codec, w_args, a_args, bits or 0, main.dtype, strategy,
                                            block), "no weight_scale")
     # logical [out, in]
-    if kind == "ct_pack":
+    if codec == "ct_pack":
         shape = _weight_shape(ckpt, p["weight_shape"], add) if "weight_shape" in p else None
         if bits is None and shape is not None and len(packed.shape) >= 1:
             # no config: the fewest bits whose dense packing gives the stored width
@@ -128,24 +129,24 @@ def build(ckpt, layer, scheme, add, inferred: bool):
                         f"{list(shape[:-1]) + [cdiv(shape[-1] * bits, 32)]}.", packed,
                         expected=list(shape[:-1]) + [cdiv(shape[-1] * bits, 32)],
                         found=list(packed.shape)))
-    elif kind in ("ct_nvfp4", "ct_mxfp4"):
+    elif codec in ("ct_nvfp4", "ct_mxfp4"):
         shape = packed.shape[:-1] + (packed.shape[-1] * 2,)
     else:
         shape = weight.shape
     if len(shape) < 2:
         add(finding("quant_packed_shape", f"{main.name!r} is {shape_text(main)}; a "
                     "quantized weight is at least 2-D.", main))
-        return unusable(main, kind, kind.upper(), "not 2-D")
+        return unusable(main, codec, codec.upper(), "not 2-D")
     out, in_f = shape[-2], shape[-1]
     group = w_args.get("group_size") if is_int(w_args.get("group_size")) else (
-        16 if kind == "ct_nvfp4" else 32 if kind == "ct_mxfp4" else None)
+        16 if codec == "ct_nvfp4" else 32 if codec == "ct_mxfp4" else None)
     if strategy is None:  # no config: read the strategy off the scale's shape
         strategy = _strategy_from(scale, out, in_f)
         if strategy == "group" and scale.shape and scale.shape[-1]:
             group = cdiv(in_f, scale.shape[-1])
         if strategy == "block" and all(scale.shape[-2:]):
             block = [cdiv(out, scale.shape[-2]), cdiv(in_f, scale.shape[-1])]
-    label = _label(kind, w_args, a_args, bits or 0, main.dtype, strategy, block)
+    label = _label(codec, w_args, a_args, bits or 0, main.dtype, strategy, block)
     want = _scale_shape(strategy, shape, group, block)
     if want is not None and tuple(scale.shape) != want and not (
             strategy == "tensor" and scale.numel == 1):
@@ -153,23 +154,19 @@ def build(ckpt, layer, scheme, add, inferred: bool):
                     f"strategy {strategy!r} on weight {list(shape)} needs {list(want)} scales.",
                     scale, expected=list(want), found=list(scale.shape)))
     zp = p.get("weight_zero_point")
-    if zp is not None and want is not None and kind == "ct_pack" and strategy in ("group", "channel"):
+    if zp is not None and want is not None and codec == "ct_pack" and bits is not None \
+            and strategy in ("group", "channel"):
         zwant = shape[:-2] + (cdiv(out * bits, 32), want[-1])
         if tuple(zp.shape) != zwant:
             add(finding("quant_groups_mismatch", f"{zp.name!r} is {shape_text(zp)}; "
                         f"zero points packed along the output dim need {list(zwant)}.", zp,
                         expected=list(zwant), found=list(zp.shape)))
-    quant = {"kind": kind, "label": label, "bits": bits, "group_size": group,
-             "sym": w_args.get("symmetric", zp is None) is not False, "strategy": strategy,
-             "type": w_args.get("type", "float" if kind in ("ct_float", "ct_nvfp4", "ct_mxfp4") else "int")}
-    if block:
-        quant["block_structure"] = list(block)
-    if w_args.get("actorder") is not None:
-        quant["actorder"] = w_args.get("actorder")
-    for role in ("weight_packed", "weight", "weight_scale", "weight_zero_point", "weight_shape",
-                 "weight_global_scale"):
-        if role in p:
-            quant[role] = p[role]
+    quant = Quant(codec=codec, label=label, bits=bits, group_size=group,
+                  sym=w_args.get("symmetric", zp is None) is not False, strategy=strategy,
+                  value_type=w_args.get("type", "float" if codec in ("ct_float", "ct_nvfp4", "ct_mxfp4") else "int"),
+                  block=block_pair(block), act_order=w_args.get("actorder"),
+                  parts=roles(p, ("weight_packed", "weight", "weight_scale", "weight_zero_point",
+                                  "weight_shape", "weight_global_scale")))
     return logical(layer.base + ".weight", main, shape, quant, inferred)
 
 
@@ -205,10 +202,10 @@ def build_sparse(ckpt, layer, scheme, add, inferred: bool):
     """Sparse values with a bitmask of where they go (and, quantized, their scales)."""
     p = layer.parts
     values, mask = p.get("compressed"), p["bitmask"]
-    fmt = scheme.params.get("sparsity") if scheme and scheme.kind == "ct" else None
-    kind = "ct_sparse_24" if (fmt == "sparse-24-bitmask" or (fmt is None and "row_offsets" not in p)) \
+    fmt = scheme.params.get("sparsity") if scheme and scheme.layout == "ct" else None
+    codec = "ct_sparse_24" if (fmt == "sparse-24-bitmask" or (fmt is None and "row_offsets" not in p)) \
         else "ct_sparse_bitmask"
-    label = "CT_SPARSE_24" if kind == "ct_sparse_24" else "CT_SPARSE"
+    label = "CT_SPARSE_24" if codec == "ct_sparse_24" else "CT_SPARSE"
     if values is None or "shape" not in p:
         gone = [r for r in ("compressed", "shape") if r not in p]
         add(finding("quant_missing_companion", f"{mask.name!r} is a sparsity bitmask but "
@@ -222,7 +219,7 @@ def build_sparse(ckpt, layer, scheme, add, inferred: bool):
         add(finding("quant_groups_mismatch", f"{mask.name!r} is {shape_text(mask)}; a "
                     f"bitmask of {list(shape)} is uint8 {[out, cdiv(in_f, 8)]}.", mask,
                     expected=[out, cdiv(in_f, 8)], found=list(mask.shape)))
-    if kind == "ct_sparse_24" and values.numel * 2 != out * in_f:
+    if codec == "ct_sparse_24" and values.numel * 2 != out * in_f:
         add(finding("quant_packed_shape", f"{values.name!r} holds {values.numel} values; "
                     f"2:4 sparsity of {list(shape)} keeps {out * in_f // 2}.", values,
                     expected=out * in_f // 2, found=values.numel))
@@ -231,11 +228,9 @@ def build_sparse(ckpt, layer, scheme, add, inferred: bool):
         add(finding("quant_groups_mismatch", f"{ro.name!r} has {ro.numel} row offsets for "
                     f"{out} rows.", ro, expected=out, found=ro.numel))
     w_args, _ = _args(scheme, layer.base)
-    quant = {"kind": kind, "label": label, "bits": w_args.get("num_bits"), "group_size": None,
-             "sym": True, "sparsity": fmt or kind[3:].replace("_", "-"),
-             "values_dtype": values.dtype, "strategy": w_args.get("strategy")}
-    for role in ("compressed", "bitmask", "shape", "row_offsets", "weight_scale",
-                 "weight_zero_point"):
-        if role in p:
-            quant[role] = p[role]
+    quant = Quant(codec=codec, label=label, bits=w_args.get("num_bits"), sym=True,
+                  sparsity=fmt or codec[3:].replace("_", "-"), values_dtype=values.dtype,
+                  strategy=w_args.get("strategy"),
+                  parts=roles(p, ("compressed", "bitmask", "shape", "row_offsets", "weight_scale",
+                                  "weight_zero_point")))
     return logical(layer.base + ".weight", values, shape, quant, inferred)

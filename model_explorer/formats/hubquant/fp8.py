@@ -8,9 +8,9 @@ for weight_block_size [br, bc], a scalar without one. gpt-oss experts store `X_b
 
 from __future__ import annotations
 
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...tensormap import records_of
-from .common import cdiv, finding, logical, shape_text, unusable
+from .common import block_pair, cdiv, finding, logical, shape_text, unusable
 
 FP8_DTYPES = ("F8_E4M3", "F8_E5M2")
 
@@ -27,7 +27,7 @@ def build_fp8_block(layer, scheme, add, inferred: bool):
         return unusable(w, "fp8_block", "FP8", "not an FP8 matrix")
     out, in_f = w.shape[-2], w.shape[-1]
     lead = tuple(w.shape[:-2])
-    block = scheme.params.get("block_size") if scheme and scheme.kind == "fp8_block" else None
+    block = scheme.params.get("block_size") if scheme and scheme.layout == "fp8_block" else None
     if block is None and s.numel > 1 and len(s.shape) == len(w.shape):
         # no config: DeepSeek's 128 x 128 when it fits, else what the scale grid implies
         so, si = s.shape[-2], s.shape[-1]
@@ -57,9 +57,9 @@ def _block_label(block) -> str:
 def _fp8_logical(w: TensorInfo, s: TensorInfo, block, label: str, inferred: bool) -> TensorInfo:
     if w.dtype == "F8_E5M2":
         label = label.replace("E4M3", "E5M2")
-    quant = {"kind": "fp8_block", "label": label, "bits": 8, "group_size": None, "sym": True,
-             "block_size": list(block) if block else None, "scale_dtype": s.dtype,
-             "weight": w, "weight_scale_inv": s}
+    quant = Quant(codec="fp8_block", label=label, bits=8, sym=True,
+                  block=block_pair(block), scale_dtype=s.dtype,
+                  parts={"weight": w, "weight_scale_inv": s})
     return logical(w.name, w, w.shape, quant, inferred)
 
 
@@ -70,7 +70,7 @@ def group_regular(tensors, scheme, crowded: set[str]) -> tuple[list[TensorInfo],
     anything is unusual: no `.weight`, a weight that is not a 2-D FP8 matrix, a scale grid of
     another shape, or components of another family on the same prefix (`crowded`).
     Returns the logical tensors and the names of the components they absorbed."""
-    block = scheme.params.get("block_size") if scheme is not None and scheme.kind == "fp8_block" else None
+    block = scheme.params.get("block_size") if scheme is not None and scheme.layout == "fp8_block" else None
     if block is None:
         return [], []
     b0, b1 = block
@@ -107,6 +107,6 @@ def build_mxfp4(layer, scheme, add, inferred: bool):
                     f"blocks {list(b.shape)} need one uint8 exponent each: "
                     f"{list(b.shape[:-1])}.", s, expected=list(b.shape[:-1]), found=list(s.shape)))
     shape = tuple(b.shape[:-2]) + (b.shape[-2] * 32,)
-    quant = {"kind": "mxfp4", "label": "MXFP4", "bits": 4, "group_size": 32, "sym": True,
-             "block_size": 32, "blocks": b, "scales": s}
+    quant = Quant(codec="mxfp4", label="MXFP4", bits=4, group_size=32, sym=True,
+                  parts={"blocks": b, "scales": s})
     return logical(layer.base, b, shape, quant, inferred)

@@ -13,7 +13,8 @@ AutoAWQ WQLinear_GEMM / WQLinear_GEMV / gemv_fast):
 
 from __future__ import annotations
 
-from .common import cdiv, finding, is_int, logical, shape_text
+from ...records import Quant
+from .common import cdiv, finding, is_int, logical, roles, shape_text
 from .config import GPTQ_BITS, Scheme
 
 
@@ -32,11 +33,11 @@ def orientation(parts) -> str | None:
     return None
 
 
-def _missing(layer, add, kind, need) -> bool:
+def _missing(layer, add, layout, need) -> bool:
     absent = [r for r in need if r not in layer.parts]
     if absent:
         have = layer.first()
-        add(finding("quant_missing_companion", f"{kind.upper()} layer {layer.base!r} has "
+        add(finding("quant_missing_companion", f"{layout.upper()} layer {layer.base!r} has "
                     f"{', '.join(repr(n) for n in layer.names)} but no "
                     f"{', '.join(repr(layer.base + '.' + r) for r in absent)}; it cannot be "
                     "dequantized.", have,
@@ -113,21 +114,19 @@ def build_gptq(layer, scheme: Scheme | None, add, inferred: bool):
                     f"each of the {in_f} input features to its group, so it should be [{in_f}] "
                     f"(in_features = {qw.shape[0]} qweight rows x {word} / {bits} bits).", gi,
                     expected=[in_f], found=list(gi.shape)))
-    params = dict(scheme.params) if scheme and scheme.kind == "gptq" else {}
+    params = dict(scheme.params) if scheme and scheme.layout == "gptq" else {}
     params.pop("dynamic", None)
-    quant = {"kind": "gptq", "label": f"GPTQ_Q{bits}", "bits": bits, "group_size": group,
-             "sym": cfg.get("sym", True) is not False,
-             "desc_act": bool(cfg.get("desc_act", params.get("desc_act", False))),
-             "checkpoint_format": params.get("checkpoint_format", "gptq"),
-             "qweight": qw, "qzeros": qz, "scales": sc}
-    if gi is not None:
-        quant["g_idx"] = gi
+    quant = Quant(codec="gptq", label=f"GPTQ_Q{bits}", bits=bits, group_size=group,
+                  sym=cfg.get("sym", True) is not False,
+                  act_order=bool(cfg.get("desc_act", params.get("desc_act", False))),
+                  checkpoint_format=params.get("checkpoint_format", "gptq"),
+                  parts=roles(p, ("qweight", "qzeros", "scales", "g_idx")))
     return logical(layer.base + ".weight", qw, (out, in_f), quant, inferred)
 
 
 def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
     p = layer.parts
-    version = (scheme.params.get("version") if scheme and scheme.kind == "awq" else None)
+    version = (scheme.params.get("version") if scheme and scheme.layout == "awq" else None)
     if version is None:
         qw, sc = p.get("qweight"), p.get("scales")
         version = "gemv_fast" if "scaled_zeros" in p else (
@@ -136,9 +135,9 @@ def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
     if _missing(layer, add, "awq", need):
         return None
     qw, sc = p["qweight"], p["scales"]
-    bits = scheme.bits if scheme and scheme.kind == "awq" and scheme.bits else 4
-    group = scheme.group_size if scheme and scheme.kind == "awq" else None
-    if scheme is None or scheme.kind != "awq":
+    bits = scheme.bits if scheme and scheme.layout == "awq" and scheme.bits else 4
+    group = scheme.group_size if scheme and scheme.layout == "awq" else None
+    if scheme is None or scheme.layout != "awq":
         group = None  # inferred below
     if len(qw.shape) != 2 or len(sc.shape) != 2:
         add(finding("quant_packed_shape", f"AWQ qweight {qw.name!r} and scales must be "
@@ -174,12 +173,9 @@ def build_awq(layer, scheme: Scheme | None, add, inferred: bool):
                     f"{layer.base!r} has no documented layout this tool decodes; its tensors are "
                     "shown as stored (packed), not as weights.", qw))
         return None
-    quant = {"kind": "awq", "label": f"AWQ_Q{bits}", "bits": bits, "group_size": group,
-             "sym": bool(scheme.sym) if scheme and scheme.kind == "awq" else False,
-             "version": version, "qweight": qw, "scales": sc}
-    for role in ("qzeros", "scaled_zeros"):
-        if role in p:
-            quant[role] = p[role]
+    quant = Quant(codec="awq", label=f"AWQ_Q{bits}", bits=bits, group_size=group,
+                  sym=bool(scheme.sym) if scheme and scheme.layout == "awq" else False,
+                  version=version, parts=roles(p, ("qweight", "scales", "qzeros", "scaled_zeros")))
     return logical(layer.base + ".weight", qw, (out, in_f), quant, inferred)
 
 

@@ -17,6 +17,8 @@ by role. The families:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ...records import TensorInfo
@@ -78,7 +80,7 @@ class Layer:
         return next(iter(self.parts.values()))
 
 
-def find_layers(tensors: dict[str, TensorInfo], skip: set[str] = frozenset()) -> dict[str, Layer]:
+def find_layers(tensors: Mapping[str, TensorInfo], skip: AbstractSet[str] = frozenset()) -> dict[str, Layer]:
     """Every quantized layer the tensor names show, keyed by module prefix, in file order;
     names in `skip` (components already grouped) are left out."""
     found: dict[str, dict[str, dict[str, str]]] = {}

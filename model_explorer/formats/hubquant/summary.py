@@ -1,17 +1,21 @@
 """The quantization summary of a checkpoint: scheme, bits, group or block size, the modules
-left unquantized, bits per weight and the real mix of kinds, for safetensors (Hub schemes,
-MLX) and GGUF (`general.file_type` by name and the tensor types it actually holds)."""
+left unquantized, bits per weight and the real mix of labels ("Q4_K", "GPTQ_Q4", "BF16"), for
+safetensors (Hub schemes, MLX) and GGUF (`general.file_type` by name and the tensor types it
+actually holds)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...ggml import Keys
-from ...records import CheckpointRecord
+from ...records import CheckpointRecord, TensorInfo
 
 MAX_MODULES = 64
-SCHEME_PARAMS = ("checkpoint_format", "version", "quant_type", "nested", "strategy",
-                 "block_structure", "block_size", "type", "scale_dtype")
+# Quant fields the summary lists under "params" (bits, group size, symmetry and blocks have
+# their own keys).
+SUMMARY_PARAMS = ("checkpoint_format", "version", "quant_type", "nested", "strategy",
+                  "value_type", "scale_dtype")
 
 
 def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
@@ -20,11 +24,10 @@ def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
         return _gguf(ckpt)
     hub = ckpt.details.get("hubquant") or {}
     # a record still held as columns is a plain one: only built records can be quantized
-    if not hub and not any(t.quant and t.quant.get("kind") != "unusable"
-                           for t in ckpt.tensors.built_values()):
+    if not hub and not any(t.quant and t.quant.usable for t in ckpt.tensors.built_values()):
         return None
-    quantized: dict[str, list] = {}  # kind -> [first tensor, parameters, bytes]
-    rows = _kinds(ckpt.tensors.values(), lambda t: t.kind, quantized)
+    quantized: dict[str, list] = {}  # label -> [first tensor, parameters, bytes]
+    rows = _mix(ckpt.tensors.values(), lambda t: t.label, quantized)
     q_params = sum(q[1] for q in quantized.values())
     q_bytes = sum(q[2] for q in quantized.values())
     out: dict[str, Any] = {"scheme": hub.get("method") or _scheme_of(quantized), "label": None,
@@ -32,20 +35,19 @@ def quant_summary(ckpt: CheckpointRecord) -> dict[str, Any] | None:
     if quantized:
         top = max(quantized.values(), key=lambda q: q[1])[0]  # most parameters; first met on ties
         q = top.quant
-        out.update(label=top.kind, kind=q.get("kind"), bits=q.get("bits"),
-                   group_size=q.get("group_size"), sym=q.get("sym"),
-                   act_order=bool(q.get("desc_act") or q.get("actorder")),
-                   params={k: q[k] for k in SCHEME_PARAMS if q.get(k) is not None},
-                   inferred=bool(q.get("inferred")))
-        block = q.get("block_size") if q.get("block_size") is not None else q.get("block_structure")
-        if block is not None and q.get("kind") != "mxfp4":
-            out["block_size"] = block
+        params = q.params()
+        out.update(label=top.label, codec=q.codec, bits=q.bits, group_size=q.group_size,
+                   sym=q.sym, act_order=bool(q.act_order),
+                   params={k: params[k] for k in SUMMARY_PARAMS if k in params},
+                   inferred=q.inferred)
+        if q.block is not None:
+            out["block_size"] = list(q.block)
     out["unquantized_modules"] = _float_modules(ckpt)
     if hub.get("ignore"):
         out["config_ignore"] = list(hub["ignore"])
     out["bits_per_weight"] = 8 * q_bytes / q_params if q_params else None
     out.update(_totals(rows))
-    out["kinds"] = rows
+    out["mix"] = rows
     out["text"] = _text(out["bits_per_weight"], rows)
     return out
 
@@ -63,15 +65,15 @@ def quantization_text(q: Any) -> str | None:
 def _gguf(ckpt: CheckpointRecord) -> dict[str, Any] | None:
     kv = ckpt.metadata.get(Keys.FILE_TYPE)
     ftype = getattr(kv, "value", kv)
-    rows = _kinds(ckpt.tensors.values(), lambda t: t.dtype)
+    rows = _mix(ckpt.tensors.values(), lambda t: t.dtype)
     if not rows:
         return None
     out: dict[str, Any] = {"scheme": "gguf", "file_type": _file_type_name(ftype),
                            "file_type_id": ftype if type(ftype) is int else None}
-    out["label"] = out["file_type"] or (rows[0]["kind"] if rows else None)
+    out["label"] = out["file_type"] or (rows[0]["label"] if rows else None)
     out.update(_totals(rows))
     out["bits_per_weight"] = out["overall_bits_per_weight"]
-    out["kinds"] = rows
+    out["mix"] = rows
     out["text"] = _text(out["bits_per_weight"], rows)
     return out
 
@@ -87,9 +89,10 @@ def _file_type_name(ftype) -> str | None:
         return f"FILE_TYPE_{ftype}"
 
 
-def _kinds(tensors, key, quantized: dict[str, list] | None = None) -> list[dict[str, Any]]:
-    """Per kind: tensors, parameters, bytes, bits per weight, shares; most parameters first.
-    `quantized`, when given, gets per kind of the decodable quantized tensors
+def _mix(tensors: Iterable[TensorInfo], key: Callable[[TensorInfo], str],
+         quantized: dict[str, list] | None = None) -> list[dict[str, Any]]:
+    """Per label: tensors, parameters, bytes, bits per weight, shares; most parameters first.
+    `quantized`, when given, gets per label of the usable quantized tensors
     [first tensor, parameters, bytes] (one pass over the tensors serves both)."""
     acc: dict[str, dict[str, Any]] = {}
     for t in tensors:
@@ -97,14 +100,14 @@ def _kinds(tensors, key, quantized: dict[str, list] | None = None) -> list[dict[
         n, b = t.numel, t.stored_bytes
         row = acc.get(k)
         if row is None:
-            row = acc[k] = {"kind": k, "tensors": 0, "parameters": 0, "bytes": 0,
+            row = acc[k] = {"label": k, "tensors": 0, "parameters": 0, "bytes": 0,
                             "one_dim": True, "norms": True}
         row["tensors"] += 1
         row["parameters"] += n
         row["bytes"] += b
         row["one_dim"] &= len(t.shape) <= 1
         row["norms"] &= "norm" in t.name
-        if quantized is not None and t.quant and t.quant.get("kind") != "unusable":
+        if quantized is not None and t.quant and t.quant.usable:
             q = quantized.get(k)
             if q is None:
                 quantized[k] = [t, n, b]
@@ -133,12 +136,12 @@ def _text(bpw, rows) -> str:
     for i, r in enumerate(rows):
         pct = 100 * r["share_parameters"]
         if pct < 1 and r["one_dim"]:
-            parts.append(f"{r['kind']} {'norms' if r['norms'] else '1-D tensors'}")
+            parts.append(f"{r['label']} {'norms' if r['norms'] else '1-D tensors'}")
             continue
         share = f"{pct:.0f}%" if pct >= 1 else "<1%"
         of = " of weights" if i == 0 else ""
         at = f" at {r['bits_per_weight']:.3g}" if r["bits_per_weight"] is not None else ""
-        parts.append(f"{r['kind']} {share}{of}{at}")
+        parts.append(f"{r['label']} {share}{of}{at}")
     head = f"{bpw:.3g} bits per weight" if bpw else "bits per weight unknown"
     return head + (": " + ", ".join(parts) if parts else "")
 
@@ -146,8 +149,8 @@ def _text(bpw, rows) -> str:
 def _scheme_of(quantized: dict[str, list]) -> str | None:
     if not quantized:
         return None
-    kind = next(iter(quantized.values()))[0].quant.get("kind", "")
-    return "mlx" if kind.startswith("mlx") else kind
+    codec = next(iter(quantized.values()))[0].quant.codec
+    return "mlx" if codec.startswith("mlx") else codec
 
 
 def _float_modules(ckpt: CheckpointRecord) -> list[str]:

@@ -126,7 +126,8 @@ def read_torch_zip(source, embedded: EmbeddedFiles | None = None) -> FileResult:
     machine = PickleMachine(rep, "data.pkl", REDUCERS, table.load, watch=WATCH)
     entry = entries[pkl_name]
     machine.at_file_end = listing.cut and entry.data_end >= source.size
-    runs: list[PickleRun] = []
+    runs = []
+    run: PickleRun | None
     if entry.method == 0:
         run = machine.run(source, entry.data_offset, max(0, min(entry.compressed_size,
                                                                 source.size - entry.data_offset)))

@@ -9,7 +9,7 @@ BYTEARRAY8 argument. Shared storages are recognised and listed on each tensor.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...records import TensorInfo
@@ -37,7 +37,7 @@ class BytesSource:
 
 def place_tensors(named: list[tuple[str, Any]], locate, source, rep: Report, byteorder: str,
                   storage_label: str, quiet_missing: bool = False,
-                  byte_offsets: dict | None = None, runs: list[PickleRun] = (),
+                  byte_offsets: dict | None = None, runs: Sequence[PickleRun] = (),
                   read_embedded: Callable[[Any], FileResult | None] | None = None,
                   cut: frozenset[str] = frozenset()) -> dict[str, TensorInfo]:
     """name -> TensorInfo for every (name, TensorRef | StorageRef | NumpyArray) of the walk.
@@ -97,7 +97,7 @@ def place_tensors(named: list[tuple[str, Any]], locate, source, rep: Report, byt
 
 def _array_info(name: str, arr: NumpyArray, source, rep: Report,
                 byte_offsets: dict) -> TensorInfo:
-    dtype, order, shape, stride = array_layout(arr)
+    dtype, order, shape, stride = array_layout(arr)  # type: ignore[misc]  # the caller checked it is not None
     info = TensorInfo(name, dtype, shape, source.name, 0, 0, order, stride,
                       extra={"numpy": True, "fortran_order": bool(arr.fortran)})
     where = locate_array(arr, byte_offsets)
@@ -161,6 +161,7 @@ class _EmbeddedStorages:
             return Unknown("embedded storage")
         data = args[0]
         base = None
+        sub: _SubSource | BytesSource
         if isinstance(data, Blob):
             base, sub = data.offset, _SubSource(self.source, data.offset, data.length)
         elif isinstance(data, (bytes, bytearray)):
@@ -224,6 +225,8 @@ def _tensor_info(name: str, ref: Any, locate, source, rep: Report, byteorder: st
                  cut: frozenset[str] = frozenset()) -> TensorInfo:
     file = source.name
     extra: dict[str, Any] = {}
+    shape: tuple[int, ...] | None
+    stride: tuple[int, ...] | None
     if isinstance(ref, StorageRef):  # a bare storage: list it as a flat tensor of its dtype
         storage, dtype = ref, ref.dtype
         n = ref.numel if isinstance(ref.numel, int) and ref.numel >= 0 else 0

@@ -187,7 +187,7 @@ def _unlisted_array(v: NumpyArray, name: str, rep: Report) -> None:
 
 def _tensor_leaf(name: str, v: Any) -> dict:
     if isinstance(v, NumpyArray):
-        dtype, _, shape, _ = array_layout(v)
+        dtype, _, shape, _ = array_layout(v)  # type: ignore[misc]  # the caller checked it is not None
         return {"tensor": name, "dtype": dtype, "shape": list(shape), "numpy": True}
     if isinstance(v, StorageRef):
         return {"tensor": name, "dtype": v.dtype, "shape": [v.numel] if isinstance(v.numel, int)

@@ -1,7 +1,7 @@
-"""Codecs of the Hub quantization schemes: one module per scheme, chosen by quant["kind"].
+"""Codecs of the Hub quantization schemes: one module per scheme, chosen by `Quant.codec`.
 
 The format layer (formats/hubquant) groups each quantized layer's components into one logical
-tensor [out, in] with `quant = {"kind", "label", "bits", ..., role: TensorInfo}`; these build
+tensor [out, in] with a `Quant` record (codec, label, bits, ..., parts by role); these build
 its decoding `Plan` (tensors/read.py): one unit per logical row, so row slices, sampling and
 streaming decode only the rows they touch.
 """
@@ -9,6 +9,7 @@ streaming decode only the rows they touch.
 from __future__ import annotations
 
 from ...records import CheckpointRecord, TensorInfo
+from ..plan import Plan
 from . import affine, awq, bnb, compressed, fp8, gptq, h5py_dataset, mxfp4, onnx_quant
 
 PLANS = {
@@ -37,18 +38,16 @@ NOT_DECODED = {
 }
 
 
-def scheme_plan(ckpt: CheckpointRecord, info: TensorInfo):
+def scheme_plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     """The Plan of a grouped quantized tensor; ValueError naming the scheme when it cannot be
     decoded (never a plan that would show packed or unscaled values)."""
     q = info.quant
-    kind = q.get("kind")
-    name = q.get("label") or kind
-    if kind == "unusable":
-        raise ValueError(f"Tensor {info.name!r} ({name}) cannot be dequantized: "
-                         f"{q.get('reason', 'its quantization components are incomplete')}.")
-    build = PLANS.get(kind)
+    name = q.label or q.codec
+    if q.refusal is not None:
+        raise ValueError(f"Tensor {info.name!r} ({name}) cannot be dequantized: {q.refusal}.")
+    build = PLANS.get(q.codec)
     if build is None:
-        why = NOT_DECODED.get(kind, f"quantization kind {kind!r} has no decoder in this tool")
+        why = NOT_DECODED.get(q.codec, f"quantization codec {q.codec!r} has no decoder in this tool")
         raise ValueError(f"Tensor {info.name!r} ({name}) is not decoded: {why}; its stored "
                          "values are packed codes, not weights.")
     try:

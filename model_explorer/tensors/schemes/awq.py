@@ -36,11 +36,11 @@ REVERSE = np.argsort(ORDER)
 
 def plan(ckpt, info) -> Plan:
     q = info.quant
-    version = (q.get("version") or "gemm").lower()
+    version = (q.version or "gemm").lower()
     if len(info.shape) != 2:
         raise ValueError(f"AWQ tensor {info.name!r} has shape {list(info.shape)}; expected [out, in].")
-    if q.get("bits", 4) != 4:
-        raise ValueError(f"AWQ tensor {info.name!r} has bits = {q.get('bits')!r}; AutoAWQ packs "
+    if q.bits != 4:
+        raise ValueError(f"AWQ tensor {info.name!r} has bits = {q.bits!r}; AutoAWQ packs "
                          "only 4-bit weights.")
     if version == "gemm":
         return _gemm(ckpt, info)
@@ -114,7 +114,7 @@ def _gemm(ckpt, info) -> Plan:
 def _gemv(ckpt, info) -> Plan:
     out_f, in_f = info.shape
     qw, qz, sc, arr = _parts(ckpt, info)
-    gs = info.quant.get("group_size") or 128
+    gs = info.quant.group_size or 128
     if in_f % 8 or in_f % gs or tuple(qw.shape) != (out_f, in_f // 8):
         raise ValueError(f"{qw.name!r} is {list(qw.shape)}; AWQ GEMV packs [{out_f}, {in_f}] in "
                          f"groups of {gs} as [{out_f}, {in_f / 8:g}] int32.")

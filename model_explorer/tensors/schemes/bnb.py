@@ -81,7 +81,7 @@ def _absmax(ckpt, info, state: dict, n_blocks: int):
     if nabs.size != -(-n_blocks // nb):
         raise ValueError(f"{nabs_t.name!r} has {nabs.size} values; {n_blocks} absmax codes in "
                          f"blocks of {nb} need {-(-n_blocks // nb)}.")
-    offset = state.get("nested_offset", info.quant.get("nested_offset"))
+    offset = state.get("nested_offset", info.quant.nested_offset)
     if not isinstance(offset, (int, float)) or isinstance(offset, bool) or not math.isfinite(offset):
         raise ValueError(f"The quant state of {info.name!r} has nested_offset = {offset!r}.")
     check_scales(nabs, nabs_t, allow_zero=True)
@@ -105,7 +105,7 @@ def plan_4bit(ckpt, info) -> Plan:
     if list(shape) != list(state.get("shape") or shape):
         raise ValueError(f"{info.name!r} has shape {list(shape)} but its quant state says "
                          f"{state.get('shape')!r}.")
-    bs = _int(state.get("blocksize", info.quant.get("blocksize")), "blocksize", info)
+    bs = _int(state.get("blocksize", info.quant.group_size), "blocksize", info)
     w = part(info, "weight")
     if w.length != -(-n // 2):
         raise ValueError(f"{w.name!r} holds {w.length} bytes; {n} 4-bit codes need {-(-n // 2)}.")

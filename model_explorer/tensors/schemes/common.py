@@ -46,18 +46,13 @@ class Parts:
 
 def part(info: TensorInfo, role: str, required: bool = True) -> TensorInfo | None:
     """The component tensor `role` of a grouped logical tensor."""
-    t = (info.quant or {}).get(role)
-    if isinstance(t, TensorInfo):
+    t = info.quant.parts.get(role) if info.quant else None
+    if t is not None:
         return t
     if required:
-        raise ValueError(f"Tensor {info.name!r} is {label(info)} but its {role!r} component is "
+        raise ValueError(f"Tensor {info.name!r} is {info.label} but its {role!r} component is "
                          "missing; it cannot be dequantized.")
     return None
-
-
-def label(info: TensorInfo) -> str:
-    q = info.quant or {}
-    return str(q.get("label") or q.get("kind") or info.dtype)
 
 
 def np_dtype(t: TensorInfo, allowed: tuple[str, ...], what: str) -> np.dtype:

@@ -71,7 +71,7 @@ def _scale_geometry(info, sc, shape, strategy, q):
                              f"{list(shape)} are {lead + [out_f, 1]}.")
         return (L * out_f, 1), (lambda u: u), in_f
     if strategy in ("group", "tensor_group"):
-        gs = q.get("group_size")
+        gs = q.group_size
         G = s_shape[-1] if s_shape else 0
         if not (isinstance(gs, int) and gs > 0):
             gs = -(-in_f // G) if G else 0
@@ -80,7 +80,7 @@ def _scale_geometry(info, sc, shape, strategy, q):
                              f"groups of {gs} are {lead + [out_f, -(-in_f // max(gs, 1))]}.")
         return (L * out_f, G), (lambda u: u), gs
     if strategy == "block":
-        br, bc = q.get("block_structure") or q.get("block_size") or (None, None)
+        br, bc = q.block or (None, None)
         if not (isinstance(br, int) and isinstance(bc, int) and br > 0 and bc > 0):
             if len(s_shape) < 2 or not all(s_shape[-2:]):
                 raise ValueError(f"{sc.name!r} is {list(s_shape)}: no block structure fits.")
@@ -115,9 +115,9 @@ def apply_row_groups(o: np.ndarray, z: np.ndarray | None, s: np.ndarray, group: 
     o *= np.take(s, g, axis=1)
 
 
-def scale_values(ckpt, t, kind: str) -> np.ndarray:
+def scale_values(ckpt, t, codec: str) -> np.ndarray:
     """A scale tensor as float32, E8M0 exponents (mxfp4) as 2**(e - 127)."""
-    if kind == "ct_mxfp4":
+    if codec == "ct_mxfp4":
         dt = np_dtype(t, ("U8", "F8_E8M0"), "MXFP4 weight_scale")
         a = stored(ckpt, t, dt)
         if t.dtype == "U8":
@@ -128,18 +128,18 @@ def scale_values(ckpt, t, kind: str) -> np.ndarray:
 
 def plan(ckpt, info) -> Plan:
     q = info.quant
-    kind = q["kind"]
+    codec = q.codec
     shape = tuple(info.shape)
     if len(shape) < 2:
         raise ValueError(f"{info.name!r} has shape {list(shape)}; a quantized weight is [out, in].")
     *lead, out_f, in_f = shape
     n_units = math.prod(shape[:-1])
     sc = part(info, "weight_scale")
-    s_all = scale_values(ckpt, sc, kind)
-    s_shape, scale_row, group = _scale_geometry(info, sc, shape, q.get("strategy"), q)
+    s_all = scale_values(ckpt, sc, codec)
+    s_shape, scale_row, group = _scale_geometry(info, sc, shape, q.strategy, q)
     S = s_all.reshape(s_shape)
     gscale = None
-    if kind == "ct_nvfp4":
+    if codec == "ct_nvfp4":
         gt = part(info, "weight_global_scale")
         gv = side(ckpt, gt, ("F32", "F16", "BF16"), "weight_global_scale").reshape(-1).astype(F32)
         if gv.size != 1:
@@ -147,9 +147,9 @@ def plan(ckpt, info) -> Plan:
         check_scales(gv, gt)
         gscale = gv[0]
 
-    if kind == "ct_pack":
+    if codec == "ct_pack":
         main = part(info, "weight_packed")
-        bits = q.get("bits")
+        bits = q.bits
         if bits not in range(1, 9):
             raise ValueError(f"{info.name!r} is pack-quantized with bits = {bits!r}; 1 to 8 expected.")
         width = -(-in_f * bits // 32)
@@ -166,7 +166,7 @@ def plan(ckpt, info) -> Plan:
             o[...] = codes(raw, idx)
             o -= F32(offset)
         unit_bytes, cbits = width * 4, bits
-    elif kind in ("ct_nvfp4", "ct_mxfp4"):
+    elif codec in ("ct_nvfp4", "ct_mxfp4"):
         main = part(info, "weight_packed")
         if in_f % 2:
             raise ValueError(f"{info.name!r} has {in_f} columns; FP4 packs two per byte.")
@@ -183,15 +183,15 @@ def plan(ckpt, info) -> Plan:
         unit_bytes, cbits = in_f // 2, 4
     else:  # ct_int, ct_float: one stored value per weight
         main = part(info, "weight")
-        allowed = ("I8",) if kind == "ct_int" else ("F8_E4M3", "F8_E5M2")
+        allowed = ("I8",) if codec == "ct_int" else ("F8_E4M3", "F8_E5M2")
         dt = np_dtype(main, allowed, "compressed-tensors weight")
         W = stored(ckpt, main, dt, (n_units, in_f))
 
         def codes(raw, idx):
-            return raw.view(np.int8) if kind == "ct_int" else raw
+            return raw.view(np.int8) if codec == "ct_int" else raw
 
         table = np.arange(256, dtype=np.uint8).view(dt).astype(F32) if dt.itemsize == 1 \
-            and kind == "ct_float" else None
+            and codec == "ct_float" else None
 
         def values(raw, idx, o):
             if table is not None:  # FP8: one lookup per byte
@@ -203,7 +203,7 @@ def plan(ckpt, info) -> Plan:
     zp_t = part(info, "weight_zero_point", required=False)
     Z = None
     if zp_t is not None:
-        Z = _zero_points(ckpt, info, zp_t, s_shape, shape, q, kind)
+        Z = _zero_points(ckpt, info, zp_t, s_shape, shape, q, codec)
 
     def gather(idx):
         return rows_as_bytes(W[as_index(idx)])
@@ -230,15 +230,15 @@ def plan(ckpt, info) -> Plan:
     return p
 
 
-def _zero_points(ckpt, info, t, s_shape, shape, q, kind):
+def _zero_points(ckpt, info, t, s_shape, shape, q, codec):
     """unit indices -> (n, G) float32 zero points: packed down the output dim (pack-quantized
     group/channel), or one per scale."""
     *lead, out_f, in_f = shape
     L = math.prod(lead) if lead else 1
-    bits = q.get("bits") or 8
+    bits = q.bits or 8
     packed_rows = -(-out_f * bits // 32)
     G = s_shape[1]
-    if kind == "ct_pack" and t.dtype == "I32" and t.numel == L * packed_rows * G and s_shape[0] == L * out_f:
+    if codec == "ct_pack" and t.dtype == "I32" and t.numel == L * packed_rows * G and s_shape[0] == L * out_f:
         cols = stored(ckpt, t, np.dtype("<i4"), (L, packed_rows, G))
         offset = F32(1 << (bits - 1))
 

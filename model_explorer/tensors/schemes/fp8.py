@@ -45,7 +45,7 @@ def plan(ckpt, info) -> Plan:
     S = stored(ckpt, st, sdt)
     if st.dtype == "U8":  # UE8M0 exponents stored as bytes (scale_fmt "ue8m0")
         S = S.view(numpy_dtype("F8_E8M0"))
-    block = q.get("block_size")
+    block = q.block
     if block is None:
         if S.size not in (1, L):
             raise ValueError(f"{st.name!r} is {list(st.shape)}; without weight_block_size the "

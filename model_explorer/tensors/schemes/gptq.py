@@ -97,7 +97,7 @@ def plan(ckpt, info) -> Plan:
     if len(info.shape) != 2:
         raise ValueError(f"GPTQ tensor {info.name!r} has shape {list(info.shape)}; expected [out, in].")
     out_f, in_f = info.shape
-    bits = q.get("bits")
+    bits = q.bits
     if bits not in (2, 3, 4, 8):
         raise ValueError(f"GPTQ tensor {info.name!r} has bits = {bits!r}; GPTQ packs 2, 3, 4 or 8.")
     qw, qz, sc = part(info, "qweight"), part(info, "qzeros"), part(info, "scales")
@@ -117,12 +117,12 @@ def plan(ckpt, info) -> Plan:
     if tuple(qz.shape) != (groups, zcols):
         raise ValueError(f"{qz.name!r} is {list(qz.shape)}; {groups} groups of {out_f} {bits}-bit "
                          f"zero points pack into [{groups}, {zcols}].")
-    fmt = q.get("checkpoint_format") or "gptq"
+    fmt = q.checkpoint_format or "gptq"
     if fmt not in ("gptq", "gptq_v2"):
         raise ValueError(f"GPTQ checkpoint_format {fmt!r} of {info.name!r} is not decoded "
                          "(decoded: 'gptq', 'gptq_v2').")
     plus = 1 if fmt == "gptq" else 0  # v1 stores z - 1; AutoGPTQ adds 1 to each field
-    g = group_map(info, gi, in_f, groups, q.get("group_size"), ckpt)
+    g = group_map(info, gi, in_f, groups, q.group_size, ckpt)
     gs = contiguous_group(g, groups)
     perm, block = (None, gs) if gs else regular_order(g, groups)
 
