@@ -89,6 +89,7 @@ bench: dev
 
 lint: dev
 	$(VENV)/bin/ruff check model_explorer tests benchmarks notebooks
+	$(PY) -m mypy  # the ground and formats layers (mypy.ini)
 
 clean:
 	rm -rf $(VENV) dist js/node_modules model_explorer/widgets/static/*.js model_explorer/widgets/static/.built
