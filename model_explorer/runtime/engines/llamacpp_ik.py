@@ -14,7 +14,7 @@ import ctypes
 
 import numpy as np
 
-from .llamacpp_binding import N_BATCH, CSession
+from .llamacpp_binding import N_BATCH, CSession, StructBatch
 
 MODULE = "ik_llama_cpp"
 PACKAGE = "ik-llama-cpp-python"
@@ -43,7 +43,7 @@ def _library():
     return _state["api"]
 
 
-class _Api:
+class _Api(StructBatch):
     def __init__(self, path: str, n_ctx: int, threads: int) -> None:
         api = self.api = _library()
         mp = api.llama_model_default_params()
@@ -67,7 +67,7 @@ class _Api:
     def free_batch(self, b) -> None:
         self.api.llama_batch_free(b)
 
-    def decode(self, b) -> int:
+    def decode_batch(self, b) -> int:
         return self.api.llama_decode(self.ctx, b)
 
     def row(self, i: int) -> np.ndarray:

@@ -1,5 +1,6 @@
-"""llama.cpp through llama-cpp-python (the `llamacpp` extra; PyPI has no wheel of it: pip builds
-llama.cpp from source, about ten minutes on two cores). Its `Llama` holds the context; eval()
+"""llama.cpp through llama-cpp-python (PyPI has no wheel of it: pip builds llama.cpp from source,
+about ten minutes on two cores, with a compiler and cmake that a stock Debian image lacks; first
+in preference where someone built it, for their own CPU). Its `Llama` holds the context; eval()
 keeps only the last position's logits, so every position's logits take one eval per token."""
 
 from __future__ import annotations

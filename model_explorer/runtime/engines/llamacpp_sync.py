@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .llamacpp_binding import N_BATCH, CSession
+from .llamacpp_binding import N_BATCH, CSession, StructBatch
 
 MODULE = "llama_cpp_py_sync"
 PACKAGE = "llama-cpp-py-sync"
@@ -32,7 +32,7 @@ def _library():
     return _state["lib"], _state["ffi"]
 
 
-class _Api:
+class _Api(StructBatch):
     def __init__(self, path: str, n_ctx: int, threads: int) -> None:
         lib, ffi = self.lib, self.ffi = _library()
         mp = lib.llama_model_default_params()
@@ -58,7 +58,7 @@ class _Api:
     def free_batch(self, b) -> None:
         self.lib.llama_batch_free(b)
 
-    def decode(self, b) -> int:
+    def decode_batch(self, b) -> int:
         return self.lib.llama_decode(self.ctx, b)
 
     def row(self, i: int) -> np.ndarray:
