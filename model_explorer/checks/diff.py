@@ -55,10 +55,12 @@ def _pairs(a: CheckpointRecord, b: CheckpointRecord
     gguf_side = "a" if a.format == "gguf" else "b"
     hf, gg = (b, a) if gguf_side == "a" else (a, b)
     arch = _arch(gg)
+    row = families.by_gguf_arch(arch)
+    own = row.gguf_names if row else None  # the family's names where llama.cpp's differ from llama's
     pairs, seen = [], set()
     for n in hf.tensors:
         stacked = names.gguf_expert(n)  # one expert: a row of llama.cpp's stack
-        m, row = stacked if stacked and stacked[0] in gg.tensors else (names.hf_to_gguf(n, arch) or n, None)
+        m, row = stacked if stacked and stacked[0] in gg.tensors else (names.hf_to_gguf(n, arch, own) or n, None)
         hit = m if m in gg.tensors else None
         seen.add(hit)
         pairs.append((hit, n, row) if gguf_side == "a" else (n, hit, row))

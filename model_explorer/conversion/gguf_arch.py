@@ -20,37 +20,27 @@ import warnings
 
 import numpy as np
 
+from ..model import families
 from ..model.config import from_hf
-from ..model.config_gguf import (
-    GEMMA3_LOCAL_ROPE_BASE,
-    GPT_OSS_SLIDING_STEP,
-    GPT_OSS_SWIGLU_ALPHA,
-    GPT_OSS_SWIGLU_LIMIT,
-    LAYER_NORM_GELU,
-    NORMS_PLUS_ONE,
-    QK_PERMUTED,
-    SMOLLM3_NO_ROPE_STEP,
-    sliding_rule,
-)
 from ..tensors.names import hf_to_gguf, merged_expert_name, permute_qk
 from .common import ConvertError
 
-# HF model_type -> GGUF general.architecture (llama.cpp writes Mistral and Mixtral as llama).
-GGUF_ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2", "gemma3_text": "gemma3",
-             "phi3": "phi3", "olmo2": "olmo2", "granite": "granite", "smollm3": "smollm3", "qwen2_moe": "qwen2moe",
-             "gpt2": "gpt2", "gpt_neox": "gptneox", "gpt_oss": "gpt-oss",
-             "deepseek_v3": "deepseek2"}
+# HF model_type -> GGUF general.architecture (llama.cpp writes Mistral and Mixtral as llama): the rows'.
+GGUF_ARCH = {mt: row.gguf_arch for mt, row in families.FAMILIES.items() if row.gguf_arch}
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 
 
-def gguf_arch(config: dict) -> str:
+def family_of(config: dict) -> families.Family:
+    """The row of config.json's model_type, refused where llama.cpp has no architecture for it."""
     model_type = config.get("model_type")
     if model_type not in GGUF_ARCH:
         raise ConvertError(f"config.json says model_type {model_type!r}; writing GGUF from a Hugging Face "
                            f"model knows {', '.join(GGUF_ARCH)}.")
-    return GGUF_ARCH[model_type]
+    return families.FAMILIES[model_type]
 
+
+def gguf_arch(config: dict) -> str:
+    return family_of(config).gguf_arch
 
 
 
@@ -76,13 +66,12 @@ def rope_heads(hf_name: str, config: dict) -> int | None:
 
 def add_metadata(writer, config: dict, name: str) -> None:
     """config.json -> the `{arch}.*` keys llama.cpp's converter writes for this family."""
-    arch = gguf_arch(config)
-    model_type = config["model_type"]
+    fam = family_of(config)
     writer.add_name(name)
-    if arch in LAYER_NORM_GELU:
-        _layer_norm_family(writer, config, arch)
+    if fam.norm_bias:
+        _layer_norm_family(writer, config, fam)
         return
-    if arch == "deepseek2":
+    if fam.attention == "mla":
         _deepseek2(writer, config)
         return
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
@@ -99,7 +88,7 @@ def add_metadata(writer, config: dict, name: str) -> None:
         writer.add_rope_freq_base(theta)
     partial = scaling.pop("partial_rotary_factor", None) or config.get("partial_rotary_factor") or 1.0
     writer.add_rope_dimension_count(int(head_dim * float(partial)))
-    if head_dim != hidden // heads or arch in NORMS_PLUS_ONE:
+    if head_dim != hidden // heads or fam.norm_offset:
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
     writer.add_vocab_size(int(config["vocab_size"]))
@@ -111,20 +100,21 @@ def add_metadata(writer, config: dict, name: str) -> None:
         writer.add_rope_scaling_factor(float(scaling["factor"]))
     elif kind == "yarn":
         _yarn(writer, config, scaling)
-    elif kind not in ("default", None) and not (kind == "llama3" and arch == "llama"):
+    elif kind not in ("default", None) and not (kind == "llama3" and fam.gguf_rope_freqs):
         raise ConvertError(f"config.json sets {kind!r} RoPE scaling; writing GGUF knows plain, linear and "
                            "(llama) llama3 RoPE.")
-    _FAMILY_KEYS.get(model_type, lambda w, c: None)(writer, config)
+    _family_keys(writer, config, fam)
 
 
-def _layer_norm_family(writer, config: dict, arch: str) -> None:
+def _layer_norm_family(writer, config: dict, fam: families.Family) -> None:
     """GPT-2 and GPT-NeoX, as llama.cpp's GPT2Model and GPTNeoXModel write them (the MLP's real
     width, where GPT2Model writes 4 x n_embd whatever n_inner says)."""
-    cfg = from_hf(config)
-    act = config.get("activation_function" if arch == "gpt2" else "hidden_act", "gelu_new" if arch == "gpt2" else "gelu")
-    if cfg.activation != LAYER_NORM_GELU[arch]:
+    cfg, arch = from_hf(config), fam.gguf_arch
+    key = "activation_function" if "activation_function" in fam.hf_defaults else "hidden_act"
+    act = config.get(key, fam.hf_defaults.get(key))
+    if cfg.activation != fam.default_activation:
         raise ConvertError(f"config.json says activation {act!r} ({arch}); a {arch} GGUF cannot state it, and "
-                           f"load_model reads it as {LAYER_NORM_GELU[arch]!r}.")
+                           f"load_model reads it as {fam.default_activation!r}.")
     writer.add_context_length(cfg.max_position_embeddings)
     writer.add_embedding_length(cfg.hidden_size)
     writer.add_block_count(cfg.num_layers)
@@ -132,15 +122,16 @@ def _layer_norm_family(writer, config: dict, arch: str) -> None:
     writer.add_head_count(cfg.num_heads)
     writer.add_layer_norm_eps(cfg.rms_norm_eps)
     writer.add_vocab_size(cfg.vocab_size)
-    if arch == "gptneox":
+    if not fam.learned_positions:  # NeoX: RoPE
         if cfg.rope_scaling:
-            raise ConvertError(f"config.json sets {cfg.rope_scaling.get('rope_type')!r} RoPE scaling (gpt_neox): "
+            raise ConvertError(f"config.json sets {cfg.rope_scaling.get('rope_type')!r} RoPE scaling ({fam.model_type}): "
                                "not written by this converter.")
         writer.add_rope_dimension_count(cfg.rotary_dim or cfg.head_dim)
         writer.add_rope_freq_base(cfg.rope_theta)  # llama.cpp reads it; its converter leaves 10000 implied
         writer.add_parallel_residual(cfg.parallel_residual)
     elif cfg.attention_scale is not None:
-        raise ConvertError("config.json sets scale_attn_weights false (gpt2): llama.cpp scales by 1/sqrt(head_dim).")
+        raise ConvertError(f"config.json sets scale_attn_weights false ({fam.model_type}): llama.cpp scales by "
+                           "1/sqrt(head_dim).")
 
 
 def _deepseek2(writer, config: dict) -> None:
@@ -219,11 +210,12 @@ def _deepseek_kv_b(t, config: dict, tensor_cls) -> list:
 def _yarn(writer, config: dict, scaling: dict) -> None:
     import gguf
 
-    gpt_oss = config.get("model_type") == "gpt_oss"
-    if (scaling.get("truncate") is False) != gpt_oss:  # load_model reads gpt-oss's as its config.json says
+    fam = family_of(config)
+    untruncated = not fam.gguf_yarn_truncate  # load_model reads gpt-oss's as its config.json says
+    if (scaling.get("truncate") is False) != untruncated:
         raise ConvertError(f"config.json sets YaRN with truncate {scaling.get('truncate', True)}; llama.cpp always "
-                           "rounds the correction range" + (", and load_model reads a gpt-oss GGUF's YaRN as "
-                                                            "gpt-oss's, truncate false." if gpt_oss else "."))
+                           "rounds the correction range" + (f", and load_model reads a {fam.label} GGUF's YaRN as "
+                                                            f"{fam.label}'s, truncate false." if untruncated else "."))
     writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     writer.add_rope_scaling_factor(float(scaling["factor"]))
     writer.add_rope_scaling_orig_ctx_len(int(scaling.get("original_max_position_embeddings")
@@ -247,30 +239,29 @@ def _granite(writer, config: dict) -> None:
             add(float(config[key]))
 
 
-def _gemma2(writer, config: dict) -> None:
+def _gemma2(writer, config: dict, fam: families.Family) -> None:
     """Gemma 2 and 3: softcaps, the window, and what llama.cpp hard-codes checked."""
-    arch = gguf_arch(config)
+    arch = fam.gguf_arch
     layers = int(config["num_hidden_layers"])
-    want = sliding_rule(arch, layers)
+    want = families.llamacpp_sliding(fam, layers)
     types = config.get("layer_types") or [("sliding_attention" if s else "full_attention") for s in want]
     if [t == "sliding_attention" for t in types] != want:
         raise ConvertError(f"config.json layer_types {types!r}: llama.cpp's {arch} slides on "
-                           f"{'the even layers' if arch == 'gemma2' else 'five layers of every six'} only, "
-                           "so this model would run differently there.")
-    caps = ("final_logit_softcapping",) if arch == "gemma3" else ("attn_logit_softcapping", "final_logit_softcapping")
-    for key in (*caps, "sliding_window"):
+                           f"{_sliding_words(fam.sliding_period)} only, so this model would run differently there.")
+    for key in (*fam.softcaps, "sliding_window"):
         if config.get(key) is not None:
             getattr(writer, "add_" + key)(config[key])
-    if arch == "gemma3":
+    if fam.local_rope_base is not None:
         rp = config.get("rope_parameters") or {}
-        local = (rp.get("sliding_attention") or {}).get("rope_theta", config.get("rope_local_base_freq",
-                                                                                   GEMMA3_LOCAL_ROPE_BASE))
-        if float(local) != GEMMA3_LOCAL_ROPE_BASE:
-            raise ConvertError(f"Gemma 3's sliding layers rotate with base {local}; llama.cpp's gemma3 uses "
-                               f"{GEMMA3_LOCAL_ROPE_BASE:g} there, so this model would run differently.")
+        base = fam.local_rope_base
+        local = (rp.get("sliding_attention") or {}).get("rope_theta", config.get("rope_local_base_freq", base))
+        if float(local) != base:
+            raise ConvertError(f"{fam.label}'s sliding layers rotate with base {local}; llama.cpp's {arch} uses "
+                               f"{base:g} there, so this model would run differently.")
     head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
     scalar = config.get("query_pre_attn_scalar")
-    llamacpp = config["hidden_size"] / config["num_attention_heads"] if layers in (46, 62) else head_dim  # 27B
+    llamacpp = config["hidden_size"] / config["num_attention_heads"] if layers in fam.gguf_width_scale_layers \
+        else head_dim  # 27B
     if scalar is not None and scalar != llamacpp:
         # gemma2.attention.scale states it; llama.cpp scales by 1/sqrt(head_dim) whatever the file says
         writer.add_attention_scale(float(scalar) ** -0.5)
@@ -278,18 +269,25 @@ def _gemma2(writer, config: dict) -> None:
                       f"states the scale ({arch}.attention.scale), which llama.cpp ignores.", stacklevel=4)
 
 
-def _experts(writer, config: dict) -> None:
+def _sliding_words(period: int) -> str:
+    """llama.cpp's sliding layers in words: "the even layers", "five layers of every six"."""
+    words = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+    if period == 2:
+        return "the even layers"
+    return f"{words[period - 1]} layers of every {words[period]}" if period < len(words) else \
+        f"{period - 1} layers of every {period}"
+
+
+def _experts(writer, config: dict, fam: families.Family) -> None:
     n = config.get("num_local_experts") or config.get("num_experts")
     writer.add_expert_count(int(n))
     writer.add_expert_used_count(int(config["num_experts_per_tok"]))
-    model_type = config.get("model_type")
-    if model_type == "mixtral":
-        _mistral(writer, config)  # Mixtral's window, as Mistral's
+    if fam.mlp == "experts":  # Mixtral: llama's experts, every layer, no keys of their own
         return
-    writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+    writer.add_expert_feed_forward_length(int(config[fam.expert_width_key]))
     norm = bool(config.get("norm_topk_prob", False))
-    llamacpp = model_type == "qwen3_moe"  # llama.cpp's qwen3moe renormalises, its qwen2moe does not
-    if model_type == "qwen2_moe":
+    llamacpp = fam.gguf_renormalize  # llama.cpp's qwen3moe renormalises, its qwen2moe does not
+    if fam.shared_expert == "gated":
         # llama.cpp's converter writes the shared width; its qwen2moe always gates the shared expert
         writer.add_expert_shared_feed_forward_length(int(config["shared_expert_intermediate_size"]))
         if norm:  # llama.cpp hard-codes no renormalisation: stated only where the model differs
@@ -298,24 +296,25 @@ def _experts(writer, config: dict) -> None:
         writer.add_expert_weights_norm(norm)
     dense = config.get("mlp_only_layers") or (config.get("decoder_sparse_step") or 1) != 1
     if norm != llamacpp or dense:
-        arch = gguf_arch(config)
+        arch = fam.gguf_arch
         warnings.warn(f"convert: llama.cpp's {arch} {'renormalises' if llamacpp else 'does not renormalise'} the "
                       "top-k weights and runs experts in every layer; this model "
                       + (("does not renormalise" if llamacpp else "renormalises") if norm != llamacpp
                          else "has dense layers") + " (stated in the GGUF, read by load_model).", stacklevel=4)
 
 
-def _gpt_oss(writer, config: dict) -> None:
+def _gpt_oss(writer, config: dict, fam: families.Family) -> None:
     """gpt-oss as llama.cpp's GptOssModel writes it; what its graph hard-codes is checked."""
     cfg = from_hf(config)
-    if (cfg.swiglu_limit, cfg.swiglu_alpha) != (GPT_OSS_SWIGLU_LIMIT, GPT_OSS_SWIGLU_ALPHA):
+    limit, alpha = fam.swiglu
+    if (cfg.swiglu_limit, cfg.swiglu_alpha) != (limit, alpha):
         raise ConvertError(f"config.json sets swiglu_limit {cfg.swiglu_limit} and swiglu_alpha {cfg.swiglu_alpha}; "
-                           f"llama.cpp's gpt-oss clamps at {GPT_OSS_SWIGLU_LIMIT:g} with alpha "
-                           f"{GPT_OSS_SWIGLU_ALPHA}, so this model would run differently there.")
-    want = [(i + 1) % GPT_OSS_SLIDING_STEP != 0 for i in range(cfg.num_layers)]
+                           f"llama.cpp's {fam.gguf_arch} clamps at {limit:g} with alpha {alpha}, so this model would "
+                           "run differently there.")
+    want = families.llamacpp_sliding(fam, cfg.num_layers)
     if cfg.sliding_window and (cfg.sliding_layers or want) != want:
-        raise ConvertError("config.json layer_types: llama.cpp's gpt-oss slides on the even layers only, so this "
-                           "model would run differently there.")
+        raise ConvertError(f"config.json layer_types: llama.cpp's {fam.gguf_arch} slides on the even layers only, "
+                           "so this model would run differently there.")
     writer.add_expert_count(cfg.experts)
     writer.add_expert_used_count(cfg.experts_per_token)
     writer.add_expert_feed_forward_length(cfg.expert_intermediate_size)
@@ -338,25 +337,40 @@ def _mistral(writer, config: dict) -> None:
         writer.add_sliding_window(int(config["sliding_window"]))
 
 
-def _smollm3(writer, config: dict) -> None:
-    layers = int(config["num_hidden_layers"])
+def _smollm3(writer, config: dict, fam: families.Family) -> None:
+    layers, step = int(config["num_hidden_layers"]), fam.nope_period
     said = config.get("no_rope_layers")
-    want = [int((i + 1) % SMOLLM3_NO_ROPE_STEP != 0) for i in range(layers)]
+    want = [int((i + 1) % step != 0) for i in range(layers)]
     if said is not None and list(said) != want:
-        raise ConvertError(f"config.json no_rope_layers {said!r}: llama.cpp's smollm3 skips RoPE in every "
-                           f"{SMOLLM3_NO_ROPE_STEP}th layer only, so this model would run differently there.")
+        raise ConvertError(f"config.json no_rope_layers {said!r}: llama.cpp's {fam.gguf_arch} skips RoPE in every "
+                           f"{step}th layer only, so this model would run differently there.")
 
 
-_FAMILY_KEYS = {"granite": _granite, "gemma2": _gemma2, "gemma3_text": _gemma2, "mixtral": _experts,
-                "qwen3_moe": _experts, "qwen2_moe": _experts, "gpt_oss": _gpt_oss, "phi3": _phi3, "smollm3": _smollm3, "mistral": _mistral}
+def _family_keys(writer, config: dict, fam: families.Family) -> None:
+    """The keys (and checks) of what the family adds to a llama: from its row's features."""
+    if fam.multipliers:
+        _granite(writer, config)
+    if fam.norms == "sandwich":
+        _gemma2(writer, config, fam)
+    if fam.mlp in ("experts", "sparse_experts"):
+        _experts(writer, config, fam)
+    if fam.mlp == "fused_experts":
+        _gpt_oss(writer, config, fam)
+    if fam.gguf_original_context:
+        _phi3(writer, config)
+    elif fam.window == "all":  # Mistral's, Mixtral's window
+        _mistral(writer, config)
+    if fam.nope_period:
+        _smollm3(writer, config, fam)
 
 
 def tensor_plan(src, tensor_cls) -> tuple[str, list]:
     """(GGUF architecture, the output tensors in GGUF names with their transforms)."""
     config = src.config
-    arch = gguf_arch(config)
-    gemma = arch in NORMS_PLUS_ONE
-    permuted = arch in QK_PERMUTED
+    fam = family_of(config)
+    arch = fam.gguf_arch
+    gemma = bool(fam.norm_offset)  # llama.cpp's Gemma: norms stored 1 + w, no output tensor
+    permuted = fam.gguf_qk_permuted
     plan, stacks = [], {}
     for t in src.tensors:
         if gemma and t.name == "lm_head.weight":
@@ -369,14 +383,14 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
         if merged is not None:  # one projection of one expert: stacked with the others below
             stacks.setdefault(merged, []).append((int(_EXPERT.search(t.name)[1]), t))
             continue
-        if arch == "gpt-oss" and ".mlp.experts." in t.name:
+        if fam.mlp == "fused_experts" and ".mlp.experts." in t.name:
             plan += _gpt_oss_experts(t, tensor_cls)
             continue
-        if arch == "deepseek2" and t.name.endswith("self_attn.kv_b_proj.weight"):
+        if fam.attention == "mla" and t.name.endswith("self_attn.kv_b_proj.weight"):
             plan += _deepseek_kv_b(t, config, tensor_cls)
             continue
-        name = hf_to_gguf(t.name, arch)
-        if arch == "deepseek2" and t.name.endswith(".mlp.gate.e_score_correction_bias"):
+        name = hf_to_gguf(t.name, arch, fam.gguf_names)
+        if fam.router == "sigmoid_groups" and t.name.endswith(".mlp.gate.e_score_correction_bias"):
             name = f"blk.{t.name.split('.')[2]}.exp_probs_b.bias"
         if name is not None and t.name.endswith(".self_attn.sinks"):
             name += ".weight"  # llama.cpp's converter names the sinks as a weight
@@ -384,7 +398,7 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
             warnings.warn(f"convert: {t.name!r} has no GGUF {arch} name; left out.", stacklevel=4)
             continue
         heads = rope_heads(t.name, config) if permuted else None
-        inner, shape = _layout(arch, config, t)
+        inner, shape = _layout(fam, config, t)
         plan.append(tensor_cls(name, t.source, shape, _transform(inner, heads,
                                                                  gemma and t.name.endswith("norm.weight"))))
     factors = llama3_rope_factors(config)
@@ -397,7 +411,7 @@ def tensor_plan(src, tensor_cls) -> tuple[str, list]:
         first = parts[0][1]
         if any(p.shape != first.shape or p.transform is not None for _, p in parts):
             raise ConvertError(f"The experts of {merged!r} differ in shape; they cannot be stacked.")
-        plan.append(tensor_cls(hf_to_gguf(merged, arch), first.source, (len(parts), *first.shape),
+        plan.append(tensor_cls(hf_to_gguf(merged, arch, fam.gguf_names), first.source, (len(parts), *first.shape),
                                stack=tuple(p.source for _, p in parts)))
     return arch, plan
 
@@ -406,7 +420,7 @@ def llama3_rope_factors(config: dict) -> np.ndarray | None:
     """rope_freqs.weight for Llama 3's RoPE scaling, as llama.cpp's LlamaModel computes it: per
     rotary frequency 1 (short wavelengths), `factor` (long ones) or the smooth step between."""
     theta, scaling = _rope(config)
-    if scaling.get("rope_type", scaling.get("type")) != "llama3" or gguf_arch(config) != "llama":
+    if scaling.get("rope_type", scaling.get("type")) != "llama3" or not family_of(config).gguf_rope_freqs:
         return None
     heads = int(config["num_attention_heads"])
     dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
@@ -448,17 +462,15 @@ def _gpt_oss_experts(t, tensor_cls) -> list:
             for role, start in (("gate", 0), ("up", 1))]
 
 
-_CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
-
-
-def _layout(arch: str, config: dict, t) -> tuple:
+def _layout(fam: families.Family, config: dict, t) -> tuple:
     """(transform, shape) of a tensor as llama.cpp's converter stores it: GPT-2's Conv1D [in, out]
     transposed to [out, in]; NeoX's query_key_value regrouped from per head [q, k, v] to q, k, v."""
     inner = t.transform
-    if arch == "gpt2" and t.name.endswith(_CONV1D):
+    if families.is_in_out(fam.model_type, t.name):
         stored = t.shape  # _Source.read reshapes to the plan's shape first: undone here
         return _then(inner, lambda w: np.ascontiguousarray(w.reshape(stored).T)), tuple(reversed(stored))
-    if arch == "gptneox" and t.name.endswith(("attention.query_key_value.weight", "attention.query_key_value.bias")):
+    if fam.attention == "per_head" and t.name.endswith(("attention.query_key_value.weight",
+                                                         "attention.query_key_value.bias")):
         heads = int(config["num_attention_heads"])
 
         def regroup(w: np.ndarray) -> np.ndarray:

@@ -30,11 +30,27 @@ TINY = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 96, "num_hidd
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256,
         "rms_norm_eps": 1e-6, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32",
         "tie_word_embeddings": False, "pad_token_id": 0, "rope_theta": 10000.0, "sliding_window": None}
-# GPT-2 names its sizes its own way (and has no separate head_dim or kv heads).
-# DeepSeek's MLA: head_dim is the rotary part (qk_rope_head_dim) and every head has its own k, v.
-TINY_BY_FAMILY = {"deepseek_v3": {**{k: v for k, v in TINY.items() if k != "head_dim"}, "num_key_value_heads": 4},
-                  "gpt2": {"vocab_size": 128, "n_embd": 64, "n_inner": 96, "n_layer": 2, "n_head": 4, "n_positions": 256,
-                           "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32", "pad_token_id": 0}}
+# Where the family says: its own names for the sizes (GPT-2's n_embd...: no head_dim, kv heads or
+# the Llama-only keys); every head with its own k and v (no smaller kv head count); DeepSeek's MLA,
+# whose head_dim is the rotary part (qk_rope_head_dim).
+_LLAMA_ONLY = ("head_dim", "num_key_value_heads", "intermediate_size", "rms_norm_eps", "rope_theta", "sliding_window",
+               "tie_word_embeddings")
+
+
+def tiny(fam: families.Family | None) -> dict[str, Any]:
+    """TINY in the family's own keys."""
+    if fam is None:
+        return dict(TINY)
+    if fam.hf_renames:
+        renamed = {new: old for old, new in fam.hf_renames}
+        out = {renamed.get(k, k): v for k, v in TINY.items() if k not in _LLAMA_ONLY}
+        if fam.intermediate_default_x4:
+            out["n_inner"] = TINY["intermediate_size"]
+        return {k: v for k, v in out.items() if k not in ("hidden_act", "rms_norm_eps")}
+    if fam.attention == "mla":
+        return {**{k: v for k, v in TINY.items() if k != "head_dim"}, "num_key_value_heads": TINY["num_attention_heads"]}
+    return dict(TINY)
+
 MAX_PARAMETERS = 50_000_000  # a tiny model; a typo in a size should not fill the disk
 
 
@@ -42,10 +58,11 @@ def random_model(config: dict[str, Any], dest: str | os.PathLike, seed: int = 0,
     """Write `config` (completed with TINY's sizes) and random weights of its family to the folder
     `dest`; returns the folder. Refuses a family the built-in tables do not know."""
     model_type = config.get("model_type")
-    cfg = {**TINY_BY_FAMILY.get(model_type, TINY), **config}
     if not isinstance(model_type, str):
         raise ConvertError("random_model needs config['model_type'] (e.g. 'llama', 'gemma2').")
-    cfg.setdefault("architectures", [families.CAUSAL_LM.get(model_type, model_type.title() + "ForCausalLM")])
+    fam = families.family(model_type)
+    cfg = {**tiny(fam), **config}
+    cfg.setdefault("architectures", [fam.causal_lm if fam else model_type.title() + "ForCausalLM"])
     os.makedirs(dest, exist_ok=True)
     with open(os.path.join(dest, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
@@ -55,7 +72,7 @@ def random_model(config: dict[str, Any], dest: str | os.PathLike, seed: int = 0,
         raise ConvertError(f"{total:,} parameters is not a tiny model (random_model writes at most "
                            f"{MAX_PARAMETERS:,}); lower the sizes in the config.")
     rng = np.random.default_rng(seed)
-    neutral = 0.0 if model_type in families.OFFSET_NORMS else 1.0
+    neutral = 1.0 - (fam.norm_offset if fam else 0.0)
     items = [(name, "F32", tuple(shape)) for name, shape in shapes.items()]
 
     def produce(i: int) -> np.ndarray:

@@ -28,47 +28,24 @@ def is_moe(cfg: ModelConfig, layer: int | None) -> bool:
     return bool(cfg.experts) and (layer is None or cfg.moe_layers is None or cfg.moe_layers[layer])
 
 
-_QWEN = ("model.layers.{i}.mlp.gate.weight", "model.layers.{i}.mlp.experts.{e}.gate_proj.weight",
-         "model.layers.{i}.mlp.experts.{e}.up_proj.weight", "model.layers.{i}.mlp.experts.{e}.down_proj.weight")
-# The experts' tensors, by family: (router, expert {e}'s gate, up, down).
-EXPERT_NAMES = {
-    "mixtral": ("model.layers.{i}.block_sparse_moe.gate.weight",
-                "model.layers.{i}.block_sparse_moe.experts.{e}.w1.weight",
-                "model.layers.{i}.block_sparse_moe.experts.{e}.w3.weight",
-                "model.layers.{i}.block_sparse_moe.experts.{e}.w2.weight"),
-    "qwen3_moe": _QWEN, "qwen2_moe": _QWEN, "deepseek_v3": _QWEN,
-    "gpt_oss": ("model.layers.{i}.mlp.router.weight", None, None, None),
-}
-# Experts stored as one tensor per layer, [experts, in, out] (gpt-oss; a Hub-quantized one is
-# [experts, out, in]): gate and up columns interleaved, biases per expert; the router's bias.
-FUSED_NAMES = {
-    "gpt_oss": {"router_bias": "model.layers.{i}.mlp.router.bias",
-                "gate_up": "model.layers.{i}.mlp.experts.gate_up_proj",
-                "gate_up_bias": "model.layers.{i}.mlp.experts.gate_up_proj_bias",
-                "down": "model.layers.{i}.mlp.experts.down_proj",
-                "down_bias": "model.layers.{i}.mlp.experts.down_proj_bias"},
-}
-# The shared expert's gate, up, down, and its sigmoid gate's weight (None: ungated).
-SHARED_NAMES = {
-    "qwen2_moe": ("model.layers.{i}.mlp.shared_expert.gate_proj.weight",
-                  "model.layers.{i}.mlp.shared_expert.up_proj.weight",
-                  "model.layers.{i}.mlp.shared_expert.down_proj.weight",
-                  "model.layers.{i}.mlp.shared_expert_gate.weight"),
-    "deepseek_v3": ("model.layers.{i}.mlp.shared_experts.gate_proj.weight",
-                    "model.layers.{i}.mlp.shared_experts.up_proj.weight",
-                    "model.layers.{i}.mlp.shared_experts.down_proj.weight", None),
-}
+# Where each family keeps its experts (router, expert {e}'s gate, up, down; gpt-oss's fused
+# tensors; the shared expert's), its row says: model/families (expert_names, fused_expert_names,
+# shared_expert_names).
+def _row(cfg: ModelConfig) -> families.Family:
+    return families.family(cfg.architecture)
+
+
 # DeepSeek's router adds this to its sigmoid scores to choose experts (not to weight them).
 SCORE_BIAS = "model.layers.{i}.mlp.gate.e_score_correction_bias"
 
 
 def router_name(cfg: ModelConfig, layer: int) -> str:
-    return EXPERT_NAMES[cfg.architecture][0].format(i=layer)
+    return _row(cfg).expert_names[0].format(i=layer)
 
 
 def expert_names(cfg: ModelConfig, layer: int) -> list[tuple[str, str, str]]:
     """(gate, up, down) names of each expert of `layer`."""
-    _, gate, up, down = EXPERT_NAMES[cfg.architecture]
+    _, gate, up, down = _row(cfg).expert_names
     return [(gate.format(i=layer, e=e), up.format(i=layer, e=e), down.format(i=layer, e=e))
             for e in range(cfg.experts)]
 
@@ -78,13 +55,14 @@ def shared_names(cfg: ModelConfig, layer: int, gguf: bool = False) -> tuple[str,
     if not cfg.shared_expert_size:
         return None
     names = (GGUF_SHARED if cfg.shared_expert_gate else GGUF_SHARED[:3] + (None,)) if gguf \
-        else SHARED_NAMES[cfg.architecture]
+        else _row(cfg).shared_expert_names
     return tuple(n.format(i=layer) if n else None for n in names)
 
 
 def fused_names(cfg: ModelConfig, layer: int) -> dict[str, str] | None:
-    names = FUSED_NAMES.get(cfg.architecture)
-    return None if names is None else {k: v.format(i=layer) for k, v in names.items()}
+    fam = families.family(cfg.architecture)
+    names = fam.fused_expert_names if fam else None
+    return {k: v.format(i=layer) for k, v in names.items()} if names else None
 
 
 def expected_shapes(cfg: ModelConfig, layer: int, quantized=lambda name: False
@@ -125,7 +103,7 @@ def gguf_expected_shapes(cfg: ModelConfig, layer: int, tensors) -> list[tuple[st
         out = [(fused, (n, 2 * ef, h))] + out[2:]
         biases = [(fused.replace(".weight", ".bias"), (n, 2 * ef))] + biases[2:]
     if cfg.expert_bias:  # gpt-oss: each expert's biases, the router's
-        out += biases + [(gguf_part_name("router_bias", layer, cfg.architecture), (n,))]
+        out += biases + [(gguf_part_name("router_bias", layer, _row(cfg).gguf_parts), (n,))]
     if cfg.router == "sigmoid_groups":
         out.append((GGUF_SCORE_BIAS.format(i=layer), (n,)))
     shared = shared_names(cfg, layer, gguf=True)
@@ -207,7 +185,7 @@ def _gguf_biased(w, i: int) -> dict:
                 w._matrix(f"layer {i} expert {e} down", np.ascontiguousarray(down[e])),
                 b.asarray(np.ascontiguousarray(gate_up_b[e])), b.asarray(down_b[e]))
                for e in range(w.cfg.experts)]
-    bias = w._read("", name=gguf_part_name("router_bias", i, w.cfg.architecture))
+    bias = w._read("", name=gguf_part_name("router_bias", i, _row(w.cfg).gguf_parts))
     return {"experts": experts, "router_bias": b.asarray(bias)}
 
 

@@ -17,11 +17,8 @@ import numpy as np
 from ..model.config import ModelConfig
 from ..model.config_gguf import GGUF_KV_B_SPLIT
 
-_A = "model.layers.{i}.self_attn."
-NAMES = {"q_a": _A + "q_a_proj.weight", "q_a_bias": _A + "q_a_proj.bias", "q_a_norm": _A + "q_a_layernorm.weight",
-         "q_b": _A + "q_b_proj.weight", "kv_a": _A + "kv_a_proj_with_mqa.weight",
-         "kv_a_bias": _A + "kv_a_proj_with_mqa.bias", "kv_a_norm": _A + "kv_a_layernorm.weight",
-         "kv_b": _A + "kv_b_proj.weight"}
+# The parts an MLA layer holds (their names: the family's row, part_names)
+PARTS = ("q_a", "q_a_bias", "q_a_norm", "q_b", "kv_a", "kv_a_bias", "kv_a_norm", "kv_b")
 DESCRIPTIONS = {"k_b": "key up-projection (per head, transposed)", "v_b": "value up-projection (per head)",
                 "q_a": "query down-projection", "q_a_bias": "query down-projection bias",
                 "q_a_norm": "query latent norm", "q_b": "query up-projection",
@@ -76,7 +73,7 @@ def _latent_rope(cfg: ModelConfig, a: np.ndarray) -> np.ndarray:
 def build(w, i: int) -> dict:
     """The layer's MLA matrices on the backend; `w` is the `weights.Weights` reading them."""
     cfg, b = w.cfg, w.backend
-    out = {k: None for k in NAMES}
+    out = {k: None for k in PARTS}
     out["q"] = None
     if cfg.q_lora_rank:
         out["q_a"] = w._matrix(f"layer {i} q_a", w._read("q_a", i))

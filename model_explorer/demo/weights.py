@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model import families
 from ..model.config import ModelConfig, UnsupportedModel
 from ..tensors.names import gguf_expert, gguf_part_name, unpermute_qk
 from . import experts as moe
@@ -58,10 +59,6 @@ def layer_parts(cfg: ModelConfig, layer: int | None = None) -> tuple[str, ...]:
         parts += ["attn_out_norm", "ffn_out_norm"]
     return tuple(parts)
 
-
-# Gemma 2 norms the MLP's input with a weight of its own (Llama's post_attention_layernorm norms
-# the attention's output there).
-SANDWICH_NAMES = {"ffn_norm": "model.layers.{i}.pre_feedforward_layernorm.weight"}
 
 # Hugging Face names; MLX conversions (mlx-lm) keep them, GGUF names follow by tensors/names.py.
 HF_NAMES = {
@@ -165,13 +162,12 @@ class Weights:
     def name(self, part: str, layer: int | None = None) -> str:
         """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
         if self.gguf:  # llama.cpp names tensors by role, nearly the same in every architecture
-            return gguf_part_name(part, layer, self.cfg.architecture)
+            fam = families.family(self.cfg.architecture)
+            return gguf_part_name(part, layer, fam.gguf_parts if fam else None)
         if part == "router":
             return moe.router_name(self.cfg, layer)
-        if self.cfg.sandwich_norms and part in SANDWICH_NAMES and not self.gguf:
-            return SANDWICH_NAMES[part].format(i=layer)
-        own = None if self.gguf else layouts.name(self.cfg, part, layer)
-        return own or tensor_name(part, layer, self.gguf)
+        # the family's own names (Gemma 2's pre_feedforward_layernorm, GPT-2's, NeoX's, MLA's)
+        return layouts.name(self.cfg, part, layer) or tensor_name(part, layer, self.gguf)
 
     def _top_parts(self) -> list[str]:
         """The tensors outside the layers, the output projection excepted."""

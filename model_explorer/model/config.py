@@ -18,30 +18,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import families
+from . import families, hparams
 from .decoder_config import ROPE_PARAMETERS, ROPE_TYPES, ModelConfig, UnsupportedModel, finite_float
 from .hf_defaults import with_defaults
 
 __all__ = ["ModelConfig", "UnsupportedModel", "finite_float", "from_hf", "NOT_YET", "HF_MODEL_TYPES",
            "ROPE_TYPES", "ROPE_PARAMETERS"]
 
-# Hugging Face `model_type` values; the `architectures` classes they come with.
-HF_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo2", "granite", "smollm3", "gemma", "gemma2",
-                  "gemma3_text", "phi3", "mixtral", "qwen3_moe", "qwen2_moe", "gpt2", "gpt_neox", "gpt_oss", "deepseek_v3")
+# Hugging Face `model_type` values (one per row of families/table.py)
+HF_MODEL_TYPES = families.HF_MODEL_TYPES
 # What the families in families.py that this decoder does not run yet need, in words.
 NOT_YET: dict[str, str] = {}
-ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
-# A plain (not gated) GELU MLP's activations: GPT-2's gelu_new is the tanh approximation.
-GELU_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-# GPT-2's config.json names its sizes its own way; read as Llama's names.
-GPT2_KEYS = {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
-             "n_positions": "max_position_embeddings", "activation_function": "hidden_act",
-             "layer_norm_epsilon": "rms_norm_eps"}
-# Where transformers applies config.json's sliding_window: on every layer; on the layers that
-# layer_types marks (always, or with use_sliding_window); elsewhere (Llama, OLMo 2...) never.
-WINDOW_EVERYWHERE = ("mistral", "mixtral", "phi3")
-LAYER_TYPED = ("gemma2", "gemma3_text", "gpt_oss")
-LAYER_TYPED_IF_USED = ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "smollm3")
 
 
 # -- Hugging Face config.json ----------------------------------------------------------------------
@@ -57,84 +44,88 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         raise UnsupportedModel(f"config.json says model_type {model_type!r} "
                                f"({', '.join(map(str, classes)) or 'no architectures'}): "
                                f"{NOT_YET[model_type]} is not implemented in the numpy decoder yet.")
-    if model_type not in HF_MODEL_TYPES:
+    family = families.FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    if family is None:
         raise UnsupportedModel(
             f"config.json says model_type {model_type!r} ({', '.join(map(str, classes)) or 'no architectures'}); "
             f"the numpy decoder runs model_type one of {', '.join(HF_MODEL_TYPES)}.")
+    # The sizes (and the tie, the context) as the card, memory and the will-load check read them:
+    # the one reader, hparams.from_config; the rest below is what only the decoder needs.
+    hp = hparams.from_config(config)
     config = with_defaults(model_type, config)  # what transformers assumes for a key left out
-    if model_type == "gpt2":
-        config = _gpt2_config(config)
-    acts = GELU_ACTIVATIONS if model_type in ("gpt2", "gpt_neox") else ACTIVATIONS
+    if family.hf_renames:
+        config = _renamed_config(family, config)
+    acts = family.activations
     act = config.get("hidden_activation") or config.get("hidden_act", "silu")
     if act not in acts:
         raise UnsupportedModel(f"config.json says hidden_act {act!r} for {model_type}; the decoder "
                                f"implements {', '.join(acts)}.")
     if config.get("mlp_bias"):
         raise UnsupportedModel(f"config.json sets mlp_bias ({model_type}): MLP biases are not implemented.")
-    family = families.family(model_type)
 
-    def need(key: str) -> Any:
-        if key not in config:
-            raise UnsupportedModel(f"config.json has no {key!r}, which a {model_type} model needs.")
-        return config[key]
+    def need(name: str, value: Any = None) -> Any:
+        value = hp.get(name) if value is None else value
+        if value is None:
+            raise UnsupportedModel(f"config.json has no {hparams.HF_KEYS[name][0]!r}, which a {model_type} "
+                                   "model needs.")
+        return value
 
-    hidden, heads = need("hidden_size"), need("num_attention_heads")
+    hidden, heads = need("hidden"), need("heads")
     split = hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads else None
     # GPT-2 and NeoX split hidden_size evenly over full multi-head attention, whatever else is said
-    mha = model_type in ("gpt2", "gpt_neox", "deepseek_v3")
-    if mha and model_type != "deepseek_v3" and split is not None and split * heads != hidden:
+    mla = _mla(config, model_type) if family.attention == "mla" else {}
+    if family.full_heads and not mla and split is not None and split * heads != hidden:
         raise UnsupportedModel(f"config.json says hidden_size {hidden} over {heads} heads ({model_type}), "
                                "which do not divide it: the q/k/v projections cannot be split into heads.")
-    head_dim = split if mha else config.get("head_dim") or split
-    mla = _mla(config) if model_type == "deepseek_v3" else {}
+    head_dim = split if family.full_heads else hp.get("head_dim")
     head_dim = mla.pop("head_dim", head_dim)
-    rope = _rope_fields(model_type, config, head_dim)
+    rope = _rope_fields(family, config, head_dim)
     if mla:  # the rotary part is qk_rope_head_dim, whatever partial_rotary_factor says
         rope["rotary_dim"] = mla.pop("rotary_dim")
     mla_scale = mla.pop("attention_scale", None)
     rope_layers = None
-    if model_type == "smollm3":
+    if family.nope_period:
         said = config.get("no_rope_layers")  # 1: the layer uses RoPE, 0: it does not (NoPE)
         if said is not None and (not isinstance(said, list) or not all(v in (0, 1) for v in said)):
             raise UnsupportedModel(f"config.json no_rope_layers should be a list of 0/1, found {said!r}.")
         rope_layers = [bool(v) for v in said] if said is not None else None
-    granite, gemma = model_type == "granite", model_type in families.OFFSET_NORMS
-    window, sliding_layers = _window(model_type, config, rope_layers)
-    scalar = config.get("query_pre_attn_scalar") if gemma else None
+    granite = family.multipliers
+    window, sliding_layers = families.window(family, config, rope_layers)
+    scalar = config.get("query_pre_attn_scalar") if family.query_scalar else None
 
     def cap(key: str) -> float | None:
         # Gemma 3 keeps attn_logit_softcapping in its config but transformers never applies it
-        used = model_type in ("gemma2", "gemma3_text") and not (key.startswith("attn") and model_type == "gemma3_text")
-        v = config.get(key) if used else None
+        v = config.get(key) if key in family.softcaps else None
         return None if v is None else finite_float(v, key)
 
     return ModelConfig(
         architecture=model_type,
-        vocab_size=need("vocab_size"),
+        vocab_size=need("vocab"),
         hidden_size=hidden,
-        intermediate_size=need("intermediate_size"),
-        num_layers=need("num_hidden_layers"),
+        intermediate_size=need("intermediate", 4 * hidden if family.intermediate_default_x4
+                               and isinstance(hidden, int) and hp.get("intermediate") is None else None),
+        num_layers=need("layers"),
         num_heads=heads,
-        num_kv_heads=heads if mha else config.get("num_key_value_heads") or heads,
+        num_kv_heads=heads if family.full_heads else hp.get("kv_heads"),
         head_dim=head_dim,
         **mla,
         rms_norm_eps=finite_float(config.get("layer_norm_eps", config.get("rms_norm_eps", 1e-6)),
                                   "rms_norm_eps"),
         **rope,
-        max_position_embeddings=config.get("max_position_embeddings", 2048),
+        max_position_embeddings=hp.get("context", 2048),
         attention_bias=families.attention_biases(family, config)[0],
         o_bias=families.attention_biases(family, config)[1],
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", gemma or model_type in ("smollm3", "gpt2"))),
+        tie_word_embeddings=bool(hp.get("tied_embeddings", family.tie_default)),
         sliding_window=window or None,
         qk_norm=family.qk_norm,
         post_norms=family.norms == "post",
-        norm_offset=1.0 if gemma else 0.0,
+        norm_offset=family.norm_offset,
         activation=acts[act],
-        embed_scale=(float(hidden) ** 0.5 if gemma and isinstance(hidden, int) else
+        embed_scale=(float(hidden) ** 0.5 if family.embed_scale_sqrt and isinstance(hidden, int) else
                      finite_float(config.get("embedding_multiplier", 1.0), "embedding_multiplier") if granite else 1.0),
         residual_scale=finite_float(config.get("residual_multiplier", 1.0), "residual_multiplier") if granite else 1.0,
         attention_scale=mla_scale or (finite_float(config.get("attention_multiplier"), "attention_multiplier")
-                         if (granite or model_type == "gpt2") and config.get("attention_multiplier") is not None else
+                         if family.attention_multiplier and config.get("attention_multiplier") is not None else
                          finite_float(scalar, "query_pre_attn_scalar") ** -0.5 if scalar is not None else None),
         logit_scale=1.0 / finite_float(config.get("logits_scaling", 1.0), "logits_scaling") if granite else 1.0,
         rope_layers=rope_layers,
@@ -142,83 +133,34 @@ def from_hf(config: dict[str, Any] | None) -> ModelConfig:
         attn_softcap=cap("attn_logit_softcapping"),
         final_softcap=cap("final_logit_softcapping"),
         sliding_layers=sliding_layers,
-        fused_projections=family.attention in ("phi3", "gpt2", "neox"),
+        fused_projections=family.attention in ("fused", "conv1d", "per_head"),
         norm="layer" if family.norm_bias else "rms",
-        mlp="gelu" if family.mlp in ("gpt2", "neox") else "gated",
+        mlp="gelu" if family.plain_mlp else "gated",
         positions="learned" if family.learned_positions else "rope",
-        parallel_residual=model_type == "gpt_neox" and bool(config.get("use_parallel_residual", True)),
-        **_moe(model_type, config),
+        parallel_residual=family.parallel_residual and bool(config.get("use_parallel_residual", True)),
+        **_moe(family, config),
     ).validate()
 
 
-def _gpt2_config(config: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2's config.json in Llama's names (n_inner null: 4 x n_embd); what GPT-2 options the
-    decoder does not implement are refused."""
-    for key, why in (("scale_attn_by_inverse_layer_idx", "scales attention by 1 / layer index"),
-                     ("reorder_and_upcast_attn", "reorders and upcasts attention"),
-                     ("add_cross_attention", "has cross-attention")):
+def _renamed_config(family: families.Family, config: dict[str, Any]) -> dict[str, Any]:
+    """A config.json that names its sizes its own way (GPT-2's n_embd...) in Llama's names
+    (n_inner null: 4 x n_embd); the options the decoder does not implement are refused."""
+    mt = family.model_type
+    for key, why in family.refused:
         if config.get(key):
-            raise UnsupportedModel(f"config.json sets {key} (gpt2): the decoder does not implement GPT-2 "
+            raise UnsupportedModel(f"config.json sets {key} ({mt}): the decoder does not implement {family.label} "
                                    f"that {why}.")
     out = dict(config)
-    for old, new in GPT2_KEYS.items():
+    for old, new in family.hf_renames:
         if old in config:
             out[new] = config[old]
-    embd = out.get("hidden_size")
-    out["intermediate_size"] = config.get("n_inner") or (4 * embd if isinstance(embd, int) else None)
-    out.setdefault("hidden_act", "gelu_new")
+    out.setdefault("hidden_act", family.hf_defaults.get("activation_function"))
     if config.get("scale_attn_weights", True) is False:
         out["attention_multiplier"] = 1.0
     return out
 
 
-def _window(model_type: str, config: dict[str, Any], rope_layers: list[bool] | None
-            ) -> tuple[Any, list[bool] | None]:
-    """(sliding_window, per layer whether it slides or None for all) as transformers applies them."""
-    window = config.get("sliding_window")
-    if model_type in WINDOW_EVERYWHERE:
-        return window, None
-    if model_type in LAYER_TYPED_IF_USED and config.get("use_sliding_window"):
-        return window, (None if model_type == "qwen3_moe" else _layer_types(model_type, config, rope_layers))
-    if model_type in LAYER_TYPED:
-        return window, _layer_types(model_type, config, rope_layers)
-    return None, None
-
-
-def _layer_types(model_type: str, config: dict[str, Any], rope_layers: list[bool] | None = None) -> list[bool]:
-    """Per layer, whether it slides: config.json's layer_types, or as transformers derives them
-    for older configs (Gemma 2 and gpt-oss alternate, Gemma 3's sliding_window_pattern, Qwen's
-    max_window_layers, SmolLM3's NoPE layers)."""
-    types = config.get("layer_types")
-    layers = config.get("num_hidden_layers")
-    n = range(min(layers, 1 << 16)) if isinstance(layers, int) else range(0)
-    if types is None and model_type == "gemma3_text":
-        pattern = config.get("sliding_window_pattern", 6)
-        if not isinstance(pattern, int) or isinstance(pattern, bool) or pattern <= 0:
-            raise UnsupportedModel(f"config.json sliding_window_pattern should be a positive integer, "
-                                   f"found {pattern!r}.")
-        return [bool((i + 1) % pattern) for i in n]
-    if types is None and model_type in ("gemma2", "gpt_oss"):  # alternating, sliding first
-        return [bool((i + 1) % 2) for i in n]
-    top = config.get("max_window_layers")
-    if types is None and model_type in ("qwen2", "qwen3", "qwen2_moe") and isinstance(top, int):
-        if model_type == "qwen2_moe":
-            return [i % 2 == 0 and i < top for i in n]
-        return [i >= top for i in n]
-    if types is None and model_type == "smollm3":
-        return [not (rope_layers[i] if rope_layers and i < len(rope_layers) else (i + 1) % 4 != 0) for i in n]
-    other = sorted({str(t) for t in types if t not in ("sliding_attention", "full_attention")}
-                   ) if isinstance(types, list) else []
-    if other:
-        raise UnsupportedModel(f"config.json layer_types names {', '.join(map(repr, other))} layers ({model_type}): "
-                               "the decoder implements sliding_attention and full_attention only.")
-    if not isinstance(types, list):
-        raise UnsupportedModel(f"config.json layer_types should list sliding_attention / full_attention "
-                               f"per layer for {model_type}, found {types!r}.")
-    return [t == "sliding_attention" for t in types]
-
-
-def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict[str, Any]:
+def _rope_fields(family: families.Family, config: dict[str, Any], head_dim: Any) -> dict[str, Any]:
     """rope_theta, rope_scaling, local_rope_theta and rotary_dim from transformers 4.x spellings
     (rope_theta, rope_scaling, rope_local_base_freq, partial_rotary_factor / rotary_pct) or 5.x
     (rope_parameters, per layer type for Gemma 3)."""
@@ -226,8 +168,8 @@ def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict
     if not isinstance(rope, dict):
         raise UnsupportedModel(f"config.json rope_parameters should be an object, found {rope!r}.")
     local = None
-    if model_type == "gemma3_text":
-        local = config.get("rope_local_base_freq", 10000.0)
+    if family.local_rope_base is not None:
+        local = config.get("rope_local_base_freq", family.local_rope_base)
         if "sliding_attention" in rope or "full_attention" in rope:
             sliding = rope.get("sliding_attention") or {}
             kind = sliding.get("rope_type", sliding.get("type", "default"))
@@ -237,8 +179,8 @@ def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict
             local = sliding.get("rope_theta", local)
             rope = rope.get("full_attention") or {}
     rope = dict(rope)
-    theta = rope.pop("rope_theta", None) or config.get("rope_theta") or config.get("rotary_emb_base") or (
-        1_000_000.0 if model_type == "gemma3_text" else 10000.0)
+    theta = rope.pop("rope_theta", None) or config.get("rope_theta") or config.get("rotary_emb_base") or \
+        family.rope_theta_default
     partial = rope.pop("partial_rotary_factor", None)
     for key in ("partial_rotary_factor", "rotary_pct"):
         partial = config.get(key) if partial is None else partial
@@ -263,48 +205,50 @@ def _rope_fields(model_type: str, config: dict[str, Any], head_dim: Any) -> dict
             "rotary_dim": rotary}
 
 
-def _moe(model_type: str, config: dict[str, Any]) -> dict[str, Any]:
+def _moe(family: families.Family, config: dict[str, Any]) -> dict[str, Any]:
     """The mixture-of-experts fields: Mixtral (every layer, renormalised top-k) and Qwen2/3-MoE
     (decoder_sparse_step / mlp_only_layers, norm_topk_prob; Qwen2-MoE's gated shared expert)."""
-    if model_type == "gpt_oss":
-        return _gpt_oss(config)
-    if model_type == "deepseek_v3":
-        return _deepseek_moe(config)
-    if model_type not in ("mixtral", "qwen3_moe", "qwen2_moe"):
+    if family.mlp == "fused_experts":
+        return _gpt_oss(family, config)
+    if family.mlp == "routed_experts":
+        return _deepseek_moe(family, config)
+    if not family.has_experts:
         return {}
-    n = config.get("num_local_experts")
-    if model_type != "mixtral" and config.get("num_experts") is not None:  # the Hub's spelling
-        n = config["num_experts"]
+    n = config.get(family.experts_key)
+    if n is None:
+        n = config.get("num_local_experts")
     k = config.get("num_experts_per_tok")
-    width = config.get("intermediate_size") if model_type == "mixtral" else config.get("moe_intermediate_size")
+    width = config.get(family.expert_width_key)
     layers = config.get("num_hidden_layers")
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, k, width, layers)):
-        raise UnsupportedModel(f"config.json of {model_type} lacks the expert count, top-k or width.")
+        raise UnsupportedModel(f"config.json of {family.model_type} lacks the expert count, top-k or width.")
     moe_layers = None
-    if model_type != "mixtral":
+    if family.moe_layers_rule == "sparse_step":
         step = config.get("decoder_sparse_step", 1) or 1
         dense = set(config.get("mlp_only_layers") or [])
         moe_layers = [i not in dense and (i + 1) % step == 0 for i in range(min(layers, 1 << 16))]
-    shared = config.get("shared_expert_intermediate_size") if model_type == "qwen2_moe" else 0
+    shared = config.get("shared_expert_intermediate_size") if family.shared_expert == "gated" else 0
     if not isinstance(shared, int) or isinstance(shared, bool) or shared < 0:
         raise UnsupportedModel(f"config.json shared_expert_intermediate_size should be a non-negative "
                                f"integer, found {shared!r}.")
+    renormalize = family.renormalize if family.renormalize is not None else bool(config.get("norm_topk_prob", False))
     return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width,
-            "renormalize_top_k": True if model_type == "mixtral" else bool(config.get("norm_topk_prob", False)),
-            "moe_layers": moe_layers, "shared_expert_size": shared, "shared_expert_gate": bool(shared)}
+            "renormalize_top_k": renormalize, "moe_layers": moe_layers, "shared_expert_size": shared,
+            "shared_expert_gate": bool(shared)}
 
 
-def _gpt_oss(config: dict[str, Any]) -> dict[str, Any]:
+def _gpt_oss(family: families.Family, config: dict[str, Any]) -> dict[str, Any]:
     """gpt-oss: every layer's feed-forward is experts of intermediate_size, top-k router logits
     (with a bias) softmaxed, clamped SwiGLU experts with biases; attention sinks."""
-    n, k, width = config.get("num_local_experts"), config.get("num_experts_per_tok"), config.get("intermediate_size")
+    keys = (family.experts_key, "num_experts_per_tok", family.expert_width_key)
+    n, k, width = (config.get(key) for key in keys)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, k, width)):
-        raise UnsupportedModel("config.json of gpt_oss lacks num_local_experts, num_experts_per_tok or "
-                               "intermediate_size.")
-    return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width, "router": "topk_softmax",
-            "expert_bias": True, "swiglu_limit": finite_float(config.get("swiglu_limit", 7.0), "swiglu_limit"),
-            "swiglu_alpha": finite_float(config.get("swiglu_alpha", 1.702), "swiglu_alpha"),
-            "attention_sinks": True}
+        raise UnsupportedModel(f"config.json of {family.model_type} lacks {', '.join(keys[:2])} or {keys[2]}.")
+    limit, alpha = family.swiglu
+    return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width, "router": family.router,
+            "expert_bias": True, "swiglu_limit": finite_float(config.get("swiglu_limit", limit), "swiglu_limit"),
+            "swiglu_alpha": finite_float(config.get("swiglu_alpha", alpha), "swiglu_alpha"),
+            "attention_sinks": family.sinks}
 
 
 def _ints(config: dict[str, Any], keys: tuple[str, ...], model_type: str) -> list[int]:
@@ -316,13 +260,12 @@ def _ints(config: dict[str, Any], keys: tuple[str, ...], model_type: str) -> lis
     return values
 
 
-def _mla(config: dict[str, Any]) -> dict[str, Any]:
+def _mla(config: dict[str, Any], mt: str) -> dict[str, Any]:
     """DeepSeek's multi-head latent attention: q and k are [nope, rope] per head, the decoupled
     rope key shared by every head; softmax scale 1/sqrt(qk head dim), times YaRN's mscale^2."""
-    kv, nope, rope, v = _ints(config, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"),
-                              "deepseek_v3")
+    kv, nope, rope, v = _ints(config, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), mt)
     q = config.get("q_lora_rank") or 0
-    _ints({"q_lora_rank": q}, ("q_lora_rank",), "deepseek_v3")
+    _ints({"q_lora_rank": q}, ("q_lora_rank",), mt)
     scale = float(nope + rope) ** -0.5 if nope + rope else None
     params = config.get("rope_scaling") or config.get("rope_parameters") or {}
     if isinstance(params, dict) and params.get("rope_type", params.get("type", "default")) != "default" \
@@ -335,14 +278,14 @@ def _mla(config: dict[str, Any]) -> dict[str, Any]:
             "attention_scale": scale}
 
 
-def _deepseek_moe(config: dict[str, Any]) -> dict[str, Any]:
+def _deepseek_moe(family: families.Family, config: dict[str, Any]) -> dict[str, Any]:
     """DeepSeek-V3's experts: dense MLPs in the first first_k_dense_replace layers, then routed
     experts (sigmoid router, group-limited) beside n_shared_experts always-on ones."""
     n, k, width, layers, first, shared = _ints(config, (
         "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "num_hidden_layers",
-        "first_k_dense_replace", "n_shared_experts"), "deepseek_v3")
+        "first_k_dense_replace", "n_shared_experts"), family.model_type)
     groups, topk_groups = config.get("n_group") or 1, config.get("topk_group") or 1
-    return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width, "router": "sigmoid_groups",
+    return {"experts": n, "experts_per_token": k, "expert_intermediate_size": width, "router": family.router,
             "renormalize_top_k": bool(config.get("norm_topk_prob", True)), "expert_groups": groups,
             "topk_groups": topk_groups, "moe_layers": [i >= first for i in range(min(layers, 1 << 16))],
             "routed_scaling": finite_float(config.get("routed_scaling_factor", 1.0), "routed_scaling_factor"),

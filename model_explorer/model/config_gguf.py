@@ -22,72 +22,30 @@ from __future__ import annotations
 from typing import Any
 
 from ..ggml import Keys
+from . import families, gguf_keys
 from .config import NOT_YET, ModelConfig, UnsupportedModel, _mla, finite_float
-from .hparams import SLIDING_PATTERN
+from .gguf_keys import GGUF_KEYS
 
-# GGUF `general.architecture` values this decoder runs. llama.cpp writes Mistral and Mixtral as
-# "llama" (Mixtral with `llama.expert_count`).
-GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "gemma", "gemma2", "gemma3", "phi3",
-                      "olmo2", "granite", "smollm3", "qwen2moe", "gpt2", "gptneox", "gpt-oss", "deepseek2")
-# GGUF architecture -> the Hugging Face model_type it comes from, where the names differ.
-HF_MODEL_TYPE = {"qwen3moe": "qwen3_moe", "gemma3": "gemma3_text", "qwen2moe": "qwen2_moe", "gptneox": "gpt_neox",
-                 "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3"}
+# GGUF `general.architecture` values this decoder runs (every row's gguf_archs). llama.cpp writes
+# Mistral and Mixtral as "llama" (Mixtral with `llama.expert_count`).
+GGUF_ARCHITECTURES = families.GGUF_ARCHITECTURES
 # Families the decoder knows from config.json but not yet from GGUF (config.NOT_YET says why).
 GGUF_NOT_YET: dict[str, str] = {}
-# LayerNorm families: their GELU (no key says which; llama.cpp computes tanh-GELU for both, NeoX's
-# transformers default, Pythia's, is the exact one)
-LAYER_NORM_GELU = {"gpt2": "gelu_tanh", "gptneox": "gelu"}
-# Architectures whose converter permutes q/k rows (LlamaModel and its subclasses).
-QK_PERMUTED = ("llama", "mistral", "granite", "smollm3")
-# Architectures whose converter stores every norm weight as 1 + w (the model scales by 1 + w).
-NORMS_PLUS_ONE = ("gemma", "gemma2", "gemma3")
-# Architectures llama.cpp runs as a mixture of experts; those whose top-k weights it does not
-# renormalise (unless `expert_weights_norm` says so: read by load_model, not by llama.cpp).
-MOE_ARCHITECTURES = ("llama", "qwen3moe", "qwen2moe", "gpt-oss", "deepseek2")
-UNNORMALISED_TOP_K = ("qwen2moe", "deepseek2")  # DeepSeek's converter writes expert_weights_norm when true
+# Architectures whose converter permutes q/k rows (LlamaModel and its subclasses), and those whose
+# converter stores every norm weight as 1 + w (the model scales by 1 + w): the rows say; these
+# tuples are for readers that hold an architecture name only (checks/diff.py).
+QK_PERMUTED = families.gguf_archs_where(lambda row: row.gguf_qk_permuted)
+NORMS_PLUS_ONE = families.gguf_archs_where(lambda row: row.norm_offset != 0)
 GGUF_KV_B_SPLIT = "gguf_kv_b_split"  # ModelConfig.extra: DeepSeek's kv_b as llama.cpp's attn_k_b, attn_v_b
 SIGMOID_GATING = 2  # llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID (expert_gating_func)
-WINDOWED = ("llama", "mistral", "phi3", "gemma2", "gemma3", "gpt-oss")
-# llama.cpp's gpt-oss: every other layer slides (layer 0 first), its experts' SwiGLU clamped at 7
-# with alpha 1.702 (LLM_FFN_SWIGLU_OAI_MOE), the top k router logits softmaxed; its YaRN is what
-# gpt-oss's config.json says, truncate false (llama.cpp itself rounds the correction range)
-GPT_OSS_SLIDING_STEP, GPT_OSS_SWIGLU_LIMIT, GPT_OSS_SWIGLU_ALPHA = 2, 7.0, 1.702
-SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp: every 4th layer skips RoPE (no GGUF key says so)
-# llama.cpp's sliding-window layers (no key says so): hparams.SLIDING_PATTERN; Gemma 3's
-# sliding layers rotate with base 10000, unscaled
-GEMMA3_LOCAL_ROPE_BASE = 10000.0
 
-# The keys beyond ggml.Keys, as gguf-py spells them (a test holds the two equal)
-_FALLBACK = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", "{arch}.attn_logit_softcapping",
-             "{arch}.final_logit_softcapping", "{arch}.embedding_scale", "{arch}.residual_scale",
-             "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern",
-             "{arch}.rope.freq_base_swa", "{arch}.rope.scaling.original_context_length",
-             "{arch}.rope.scaling.yarn_beta_fast", "{arch}.rope.scaling.yarn_beta_slow",
-             "{arch}.rope.scaling.attn_factor", "{arch}.expert_shared_feed_forward_length",
-             "{arch}.attention.layer_norm_epsilon", "{arch}.use_parallel_residual",
-             "{arch}.leading_dense_block_count", "{arch}.expert_shared_count", "{arch}.expert_group_count",
-             "{arch}.expert_group_used_count", "{arch}.expert_weights_scale", "{arch}.expert_gating_func",
-             "{arch}.attention.q_lora_rank", "{arch}.attention.kv_lora_rank", "{arch}.attention.key_length_mla",
-             "{arch}.attention.value_length_mla", "{arch}.rope.scaling.yarn_log_multiplier")
-try:  # gguf-py's own table when it is there; the core reads GGUF without it
-    from gguf.constants import Keys as _G
-
-    _MORE = (_G.LLM.EXPERT_FEED_FORWARD_LENGTH, _G.LLM.EXPERT_WEIGHTS_NORM, _G.LLM.ATTN_LOGIT_SOFTCAPPING,
-             _G.LLM.FINAL_LOGIT_SOFTCAPPING, _G.LLM.EMBEDDING_SCALE, _G.LLM.RESIDUAL_SCALE,
-             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA,
-             _G.Rope.SCALING_ORIG_CTX_LEN, _G.Rope.SCALING_YARN_BETA_FAST, _G.Rope.SCALING_YARN_BETA_SLOW,
-             _G.Rope.SCALING_ATTN_FACTOR, _G.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, _G.Attention.LAYERNORM_EPS,
-             _G.LLM.USE_PARALLEL_RESIDUAL, _G.LLM.LEADING_DENSE_BLOCK_COUNT, _G.LLM.EXPERT_SHARED_COUNT,
-             _G.LLM.EXPERT_GROUP_COUNT, _G.LLM.EXPERT_GROUP_USED_COUNT, _G.LLM.EXPERT_WEIGHTS_SCALE,
-             _G.LLM.EXPERT_GATING_FUNC, _G.Attention.Q_LORA_RANK, _G.Attention.KV_LORA_RANK,
-             _G.Attention.KEY_LENGTH_MLA, _G.Attention.VALUE_LENGTH_MLA, _G.Rope.SCALING_YARN_LOG_MUL)
-except (ImportError, AttributeError):  # pragma: no cover - gguf-py is a dependency
-    _MORE = _FALLBACK
+# The keys beyond ggml.Keys: the model layer's one GGUF key table (gguf_keys.py), which hparams reads too
 (EXPERT_FEED_FORWARD_LENGTH, EXPERT_WEIGHTS_NORM, ATTN_SOFTCAP, FINAL_SOFTCAP, EMBEDDING_SCALE, RESIDUAL_SCALE,
  LOGIT_SCALE, ATTENTION_SCALE, SLIDING_WINDOW_PATTERN, ROPE_FREQ_BASE_SWA, YARN_ORIGINAL_CONTEXT, YARN_BETA_FAST,
  YARN_BETA_SLOW, YARN_ATTENTION_FACTOR, SHARED_FEED_FORWARD_LENGTH, LAYERNORM_EPS, PARALLEL_RESIDUAL,
  LEADING_DENSE, SHARED_COUNT, GROUP_COUNT, GROUP_USED_COUNT, WEIGHTS_SCALE, GATING_FUNC, Q_LORA_RANK, KV_LORA_RANK,
- KEY_LENGTH_MLA, VALUE_LENGTH_MLA, YARN_LOG_MULTIPLIER) = _MORE
+ KEY_LENGTH_MLA, VALUE_LENGTH_MLA, YARN_LOG_MULTIPLIER) = (GGUF_KEYS[name] for name in gguf_keys._MORE_NAMES)
+_FALLBACK, _MORE = gguf_keys._FALLBACK, gguf_keys._MORE  # tests/demo/test_gguf_edges.py holds them equal
 
 _MISSING = object()
 
@@ -135,26 +93,27 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
             raise UnsupportedModel(f"{key.format(arch=arch)} should be a non-negative integer, found {value!r}.")
         return value
 
-    if arch not in GGUF_ARCHITECTURES:
+    fam = families.by_gguf_arch(arch, experts=bool(get(GGUF_KEYS["experts"], 0))) if isinstance(arch, str) else None
+    if fam is None:
         raise unsupported_architecture(arch)
-    hidden = count(Keys.EMBEDDING_LENGTH)
-    heads = count(Keys.HEAD_COUNT)
-    kv_heads = count(Keys.HEAD_COUNT_KV, heads)
-    rotary = count(Keys.ROPE_DIMENSION_COUNT, None)
-    head_dim = count(Keys.KEY_LENGTH, None)
+    hidden = count(GGUF_KEYS["hidden"])
+    heads = count(GGUF_KEYS["heads"])
+    kv_heads = count(GGUF_KEYS["kv_heads"], heads)
+    rotary = count(GGUF_KEYS["rope_dims"], None)
+    head_dim = count(GGUF_KEYS["head_dim"], None)
     if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads:
         # no key_length: hidden / heads, unless RoPE turns more dims than that (Mistral Nemo's head_dim)
         head_dim = max(hidden // heads, rotary if isinstance(rotary, int) else 0)
     rotary = None if rotary == head_dim else rotary  # partial rotary: the first `rotary` dims of a head
     rope_scaling = None
-    scaling_type = get(Keys.ROPE_SCALING_TYPE, None)
+    scaling_type = get(GGUF_KEYS["rope_scaling_type"], None)
     if scaling_type is not None and not isinstance(scaling_type, str):
         raise UnsupportedModel(f"{arch}.rope.scaling.type should be a name, found {scaling_type!r}.")
     if scaling_type == "linear":
-        rope_scaling = {"rope_type": "linear", "factor": finite_float(get(Keys.ROPE_SCALING_FACTOR),
+        rope_scaling = {"rope_type": "linear", "factor": finite_float(get(GGUF_KEYS["rope_scaling_factor"]),
                                                                  "rope.scaling.factor")}
     elif scaling_type == "yarn":
-        rope_scaling = {"rope_type": "yarn", "factor": finite_float(get(Keys.ROPE_SCALING_FACTOR), "rope.scaling.factor"),
+        rope_scaling = {"rope_type": "yarn", "factor": finite_float(get(GGUF_KEYS["rope_scaling_factor"]), "rope.scaling.factor"),
                         "original_max_position_embeddings": count(YARN_ORIGINAL_CONTEXT)}
         for key, name in ((YARN_BETA_FAST, "beta_fast"), (YARN_BETA_SLOW, "beta_slow"),
                           (YARN_ATTENTION_FACTOR, "attention_factor")):
@@ -170,80 +129,74 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         # Llama 3.x stores its per-frequency RoPE divisors as a tensor; weights.py reads it.
         extra["rope_freqs_tensor"] = "rope_freqs.weight"
     mla: dict[str, Any] = {}
-    if arch == "deepseek2":  # MLA, as DeepseekV2Model writes it: llama.cpp's MQA sizes, the MLA ones in *_mla
-        mla = _deepseek2_attention(get, count, rope_scaling, names, extra)
+    if fam.attention == "mla":  # as DeepseekV2Model writes it: llama.cpp's MQA sizes, the MLA ones in *_mla
+        mla = _deepseek2_attention(fam, get, count, rope_scaling, names, extra)
         head_dim, rotary, kv_heads = mla.pop("head_dim"), mla.pop("rotary_dim"), heads
-    vocab = count(Keys.VOCAB_SIZE, None)
+    vocab = count(GGUF_KEYS["vocab"], None)
     if vocab is None:
         tokens = metadata.get(Keys.TOKENS)
         vocab = len(getattr(tokens, "value", tokens)) if tokens is not None else None
-    layers = count(Keys.BLOCK_COUNT)
+    layers = count(GGUF_KEYS["layers"])
     # only where a window means one to llama.cpp (and to mx.convert's Mistral/Mixtral)
-    window = count(Keys.SLIDING_WINDOW, None) or None if arch in WINDOWED else None
-    model_type = HF_MODEL_TYPE.get(arch, arch)
-    gemma = arch in ("gemma", "gemma2", "gemma3")
-    fields: dict[str, Any] = {}
-    if arch == "qwen3" or arch == "qwen3moe":
-        fields["qk_norm"] = "head"
-    elif arch == "olmo2":
-        fields.update(qk_norm="full", post_norms=True)
-    elif arch == "phi3":
-        fields["fused_projections"] = True
-    elif arch == "smollm3" and isinstance(layers, int):
-        fields["rope_layers"] = [(i + 1) % SMOLLM3_NO_ROPE_STEP != 0 for i in range(min(layers, 1 << 16))]
-    elif arch == "granite":
+    window = count(GGUF_KEYS["sliding_window"], None) or None if fam.gguf_window else None
+    model_type = fam.model_type
+    # what llama.cpp hard-codes for the family rather than stores: the row says
+    fields: dict[str, Any] = {"qk_norm": fam.qk_norm, "post_norms": fam.norms == "post",
+                              "fused_projections": fam.attention in ("fused", "conv1d", "per_head"),
+                              "activation": fam.default_activation}
+    if fam.nope_period and isinstance(layers, int):
+        fields["rope_layers"] = [(i + 1) % fam.nope_period != 0 for i in range(min(layers, 1 << 16))]
+    if fam.multipliers:
         fields.update(embed_scale=_scalar(get(EMBEDDING_SCALE, None), arch, "embedding_scale"),
                       residual_scale=_scalar(get(RESIDUAL_SCALE, None), arch, "residual_scale"),
                       logit_scale=1.0 / _scalar(get(LOGIT_SCALE, None), arch, "logit_scale"))
-    eps = get(Keys.RMS_EPS, 1e-5)
-    if arch in LAYER_NORM_GELU:  # LayerNorm with biases, q/k/v fused, a plain GELU MLP with biases
+    eps = get(GGUF_KEYS["rms_eps"], 1e-5)
+    if fam.norm_bias:  # LayerNorm with biases, q/k/v fused, a plain GELU MLP with biases
         eps = get(LAYERNORM_EPS, 1e-5)
-        fields.update(fused_projections=True, norm="layer", mlp="gelu", activation=LAYER_NORM_GELU[arch],
-                      positions="learned" if arch == "gpt2" else "rope",
-                      parallel_residual=arch == "gptneox" and bool(get(PARALLEL_RESIDUAL, True)))
-    if arch == "gpt-oss":
-        fields.update(router="topk_softmax", expert_bias=True, swiglu_limit=GPT_OSS_SWIGLU_LIMIT,
-                      swiglu_alpha=GPT_OSS_SWIGLU_ALPHA, attention_sinks=True,
-                      sliding_layers=[(i + 1) % GPT_OSS_SLIDING_STEP != 0 for i in range(min(layers, 1 << 16))]
-                      if isinstance(layers, int) else None)
-        if rope_scaling and rope_scaling["rope_type"] == "yarn":
-            rope_scaling["truncate"] = False
-    if gemma:
-        fields.update(activation="gelu_tanh", embed_scale=float(hidden) ** 0.5 if isinstance(hidden, int) else 1.0)
-    if arch in SLIDING_PATTERN:
-        fields.update(sandwich_norms=True, attn_softcap=_cap(get(ATTN_SOFTCAP, None), arch, "attn"),
-                      final_softcap=_cap(get(FINAL_SOFTCAP, None), arch, "final"),
-                      sliding_layers=_sliding_layers(get(SLIDING_WINDOW_PATTERN, None), layers, arch))
-    if arch == "gemma3":
-        fields.update(qk_norm="head", attn_softcap=None,  # Gemma 3 computes no attention softcap
-                      local_rope_theta=finite_float(get(ROPE_FREQ_BASE_SWA, GEMMA3_LOCAL_ROPE_BASE),
-                                                    "rope.freq_base_swa"))
-        if isinstance(layers, int) and layers in (46, 62) and isinstance(hidden, int) and isinstance(heads, int):
-            # llama.cpp: Gemma 2 and 3 27B scale by their query_pre_attn_scalar, hidden / heads
-            fields["attention_scale"] = (hidden / heads) ** -0.5
+        fields.update(norm="layer", mlp="gelu", positions="learned" if fam.learned_positions else "rope",
+                      parallel_residual=fam.parallel_residual and bool(get(PARALLEL_RESIDUAL, True)))
+    if fam.mlp == "fused_experts":  # gpt-oss: llama.cpp's LLM_FFN_SWIGLU_OAI_MOE, every other layer slides
+        fields.update(router=fam.router, expert_bias=True, swiglu_limit=fam.swiglu[0], swiglu_alpha=fam.swiglu[1],
+                      attention_sinks=fam.sinks,
+                      sliding_layers=families.llamacpp_sliding(fam, layers) if isinstance(layers, int) else None)
+    if not fam.gguf_yarn_truncate and rope_scaling and rope_scaling["rope_type"] == "yarn":
+        rope_scaling["truncate"] = False  # as the family's config.json says (llama.cpp rounds)
+    if fam.embed_scale_sqrt:
+        fields["embed_scale"] = float(hidden) ** 0.5 if isinstance(hidden, int) else 1.0
+    if fam.norms == "sandwich":
+        fields.update(sandwich_norms=True, final_softcap=_cap(get(FINAL_SOFTCAP, None), arch, "final"),
+                      attn_softcap=_cap(get(ATTN_SOFTCAP, None), arch, "attn")
+                      if "attn_logit_softcapping" in fam.softcaps else None,
+                      sliding_layers=_sliding_layers(get(SLIDING_WINDOW_PATTERN, None), layers, fam))
+    if fam.local_rope_base is not None:
+        fields["local_rope_theta"] = finite_float(get(ROPE_FREQ_BASE_SWA, fam.local_rope_base), "rope.freq_base_swa")
+    if isinstance(layers, int) and layers in fam.gguf_width_scale_layers and isinstance(hidden, int) \
+            and isinstance(heads, int):
+        # llama.cpp: Gemma 2 and 3 27B scale by their query_pre_attn_scalar, hidden / heads
+        fields["attention_scale"] = (hidden / heads) ** -0.5
     scale = get(ATTENTION_SCALE, None)
     if scale is not None:
         fields["attention_scale"] = finite_float(scale, f"{arch}.attention.scale")
     fields.update(mla)
-    experts = count(Keys.EXPERT_COUNT, 0)
+    experts = count(GGUF_KEYS["experts"], 0)
     if experts:
-        if arch not in MOE_ARCHITECTURES:
+        if not fam.has_experts:
             raise UnsupportedModel(f"The {arch} GGUF has {experts} experts; mixtures of experts run for "
-                                   f"{', '.join(MOE_ARCHITECTURES)} (llama: Mixtral).")
-        model_type = "mixtral" if arch == "llama" else model_type
+                                   f"{', '.join(families.gguf_archs_where(lambda row: row.has_experts))} "
+                                   "(llama: Mixtral).")
         moe = [f"blk.{i}.ffn_gate_inp.weight" in names for i in range(min(layers, 1 << 16))] \
             if names and isinstance(layers, int) else None
-        fields.update(experts=experts, experts_per_token=count(Keys.EXPERT_USED_COUNT, 0),
+        fields.update(experts=experts, experts_per_token=count(GGUF_KEYS["experts_per_token"], 0),
                       expert_intermediate_size=count(EXPERT_FEED_FORWARD_LENGTH, None)
-                      or count(Keys.FEED_FORWARD_LENGTH),
-                      renormalize_top_k=bool(get(EXPERT_WEIGHTS_NORM, arch not in UNNORMALISED_TOP_K)),
+                      or count(GGUF_KEYS["intermediate"]),
+                      renormalize_top_k=bool(get(EXPERT_WEIGHTS_NORM, fam.gguf_renormalize)),
                       moe_layers=None if moe is None or all(moe) else moe)
-        if arch == "deepseek2":
+        if fam.router == "sigmoid_groups":
             fields.update(_deepseek2_router(get, count, layers, fields["expert_intermediate_size"]))
-        if arch == "qwen2moe":  # llama.cpp: the shared expert is always there, gated by a sigmoid
-            shared = count(SHARED_FEED_FORWARD_LENGTH, None) or count(Keys.FEED_FORWARD_LENGTH)
+        if fam.shared_expert == "gated":  # llama.cpp: the shared expert is always there, gated by a sigmoid
+            shared = count(SHARED_FEED_FORWARD_LENGTH, None) or count(GGUF_KEYS["intermediate"])
             fields.update(shared_expert_size=shared, shared_expert_gate=True)
-    feed_forward = count(Keys.FEED_FORWARD_LENGTH, None) if experts else count(Keys.FEED_FORWARD_LENGTH)
+    feed_forward = count(GGUF_KEYS["intermediate"], None) if experts else count(GGUF_KEYS["intermediate"])
     return ModelConfig(
         architecture=model_type,
         vocab_size=vocab,
@@ -254,21 +207,22 @@ def from_gguf(metadata: dict[str, Any], tensor_names: set[str] | None = None) ->
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         rms_norm_eps=finite_float(eps, "layer_norm_epsilon"),
-        rope_theta=finite_float(get(Keys.ROPE_FREQ_BASE, 10000.0), "rope.freq_base"),
+        rope_theta=finite_float(get(GGUF_KEYS["rope_theta"], 10000.0), "rope.freq_base"),
         rope_scaling=rope_scaling,
-        max_position_embeddings=count(Keys.CONTEXT_LENGTH, 2048),
+        max_position_embeddings=count(GGUF_KEYS["context"], 2048),
         attention_bias=bool(names) and ("blk.0.attn_q.bias" in names or "blk.0.attn_qkv.bias" in names),
         o_bias=bool(names) and "blk.0.attn_output.bias" in names,
         tie_word_embeddings=bool(names) and "output.weight" not in names,
         sliding_window=window,
-        gguf_qk_permuted=arch in QK_PERMUTED,
+        gguf_qk_permuted=fam.gguf_qk_permuted,
         rotary_dim=rotary,
         extra=extra,
         **fields,
     ).validate()
 
 
-def _deepseek2_attention(get, count, rope_scaling: dict | None, names: set[str], extra: dict) -> dict[str, Any]:
+def _deepseek2_attention(fam: families.Family, get, count, rope_scaling: dict | None, names: set[str], extra: dict
+                         ) -> dict[str, Any]:
     """DeepSeek's latent attention from the GGUF: key_length_mla / value_length_mla (older files: the
     key_length / value_length llama.cpp then read as MHA sizes), the ranks, the rotary part; YaRN's
     mscale_all_dim from yarn_log_multiplier (0.1 x it, as the converter writes), mscale taken equal.
@@ -276,9 +230,9 @@ def _deepseek2_attention(get, count, rope_scaling: dict | None, names: set[str],
     if any(n.endswith((".attn_q_a.bias", ".attn_kv_a_mqa.bias")) for n in names):
         raise UnsupportedModel("The deepseek2 GGUF holds attention biases, which llama.cpp's deepseek2 does not read.")
     new = get(KEY_LENGTH_MLA, None) is not None
-    head = count(KEY_LENGTH_MLA) if new else count(Keys.KEY_LENGTH)
-    value = count(VALUE_LENGTH_MLA) if new else count(Keys.VALUE_LENGTH, head)
-    rope = count(Keys.ROPE_DIMENSION_COUNT)
+    head = count(KEY_LENGTH_MLA) if new else count(GGUF_KEYS["head_dim"])
+    value = count(VALUE_LENGTH_MLA) if new else count(GGUF_KEYS["v_head_dim"], head)
+    rope = count(GGUF_KEYS["rope_dims"])
     if rope_scaling and rope_scaling["rope_type"] == "yarn" and get(YARN_LOG_MULTIPLIER, None):
         # the file's float32 of 0.1 x mscale_all_dim: back to the decimals config.json gives
         mscale = round(finite_float(get(YARN_LOG_MULTIPLIER), "yarn_log_multiplier") * 10, 6)
@@ -287,7 +241,7 @@ def _deepseek2_attention(get, count, rope_scaling: dict | None, names: set[str],
         extra[GGUF_KV_B_SPLIT] = True
     return _mla({"kv_lora_rank": count(KV_LORA_RANK), "qk_nope_head_dim": head - rope, "qk_rope_head_dim": rope,
                  "v_head_dim": value, "q_lora_rank": count(Q_LORA_RANK, 0), "rope_scaling": rope_scaling,
-                 "rope_interleave": True})
+                 "rope_interleave": True}, fam.model_type)
 
 
 def _deepseek2_router(get, count, layers: Any, width: int) -> dict[str, Any]:
@@ -318,8 +272,9 @@ def _cap(value: Any, arch: str, which: str) -> float | None:
     return finite_float(value, f"{arch}.{which}_logit_softcapping")
 
 
-def _sliding_layers(pattern: Any, layers: Any, arch: str) -> list[bool] | None:
-    """Which layers slide: the file's per-layer pattern, else llama.cpp's rule (SLIDING_PATTERN)."""
+def _sliding_layers(pattern: Any, layers: Any, fam: families.Family) -> list[bool] | None:
+    """Which layers slide: the file's per-layer pattern, else llama.cpp's rule (the row's period)."""
+    arch = fam.gguf_arch
     if not isinstance(layers, int) or layers <= 0:
         return None
     if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:  # a period, as llama.cpp's
@@ -330,13 +285,7 @@ def _sliding_layers(pattern: Any, layers: Any, arch: str) -> list[bool] | None:
             return [bool(v) for v in said]
         raise UnsupportedModel(f"{arch}.attention.sliding_window_pattern should list {layers} booleans (or give "
                                f"a period), found {said!r}.")
-    return sliding_rule(arch, layers)
-
-
-def sliding_rule(arch: str, layers: int) -> list[bool]:
-    """llama.cpp's set_swa_pattern(n): layer i slides unless it is the last of each n."""
-    n = SLIDING_PATTERN[arch]
-    return [(i + 1) % n != 0 for i in range(min(layers, 1 << 16))]
+    return families.llamacpp_sliding(fam, layers)
 
 
 def engine_config(metadata: dict[str, Any], tensor_names: set[str] | None = None) -> ModelConfig:
@@ -353,12 +302,12 @@ def engine_config(metadata: dict[str, Any], tensor_names: set[str] | None = None
     arch = metadata.get(Keys.ARCHITECTURE)
     arch = str(getattr(arch, "value", arch))
     tokens = metadata.get(Keys.TOKENS)
-    vocab = get(Keys.VOCAB_SIZE) or (len(getattr(tokens, "value", tokens)) if tokens is not None else 0)
-    hidden, heads = get(Keys.EMBEDDING_LENGTH, 0), get(Keys.HEAD_COUNT, 0)
+    vocab = get(GGUF_KEYS["vocab"]) or (len(getattr(tokens, "value", tokens)) if tokens is not None else 0)
+    hidden, heads = get(GGUF_KEYS["hidden"], 0), get(GGUF_KEYS["heads"], 0)
     return ModelConfig(architecture=arch, vocab_size=vocab, hidden_size=hidden,
-                       intermediate_size=get(Keys.FEED_FORWARD_LENGTH, 0), num_layers=get(Keys.BLOCK_COUNT, 0),
-                       num_heads=heads, num_kv_heads=get(Keys.HEAD_COUNT_KV, heads),
-                       head_dim=get(Keys.KEY_LENGTH) or (hidden // heads if heads else 0),
-                       max_position_embeddings=get(Keys.CONTEXT_LENGTH, 2048),
+                       intermediate_size=get(GGUF_KEYS["intermediate"], 0), num_layers=get(GGUF_KEYS["layers"], 0),
+                       num_heads=heads, num_kv_heads=get(GGUF_KEYS["kv_heads"], heads),
+                       head_dim=get(GGUF_KEYS["head_dim"]) or (hidden // heads if heads else 0),
+                       max_position_embeddings=get(GGUF_KEYS["context"], 2048),
                        tie_word_embeddings="output.weight" not in (tensor_names or ()),
-                       experts=get(Keys.EXPERT_COUNT, 0), experts_per_token=get(Keys.EXPERT_USED_COUNT, 0))
+                       experts=get(GGUF_KEYS["experts"], 0), experts_per_token=get(GGUF_KEYS["experts_per_token"], 0))

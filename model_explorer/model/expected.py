@@ -23,7 +23,7 @@ from .hparams import HParams
 from .load_rules import INV_FREQ, LoadRules, legacy_rename
 
 # GGUF architectures whose names the built-in llama table lists (gguf-py's tables do the rest)
-GGUF_BUILTIN = ("llama", "mistral", "qwen2", "qwen3")
+GGUF_BUILTIN = families.gguf_archs_where(lambda row: row.gguf_llama_table)
 # Beyond these a config is not built (a header's numbers must not size an allocation): the
 # largest released models stay well inside them.
 MAX_LAYERS = 1024
@@ -130,7 +130,8 @@ def _mtp_layers(hp: HParams, config: dict) -> str | None:
     """DeepSeek-V3 ships its multi-token-prediction layers after the last block, which
     transformers does not load: a pattern for them."""
     n, layers = config.get("num_nextn_predict_layers"), hp.get("layers")
-    if (hp.model_type or "").lower() == "deepseek_v3" and isinstance(layers, int):
+    fam = families.family(hp.model_type)
+    if fam is not None and fam.mtp_layers and isinstance(layers, int):
         return rf"^model\.layers\.{layers}\b" if not isinstance(n, int) or n >= 1 else None
     return None
 
@@ -138,7 +139,8 @@ def _mtp_layers(hp: HParams, config: dict) -> str | None:
 def _gguf_llama(hp: HParams, max_layers: int) -> Expected | None:
     """The llama family in GGUF naming (llama.cpp's names for the architectures it shares)."""
     mt = (hp.model_type or "").lower()
-    if mt not in GGUF_BUILTIN:
+    fam = families.by_gguf_arch(mt)
+    if fam is None or not fam.gguf_llama_table:
         return None
     h, layers, vocab = _int(hp.get("hidden")), _int(hp.get("layers")), _int(hp.get("vocab"))
     heads, kvh, hd, f = (_int(hp.get("heads")), _int(hp.get("kv_heads")), _int(hp.get("head_dim")),
@@ -179,7 +181,7 @@ def _gguf_llama(hp: HParams, max_layers: int) -> Expected | None:
             add(g + "ffn_up.weight", (f, h))
         for part, size in (("q", q), ("k", kv), ("v", kv)):  # llama.cpp loads biases when present
             add(g + f"attn_{part}.bias", (size,), required=False)
-        if mt == "qwen3":
+        if fam.qk_norm == "head":
             add(g + "attn_q_norm.weight", (hd,))
             add(g + "attn_k_norm.weight", (hd,))
     e.shapes["rope_freqs.weight"] = None

@@ -1,4 +1,5 @@
-"""What transformers assumes for a config.json key the file leaves out, per model_type.
+"""What transformers assumes for a config.json key the file leaves out, per model_type (each
+family's row holds its own: families/table.py).
 
 A config.json written by an older transformers, or by hand, may lack keys a newer reader uses; transformers
 then takes its config class's default, which differs by family (Mixtral's rope_theta is 1e6, Gemma's
@@ -14,6 +15,8 @@ tests/model/test_hf_defaults.py holds the table equal to the installed transform
 from __future__ import annotations
 
 from typing import Any
+
+from . import families
 
 # The keys looked up in transformers' config classes (tests/model/test_hf_defaults.py).
 # A transformers 4.x config.json says its RoPE in these keys, not in rope_parameters.
@@ -33,60 +36,8 @@ KEYS = (
     "rotary_emb_base"
 )
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "llama": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "attention_bias": False, "mlp_bias": False, "max_position_embeddings": 2048},
-    "mistral": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "sliding_window": 4096, "max_position_embeddings": 131072},
-    "qwen2": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "use_sliding_window": False, "max_window_layers": 28, "max_position_embeddings": 32768},
-    "qwen3": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "attention_bias": False, "use_sliding_window": False, "max_window_layers": 28,
-        "max_position_embeddings": 32768},
-    "olmo2": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "attention_bias": False, "max_position_embeddings": 2048},
-    "granite": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "attention_bias": False, "mlp_bias": False, "max_position_embeddings": 2048, "embedding_multiplier":
-        1.0, "residual_multiplier": 1.0, "attention_multiplier": 1.0, "logits_scaling": 1.0},
-    "smollm3": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 2000000.0, "tie_word_embeddings": True,
-        "attention_bias": False, "mlp_bias": False, "use_sliding_window": False, "max_position_embeddings":
-        32768, "no_rope_layer_interval": 4},
-    "gemma": {"hidden_act": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
-        "tie_word_embeddings": True, "attention_bias": False, "max_position_embeddings": 8192},
-    "gemma2": {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
-        "tie_word_embeddings": True, "attention_bias": False, "sliding_window": 4096,
-        "query_pre_attn_scalar": 256, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
-        "max_position_embeddings": 8192},
-    "gemma3_text": {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-06, "tie_word_embeddings": True,
-        "attention_bias": False, "sliding_window": 4096, "query_pre_attn_scalar": 256,
-        "max_position_embeddings": 131072, "rope_parameters": {"sliding_attention": {"rope_type": "default",
-        "rope_theta": 10000.0}, "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}},
-    "phi3": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "max_position_embeddings": 4096, "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor":
-        1.0, "rope_type": "default"}},
-    "mixtral": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "tie_word_embeddings": False,
-        "max_position_embeddings": 131072},
-    "qwen3_moe": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "attention_bias": False, "use_sliding_window": False, "norm_topk_prob": False,
-        "decoder_sparse_step": 1, "max_position_embeddings": 32768},
-    "qwen2_moe": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "sliding_window": 0, "use_sliding_window": False, "max_window_layers": 28, "norm_topk_prob": False,
-        "decoder_sparse_step": 1, "max_position_embeddings": 32768},
-    "gpt2": {"activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, "tie_word_embeddings": True,
-        "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn":
-        False},
-    "gpt_neox": {"hidden_act": "gelu", "layer_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "attention_bias": True, "use_parallel_residual": True, "max_position_embeddings": 2048,
-        "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.25, "rope_type": "default"}},
-    "gpt_oss": {"hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 150000.0, "tie_word_embeddings": False,
-        "attention_bias": True, "sliding_window": 128, "swiglu_limit": 7.0, "max_position_embeddings":
-        131072, "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow":
-        1.0, "truncate": False, "original_max_position_embeddings": 4096, "rope_theta": 150000.0}},
-    "deepseek_v3": {"hidden_act": "silu", "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "attention_bias": False, "norm_topk_prob": True, "routed_scaling_factor": 2.5, "rope_interleave":
-        True, "n_group": 8, "topk_group": 4, "first_k_dense_replace": 3, "n_shared_experts": 1,
-        "max_position_embeddings": 4096},
-}
+# model_type -> its defaults: each family's row holds them (families/table.py, hf_defaults)
+DEFAULTS: dict[str, dict[str, Any]] = {mt: row.hf_defaults for mt, row in families.FAMILIES.items()}
 
 
 def with_defaults(model_type: str | None, config: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import re
 
 from ..records import CheckpointRecord, TensorInfo
 from ..spans import Finding
+from . import families
 from .findings import model_finding
 from .hparams import HParams, embedding, info_span
 
@@ -114,7 +115,8 @@ def quantities(ckpt: CheckpointRecord, hp: HParams, by_name: dict[str, TensorInf
         if rows % width == 0 and (hidden is None or info.shape[1] == hidden):
             check(q_name, rows // width, info, f"{info.name!r} has {rows} rows = {rows // width} {what} of {width}")
     up = _first(by_name, _UP)
-    fused = gguf and (hp.model_type or "") == "phi3"  # llama.cpp's Phi-3 ffn_up holds gate and up
+    fam = families.lookup(hp.model_type)
+    fused = gguf and fam is not None and fam.mlp == "fused_gated"  # llama.cpp's Phi-3 ffn_up holds gate and up
     if up is not None and len(up.shape) == 2 and shape_says(up) and not fused \
             and (hidden is None or up.shape[1] == hidden):
         check("intermediate", up.shape[0], up, f"{up.name!r} has {up.shape[0]} rows")

@@ -14,6 +14,10 @@ from typing import Any
 
 from ..ggml import Keys
 from ..records import CheckpointRecord, plain_value
+from . import families
+from .decoder_config import UnsupportedModel
+from .gguf_keys import GGUF_KEYS, HPARAM_NAMES
+from .hf_defaults import with_defaults
 from .sidefiles import side_json
 
 # name -> config.json keys, first found wins (newer spelling first, then GPT-2/T5/Falcon style)
@@ -42,34 +46,6 @@ HF_KEYS: dict[str, tuple[str, ...]] = {
     "layer_types": ("layer_types",),
     "torch_dtype": ("torch_dtype", "dtype"),
 }
-# name -> GGUF key after "<arch>."
-GGUF_KEYS: dict[str, str] = {
-    "layers": "block_count",
-    "hidden": "embedding_length",
-    "heads": "attention.head_count",
-    "kv_heads": "attention.head_count_kv",
-    "head_dim": "attention.key_length",
-    "v_head_dim": "attention.value_length",
-    "intermediate": "feed_forward_length",
-    "moe_intermediate": "expert_feed_forward_length",
-    "vocab": "vocab_size",
-    "context": "context_length",
-    "rope_theta": "rope.freq_base",
-    "rope_dims": "rope.dimension_count",
-    "sliding_window": "attention.sliding_window",
-    "experts": "expert_count",
-    "experts_per_token": "expert_used_count",
-    "kv_lora_rank": "attention.kv_lora_rank",
-    "q_lora_rank": "attention.q_lora_rank",
-}
-# transformers' defaults for tie_word_embeddings where config.json leaves it out
-TIE_DEFAULTS = {"llama": False, "mistral": False, "qwen2": False, "qwen3": False, "phi3": False,
-                "gemma": True, "gemma2": True, "gemma3_text": True, "mixtral": False, "gpt2": True,
-                "qwen2_moe": False, "qwen3_moe": False, "deepseek_v2": False, "deepseek_v3": False}
-LLAMA_FAMILY = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
-                "gemma": "Gemma", "phi3": "Phi-3"}
-
-
 @dataclass
 class Sourced:
     """A value and where it was read: `file` + `key` (+ byte range) or a tensor's shape."""
@@ -114,8 +90,9 @@ class HParams:
     @property
     def family(self) -> str | None:
         mt = (self.model_type or "").lower()
-        if mt in LLAMA_FAMILY:
-            return f"llama family ({LLAMA_FAMILY[mt]})"
+        row = families.lookup(mt)
+        if row is not None and row.llama_like:
+            return f"llama family ({row.label})"
         if self.get("kv_lora_rank"):
             return "DeepSeek (multi-head latent attention)"
         if self.get("experts"):
@@ -147,7 +124,7 @@ def read_hparams(ckpt: CheckpointRecord) -> HParams:
         hp = _from_gguf(ckpt)
     else:
         hp = _from_config(ckpt)
-    _derive(hp, ckpt)
+    _from_tensors(hp, ckpt)
     ckpt.details["model_hparams"] = hp
     return hp
 
@@ -156,9 +133,16 @@ def read_hparams(ckpt: CheckpointRecord) -> HParams:
 
 def _from_config(ckpt: CheckpointRecord) -> HParams:
     cfg = ckpt.metadata.get("config.json")
+    side = side_json(ckpt, "config.json")
+    return from_config(cfg, side)
+
+
+def from_config(cfg: Any, side: Any = None) -> HParams:
+    """The hyperparameters a config.json says (`side`: where its keys sit in the file, for the
+    byte ranges), with the family's defaults and derived values (`derive`): the one reader the
+    card, memory, the will-load check and the decoder's config (config.from_hf) share."""
     if not isinstance(cfg, dict):
         return HParams(None, None, "none", {})
-    side = side_json(ckpt, "config.json")
     file = side.path if side else None
     values: dict[str, Sourced] = {}
     # Multimodal models keep the language model's numbers under text_config.
@@ -184,7 +168,8 @@ def _from_config(ckpt: CheckpointRecord) -> HParams:
             put("rope_scaling", "rope_parameters", {k: v for k, v in rope.items() if k != "rope_theta"})
     if scope.get("use_sliding_window") is False and "sliding_window" in values:
         values["sliding_window"].value = None  # Qwen2 writes a window it does not use
-    if cfg.get("model_type") == "gpt2" and "intermediate" in values:
+    row = families.family(cfg.get("model_type"))
+    if row is not None and row.intermediate_default_x4 and "intermediate" in values:
         # GPT2Config reads n_inner (None: 4 x n_embd); a stray intermediate_size is not used
         del values["intermediate"]
         if isinstance(scope.get("n_inner"), int):
@@ -200,7 +185,9 @@ def _from_config(ckpt: CheckpointRecord) -> HParams:
         if isinstance(cfg.get(key), str):
             put("name_or_path", key, cfg[key], top=True)
             break
-    return HParams(arch, model_type, "config.json", values)
+    hp = HParams(arch, model_type, "config.json", values)
+    derive(hp, scope)
+    return hp
 
 
 # -- GGUF ----------------------------------------------------------------------------------------
@@ -219,19 +206,19 @@ def _kv(ckpt: CheckpointRecord, key: str) -> Sourced | None:
 def _from_gguf(ckpt: CheckpointRecord) -> HParams:
     arch = ckpt.meta(Keys.ARCHITECTURE)
     values: dict[str, Sourced] = {}
-    for name, key in GGUF_KEYS.items():
-        s = _kv(ckpt, f"{arch}.{key}")
+    for name in HPARAM_NAMES:
+        s = _kv(ckpt, GGUF_KEYS[name].format(arch=arch))
         if s is not None:
             if isinstance(s.value, list):  # per-layer counts: the largest governs memory
                 s.value = max((v for v in s.value if _is_int(v)), default=None)
             values[name] = s
-    kind = _kv(ckpt, Keys.arch(arch, Keys.ROPE_SCALING_TYPE))
+    kind = _kv(ckpt, GGUF_KEYS["rope_scaling_type"].format(arch=arch))
     if kind is not None and kind.value not in (None, "none"):
         scaling = {"rope_type": kind.value}
-        factor = ckpt.meta(Keys.arch(arch, Keys.ROPE_SCALING_FACTOR))
+        factor = ckpt.meta(GGUF_KEYS["rope_scaling_factor"].format(arch=arch))
         if factor is not None:
             scaling["factor"] = factor
-        orig = ckpt.meta(f"{arch}.rope.scaling.original_context_length")
+        orig = ckpt.meta(GGUF_KEYS["yarn_original_context"].format(arch=arch))
         if orig is not None:
             scaling["original_max_position_embeddings"] = orig
         kind.value = scaling
@@ -251,39 +238,109 @@ def _from_gguf(ckpt: CheckpointRecord) -> HParams:
     out = ckpt.tensors.get("output.weight")
     values["tied_embeddings"] = Sourced(out is None, "derived", "no output.weight tensor" if out is None
                                         else "output.weight is stored")
-    return HParams(arch, arch, "gguf", values)
+    hp = HParams(arch, arch, "gguf", values)
+    derive(hp)
+    _gguf_window(hp, ckpt)
+    return hp
 
 
 # -- derived values ------------------------------------------------------------------------------
 
-def _derive(hp: HParams, ckpt: CheckpointRecord) -> None:
+def derive(hp: HParams, scope: dict | None = None) -> None:
+    """What the config or GGUF leaves to be derived: one key/value head per head, head_dim as
+    hidden / heads, the family's defaults (tie_word_embeddings, the context) for a config.json
+    that leaves them out, and which layers slide (`scope`: the config.json, its text_config)."""
     v = hp.values
     hidden, heads = hp.get("hidden"), hp.get("heads")
     if "kv_heads" not in v and _is_int(heads):
         v["kv_heads"] = Sourced(heads, "derived", "no key/value head count: one per attention head")
     if "head_dim" not in v and _is_int(hidden) and _is_int(heads) and heads > 0:
-        v["head_dim"] = Sourced(hidden // heads, "derived", f"hidden {hidden} / heads {heads}")
-    if "tied_embeddings" not in v and hp.origin == "config.json":
-        default = TIE_DEFAULTS.get((hp.model_type or "").lower())
-        if default is not None:
-            v["tied_embeddings"] = Sourced(default, "default", f"{hp.model_type} default")
-    types = hp.get("layer_types")
-    if isinstance(types, list):
+        rope = hp.get("rope_dims") if hp.origin == "gguf" else None
+        if _is_int(rope) and rope > hidden // heads:  # as llama.cpp: RoPE turns more (Mistral Nemo)
+            v["head_dim"] = Sourced(rope, "derived", f"rope.dimension_count {rope}, more than hidden / heads")
+        else:
+            v["head_dim"] = Sourced(hidden // heads, "derived", f"hidden {hidden} / heads {heads}")
+    scope = scope or {}
+    row = families.family(hp.model_type) if hp.origin == "config.json" else None
+    if row is not None:
+        default = f"{hp.model_type} default"
+        if "tied_embeddings" not in v:
+            v["tied_embeddings"] = Sourced(row.tie_default, "default", default)
+        if "context" not in v and _is_int(row.hf_defaults.get("max_position_embeddings")):
+            v["context"] = Sourced(row.hf_defaults["max_position_embeddings"], "default", default)
+    # a multimodal model's language model: its text_config names the family whose window applies
+    text_row = row or (families.family(scope.get("model_type")) if hp.origin == "config.json" else None)
+    if text_row is not None:
+        _config_window(hp, text_row, scope)
+    elif isinstance(hp.get("layer_types"), list):
+        types = hp.get("layer_types")
         sliding = sum(1 for t in types if t == "sliding_attention")
         v["sliding_layers"] = Sourced(sliding, "derived", f"{sliding} of {len(types)} layer_types "
                                       "are sliding_attention")
-    elif hp.get("sliding_window") and _is_int(hp.get("layers")):
-        pattern = _sliding_pattern(ckpt, hp)
-        listed = ckpt.meta(f"{hp.architecture}.attention.sliding_window_pattern") if hp.origin == "gguf" else None
-        listed = listed.to_list() if hasattr(listed, "to_list") else listed
-        if isinstance(listed, (list, tuple)) and len(listed) == hp.get("layers"):  # one flag per layer
-            n = sum(1 for flag in listed if flag)
-            v["sliding_layers"] = Sourced(n, "derived", f"{n} of {len(listed)} layers flagged sliding")
-        elif pattern:
-            n = sum(1 for i in range(hp.get("layers")) if (i + 1) % pattern)
-            v["sliding_layers"] = Sourced(n, "derived", f"every layer but each {pattern}th is sliding")
-        else:
-            v["sliding_layers"] = Sourced(hp.get("layers"), "derived", "sliding_window applies to every layer")
+    elif hp.get("sliding_window") and _is_int(hp.get("layers")) and hp.origin == "config.json":
+        pattern = scope.get("sliding_window_pattern")
+        _count_sliding(hp, pattern if _is_int(pattern) and pattern > 0 else None)
+
+
+def _config_window(hp: HParams, row: families.Family, scope: dict) -> None:
+    """sliding_window and the sliding layers of a family's config.json, by the rule the decoder
+    runs (families.window over transformers' defaults); a window the family does not apply
+    is no window."""
+    v, layers = hp.values, hp.get("layers")
+    merged = with_defaults(row.model_type, scope)
+    said = merged.get("no_rope_layers")
+    rope_layers = [bool(x) for x in said] if isinstance(said, list) else None
+    try:
+        size, slides = families.window(row, merged, rope_layers)
+    except UnsupportedModel:  # the decoder refuses it; the card shows what the file says
+        size, slides = merged.get("sliding_window"), None
+    if not size:
+        if "sliding_window" in v and v["sliding_window"].value is not None:
+            v["sliding_window"].value = None  # written, but not applied (Qwen2 without use_sliding_window)
+        return
+    if "sliding_window" not in v:
+        v["sliding_window"] = Sourced(size, "default", f"{row.model_type} default")
+    if slides is not None:
+        n, listed = sum(slides), isinstance(scope.get("layer_types"), list)
+        v["sliding_layers"] = Sourced(n, "derived", f"{n} of {len(slides)} layer_types are sliding_attention"
+                                      if listed else f"{n} of {len(slides)} layers slide ({row.label}'s pattern)")
+    elif _is_int(layers):
+        v["sliding_layers"] = Sourced(layers, "derived", "sliding_window applies to every layer")
+
+
+def _gguf_window(hp: HParams, ckpt: CheckpointRecord) -> None:
+    """The sliding layers of a GGUF, as config_gguf.py reads them: the file's per-layer flags or
+    period, else llama.cpp's rule for the family; a window llama.cpp does not apply is none."""
+    v, layers = hp.values, hp.get("layers")
+    row = families.by_gguf_arch(hp.architecture, experts=bool(hp.get("experts")))
+    if row is not None and not row.gguf_window and "sliding_window" in v:
+        v["sliding_window"].value = None
+    if not hp.get("sliding_window") or not _is_int(layers):
+        return
+    listed = ckpt.meta(GGUF_KEYS["sliding_window_pattern"].format(arch=hp.architecture))
+    listed = listed.to_list() if hasattr(listed, "to_list") else listed
+    if isinstance(listed, (list, tuple)) and len(listed) == layers:  # one flag per layer
+        n = sum(1 for flag in listed if flag)
+        v["sliding_layers"] = Sourced(n, "derived", f"{n} of {len(listed)} layers flagged sliding")
+        return
+    pattern = listed if _is_int(listed) and listed > 0 and (row is None or row.norms == "sandwich") else None
+    if pattern is None and row is not None and row.window == "layer_types":
+        pattern = row.sliding_period
+    _count_sliding(hp, pattern)
+
+
+def _count_sliding(hp: HParams, pattern: int | None) -> None:
+    layers = hp.get("layers")
+    if pattern:
+        n = sum(1 for i in range(layers) if (i + 1) % pattern)
+        hp.values["sliding_layers"] = Sourced(n, "derived", f"every layer but each {pattern}th is sliding")
+    else:
+        hp.values["sliding_layers"] = Sourced(layers, "derived", "sliding_window applies to every layer")
+
+
+def _from_tensors(hp: HParams, ckpt: CheckpointRecord) -> None:
+    """What only the tensors say: the vocabulary and width from the embedding's shape."""
+    v = hp.values
     if "vocab" not in v:
         embed = embedding(ckpt)
         if embed is not None and len(embed.shape) == 2:
@@ -294,27 +351,6 @@ def _derive(hp: HParams, ckpt: CheckpointRecord) -> None:
         if embed is not None and len(embed.shape) == 2:
             v["hidden"] = Sourced(embed.shape[1], "tensor", "columns", embed.file, *info_span(embed),
                                   tensor=embed.name)
-
-
-# The families whose sliding layers no key lists: every layer slides but the last of each n
-# (Gemma 2 every other layer from layer 0, Gemma 3 five of every six), as transformers' configs
-# default them and llama.cpp's set_swa_pattern(n) hard-codes them; keyed by model_type and by
-# GGUF architecture.
-SLIDING_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6}
-
-
-def _sliding_pattern(ckpt: CheckpointRecord, hp: HParams) -> int | None:
-    cfg = ckpt.metadata.get("config.json")
-    if isinstance(cfg, dict):
-        scope = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-        p = scope.get("sliding_window_pattern")
-        if _is_int(p) and p > 0:
-            return p
-    if hp.origin == "gguf":
-        p = ckpt.meta(f"{hp.architecture}.attention.sliding_window_pattern")
-        if _is_int(p) and p > 0:
-            return p
-    return SLIDING_PATTERN.get((hp.model_type or "").lower())
 
 
 EMBED_NAMES = ("model.embed_tokens.weight", "token_embd.weight", "transformer.wte.weight",

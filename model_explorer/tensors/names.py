@@ -9,7 +9,7 @@ Names come from gguf-py's TensorNameMap (the table llama.cpp's converter uses) w
 installed; the built-in tables below cover the tensors the run cell's decoder reads without it.
 One HF name can mean two GGUF tensors: `post_attention_layernorm` is the MLP's input norm in
 Llama (`ffn_norm`) but the attention output's norm in Gemma 2 and OLMo 2 (`post_attention_norm`),
-so the mapping takes the GGUF architecture.
+so the mapping takes the family's own names (its row in model/families: this layer sits below it).
 """
 
 from __future__ import annotations
@@ -53,16 +53,8 @@ _BLOCK = {
     "attn_q_b.weight": "self_attn.q_b_proj.weight", "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
     "attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight", "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
 }
-# Where an architecture gives an HF name another GGUF tensor than Llama does.
-_ARCH_BLOCK = {
-    "gemma2": {"post_attention_layernorm.weight": "post_attention_norm.weight",
-               "pre_feedforward_layernorm.weight": "ffn_norm.weight"},
-    "olmo2": {"post_attention_layernorm.weight": "post_attention_norm.weight"},
-    "phi3": {"mlp.gate_up_proj.weight": "ffn_up.weight"},
-    # gpt-oss's MLP norm is llama.cpp's post_attention_norm; its router has a bias
-    "gpt-oss": {"post_attention_layernorm.weight": "post_attention_norm.weight", "mlp.router.weight": "ffn_gate_inp.weight",
-                "mlp.router.bias": "ffn_gate_inp.bias"},
-}
+# Where a family gives an HF name another GGUF tensor than Llama does, its row says
+# (model/families, `gguf_names`): callers pass that table as `overrides`.
 # GPT-2 and GPT-NeoX name their tensors their own way (weights and biases alike).
 _OWN_TOP = {"transformer.wte": "token_embd", "transformer.wpe": "position_embd", "transformer.ln_f": "output_norm",
             "gpt_neox.embed_in": "token_embd", "embed_out": "output", "gpt_neox.final_layer_norm": "output_norm"}
@@ -73,7 +65,6 @@ _OWN_BLOCK = {
                         "attention.dense": "attn_output", "post_attention_layernorm": "ffn_norm",
                         "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down"},
 }
-_ARCH_BLOCK["gemma3"] = _ARCH_BLOCK["gemma2"]
 _GGUF_BLK = re.compile(r"^blk\.(\d+)\.(.+)$")
 _HF_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 _ANY_LAYER = re.compile(r"^(model\.layers|transformer\.h|gpt_neox\.layers)\.(\d+)\.(.+)$")  # Llama, GPT-2, NeoX
@@ -121,21 +112,18 @@ _HF_EXPERT = re.compile(r"^model\.layers\.(\d+)\.(?:mlp|block_sparse_moe)\.exper
 _EXPERT_ROLE = {"gate_proj": 0, "w1": 0, "up_proj": 1, "w3": 1, "down_proj": 2, "w2": 2}
 
 
-# Where llama.cpp names a part by another role for one family (HF model_type): gpt-oss's MLP
-# input norm is its `post_attention_norm` (HF's post_attention_layernorm).
-GGUF_FAMILY_PARTS = {"gpt_oss": {"ffn_norm": "blk.{i}.post_attention_norm.weight",
-                                 "router_bias": "blk.{i}.ffn_gate_inp.bias"}}
+# Where llama.cpp names a part by another role for one family (gpt-oss's MLP input norm is its
+# `post_attention_norm`), the family's row says (model/families, `gguf_parts`).
 # gpt-oss's experts: gate, up, down stacked ([experts, out, in]) and their biases ([experts, out]).
 GGUF_EXPERT_BIASES = ("blk.{i}.ffn_gate_exps.bias", "blk.{i}.ffn_up_exps.bias", "blk.{i}.ffn_down_exps.bias")
 # llama.cpp's converter with --fuse-gate-up-exps: gate and up of every expert in one [experts, gate + up, in]
 GGUF_GATE_UP_EXPS = "blk.{i}.ffn_gate_up_exps.weight"
 
 
-def gguf_part_name(part: str, layer: int | None = None, family: str | None = None) -> str:
-    """The GGUF name of a decoder part ("q", "ffn_norm", "router"...) of block `layer`;
-    `family` (the HF model_type) where llama.cpp names it otherwise (GGUF_FAMILY_PARTS)."""
-    own = GGUF_FAMILY_PARTS.get(family or "", {})
-    return (own.get(part) or GGUF_PARTS[part]).format(i=layer)
+def gguf_part_name(part: str, layer: int | None = None, own: dict[str, str] | None = None) -> str:
+    """The GGUF name of a decoder part ("q", "ffn_norm", "router"...) of block `layer`; `own`:
+    the family's names where llama.cpp names a part otherwise (its row's gguf_parts)."""
+    return ((own or {}).get(part) or GGUF_PARTS[part]).format(i=layer)
 
 
 def gguf_expert(hf_name: str) -> tuple[str, int] | None:
@@ -174,7 +162,7 @@ def _name_map(arch: str):
         TensorNameMap.block_mappings_cfg.update(shared)
 
 
-def _builtin_hf_to_gguf(name: str, arch: str | None) -> str | None:
+def _builtin_hf_to_gguf(name: str, overrides: dict[str, str] | None = None) -> str | None:
     if name in _HF_TOP:
         return _HF_TOP[name]
     stem, dot, suffix = name.rpartition(".")
@@ -187,14 +175,15 @@ def _builtin_hf_to_gguf(name: str, arch: str | None) -> str | None:
     m = _HF_LAYER.match(name)
     if not m:
         return None
-    rest = _ARCH_BLOCK.get(arch or "", {}).get(m[2]) or _HF_BLOCK.get(m[2])
+    rest = (overrides or {}).get(m[2]) or _HF_BLOCK.get(m[2])
     return f"blk.{m[1]}.{rest}" if rest else None
 
 
-def hf_to_gguf(name: str, arch: str | None = None) -> str | None:
-    """The GGUF name of an HF tensor; `arch` (GGUF `general.architecture`) picks llama.cpp's
-    table for that architecture, else the llama layout. Merged expert names
-    (`...mlp.experts.gate_proj.weight`) map to `ffn_gate_exps`; per-expert ones to None."""
+def hf_to_gguf(name: str, arch: str | None = None, overrides: dict[str, str] | None = None) -> str | None:
+    """The GGUF name of an HF tensor; `arch` (GGUF `general.architecture`) picks gguf-py's
+    table for that architecture, else the built-in llama layout with the family's `overrides`
+    (its row's gguf_names). Merged expert names (`...mlp.experts.gate_proj.weight`) map to
+    `ffn_gate_exps`; per-expert ones to None."""
     tmap = _name_map(arch) if arch else None
     if tmap is not None:
         m = _ANY_LAYER.match(name)  # gguf-py's map is of block 0: ask for that block
@@ -202,17 +191,18 @@ def hf_to_gguf(name: str, arch: str | None = None) -> str | None:
         got = tmap.get_name(key, try_suffixes=(".weight", ".bias"))
         if got is not None:
             return f"blk.{m[2]}.{got[len('blk.0.'):]}" if m and got.startswith("blk.0.") else got
-    return _builtin_hf_to_gguf(name, arch)
+    return _builtin_hf_to_gguf(name, overrides)
 
 
-def gguf_to_hf(name: str, arch: str | None = None) -> str | None:
-    """The HF (llama-layout) name of a GGUF tensor, else None."""
+def gguf_to_hf(name: str, overrides: dict[str, str] | None = None) -> str | None:
+    """The HF (llama-layout) name of a GGUF tensor, else None; `overrides`: the family's row's
+    gguf_names (HF block tail -> GGUF block tail)."""
     if name in _TOP:
         return _TOP[name]
     m = _GGUF_BLK.match(name)
     if not m:
         return None
-    for hf, gg in _ARCH_BLOCK.get(arch or "", {}).items():
+    for hf, gg in (overrides or {}).items():
         if gg == m[2]:
             return f"model.layers.{m[1]}.{hf}"
     return f"model.layers.{m[1]}.{_BLOCK[m[2]]}" if m[2] in _BLOCK else None

@@ -16,6 +16,7 @@ from test_families import IDS, SIZES, _randomize_norms  # the sibling module (te
 
 import model_explorer as mx
 from model_explorer.demo import load_model
+from model_explorer.model import families
 from model_explorer.model.config import from_hf
 from model_explorer.model.config_gguf import from_gguf
 from model_explorer.tensors import names
@@ -243,7 +244,7 @@ def test_built_in_names_agree_with_gguf_py(family):
         merged = names.merged_expert_name(hf) or hf
         want = names.hf_to_gguf(merged, arch)
         if want is not None:
-            assert names._builtin_hf_to_gguf(merged, arch) == want, hf
+            assert names._builtin_hf_to_gguf(merged, families.by_gguf_arch(arch).gguf_names) == want, hf
 
 
 def test_gguf_converts_back_to_the_hugging_face_folder(family, tmp_path):

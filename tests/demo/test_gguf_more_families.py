@@ -21,6 +21,7 @@ from test_gguf_families import (  # a sibling (tests/demo is on sys.path)
 
 import model_explorer as mx
 from model_explorer.demo import load_model
+from model_explorer.model import families
 from model_explorer.model.config import from_hf
 from model_explorer.model.config_gguf import from_gguf
 from model_explorer.tensors import names
@@ -239,7 +240,7 @@ def test_built_in_names_agree_with_gguf_py(family):
         merged = names.merged_expert_name(hf) or hf
         want = names.hf_to_gguf(merged, arch)
         if want is not None and want.endswith((".weight", ".bias")):
-            assert names._builtin_hf_to_gguf(merged, arch) == want, hf
+            assert names._builtin_hf_to_gguf(merged, families.by_gguf_arch(arch).gguf_names) == want, hf
 
 
 def test_gpt_oss_gguf_with_mxfp4_experts_runs_their_decoded_values(tmp_path, monkeypatch):

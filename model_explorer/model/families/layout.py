@@ -1,4 +1,4 @@
-"""The model families the explorer knows without transformers: what each one's checkpoint holds.
+"""What a family's checkpoint holds, from its row (table.py) and the hyperparameters.
 
 A family is a row of data, not code: where its blocks live (`model.layers.N.`, GPT-2's
 `transformer.h.N.`, NeoX's `gpt_neox.layers.N.`), how attention is stored (separate q/k/v,
@@ -20,91 +20,20 @@ demo and the diff go through it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import Any
 
-from .hparams import HParams
-
-
-@dataclass(frozen=True)
-class Family:
-    label: str
-    blocks: str = "model.layers."  # prefix of block N's tensors (N and a dot follow)
-    embed: str = "model.embed_tokens.weight"
-    final_norm: str = "model.norm"
-    head: str = "lm_head.weight"
-    attention: str = "split"  # split | phi3 | gpt2 | neox | mla
-    qkv_bias: bool = False  # without config.json's attention_bias (which sets q, k, v and o alike)
-    o_bias: bool = False
-    bias_from_config: bool = True  # False: attention_bias is ignored (Qwen2's biases are fixed)
-    qk_norm: str = ""  # "" | "head" ([head_dim]) | "full" ([heads * head_dim], OLMo 2)
-    norms: str = "pre"  # pre: input + post_attention | sandwich: + pre/post_feedforward | post: OLMo 2
-    norm_bias: bool = False  # LayerNorm with a bias (GPT-2, NeoX)
-    mlp: str = "gated"  # gated | phi3 | gpt2 | neox | mixtral | moe | gpt_oss | deepseek
-    learned_positions: bool = False  # GPT-2's wpe
-    sinks: bool = False  # gpt-oss's per-head attention sinks
-    in_out: tuple[str, ...] = field(default_factory=tuple)  # parameters stored [..., in, out]
-    ignore_unexpected: tuple[str, ...] = field(default_factory=tuple)  # buffers old saves hold
-    aliases: tuple[tuple[str, str], ...] = ()  # (another name transformers loads, the table's name)
+from .row import Family
 
 
-FAMILIES: dict[str, Family] = {
-    "llama": Family("Llama"),
-    "mistral": Family("Mistral"),
-    "qwen2": Family("Qwen2", qkv_bias=True, bias_from_config=False),
-    "qwen3": Family("Qwen3", qk_norm="head"),
-    "gemma": Family("Gemma"),
-    "gemma2": Family("Gemma 2", norms="sandwich"),
-    "gemma3_text": Family("Gemma 3", qk_norm="head", norms="sandwich"),
-    "phi3": Family("Phi-3", attention="phi3", mlp="phi3"),
-    "olmo2": Family("OLMo 2", qk_norm="full", norms="post"),
-    "smollm3": Family("SmolLM3"),
-    "granite": Family("Granite"),
-    "mixtral": Family("Mixtral", mlp="mixtral"),
-    "qwen2_moe": Family("Qwen2-MoE", qkv_bias=True, mlp="moe", bias_from_config=False),
-    "qwen3_moe": Family("Qwen3-MoE", qk_norm="head", mlp="moe"),
-    "gpt2": Family("GPT-2", blocks="transformer.h.", embed="transformer.wte.weight",
-                   final_norm="transformer.ln_f", attention="gpt2", qkv_bias=True, o_bias=True,
-                   norm_bias=True, mlp="gpt2", learned_positions=True,
-                   in_out=(r"\.attn\.c_attn\.weight$", r"\.attn\.c_proj\.weight$",
-                           r"\.mlp\.c_fc\.weight$", r"\.mlp\.c_proj\.weight$"),
-                   ignore_unexpected=(r"attn\.bias", r"crossattention\.bias")),  # as transformers 5
-    "gpt_neox": Family("GPT-NeoX", blocks="gpt_neox.layers.", embed="gpt_neox.embed_in.weight",
-                       final_norm="gpt_neox.final_layer_norm", head="embed_out.weight",
-                       attention="neox", qkv_bias=True, o_bias=True, norm_bias=True, mlp="neox",
-                       ignore_unexpected=(r"attention\.masked_bias", r"attention\.bias"),
-                       aliases=(("lm_head.weight", "embed_out.weight"),)),
-    "gpt_oss": Family("gpt-oss", qkv_bias=True, o_bias=True, mlp="gpt_oss", sinks=True,
-                      in_out=(r"\.mlp\.experts\.gate_up_proj$", r"\.mlp\.experts\.down_proj$")),
-    "deepseek_v3": Family("DeepSeek-V3", attention="mla", mlp="deepseek"),
-}
-
-# The class transformers saves each family's causal LM as (config.json's "architectures").
-CAUSAL_LM = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-             "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM",
-             "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM", "olmo2": "Olmo2ForCausalLM",
-             "smollm3": "SmolLM3ForCausalLM", "granite": "GraniteForCausalLM", "mixtral": "MixtralForCausalLM",
-             "qwen2_moe": "Qwen2MoeForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gpt2": "GPT2LMHeadModel",
-             "gpt_neox": "GPTNeoXForCausalLM", "gpt_oss": "GptOssForCausalLM",
-             "deepseek_v3": "DeepseekV3ForCausalLM"}
-# Families whose norms scale by (1 + w), not w (their neutral norm weight is 0).
-OFFSET_NORMS = ("gemma", "gemma2", "gemma3_text")
-
-
-def family(model_type: str | None) -> Family | None:
-    return FAMILIES.get((model_type or "").lower())
-
-
-def is_in_out(model_type: str | None, name: str) -> bool:
+def is_in_out(fam: Family | None, name: str) -> bool:
     """Whether the model's parameter `name` is stored [..., in, out] (the transpose of nn.Linear)."""
-    fam = family(model_type)
     return bool(fam and any(re.search(p, name) for p in fam.in_out))
 
 
-def stored_shape(model_type: str | None, name: str, shape: tuple[int, ...], quantized: bool
-                 ) -> tuple[int, ...]:
+def stored_shape(fam: Family | None, name: str, shape: tuple[int, ...], quantized: bool) -> tuple[int, ...]:
     """The shape a checkpoint holds for the parameter `name` of `shape`: the same, except that a
     Hub-quantized tensor of an [in, out] parameter is [..., out, in] (see the module's note)."""
-    if quantized and len(shape) >= 2 and is_in_out(model_type, name):
+    if quantized and len(shape) >= 2 and is_in_out(fam, name):
         return (*shape[:-2], shape[-1], shape[-2])
     return shape
 
@@ -127,30 +56,27 @@ def _int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM else None
 
 
-def _moe_layers(config: dict, n_layers: int, kind: str) -> set[int]:
+def moe_layers(fam: Family, config: dict, n_layers: int) -> set[int]:
     """The layers whose feed-forward is a mixture of experts."""
-    if kind == "deepseek":
+    if fam.moe_layers_rule == "first_dense":  # DeepSeek: first_k_dense_replace (and V2's moe_layer_freq)
         first = _int(config.get("first_k_dense_replace")) or 0
         freq = _int(config.get("moe_layer_freq")) or 1
         return {i for i in range(n_layers) if i >= first and i % freq == 0}
-    if kind == "moe":  # Qwen2/3-MoE: decoder_sparse_step and mlp_only_layers
+    if fam.moe_layers_rule == "sparse_step":  # Qwen2/3-MoE: decoder_sparse_step and mlp_only_layers
         step = _int(config.get("decoder_sparse_step")) or 1
         dense = {i for i in config.get("mlp_only_layers") or [] if isinstance(i, int)}
         return {i for i in range(n_layers) if i not in dense and (i + 1) % step == 0}
     return set(range(n_layers))
 
 
-def layout(hp: HParams, config: dict, max_layers: int) -> dict[str, tuple[int, ...]] | None:
-    """Names -> shapes of every tensor a checkpoint of this family holds (Hugging Face naming,
-    the model's own orientation), for layers up to `max_layers`; None when the family is not
-    one of FAMILIES or a number it needs is missing."""
-    fam = family(hp.model_type)
-    if fam is None:
-        return None
+def layout(fam: Family, hp: Any, config: dict, max_layers: int) -> dict[str, tuple[int, ...]] | None:
+    """Names -> shapes of every tensor a checkpoint of family `fam` holds (Hugging Face naming,
+    the model's own orientation), for layers up to `max_layers`; None when a number it needs is
+    missing. `hp` is the HParams (its `get(name)`)."""
     h, n_layers, vocab = _int(hp.get("hidden")), _int(hp.get("layers")), _int(hp.get("vocab"))
     heads, kvh, hd = _int(hp.get("heads")), _int(hp.get("kv_heads")), _int(hp.get("head_dim"))
     f = _int(hp.get("intermediate"))
-    if fam.mlp in ("gpt2",) and f is None and h:
+    if fam.intermediate_default_x4 and f is None and h:
         f = 4 * h  # n_inner: null means 4 x n_embd
     if not all((h, n_layers, vocab, heads, kvh, hd, f)):
         return None
@@ -175,18 +101,18 @@ def layout(hp: HParams, config: dict, max_layers: int) -> dict[str, tuple[int, .
         if bias:
             out[name + ".bias"] = (rows,)
 
-    moe = _moe_layers(config, min(n_layers, max_layers), fam.mlp)
+    moe = moe_layers(fam, config, min(n_layers, max_layers))
     n_exp = _int(hp.get("experts")) or 0
     if n_exp > MAX_EXPERTS or min(n_layers, max_layers) * (n_exp * 3 + 24) > MAX_ENTRIES:
         return None
     for i in range(min(n_layers, max_layers)):
         p = f"{fam.blocks}{i}."
-        if fam.attention == "gpt2":
+        if fam.attention == "conv1d":
             norm(p + "ln_1")
             norm(p + "ln_2")
         elif fam.norms != "post":
             norm(p + "input_layernorm")
-        if fam.attention in ("split", "phi3", "neox", "mla"):
+        if fam.attention != "conv1d":
             norm(p + "post_attention_layernorm")
         if fam.norms == "sandwich":
             norm(p + "pre_feedforward_layernorm")
@@ -205,11 +131,11 @@ def layout(hp: HParams, config: dict, max_layers: int) -> dict[str, tuple[int, .
 
 def _attention(out, fam, config, p, h, heads, hd, q, kv, qkv_bias, o_bias, linear, norm, hp) -> bool:
     a = p + "self_attn."
-    if fam.attention == "gpt2":  # Conv1D: [in, out]
+    if fam.attention == "conv1d":  # [in, out]
         out[p + "attn.c_attn.weight"], out[p + "attn.c_attn.bias"] = (h, 3 * h), (3 * h,)
         out[p + "attn.c_proj.weight"], out[p + "attn.c_proj.bias"] = (h, h), (h,)
         return True
-    if fam.attention == "neox":
+    if fam.attention == "per_head":
         linear(p + "attention.query_key_value", 3 * h, h, qkv_bias)
         linear(p + "attention.dense", h, h, o_bias)
         return True
@@ -230,7 +156,7 @@ def _attention(out, fam, config, p, h, heads, hd, q, kv, qkv_bias, o_bias, linea
         linear(a + "kv_b_proj", heads * (nope + v), rank_kv)
         linear(a + "o_proj", h, heads * v, o_bias)
         return True
-    if fam.attention == "phi3":
+    if fam.attention == "fused":
         linear(a + "qkv_proj", q + 2 * kv, h)
     else:
         linear(a + "q_proj", q, h, qkv_bias)
@@ -245,56 +171,51 @@ def _attention(out, fam, config, p, h, heads, hd, q, kv, qkv_bias, o_bias, linea
 
 def _feed_forward(out, fam, config, p, h, f, is_moe, mlp_bias, linear, hp) -> bool:
     m = p + "mlp."
-    if fam.mlp == "gpt2":  # Conv1D: [in, out]
+    if fam.mlp == "conv1d":  # [in, out]
         out[m + "c_fc.weight"], out[m + "c_fc.bias"] = (h, f), (f,)
         out[m + "c_proj.weight"], out[m + "c_proj.bias"] = (f, h), (h,)
         return True
-    if fam.mlp == "neox":
+    if fam.mlp == "plain":
         linear(m + "dense_h_to_4h", f, h, True)
         linear(m + "dense_4h_to_h", h, f, True)
         return True
-    if fam.mlp == "phi3":
+    if fam.mlp == "fused_gated":
         linear(m + "gate_up_proj", 2 * f, h)
         linear(m + "down_proj", h, f)
         return True
     n_exp = _int(hp.get("experts"))
-    if fam.mlp in ("mixtral", "moe", "gpt_oss", "deepseek") and is_moe:
+    if fam.has_experts and is_moe:
         if n_exp is None:
             return False
-        ef = _int(hp.get("moe_intermediate")) or f
-        if fam.mlp == "mixtral":
-            s = p + "block_sparse_moe."
-            linear(s + "gate", n_exp, h)
-            for e in range(n_exp):
-                linear(s + f"experts.{e}.w1", f, h)
-                linear(s + f"experts.{e}.w2", h, f)
-                linear(s + f"experts.{e}.w3", f, h)
+        i = int(p[len(fam.blocks):-1])
+        ef = f if fam.expert_width_key == "intermediate_size" else _int(hp.get("moe_intermediate")) or f
+        router, gate, up, down = fam.expert_names
+        linear(router.format(i=i)[:-len(".weight")], n_exp, h, fam.mlp == "fused_experts")
+        if fam.mlp == "fused_experts":  # [experts, in, out], gate and up columns interleaved
+            names = {k: v.format(i=i) for k, v in fam.fused_expert_names.items()}
+            out[names["gate_up"]] = (n_exp, h, 2 * f)
+            out[names["gate_up_bias"]] = (n_exp, 2 * f)
+            out[names["down"]] = (n_exp, f, h)
+            out[names["down_bias"]] = (n_exp, h)
             return True
-        if fam.mlp == "gpt_oss":
-            linear(m + "router", n_exp, h, True)
-            out[m + "experts.gate_up_proj"] = (n_exp, h, 2 * f)
-            out[m + "experts.gate_up_proj_bias"] = (n_exp, 2 * f)
-            out[m + "experts.down_proj"] = (n_exp, f, h)
-            out[m + "experts.down_proj_bias"] = (n_exp, h)
-            return True
-        linear(m + "gate", n_exp, h)
-        if fam.mlp == "deepseek":
+        if fam.router == "sigmoid_groups":  # the choice bias
             out[m + "gate.e_score_correction_bias"] = (n_exp,)
+        # in the order transformers lists them (Mixtral's w1, w2, w3), so random_model draws alike
+        order = ((gate, ef, h), (down, h, ef), (up, ef, h)) if fam.mlp == "experts" else \
+            ((gate, ef, h), (up, ef, h), (down, h, ef))
         for e in range(n_exp):
-            linear(m + f"experts.{e}.gate_proj", ef, h)
-            linear(m + f"experts.{e}.up_proj", ef, h)
-            linear(m + f"experts.{e}.down_proj", h, ef)
-        shared = _int(config.get("n_shared_experts"))
-        if fam.mlp == "deepseek" and shared:
-            linear(m + "shared_experts.gate_proj", ef * shared, h)
-            linear(m + "shared_experts.up_proj", ef * shared, h)
-            linear(m + "shared_experts.down_proj", h, ef * shared)
-        shared_f = _int(config.get("shared_expert_intermediate_size"))
-        if fam.mlp == "moe" and shared_f:  # Qwen2-MoE's gated shared expert
-            linear(m + "shared_expert.gate_proj", shared_f, h)
-            linear(m + "shared_expert.up_proj", shared_f, h)
-            linear(m + "shared_expert.down_proj", h, shared_f)
-            linear(m + "shared_expert_gate", 1, h)
+            for template, rows, cols in order:
+                linear(template.format(i=i, e=e)[:-len(".weight")], rows, cols)
+        width = {"plain": (_int(config.get("n_shared_experts")) or 0) * ef,
+                 "gated": _int(config.get("shared_expert_intermediate_size")) or 0}.get(fam.shared_expert, 0)
+        if width:  # DeepSeek's n_shared_experts always-on experts; Qwen2-MoE's, with a sigmoid gate
+            s_gate, s_up, s_down, s_sigmoid = (n.format(i=i)[:-len(".weight")] if n else None
+                                               for n in fam.shared_expert_names)
+            linear(s_gate, width, h)
+            linear(s_up, width, h)
+            linear(s_down, h, width)
+            if s_sigmoid:
+                linear(s_sigmoid, 1, h)
         return True
     linear(m + "gate_proj", f, h, mlp_bias)
     linear(m + "up_proj", f, h, mlp_bias)

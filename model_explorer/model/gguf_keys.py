@@ -1,0 +1,75 @@
+"""The GGUF metadata keys the model layer reads, one table: a name -> its "{arch}." template.
+
+hparams.py (the card, memory, the will-load check) and config_gguf.py (the decoder) both read
+through it, so a key is spelled once. The core names come from ggml.Keys; the rest as gguf-py
+spells them (its own constants when installed; tests/demo/test_gguf_edges.py holds the built-in
+spelling equal to gguf-py's).
+"""
+
+from __future__ import annotations
+
+from ..ggml import Keys
+
+# The keys beyond ggml.Keys, as gguf-py spells them
+_FALLBACK = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", "{arch}.attn_logit_softcapping",
+             "{arch}.final_logit_softcapping", "{arch}.embedding_scale", "{arch}.residual_scale",
+             "{arch}.logit_scale", "{arch}.attention.scale", "{arch}.attention.sliding_window_pattern",
+             "{arch}.rope.freq_base_swa", "{arch}.rope.scaling.original_context_length",
+             "{arch}.rope.scaling.yarn_beta_fast", "{arch}.rope.scaling.yarn_beta_slow",
+             "{arch}.rope.scaling.attn_factor", "{arch}.expert_shared_feed_forward_length",
+             "{arch}.attention.layer_norm_epsilon", "{arch}.use_parallel_residual",
+             "{arch}.leading_dense_block_count", "{arch}.expert_shared_count", "{arch}.expert_group_count",
+             "{arch}.expert_group_used_count", "{arch}.expert_weights_scale", "{arch}.expert_gating_func",
+             "{arch}.attention.q_lora_rank", "{arch}.attention.kv_lora_rank", "{arch}.attention.key_length_mla",
+             "{arch}.attention.value_length_mla", "{arch}.rope.scaling.yarn_log_multiplier")
+try:  # gguf-py's own table when it is there; the core reads GGUF without it
+    from gguf.constants import Keys as _G
+
+    _MORE = (_G.LLM.EXPERT_FEED_FORWARD_LENGTH, _G.LLM.EXPERT_WEIGHTS_NORM, _G.LLM.ATTN_LOGIT_SOFTCAPPING,
+             _G.LLM.FINAL_LOGIT_SOFTCAPPING, _G.LLM.EMBEDDING_SCALE, _G.LLM.RESIDUAL_SCALE,
+             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA,
+             _G.Rope.SCALING_ORIG_CTX_LEN, _G.Rope.SCALING_YARN_BETA_FAST, _G.Rope.SCALING_YARN_BETA_SLOW,
+             _G.Rope.SCALING_ATTN_FACTOR, _G.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, _G.Attention.LAYERNORM_EPS,
+             _G.LLM.USE_PARALLEL_RESIDUAL, _G.LLM.LEADING_DENSE_BLOCK_COUNT, _G.LLM.EXPERT_SHARED_COUNT,
+             _G.LLM.EXPERT_GROUP_COUNT, _G.LLM.EXPERT_GROUP_USED_COUNT, _G.LLM.EXPERT_WEIGHTS_SCALE,
+             _G.LLM.EXPERT_GATING_FUNC, _G.Attention.Q_LORA_RANK, _G.Attention.KV_LORA_RANK,
+             _G.Attention.KEY_LENGTH_MLA, _G.Attention.VALUE_LENGTH_MLA, _G.Rope.SCALING_YARN_LOG_MUL)
+except (ImportError, AttributeError):  # pragma: no cover - gguf-py is a dependency
+    _MORE = _FALLBACK
+_MORE_NAMES = ("moe_intermediate", "expert_weights_norm", "attn_softcap", "final_softcap", "embedding_scale",
+               "residual_scale", "logit_scale", "attention_scale", "sliding_window_pattern", "rope_freq_base_swa",
+               "yarn_original_context", "yarn_beta_fast", "yarn_beta_slow", "yarn_attention_factor",
+               "shared_intermediate", "layernorm_eps", "parallel_residual", "leading_dense", "shared_count",
+               "group_count", "group_used_count", "weights_scale", "gating_func", "q_lora_rank", "kv_lora_rank",
+               "key_length_mla", "value_length_mla", "yarn_log_multiplier")
+
+# name -> "{arch}." template; hparams' names (layers, hidden, heads...) are the card's
+GGUF_KEYS: dict[str, str] = {
+    "layers": Keys.BLOCK_COUNT,
+    "hidden": Keys.EMBEDDING_LENGTH,
+    "heads": Keys.HEAD_COUNT,
+    "kv_heads": Keys.HEAD_COUNT_KV,
+    "head_dim": Keys.KEY_LENGTH,
+    "v_head_dim": Keys.VALUE_LENGTH,
+    "intermediate": Keys.FEED_FORWARD_LENGTH,
+    "vocab": Keys.VOCAB_SIZE,
+    "context": Keys.CONTEXT_LENGTH,
+    "rope_theta": Keys.ROPE_FREQ_BASE,
+    "rope_dims": Keys.ROPE_DIMENSION_COUNT,
+    "rope_scaling_type": Keys.ROPE_SCALING_TYPE,
+    "rope_scaling_factor": Keys.ROPE_SCALING_FACTOR,
+    "sliding_window": Keys.SLIDING_WINDOW,
+    "experts": Keys.EXPERT_COUNT,
+    "experts_per_token": Keys.EXPERT_USED_COUNT,
+    "rms_eps": Keys.RMS_EPS,
+    **dict(zip(_MORE_NAMES, _MORE)),
+}
+# The names hparams.py reads as a hyperparameter, in the card's order
+HPARAM_NAMES = ("layers", "hidden", "heads", "kv_heads", "head_dim", "v_head_dim", "intermediate", "moe_intermediate",
+                "vocab", "context", "rope_theta", "rope_dims", "sliding_window", "experts", "experts_per_token",
+                "kv_lora_rank", "q_lora_rank")
+
+
+def key(name: str, arch: str) -> str:
+    """The full key of `name` for `arch` ("llama.block_count")."""
+    return GGUF_KEYS[name].format(arch=arch)
