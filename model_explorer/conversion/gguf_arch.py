@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from ..model import families
+from ..model import families, hparams
 from ..model.config import from_hf
 from ..tensors.names import hf_to_gguf, merged_expert_name, permute_qk
 from .common import ConvertError
@@ -74,15 +74,15 @@ def add_metadata(writer, config: dict, name: str) -> None:
     if fam.attention == "mla":
         _deepseek2(writer, config)
         return
-    hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-    head_dim = int(config.get("head_dim") or hidden // heads)
+    hp = hparams.from_config(config)  # the sizes as the card, memory and load_model read them
+    hidden, heads, head_dim = int(hp.get("hidden")), int(hp.get("heads")), int(hp.get("head_dim"))
     theta, scaling = _rope(config)
-    writer.add_context_length(int(config.get("max_position_embeddings", 2048)))
+    writer.add_context_length(int(hp.get("context", 2048)))
     writer.add_embedding_length(hidden)
-    writer.add_block_count(int(config["num_hidden_layers"]))
-    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_block_count(int(hp.get("layers")))
+    writer.add_feed_forward_length(int(hp.get("intermediate")))
     writer.add_head_count(heads)
-    writer.add_head_count_kv(int(config.get("num_key_value_heads") or heads))
+    writer.add_head_count_kv(int(hp.get("kv_heads")))
     writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-5)))
     if theta is not None:
         writer.add_rope_freq_base(theta)
@@ -91,7 +91,7 @@ def add_metadata(writer, config: dict, name: str) -> None:
     if head_dim != hidden // heads or fam.norm_offset:
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
-    writer.add_vocab_size(int(config["vocab_size"]))
+    writer.add_vocab_size(int(hp.get("vocab")))
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind == "linear":
         import gguf

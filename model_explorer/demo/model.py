@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.config import ModelConfig
+from ..model.memory import kv_bytes
 from . import experts, mla
 from .rope import RopeTables, rotary_dim
 
@@ -58,8 +59,8 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        c = self.cfg
-        return c.num_layers * c.num_kv_heads * self.capacity * (c.head_dim + (c.value_head_dim or c.head_dim)) * 4
+        c = self.cfg  # the one KV formula (model/memory.py), float32
+        return int(kv_bytes(c.num_layers * self.capacity, c.num_kv_heads, c.head_dim, c.value_head_dim or c.head_dim, 4))
 
 
 # The points a recorder sees, in the order one layer computes them. Every family records the

@@ -74,9 +74,18 @@ def _int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
+def kv_bytes(positions: int, kv_heads: int, key_dim: int, value_dim: int, element_bytes: float,
+             batch: int = 1) -> float:
+    """Bytes of a key/value cache: `positions` (summed over the layers) × kv_heads × (key dim +
+    value dim) × batch × bytes per element. The one formula: the estimate below and the
+    decoder's own cache (demo/model.py KVCache) both use it. MLA's compressed cache is one
+    "head" of kv_lora_rank + qk_rope_head_dim with no separate value."""
+    return positions * kv_heads * (key_dim + value_dim) * batch * element_bytes
+
+
 def kv_layout(hp: HParams) -> dict[str, Any]:
-    """Per-layer cache shape: {"layers", "full_layers", "sliding_layers", "window", "per_token"
-    (elements per token per full layer), "formula"}."""
+    """Per-layer cache shape: {"layers", "full_layers", "sliding_layers", "window", "kv_heads",
+    "key_dim", "value_dim", "per_token" (elements per token per full layer), "formula"}."""
     layers = _int(hp.get("layers"))
     if layers is None:
         raise ValueError("the number of layers is unknown (config.json num_hidden_layers / GGUF block_count)")
@@ -87,20 +96,21 @@ def kv_layout(hp: HParams) -> dict[str, Any]:
     if rank:
         if rope is None:
             rope = _int(hp.get("rope_dims")) or 64
-        per = rank + rope
+        kv_heads, key_dim, value_dim = 1, rank + rope, 0
         formula = f"layers × (kv_lora_rank {rank} + qk_rope_head_dim {rope}) × context × batch × bytes (MLA)"
     else:
         kvh, hd = _int(hp.get("kv_heads")), _int(hp.get("head_dim"))
         if kvh is None or hd is None:
             raise ValueError("the key/value heads or the head dim are unknown")
         vd = _int(hp.get("v_head_dim")) or hd
-        per = kvh * (hd + vd)
+        kv_heads, key_dim, value_dim = kvh, hd, vd
         formula = f"layers × 2 × kv_heads {kvh} × head_dim {hd} × context × batch × bytes" if vd == hd else \
             f"layers × kv_heads {kvh} × (key dim {hd} + value dim {vd}) × context × batch × bytes"
     if sliding:
         formula += f"; {sliding} sliding-window layers keep at most {window} positions"
     return {"layers": layers, "full_layers": layers - sliding, "sliding_layers": sliding, "window": window,
-            "per_token": per, "formula": formula}
+            "kv_heads": kv_heads, "key_dim": key_dim, "value_dim": value_dim,
+            "per_token": kv_heads * (key_dim + value_dim), "formula": formula}
 
 
 def kv_cache_bytes(hp: HParams, context: int, batch: int = 1, kv_dtype: str = "f16") -> tuple[int, float, str]:
@@ -110,19 +120,27 @@ def kv_cache_bytes(hp: HParams, context: int, batch: int = 1, kv_dtype: str = "f
     if el is None:
         raise ValueError(f"unknown kv_dtype {kv_dtype!r} (one of {', '.join(KV_BYTES)})")
     positions = lay["full_layers"] * context + lay["sliding_layers"] * min(context, lay["window"] or context)
-    total = positions * lay["per_token"] * batch * el
+    total = kv_bytes(positions, lay["kv_heads"], lay["key_dim"], lay["value_dim"], el, batch)
     return int(round(total)), total / max(1, context), lay["formula"]
 
 
+def demo_kv_bytes(hp: HParams, context: int, batch: int = 1) -> int:
+    """The float32 cache the demo's decoder allocates: every layer holds every position (no window
+    trims it), and MLA's keys and values expanded per head (nope + rope keys, v_head_dim values)."""
+    lay = kv_layout(hp)
+    heads, nope = _int(hp.get("heads")), _int(hp.get("qk_nope_head_dim"))
+    if _int(hp.get("kv_lora_rank")) and heads and nope:
+        rope = lay["key_dim"] - _int(hp.get("kv_lora_rank"))
+        kvh, key, value = heads, nope + rope, _int(hp.get("v_head_dim")) or nope + rope
+    else:
+        kvh, key, value = lay["kv_heads"], lay["key_dim"], lay["value_dim"]
+    return int(kv_bytes(lay["layers"] * context, kvh, key, value, 4.0, batch))
+
+
 def stored_bytes(ckpt: CheckpointRecord) -> int:
-    n = 0
-    for t in ckpt.tensors.values():
-        n += t.length
-        for part in ("scales", "biases"):
-            q = (t.quant or {}).get(part)
-            if q is not None:
-                n += q.length
-    return n
+    """Every tensor's bytes as stored, its quantization components' included (TensorInfo.stored_bytes:
+    the one count, as the decoder's dequantization report and the views make it)."""
+    return sum(t.stored_bytes for t in ckpt.tensors.values())
 
 
 def float32_bytes(ckpt: CheckpointRecord) -> int:
@@ -162,7 +180,7 @@ def estimate(ckpt: CheckpointRecord, context: int | None = None, batch: int = 1,
     act = _activations(hp, context, batch, PREFILL_CHUNK)
     margin = int(RUNTIME_FRACTION * (weights + kv)) + RUNTIME_BYTES
     demo_w = float32_bytes(ckpt)
-    demo_kv, _, _ = kv_cache_bytes(hp, context, batch, "f32")
+    demo_kv = demo_kv_bytes(hp, context, batch)
     est = MemoryEstimate(context, batch, kv_dtype, weights, demo_w, kv, per_token, formula, act, margin,
                          weights + kv + act + margin, demo_w + demo_kv + act + DEMO_RUNTIME_BYTES)
     if fits is not None:
