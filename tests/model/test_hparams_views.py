@@ -100,3 +100,18 @@ def test_kv_bytes_one_formula():
                       "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 8})
     got, _, _ = memory.kv_cache_bytes(hp, 10, 1, "f16")
     assert got == memory.kv_bytes(2 * 10, 2, 16, 16, 2.0)
+
+
+@pytest.mark.parametrize("arch", ["gemma2", "gemma3"])
+def test_gemma_27b_gguf_scales_attention_as_llamacpp(arch):
+    """llama.cpp scales Gemma 2 and 3 27B (46 and 62 layers) by 1/sqrt(hidden / heads): the rows of
+    both say so (gguf_width_scale_layers), for the converter and the reader alike."""
+    from model_explorer.model.config_gguf import from_gguf
+
+    layers = 46 if arch == "gemma2" else 62
+    meta = {"general.architecture": arch, f"{arch}.embedding_length": 128, f"{arch}.attention.head_count": 4,
+            f"{arch}.attention.key_length": 16, f"{arch}.attention.value_length": 16,
+            f"{arch}.feed_forward_length": 64, f"{arch}.block_count": layers, f"{arch}.vocab_size": 32}
+    assert from_gguf(meta, {"token_embd.weight"}).attention_scale == pytest.approx((128 / 4) ** -0.5)
+    meta[f"{arch}.block_count"] = 3
+    assert from_gguf(meta, {"token_embd.weight"}).attention_scale is None
