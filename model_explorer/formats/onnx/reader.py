@@ -14,11 +14,11 @@ import struct
 from dataclasses import dataclass, field
 
 from ...hexview import END_KIND
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
 from ..result import FileResult
 from .external import ExternalFiles, external_info
-from .quant import group_quantized, quant_description
+from .quant import group_quantized
 from .schema import ATTR_GRAPHS, Attribute, Entry, Graph, Model, Node
 from .tensor import Parsed, check_tensor, label_tensor, parse_tensor, payload
 from .wire import FIXED32, LEN, VARINT, Field, Paged, WireError, fields, signed64, text
@@ -294,8 +294,8 @@ class _Walk:
         if not check_tensor(p, name, rep):
             dt = p.dtype
             return TensorInfo(name, dt.dtype if dt else "UNDEFINED", tuple(p.dims[:8]), rep.file,
-                              p.at, 0, quant=quant_description("unusable", dt.dtype if dt else "?", {
-                                  "reason": "its TensorProto cannot be read (see the findings)"}, {}),
+                              p.at, 0, quant=Quant(codec="onnx_tensor", label=dt.dtype if dt else "?",
+                                                   refusal="its TensorProto cannot be read (see the findings)"),
                               extra=extra)
         if p.external_at or p.location_external:
             info = external_info(p, name, self.files, rep)
@@ -305,12 +305,12 @@ class _Walk:
         dt = p.dtype
         info = TensorInfo(name, dt.dtype, tuple(p.dims), rep.file, at, length, extra=extra)
         if varints is not None:
-            info.quant = quant_description("onnx_varint", dt.dtype, {"field": varints}, {})
+            info.quant = Quant(codec="onnx_varint", label=dt.dtype, varint_field=varints)
         elif dt.dtype in PACKED_INTS:
-            info.quant = quant_description("onnx_packed_int", dt.dtype, {}, {})
+            info.quant = Quant(codec="onnx_packed_int", label=dt.dtype)
         elif p.unpacked:
-            info.quant = quant_description("unusable", dt.dtype, {
-                "reason": "its values are stored unpacked, one protobuf field each"}, {})
+            info.quant = Quant(codec="onnx_tensor", label=dt.dtype,
+                               refusal="its values are stored unpacked, one protobuf field each")
         if length:
             rep.spans.append(Span(at, length, "tensor_data", "data > " + name, rep.file,
                                   f"{dt.dtype} {list(p.dims)}", name))
