@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...spans import Report, short_repr
 from .. import MAX_RANK
 from ..result import FileResult
@@ -202,13 +202,13 @@ class _Walk:
             rep.info("tflite_sparse", f"Tensor {name!r} is stored sparse (TFLite sparsity "
                      f"parameters): its {length} bytes are a compressed format, not {dtype} "
                      f"{list(shape)}; it is listed, not decoded.", t.pos, t.inline_size, name)
-            info.quant = {"kind": "unusable", "label": f"TFLITE_SPARSE_{dtype}",
-                          "reason": "TFLite sparse tensors are not decoded"}
+            info.quant = Quant(codec="tflite_sparse", label=f"TFLITE_SPARSE_{dtype}",
+                               refusal="TFLite sparse tensors are not decoded")
         elif need is not None and need != length:
             rep.error("tflite_size_mismatch", f"Tensor {name!r} is {dtype} {list(shape)}: {need} bytes, "
                       f"but its buffer {index} holds {length}.", offset, length, name)
         q = t.table(4, "quantization parameters")
-        if q is not None and not info.quant:
+        if q is not None and info.quant is None:
             self.quantization(q, info, path)
         if name in self.result.tensors:
             rep.error("duplicate_tensor", f"Two tensors are named {name!r}; the second one hides the "
@@ -262,7 +262,7 @@ class _Walk:
         if problem:
             rep.error("tflite_bad_quantization", f"Tensor {name!r}: {problem}; it is not dequantized.",
                       scale.pos, 4 + scale.nbytes, name)
-            info.quant = {"kind": "unusable", "label": f"TFLITE_{info.dtype}", "reason": problem}
+            info.quant = Quant(codec="affine", label=f"TFLITE_{info.dtype}", refusal=problem)
             return
         info.quant = _quant_record(info, scale, zero, qdim)
 
@@ -278,7 +278,7 @@ def _quant_problem(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: i
     return ""
 
 
-def _quant_record(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: int) -> dict:
+def _quant_record(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: int) -> Quant:
     """The quant record of a TFLite quantized tensor (the one place that builds it): value =
     scale * (q - zero_point), per tensor or per channel along `quantized_dimension`."""
     bits, signed = QUANTIZED[info.dtype]
@@ -289,10 +289,12 @@ def _quant_record(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: in
         return tuple(count if (d == qdim and count > 1) else 1 for d in range(rank))
 
     scale_info = TensorInfo(f"{info.name}.scale", "F32", (n,), info.file, scale.data, scale.nbytes)
-    record = {"kind": "affine", "label": f"TFLITE_{info.dtype}", "bits": bits, "signed": signed,
-              "divide": False, "scale": scale_info, "scale_shape": along(n)}
+    parts = {"scale": scale_info}
+    zero_shape = None
     if zero is not None and zero.length:
-        record["zero"] = TensorInfo(f"{info.name}.zero_point", "I64", (zero.length,), info.file,
-                                    zero.data, zero.nbytes)
-        record["zero_shape"] = along(zero.length)
-    return record
+        parts["zero_point"] = TensorInfo(f"{info.name}.zero_point", "I64", (zero.length,), info.file,
+                                         zero.data, zero.nbytes)
+        zero_shape = along(zero.length)
+    return Quant(codec="affine", label=f"TFLITE_{info.dtype}", parts=parts, bits=bits, signed=signed,
+                 divide=False, axis=qdim if n > 1 else None, scale_shape=along(n),
+                 zero_shape=zero_shape)
