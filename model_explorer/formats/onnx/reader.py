@@ -138,7 +138,8 @@ class _Walk:
 
     def pair(self, f: Field, what: str) -> tuple[str, str | int]:
         """A StringStringEntryProto (key, value) or an OperatorSetIdProto (domain, version)."""
-        key, value = "", 0
+        key: str = ""
+        value: str | int = 0
         for g in self.each(f.at, f.end, what):
             if g.number == Entry.KEY and g.wire == LEN:
                 key = text(self.data, g, 1024)
@@ -288,7 +289,7 @@ class _Walk:
 
     def record(self, p: Parsed, name: str, graph: str, constant: bool) -> TensorInfo:
         rep = self.rep
-        extra = {"info_span": (p.at, p.length), "onnx_graph": graph}
+        extra: dict[str, object] = {"info_span": (p.at, p.length), "onnx_graph": graph}
         if constant:
             extra["constant"] = True
         if not check_tensor(p, name, rep):
@@ -346,6 +347,11 @@ def _summary(w: _Walk) -> dict:
         ops[op] = ops.get(op, 0) + 1
         for i, name in enumerate(rec.inputs):
             if name in tensors:
-                users.setdefault(name, []).append((rec.op_type, i, int(rec.attrs.get("transB", 0) or 0),
+                users.setdefault(name, []).append((rec.op_type, i, _flag(rec.attrs.get("transB")),
                                                    rec.name))
     return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users}
+
+
+def _flag(value: object) -> int:
+    """An integer attribute used as a flag (transB); 0 when absent or not one integer."""
+    return value if isinstance(value, int) else 0

@@ -119,7 +119,9 @@ class _Walk:
 
     def metadata(self, m: Table) -> None:
         entries = m.vector(6, 4, "metadata vector")
-        for i in range(min(entries.length if entries else 0, 4096)):
+        if entries is None:
+            return
+        for i in range(min(entries.length, 4096)):
             t = entries.table(i, f"metadata entry {i}")
             name = t.string(0, "metadata name")
             index = t.scalar(1, "I", what="buffer index")
@@ -232,10 +234,11 @@ class _Walk:
             self.rep.span(data.pos, 4, "size", f"buffer {index} > data length", f"u32 = {data.length}", tensor=name)
             return data.data, data.length
         offset, size = b.scalar(1, "Q", what="offset"), b.scalar(2, "Q", what="size")
-        if offset <= 1 or not size:  # 0: no data; 1: the writer's placeholder
-            return None
-        self.rep.span(b.field_pos(1), 8, "pointer", f"buffer {index} > offset", f"u64 = {offset}", tensor=name)
-        self.rep.span(b.field_pos(2), 8, "size", f"buffer {index} > size", f"u64 = {size}", tensor=name)
+        offset_at, size_at = b.field_pos(1), b.field_pos(2)  # None when left out (offset and size 0)
+        if offset <= 1 or not size or offset_at is None or size_at is None:
+            return None  # 0: no data; 1: the writer's placeholder
+        self.rep.span(offset_at, 8, "pointer", f"buffer {index} > offset", f"u64 = {offset}", tensor=name)
+        self.rep.span(size_at, 8, "size", f"buffer {index} > size", f"u64 = {size}", tensor=name)
         if offset + size > self.buf.size:
             self.rep.error("data_past_end", f"Tensor {name!r} (buffer {index}) needs bytes {offset} to "
                            f"{offset + size}, past the end of the file ({self.buf.size} bytes).",
