@@ -164,16 +164,16 @@ class HubRepo:
         self.stats = HubStats()
         self.endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
         # A fresh instance per listing: its cache and its counts are this listing's.
-        self.fs = _counted_filesystem(HfFileSystem, self.endpoint, self.stats)
+        self.fs: HfFileSystem = _counted_filesystem(HfFileSystem, self.endpoint, self.stats)
         self.started = time.perf_counter()
         try:
             resolved = self.fs.resolve_path(path)  # the repo's info: it exists, this token sees it
         except Exception as e:  # noqa: BLE001 - every Hub answer becomes a finding
             raise _as_hub_error(e, f"hf://{_repo_part(path)}") from e
         # huggingface_hub >= 1.x may resolve a bucket path, which has no repo (reported)
-        self.repo_id, self.revision = resolved.repo_id, resolved.revision  # type: ignore[union-attr]
-        self.repo_type = resolved.repo_type  # type: ignore[union-attr]
-        inner = resolved.path_in_repo  # type: ignore[union-attr]
+        self.repo_id, self.revision = resolved.repo_id, resolved.revision
+        self.repo_type = resolved.repo_type
+        inner = resolved.path_in_repo
         self.root = (path[:len(path) - len(inner)] if inner and path.endswith(inner) else path).rstrip("/")
         self.target = inner
         self.files: dict[str, int] = {}
@@ -421,7 +421,7 @@ def _counted_filesystem(filesystem: type, endpoint: str, stats: HubStats):
             stats.add(api_requests=1)
             return HfApi.list_repo_tree(self, *args, **kwargs)
 
-        CountedApi.list_repo_tree = list_repo_tree
+        CountedApi.list_repo_tree = list_repo_tree  # type: ignore[method-assign]  # older versions only
 
     fs = filesystem(endpoint=endpoint, skip_instance_cache=True)
     fs._api = CountedApi(endpoint=endpoint, token=fs.token)  # in place of the plain HfApi it made

@@ -95,7 +95,8 @@ class TensorInfo:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Quant:
     """How a tensor is quantized beyond its stored dtype: made by the format layer
-    (formats/mlx.py, formats/hubquant/), read by the codecs (tensors/) and the views.
+    (formats/mlx.py, formats/hubquant/, the ONNX, OpenVINO, TFLite, CTranslate2 and HDF5
+    readers), read by the codecs (tensors/) and the views.
 
     codec: the decoder's key ("mlx_affine", "gptq", "awq", "bnb_4bit", "fp8_block",
         "ct_pack", ...; tensors/read.py and tensors/schemes/ choose the decoder by it). A refused
@@ -111,7 +112,8 @@ class Quant:
     label: str
     parts: Mapping[str, TensorInfo] = field(default_factory=dict)
     bits: int | None = None
-    group_size: int | None = None      # values sharing one scale along a row (bnb's blocksize)
+    group_size: int | None = None      # values sharing one scale along a row (bnb's blocksize),
+                                       # or along `axis` where set (ONNX block_size)
     sym: bool | None = None
     inferred: bool = False             # bits and group size read off the shapes, not a config
     refusal: str | None = None
@@ -126,10 +128,30 @@ class Quant:
     nested_offset: float | None = None
     nested_dtype: str | None = None
     scale_dtype: str | None = None        # FP8: stored dtype of weight_scale_inv
-    strategy: str | None = None           # compressed-tensors: tensor, channel, group, block
+    strategy: str | None = None           # how scales are shared: tensor, channel, group, block
+                                          # (compressed-tensors; ONNX QDQ: tensor, channel, group)
     value_type: str | None = None         # compressed-tensors: "int" or "float" codes
     sparsity: str | None = None           # compressed-tensors: "sparse-24-bitmask", ...
     values_dtype: str | None = None       # compressed-tensors sparse: stored dtype of the kept values
+    # Integer codes with a scale (ONNX QDQ, OpenVINO, TFLite, CTranslate2: tensors/schemes/affine.py
+    # and onnx_quant.py); the scale and zero-point tensors are `parts` "scale" and "zero_point".
+    axis: int | None = None               # the axis the scales vary along (ONNX axis, TFLite
+                                          # quantized_dimension); group_size then counts along it
+    signed: bool | None = None            # codes are signed integers
+    zero_point: float | None = None       # one constant zero point (no "zero_point" part)
+    divide: bool | None = None            # value = code / scale (CTranslate2), not code * scale
+    scale_shape: tuple[int, ...] | None = None  # the scale's full-rank shape, broadcast to the weight
+    zero_shape: tuple[int, ...] | None = None   # the same for the zero-point part
+    round_to: str | None = None           # dtype the file's own graph rounds the values to ("F16")
+    scale_round_to: str | None = None     # dtype the graph rounds the scale to before using it
+    # ONNX: the typed protobuf field holding the values (or the codes) one varint each
+    # ("int32_data", ...); None when they are raw bytes.
+    varint_field: str | None = None
+    # Chunked HDF5 datasets read through h5py (tensors/schemes/h5py_dataset.py): the dataset's
+    # path, where the HDF5 file lies in the byte source (start, length), its filter names.
+    dataset: str | None = None
+    window: tuple[int, int] | None = None
+    filters: tuple[str, ...] | None = None
 
     @property
     def usable(self) -> bool:
@@ -161,7 +183,9 @@ class Quant:
 # Quant fields a scheme sets beside bits, group size and symmetry.
 SCHEME_PARAMS = ("block", "act_order", "checkpoint_format", "version", "quant_type",
                  "dequant_dtype", "nested", "nested_group_size", "nested_offset", "nested_dtype",
-                 "scale_dtype", "strategy", "value_type", "sparsity", "values_dtype")
+                 "scale_dtype", "strategy", "value_type", "sparsity", "values_dtype", "axis",
+                 "signed", "zero_point", "divide", "scale_shape", "zero_shape", "round_to",
+                 "scale_round_to", "varint_field", "dataset", "window", "filters")
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, dataclass, field
+from types import FrameType
 from typing import Any
 
 from .codes import CATALOG, fix_for
@@ -194,7 +195,7 @@ def watch_findings(on: bool = True) -> None:
 
 
 def _watch(f: Finding, said: str | None) -> None:
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and (frame.f_code.co_filename == _HERE or frame.f_code.co_name in _PASSERS):
         frame = frame.f_back
     where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"

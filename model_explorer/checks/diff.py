@@ -233,15 +233,15 @@ def _crossformat_table(ca: CheckpointRecord, cb: CheckpointRecord, values: bool,
         ta, tb = ca.tensors.get(na) if na else None, cb.tensors.get(nb) if nb else None
         shape_a, shape_b = crossformat.shapes(ta, axes_a, tb, axes_b) if ta and tb else (
             list(ta.shape) if ta else None, list(tb.shape) if tb else None)
-        row = {"name": na if na is not None else nb, "name_b": nb, "dtype_a": ta.kind if ta else None,
-               "dtype_b": tb.kind if tb else None, "shape_a": shape_a, "shape_b": shape_b,
+        row = {"name": na if na is not None else nb, "name_b": nb, "dtype_a": ta.label if ta else None,
+               "dtype_b": tb.label if tb else None, "shape_a": shape_a, "shape_b": shape_b,
                "max_abs_diff": None, "rel_l2": None, "cosine": None}
         if ta is None or tb is None:
             row["status"] = "added" if ta is None else "removed"
         elif shape_a != shape_b:
             row["status"] = "shape"
         else:
-            row["status"] = "dtype" if ta.kind != tb.kind else "same"
+            row["status"] = "dtype" if ta.label != tb.label else "same"
             if values:
                 try:
                     row.update(crossformat.compare_permuted(ca, ta, axes_a, cb, tb, axes_b) if axes_a or axes_b

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ..records import TensorInfo
+from ..records import Quant, TensorInfo
 from ..spans import Report, short_repr
 from . import MAX_RANK
 from .cursor import Cursor, PastEnd, past_end_message
@@ -168,13 +168,13 @@ def _group_scales(variables: dict[str, TensorInfo], rep: Report) -> None:
         if scale is None or scale.dtype not in ("F32", "F16", "BF16"):
             continue
         info.quant = _quant_record(info, scale)
-        if info.quant["kind"] == "unusable":
+        if info.quant.refusal is not None:
             rep.error("ct2_bad_scale", f"Variable {name!r} is {info.dtype} {list(info.shape)} but its "
                       f"scale is {list(scale.shape)}: one scale per row (int8) or one in all (int16) "
                       "was expected.", scale.offset, scale.length, name)
 
 
-def _quant_record(info: TensorInfo, scale: TensorInfo) -> dict:
+def _quant_record(info: TensorInfo, scale: TensorInfo) -> Quant:
     """The quant record of a CTranslate2 int8/int16 weight (the one place that builds it)."""
     bits = 8 if info.dtype == "I8" else 16
     rows = info.shape[0] if info.shape else 1
@@ -183,7 +183,7 @@ def _quant_record(info: TensorInfo, scale: TensorInfo) -> dict:
     elif len(info.shape) >= 2 and scale.shape == (rows,):
         scale_shape = (rows,) + (1,) * (len(info.shape) - 1)
     else:
-        return {"kind": "unusable", "label": f"CT2_INT{bits}",
-                "reason": f"its scale {list(scale.shape)} matches neither its rows nor one value"}
-    return {"kind": "affine", "label": f"CT2_INT{bits}", "bits": bits, "signed": True,
-            "divide": True, "scale": scale, "scale_shape": scale_shape}
+        return Quant(codec="affine", label=f"CT2_INT{bits}",
+                     refusal=f"its scale {list(scale.shape)} matches neither its rows nor one value")
+    return Quant(codec="affine", label=f"CT2_INT{bits}", parts={"scale": scale}, bits=bits,
+                 signed=True, divide=True, scale_shape=scale_shape)

@@ -33,7 +33,7 @@ def test_dequantize_linear_equals_onnxruntime(tmp_path, dtype, axis, block, zero
     ckpt = mx.open(str(path))
     assert [f for f in ckpt.findings if f.severity != "info"] == []
     w = ckpt.tensors["w_q"]
-    assert w.quant["kind"] == "onnx_qdq" and w.quant["scale"].name == "w_scale"
+    assert w.quant.codec == "onnx_qdq" and w.quant.parts["scale"].name == "w_scale"
     np.testing.assert_array_equal(ckpt.read("w_q"), want)
     np.testing.assert_array_equal(ckpt.read("w_q", rows=slice(2, 5)), want[2:5])
     st = ckpt.stats("w_q")
@@ -78,16 +78,16 @@ def test_matmul_nbits_from_onnxruntime_quantizer_equals_its_own_run(tmp_path, bi
     ref = sess.run(None, {"x": np.eye(K, dtype=np.float32)})[0]  # = the dequantized [K, N]
     ckpt = mx.open(str(path))
     assert [f for f in ckpt.findings if f.severity != "info"] == []
-    (name,) = [n for n, t in ckpt.tensors.items() if t.quant and t.quant["kind"] == "onnx_matmul_nbits"]
+    (name,) = [n for n, t in ckpt.tensors.items() if t.quant and t.quant.codec == "onnx_matmul_nbits"]
     t = ckpt.tensors[name]
-    assert t.shape == (N, K) and t.kind == f"MATMULNBITS_Q{bits}"
+    assert t.shape == (N, K) and t.label == f"MATMULNBITS_Q{bits}"
     got = ckpt.read(name)
     np.testing.assert_allclose(got.T, ref, rtol=1e-6, atol=1e-6)
     assert np.abs(got.T - w).max() < np.abs(w).max() / (2 ** (bits - 2))  # near the float weight
     np.testing.assert_array_equal(ckpt.read(name, rows=slice(3, 7)), got[3:7])
     # the blocks view: value = scale * (code - zero point), block by block along K
     b = ckpt.blocks(name, count=3)
-    assert b.block_elems == block and b.offsets[0] == t.quant["B"].offset
+    assert b.block_elems == block and b.offsets[0] == t.quant.parts["B"].offset
     want = b.scale[:, None] * (b.codes.astype(np.float32) - b.zero_point[:, None])
     inside = np.isfinite(b.values)  # K = 80 ends inside a block: its tail is padding (NaN)
     assert inside.sum() >= 2 * block
@@ -110,7 +110,7 @@ def test_quantize_dynamic_weights_are_dequantized(tmp_path):
             - arrays["fc.weight_zero_point"].astype(np.float32)) * arrays["fc.weight_scale"]
     ckpt = mx.open(str(dst))
     t = ckpt.tensors["fc.weight_quantized"]
-    assert t.quant["kind"] == "onnx_qdq" and t.kind == "DYN_U8"
+    assert t.quant.codec == "onnx_qdq" and t.label == "DYN_U8"
     np.testing.assert_allclose(ckpt.read("fc.weight_quantized"), want, rtol=1e-6)
     assert np.abs(ckpt.read("fc.weight_quantized") - w).max() <= arrays["fc.weight_scale"].max()
 

@@ -40,7 +40,7 @@ def test_every_variable_equals_the_converters(converted, quantization):
         scale = arrays.get(name + "_scale")
         if want.dtype in (np.int8, np.int16) and scale is not None:
             quantized += 1
-            assert info.kind == f"CT2_INT{want.itemsize * 8}"
+            assert info.label == f"CT2_INT{want.itemsize * 8}"
             per_row = (-1,) + (1,) * (want.ndim - 1) if scale.size > 1 else ()
             expect = want.astype(np.float32) / scale.astype(np.float32).reshape(per_row)
             np.testing.assert_array_equal(got, expect)
@@ -112,7 +112,7 @@ def _valid() -> bytes:
 
 def test_valid_hand_built_file():
     ckpt = _open_bytes(_valid())
-    assert ckpt.errors == [] and ckpt.tensors["w"].kind == "CT2_INT8"
+    assert ckpt.errors == [] and ckpt.tensors["w"].label == "CT2_INT8"
     np.testing.assert_allclose(ckpt.read("w"), np.full((2, 4), 1 / 127, np.float32))
     assert {s.path for s in ckpt.spans_for()} >= {"binary version", "spec name", "spec revision",
                                                    "variable count", "variable 0 > w > shape",

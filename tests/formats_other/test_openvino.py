@@ -39,7 +39,7 @@ def test_consts_equal_openvinos(irs, which):
 
 def test_hand_built_patterns_equal_openvinos_decompression(irs):
     ckpt = mx.open(str(irs["hand"]))
-    kinds = {name: ckpt.tensors[name].kind for name in ("w_i8", "w_i4", "w_u8")}
+    kinds = {name: ckpt.tensors[name].label for name in ("w_i8", "w_i4", "w_u8")}
     assert kinds == {"w_i8": "OV_I8", "w_i4": "OV_I4", "w_u8": "OV_U8"}
     for name in kinds:
         want = O.decompressed_by_openvino(irs["hand"], name).astype(np.float32)
@@ -52,8 +52,8 @@ def test_nncf_compressed_weights_equal_openvinos_decompression(tmp_path):
     ckpt = mx.open(str(xml))
     assert ckpt.errors == []
     w0, w2 = ckpt.tensors["self.0.weight"], ckpt.tensors["self.2.weight"]
-    assert (w0.kind, w0.shape, w2.kind) == ("OV_U4", (32, 4, 16), "OV_U8")
-    assert w0.quant["zero"].dtype == "U4" and w0.quant["round_to"] == "F16"
+    assert (w0.label, w0.shape, w2.label) == ("OV_U4", (32, 4, 16), "OV_U8")
+    assert w0.quant.parts["zero_point"].dtype == "U4" and w0.quant.round_to == "F16"
     for info in (w0, w2):
         want = O.decompressed_by_openvino(xml, info.name).astype(np.float32)
         np.testing.assert_array_equal(ckpt.read(info.name), want)
@@ -146,4 +146,4 @@ def test_a_folder_opens_its_ir_not_the_bin_alone(irs, tmp_path):
     ckpt = mx.open(str(tmp_path))
     assert ckpt.format == "openvino" and ckpt.errors == []
     assert ckpt.files == [str(tmp_path / "openvino_model.xml"), str(tmp_path / "openvino_model.bin")]
-    assert ckpt.tensors["w_i8"].kind == "OV_I8"
+    assert ckpt.tensors["w_i8"].label == "OV_I8"

@@ -57,7 +57,7 @@ def test_every_constant_equals_the_interpreters(model):
         assert info.shape == tuple(d["shape"])
         got = ckpt.read(name)
         if d["quantization_parameters"]["scales"].size:
-            assert info.kind == f"TFLITE_{info.dtype}"
+            assert info.label == f"TFLITE_{info.dtype}"
             np.testing.assert_array_equal(got, _dequantized(codes, d["quantization_parameters"]))
         else:
             np.testing.assert_array_equal(got, codes.astype(got.dtype))
@@ -203,8 +203,8 @@ def test_real_models_a_package_ships_equal_the_interpreter(path):
     details = {d["name"]: d for d in it.get_tensor_details()}
     compared = 0
     for name, info in ckpt.tensors.items():
-        if info.quant and info.quant["kind"] == "unusable":
-            assert "sparse" in info.kind.lower()
+        if info.quant is not None and info.quant.refusal is not None:
+            assert "sparse" in info.label.lower()
             continue
         want = it.get_tensor(details[name]["index"])
         np.testing.assert_array_equal(ckpt.read(name).reshape(want.shape), want.astype(np.float32 if want.dtype.kind == "f" else want.dtype))

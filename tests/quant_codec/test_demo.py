@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from model_explorer.model.config import UnsupportedModel
-from model_explorer.runtime import load_model
 from model_explorer.records import Quant
+from model_explorer.runtime import load_model
 
 from . import layouts as L
 

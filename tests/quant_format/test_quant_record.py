@@ -46,3 +46,25 @@ def test_plain_export():
     assert d == {"codec": "fp8_block", "label": "FP8_E4M3_B128", "bits": 8, "group_size": None,
                  "sym": True, "block": [128, 128], "scale_dtype": "F32",
                  "parts": {"weight_scale_inv": "w.scale"}}
+
+
+def test_every_scheme_parameter_is_exported():
+    """A field added to Quant joins SCHEME_PARAMS, so params() and to_dict() carry it."""
+    from model_explorer.records import SCHEME_PARAMS
+
+    own = {"codec", "label", "parts", "bits", "group_size", "sym", "inferred", "refusal"}
+    assert set(SCHEME_PARAMS) == {f.name for f in dataclasses.fields(Quant)} - own
+    assert len(SCHEME_PARAMS) == len(set(SCHEME_PARAMS))
+
+
+def test_affine_and_hdf5_parameters_export_as_plain_values():
+    s, z = _t("w.scale", "F16", (4, 1), 64, 8), _t("w.zero", "U4", (4, 1), 72, 2)
+    q = Quant(codec="affine", label="OV_U4", bits=4, signed=False, divide=False,
+              parts={"scale": s, "zero_point": z}, scale_shape=(4, 1), zero_shape=(4, 1),
+              round_to="F16")
+    d = _t("w", "U4", (4, 16), 0, 32, q).to_dict()["quant"]
+    assert d["scale_shape"] == [4, 1] and d["signed"] is False and d["round_to"] == "F16"
+    assert d["parts"] == {"scale": "w.scale", "zero_point": "w.zero"} and "axis" not in d
+    h = Quant(codec="h5py_dataset", label="F32", dataset="/model/dense/kernel", window=(0, 4096),
+              filters=("deflate",))
+    assert h.params() == {"dataset": "/model/dense/kernel", "window": [0, 4096], "filters": ["deflate"]}

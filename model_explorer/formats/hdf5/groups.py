@@ -141,7 +141,8 @@ class Walker:
     def _symbol_table(self, btree: int, heap: int, where: str) -> list[tuple[str, int]]:
         names = self._local_heap(heap, where)
         out: list[tuple[str, int]] = []
-        stack, seen = [(btree, None)], set()
+        stack: list[tuple[int, int | None]] = [(btree, None)]  # (node address, its level)
+        seen: set[int] = set()
         while stack:
             addr, level = stack.pop()
             if addr in seen:

@@ -199,6 +199,7 @@ def attribute(msg: Message, win: Window) -> Attribute:
 
 
 def _attribute_value(dt: Datatype, shape: tuple[int, ...], count: int, raw: bytes):
+    items: list[str] | list[int] | list[float]
     if dt.cls == 3:
         items = [raw[i * dt.size:(i + 1) * dt.size].split(b"\0", 1)[0].decode("utf-8", "replace")
                  for i in range(min(count, MAX_ATTRIBUTE_VALUES))]

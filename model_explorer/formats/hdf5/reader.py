@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...spans import Report
 from ..catalog_note import note
 from ..result import FileResult
@@ -45,7 +45,7 @@ def read_window(win: Window, result: FileResult) -> None:
     walker = Walker(win, rep)
     walker.walk(sb.root)
     names = _keras_names(walker.nodes)
-    chunked = []
+    chunked: list[TensorInfo] = []
     for node in walker.nodes:
         if node.dataset:
             info = _tensor(node, names.get(node.path, node.path), win, result)
@@ -53,10 +53,10 @@ def read_window(win: Window, result: FileResult) -> None:
                 if info.name in result.tensors:
                     info.name = node.path
                 result.tensors[info.name] = info
-                if info.quant:
+                if info.quant is not None:
                     chunked.append(info)
     if chunked:
-        filtered = sorted({f for t in chunked for f in t.quant.get("filters", ())})
+        filtered = sorted({f for t in chunked if t.quant is not None for f in t.quant.filters or ()})
         how = f", compressed with {', '.join(filtered)}" if filtered else ""
         note(rep, "h5_chunked", f"{len(chunked)} dataset(s) are stored in chunks{how} (the first: "
              f"{chunked[0].name}); their bytes are not one range of the file, so their values are "
@@ -137,8 +137,8 @@ def _tensor(node: Node, name: str, win: Window, result: FileResult) -> TensorInf
                  "truncated or the address is damaged.", msgs[LAYOUT].at, len(msgs[LAYOUT].data), name)
     elif layout.kind == "chunked":
         info.offset, info.length = at, 0  # no byte range: the bytes are chunks, maybe compressed
-        info.quant = {"kind": "h5py_dataset", "label": dt.dtype, "dataset": where, "start": win.start,
-                      "window": win.size, "filters": pipeline}
+        info.quant = Quant(codec="h5py_dataset", label=dt.dtype, dataset=where,
+                           window=(win.start, win.size), filters=tuple(pipeline))
         return info
     else:
         note(rep, "h5_unsupported", f"The dataset {where} has a {layout.kind} layout, which this "

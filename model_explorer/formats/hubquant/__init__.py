@@ -98,7 +98,7 @@ def group_hub(ckpt: CheckpointRecord) -> bool:
     for (want, got), where in mismatch.items():
         t = where[0]
         add(finding("quant_scheme_mismatch", f"config.json says quant_method "
-                    f"{scheme.method!r} ({want}), but {len(where)} layer(s) hold {got} tensors, "
+                    f"{method!r} ({want}), but {len(where)} layer(s) hold {got} tensors, "
                     f"the first {t.name!r}; they are read as the tensors say.", t,
                     expected=want, found=got, count=len(where)))
     if scheme is not None and scheme.layout is not None:

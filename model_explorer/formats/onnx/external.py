@@ -12,9 +12,8 @@ import posixpath
 
 from ... import sources
 from ...dtypes import nbytes_for
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...spans import Report, Span
-from .quant import quant_description
 from .tensor import Parsed
 
 
@@ -56,8 +55,8 @@ def _number(value: str) -> int | None:
 
 
 def external_info(p: Parsed, name: str, files: ExternalFiles, rep: Report) -> TensorInfo:
-    """The record of a tensor stored in another file; `quant["kind"] == "unusable"` (with the
-    reason) when its bytes cannot be reached, so no view reads a file that is not there."""
+    """The record of a tensor stored in another file; its `quant.refusal` says why when its
+    bytes cannot be reached, so no view reads a file that is not there."""
     dt = p.dtype
     where = p.external_at or (p.at, p.length)
     location = p.external.get("location", ("", 0, 0))[0]
@@ -68,7 +67,7 @@ def external_info(p: Parsed, name: str, files: ExternalFiles, rep: Report) -> Te
                       extra={"info_span": (p.at, p.length), "external": location})
 
     def unusable(reason: str) -> TensorInfo:
-        info.quant = quant_description("unusable", dt.dtype, {"reason": reason}, {})
+        info.quant = Quant(codec="onnx_external", label=dt.dtype, refusal=reason)
         return info
 
     if not _safe_location(location):

@@ -12,13 +12,17 @@ with which scale and zero point, so tensors/schemes/onnx_quant.py shows dequanti
   [N, ceil(K / block_size), block_size * bits / 8], scales [N * blocks], zero_points packed uint8
   or of the scales' type; attributes K, N, bits, block_size. The weight is shown as [N, K]
   (torch's Linear [out, in]).
+
+Each grouped weight gets a `Quant` (records.py): the scale and zero point are its parts
+"scale"/"zero_point" (MatMulNBits: "B", "scales", "zero_points"); QDQ's codes are the tensor's
+own bytes, so they are no part.
 """
 
 from __future__ import annotations
 
 import math
 
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ..result import FileResult
 
 QDQ_CODES = ("I8", "U8", "I16", "U16", "I4", "U4", "I32", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ",
@@ -28,12 +32,9 @@ SCALE_TYPES = ("F32", "F16", "BF16")
 MS_DOMAIN = "com.microsoft"
 
 
-def quant_description(kind: str, label: str, params: dict, parts: dict[str, TensorInfo | None]) -> dict:
-    """The `TensorInfo.quant` of one grouped weight (the one place it is built, so a typed
-    record can replace the dict in one edit): kind, label, parameters, components by role."""
-    q = {"kind": kind, "label": label, **params}
-    q.update({role: t for role, t in parts.items() if t is not None})
-    return q
+def present(parts: dict[str, TensorInfo | None]) -> dict[str, TensorInfo]:
+    """The components that are there, by role (an optional zero point may be absent)."""
+    return {role: t for role, t in parts.items() if t is not None}
 
 
 def group_quantized(result: FileResult, nodes) -> None:
@@ -61,7 +62,7 @@ def _int(v) -> int | None:
 
 def _taken(t: TensorInfo) -> bool:
     """Already grouped or unreadable; codes in a typed varint field can still be grouped."""
-    return bool(t.quant) and t.quant.get("kind") not in ("onnx_varint", "onnx_packed_int")
+    return t.quant is not None and t.quant.codec not in ("onnx_varint", "onnx_packed_int")
 
 
 def _mismatch(rep, rec, message: str, t: TensorInfo) -> None:
@@ -129,20 +130,21 @@ def _attach(tensors, rec, rep, x, s, z, axis: int, block: int, how: str) -> None
         _mismatch(rep, rec, why, x)
         return
     rank = len(x.shape)
-    mode = "tensor" if s.numel == 1 and not block else "block" if block else "axis"
-    x.quant = quant_description("onnx_qdq", f"{how}_{x.dtype}", {
-        "bits": CODE_BITS.get(x.dtype, 8),
-        "axis": axis % rank if rank else 0, "block_size": block, "mode": mode,
-        "node": rec.op_type, "stored": x.quant if (x.quant or {}).get("kind") == "onnx_varint" else None}, {"weight": x, "scale": s, "zero_point": z})
+    strategy = "tensor" if s.numel == 1 and not block else "group" if block else "channel"
+    varints = x.quant.varint_field if x.quant is not None and x.quant.codec == "onnx_varint" else None
+    x.quant = Quant(codec="onnx_qdq", label=f"{how}_{x.dtype}",
+                    parts=present({"scale": s, "zero_point": z}), bits=CODE_BITS.get(x.dtype, 8),
+                    axis=axis % rank if rank else 0, group_size=block or None, strategy=strategy,
+                    varint_field=varints)
 
 
 def _nbits(tensors, rec, rep) -> None:
     b, s, z = _get(tensors, rec, 1), _get(tensors, rec, 2), _get(tensors, rec, 3)
-    if b is None or s is None or b.quant:
+    if b is None or s is None or b.quant is not None:
         return
     a = rec.attrs
     K, N, bits, block = _int(a.get("K")), _int(a.get("N")), _int(a.get("bits", 4)), _int(a.get("block_size"))
-    if None in (K, N, bits, block):
+    if K is None or N is None or bits is None or block is None:
         _mismatch(rep, rec, "its K, N, bits or block_size attribute is missing or not an integer", b)
         return
     why = None
@@ -166,6 +168,8 @@ def _nbits(tensors, rec, rep) -> None:
         _mismatch(rep, rec, why, b)
         return
     logical = TensorInfo(b.name, b.dtype, (N, K), b.file, b.offset, b.length, extra=dict(b.extra))
-    logical.quant = quant_description("onnx_matmul_nbits", f"MATMULNBITS_Q{bits}", {
-        "bits": bits, "block_size": block, "K": K, "N": N}, {"B": b, "scales": s, "zero_points": z})
+    # K and N are the logical shape [N, K]; a block of block_size codes shares a scale along K
+    logical.quant = Quant(codec="onnx_matmul_nbits", label=f"MATMULNBITS_Q{bits}",
+                          parts=present({"B": b, "scales": s, "zero_points": z}), bits=bits,
+                          group_size=block)
     tensors[b.name] = logical

@@ -14,11 +14,11 @@ import struct
 from dataclasses import dataclass, field
 
 from ...hexview import END_KIND
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
 from ..result import FileResult
 from .external import ExternalFiles, external_info
-from .quant import group_quantized, quant_description
+from .quant import group_quantized
 from .schema import ATTR_GRAPHS, Attribute, Entry, Graph, Model, Node
 from .tensor import Parsed, check_tensor, label_tensor, parse_tensor, payload
 from .wire import FIXED32, LEN, VARINT, Field, Paged, WireError, fields, signed64, text
@@ -138,7 +138,8 @@ class _Walk:
 
     def pair(self, f: Field, what: str) -> tuple[str, str | int]:
         """A StringStringEntryProto (key, value) or an OperatorSetIdProto (domain, version)."""
-        key, value = "", 0
+        key: str = ""
+        value: str | int = 0
         for g in self.each(f.at, f.end, what):
             if g.number == Entry.KEY and g.wire == LEN:
                 key = text(self.data, g, 1024)
@@ -288,14 +289,14 @@ class _Walk:
 
     def record(self, p: Parsed, name: str, graph: str, constant: bool) -> TensorInfo:
         rep = self.rep
-        extra = {"info_span": (p.at, p.length), "onnx_graph": graph}
+        extra: dict[str, object] = {"info_span": (p.at, p.length), "onnx_graph": graph}
         if constant:
             extra["constant"] = True
         if not check_tensor(p, name, rep):
             dt = p.dtype
             return TensorInfo(name, dt.dtype if dt else "UNDEFINED", tuple(p.dims[:8]), rep.file,
-                              p.at, 0, quant=quant_description("unusable", dt.dtype if dt else "?", {
-                                  "reason": "its TensorProto cannot be read (see the findings)"}, {}),
+                              p.at, 0, quant=Quant(codec="onnx_tensor", label=dt.dtype if dt else "?",
+                                                   refusal="its TensorProto cannot be read (see the findings)"),
                               extra=extra)
         if p.external_at or p.location_external:
             info = external_info(p, name, self.files, rep)
@@ -305,12 +306,12 @@ class _Walk:
         dt = p.dtype
         info = TensorInfo(name, dt.dtype, tuple(p.dims), rep.file, at, length, extra=extra)
         if varints is not None:
-            info.quant = quant_description("onnx_varint", dt.dtype, {"field": varints}, {})
+            info.quant = Quant(codec="onnx_varint", label=dt.dtype, varint_field=varints)
         elif dt.dtype in PACKED_INTS:
-            info.quant = quant_description("onnx_packed_int", dt.dtype, {}, {})
+            info.quant = Quant(codec="onnx_packed_int", label=dt.dtype)
         elif p.unpacked:
-            info.quant = quant_description("unusable", dt.dtype, {
-                "reason": "its values are stored unpacked, one protobuf field each"}, {})
+            info.quant = Quant(codec="onnx_tensor", label=dt.dtype,
+                               refusal="its values are stored unpacked, one protobuf field each")
         if length:
             rep.spans.append(Span(at, length, "tensor_data", "data > " + name, rep.file,
                                   f"{dt.dtype} {list(p.dims)}", name))
@@ -346,6 +347,11 @@ def _summary(w: _Walk) -> dict:
         ops[op] = ops.get(op, 0) + 1
         for i, name in enumerate(rec.inputs):
             if name in tensors:
-                users.setdefault(name, []).append((rec.op_type, i, int(rec.attrs.get("transB", 0) or 0),
+                users.setdefault(name, []).append((rec.op_type, i, _flag(rec.attrs.get("transB")),
                                                    rec.name))
     return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users}
+
+
+def _flag(value: object) -> int:
+    """An integer attribute used as a flag (transB); 0 when absent or not one integer."""
+    return value if isinstance(value, int) else 0

@@ -124,8 +124,9 @@ DATA_TYPES: dict[int, DataType] = {
 # Typed fields whose packed payload is the little-endian values themselves (fixed width): a
 # tensor stored there is read in place, like raw_data.
 FIXED_FIELDS = {Tensor.FLOAT_DATA: 4, Tensor.DOUBLE_DATA: 8}
-TYPED_NAMES = {Tensor.FLOAT_DATA: "float_data", Tensor.INT32_DATA: "int32_data",
-               Tensor.STRING_DATA: "string_data", Tensor.INT64_DATA: "int64_data",
-               Tensor.DOUBLE_DATA: "double_data", Tensor.UINT64_DATA: "uint64_data"}
+TYPED_NAMES: dict[int, str] = {
+    Tensor.FLOAT_DATA: "float_data", Tensor.INT32_DATA: "int32_data",
+    Tensor.STRING_DATA: "string_data", Tensor.INT64_DATA: "int64_data",
+    Tensor.DOUBLE_DATA: "double_data", Tensor.UINT64_DATA: "uint64_data"}
 # AttributeProto.type values that carry a tensor or a graph.
 ATTR_TENSOR, ATTR_GRAPH, ATTR_TENSORS, ATTR_GRAPHS = 4, 5, 9, 10

@@ -67,7 +67,7 @@ def _field(data: Paged, f: Field, p: Parsed, rep: Report, where: str) -> None:
     if n == Tensor.NAME and f.wire == LEN:
         p.name, p.name_at = text(data, f), (f.tag_at, f.end - f.tag_at)
     elif n == Tensor.DIMS:
-        vals = [f.value] if f.wire == VARINT else packed_varints(data, f, MAX_RANK + 1) \
+        vals = [f.value or 0] if f.wire == VARINT else packed_varints(data, f, MAX_RANK + 1) \
             if f.wire == LEN else None
         if vals is None:
             raise WireError(f"dims at byte {f.tag_at} has wire type {f.wire}; expected varints.",
@@ -79,7 +79,7 @@ def _field(data: Paged, f: Field, p: Parsed, rep: Report, where: str) -> None:
         start = p.dims_at[0] if p.dims_at else f.tag_at
         p.dims_at = (start, f.end - start)
     elif n == Tensor.DATA_TYPE and f.wire == VARINT:
-        p.data_type, p.type_at = signed64(f.value), (f.tag_at, f.end - f.tag_at)
+        p.data_type, p.type_at = signed64(f.value or 0), (f.tag_at, f.end - f.tag_at)
     elif n == Tensor.RAW_DATA and f.wire == LEN:
         p.raw = (f.at, f.length)
     elif n in TYPED_NAMES and n != Tensor.STRING_DATA:

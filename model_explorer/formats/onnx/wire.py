@@ -171,7 +171,8 @@ def fields(data: Paged, start: int, end: int, clip: bool = False) -> Iterator[Fi
 def packed_varints(data: Paged, f: Field, limit: int) -> list[int]:
     """Up to `limit` varints of a packed field (dims, ints); WireError past the cap, so a
     hostile count never builds a long list."""
-    out, pos = [], f.at
+    out: list[int] = []
+    pos = f.at
     while pos < f.end:
         if len(out) >= limit:
             raise WireError(f"Field {f.number} at byte {f.tag_at} packs more than {limit} "

@@ -16,7 +16,7 @@ import math
 from xml.parsers import expat
 
 from ... import sources
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
 from .. import MAX_RANK
 from ..result import FileResult
@@ -82,7 +82,7 @@ def read_openvino(source) -> FileResult:
     for info in result.tensors.values():
         rep.spans.append(Span(info.offset, min(info.length, max(0, bin_src.size - info.offset)),
                               "tensor_data", f"data > {info.name}", bin_src.name,
-                              f"{info.kind} {list(info.shape)}", info.name))
+                              f"{info.label} {list(info.shape)}", info.name))
     rep.spans.sort(key=lambda s: (s.file != source.name, s.offset, -s.length))
     return result
 
@@ -223,9 +223,9 @@ def _decompression(layer: Layer, info: TensorInfo, graph: _Graph, rep: Report) -
         return
     precision = next(iter(step.out_precision.values()), "")
     info.quant = _quant_record(info, scale, zero, ROUNDING.get(precision), scale_rounding)
-    if info.quant["kind"] == "unusable":
+    if info.quant.refusal is not None:
         rep.error("openvino_bad_decompression", f"Const {info.name!r} is compressed, but "
-                  f"{info.quant['reason']}; it is not decoded.", layer.start, layer.end - layer.start,
+                  f"{info.quant.refusal}; it is not decoded.", layer.start, layer.end - layer.start,
                   info.name)
 
 
@@ -238,7 +238,7 @@ def _broadcast(side: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, ...]
 
 
 def _quant_record(info: TensorInfo, scale: TensorInfo, zero: TensorInfo | None, rounding: str | None,
-                  scale_rounding: str | None) -> dict:
+                  scale_rounding: str | None) -> Quant:
     """The quant record of an OpenVINO compressed weight (the one place that builds it).
     `rounding`: the float the Multiply computes in; `scale_rounding`: the float a Convert
     narrows a float32 scale to before it."""
@@ -247,16 +247,13 @@ def _quant_record(info: TensorInfo, scale: TensorInfo, zero: TensorInfo | None, 
     shape = info.shape or (1,)
     scale_shape = _broadcast(scale.shape, shape)
     if scale_shape is None:
-        return {"kind": "unusable", "label": label,
-                "reason": f"its scale {list(scale.shape)} does not broadcast to {list(shape)}"}
-    record = {"kind": "affine", "label": label, "bits": bits, "signed": signed, "divide": False,
-              "scale": scale, "scale_shape": scale_shape, "round_to": rounding}
-    if scale_rounding and scale.dtype == "F32":
-        record["scale_round_to"] = scale_rounding
-    if zero is not None:
-        zero_shape = _broadcast(zero.shape, shape)
-        if zero_shape is None:
-            return {"kind": "unusable", "label": label,
-                    "reason": f"its zero point {list(zero.shape)} does not broadcast to {list(shape)}"}
-        record.update(zero=zero, zero_shape=zero_shape)
-    return record
+        return Quant(codec="affine", label=label,
+                     refusal=f"its scale {list(scale.shape)} does not broadcast to {list(shape)}")
+    zero_shape = _broadcast(zero.shape, shape) if zero is not None else None
+    if zero is not None and zero_shape is None:
+        return Quant(codec="affine", label=label,
+                     refusal=f"its zero point {list(zero.shape)} does not broadcast to {list(shape)}")
+    parts = {"scale": scale} if zero is None else {"scale": scale, "zero_point": zero}
+    return Quant(codec="affine", label=label, parts=parts, bits=bits, signed=signed, divide=False,
+                 scale_shape=scale_shape, zero_shape=zero_shape, round_to=rounding,
+                 scale_round_to=scale_rounding if scale_rounding and scale.dtype == "F32" else None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...spans import Report
 from .policy import classify_normalized, normalize, tolerated_when_invoked
 from .values import Call, EmuSet, Global, PickleRun, Unknown, render
 
@@ -25,8 +26,29 @@ MAX_SHARED = 4096  # allowed / tolerated names past the cap: one shared Global p
 class ImportTracking:
     """Imports and calls of one pickle: the half of `PickleMachine` that judges what it names."""
 
+    # Set by PickleMachine's constructor and run (vm.py); declared here for the type checker.
+    report: Report
+    watch: frozenset[str]
+    label: str
+    reducers: dict[str, Any]
+    base: int
+    work_left: int
+    run_info: PickleRun | None
+    _kept_past_cap: int
+    _shared: dict[str, Global]
+    _flyweights: dict[str, Global]
+
+    def once(self, code: str, message: str, offset: int, length: int = 1) -> None:
+        raise NotImplementedError  # PickleMachine's: a finding reported once per machine
+
+    @property
+    def _run(self) -> PickleRun:
+        """The run in progress: imports and calls happen only inside `PickleMachine.run`."""
+        assert self.run_info is not None
+        return self.run_info
+
     def make_global(self, module: Any, name: Any, pos: int, opcode: str) -> Global:
-        if len(self.run_info.imports) >= MAX_IMPORTS_KEPT:
+        if len(self._run.imports) >= MAX_IMPORTS_KEPT:
             return self._past_cap(module, name, pos, opcode)
         if isinstance(module, str) and isinstance(name, str):
             m, n = normalize(module, name)
@@ -38,7 +60,7 @@ class ImportTracking:
                        "imports a name computed while loading, to hide what it imports",
                        computed=text)
         g.label = self.label
-        self.run_info.imports.append(g)
+        self._run.imports.append(g)
         return g
 
     def _past_cap(self, module: Any, name: Any, pos: int, opcode: str) -> Global:
@@ -49,7 +71,7 @@ class ImportTracking:
         - any other name: one Global shared by every import of that name (up to MAX_SHARED
           names, then one stand-in), kept only once the pickle calls it (`invoke`), when an
           unknown name becomes an error with its name and arguments."""
-        run = self.run_info
+        run = self._run
         if isinstance(module, str) and isinstance(name, str):
             m, n = normalize(module, name)
             dotted = f"{m}.{n}"
@@ -72,13 +94,13 @@ class ImportTracking:
                 self._shared[dotted] = g  # its repeats share it: the budget is for new names
             return g
         if sev != "error":
-            g = self._shared.get(dotted)
-            if g is None and len(self._shared) < MAX_SHARED:
-                g = self._shared[dotted] = Global(m, n, self.base + pos, opcode, sev, why,
-                                                  dotted=dotted, label=self.label,
-                                                  past_cap=sev != "ok")
-            if g is not None:
-                return g
+            shared = self._shared.get(dotted)
+            if shared is None and len(self._shared) < MAX_SHARED:
+                shared = self._shared[dotted] = Global(m, n, self.base + pos, opcode, sev, why,
+                                                       dotted=dotted, label=self.label,
+                                                       past_cap=sev != "ok")
+            if shared is not None:
+                return shared
         fly = self._flyweights.get(sev)
         if fly is None:
             fly = self._flyweights[sev] = Global(
@@ -133,7 +155,7 @@ class ImportTracking:
                     return out
         call = Call(func, args, self.base + pos, opcode, kwargs)
         if isinstance(func, Global) and func.dotted in self.watch:
-            self.run_info.watched.append(call)
+            self._run.watched.append(call)
         return call
 
     def invoke(self, target: Any, pos: int, opcode: str, builds: bool = False) -> None:
@@ -155,7 +177,7 @@ class ImportTracking:
                 # an unknown name past the cap that the pickle calls: keep it, it is an error
                 # (at most MAX_SHARED of them and the stand-in: no budget to share with the
                 # denied names, so calling junk cannot push a denied one out)
-                self.run_info.imports.append(target)
+                self._run.imports.append(target)
 
     def _afford(self, args: tuple, pos: int) -> bool:
         """Reconstructors copy their arguments. Through the memo a file can pass one big value

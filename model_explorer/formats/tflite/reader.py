@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ...spans import Report, short_repr
 from .. import MAX_RANK
 from ..result import FileResult
@@ -119,7 +119,9 @@ class _Walk:
 
     def metadata(self, m: Table) -> None:
         entries = m.vector(6, 4, "metadata vector")
-        for i in range(min(entries.length if entries else 0, 4096)):
+        if entries is None:
+            return
+        for i in range(min(entries.length, 4096)):
             t = entries.table(i, f"metadata entry {i}")
             name = t.string(0, "metadata name")
             index = t.scalar(1, "I", what="buffer index")
@@ -202,13 +204,13 @@ class _Walk:
             rep.info("tflite_sparse", f"Tensor {name!r} is stored sparse (TFLite sparsity "
                      f"parameters): its {length} bytes are a compressed format, not {dtype} "
                      f"{list(shape)}; it is listed, not decoded.", t.pos, t.inline_size, name)
-            info.quant = {"kind": "unusable", "label": f"TFLITE_SPARSE_{dtype}",
-                          "reason": "TFLite sparse tensors are not decoded"}
+            info.quant = Quant(codec="tflite_sparse", label=f"TFLITE_SPARSE_{dtype}",
+                               refusal="TFLite sparse tensors are not decoded")
         elif need is not None and need != length:
             rep.error("tflite_size_mismatch", f"Tensor {name!r} is {dtype} {list(shape)}: {need} bytes, "
                       f"but its buffer {index} holds {length}.", offset, length, name)
         q = t.table(4, "quantization parameters")
-        if q is not None and not info.quant:
+        if q is not None and info.quant is None:
             self.quantization(q, info, path)
         if name in self.result.tensors:
             rep.error("duplicate_tensor", f"Two tensors are named {name!r}; the second one hides the "
@@ -232,10 +234,11 @@ class _Walk:
             self.rep.span(data.pos, 4, "size", f"buffer {index} > data length", f"u32 = {data.length}", tensor=name)
             return data.data, data.length
         offset, size = b.scalar(1, "Q", what="offset"), b.scalar(2, "Q", what="size")
-        if offset <= 1 or not size:  # 0: no data; 1: the writer's placeholder
-            return None
-        self.rep.span(b.field_pos(1), 8, "pointer", f"buffer {index} > offset", f"u64 = {offset}", tensor=name)
-        self.rep.span(b.field_pos(2), 8, "size", f"buffer {index} > size", f"u64 = {size}", tensor=name)
+        offset_at, size_at = b.field_pos(1), b.field_pos(2)  # None when left out (offset and size 0)
+        if offset <= 1 or not size or offset_at is None or size_at is None:
+            return None  # 0: no data; 1: the writer's placeholder
+        self.rep.span(offset_at, 8, "pointer", f"buffer {index} > offset", f"u64 = {offset}", tensor=name)
+        self.rep.span(size_at, 8, "size", f"buffer {index} > size", f"u64 = {size}", tensor=name)
         if offset + size > self.buf.size:
             self.rep.error("data_past_end", f"Tensor {name!r} (buffer {index}) needs bytes {offset} to "
                            f"{offset + size}, past the end of the file ({self.buf.size} bytes).",
@@ -262,7 +265,7 @@ class _Walk:
         if problem:
             rep.error("tflite_bad_quantization", f"Tensor {name!r}: {problem}; it is not dequantized.",
                       scale.pos, 4 + scale.nbytes, name)
-            info.quant = {"kind": "unusable", "label": f"TFLITE_{info.dtype}", "reason": problem}
+            info.quant = Quant(codec="affine", label=f"TFLITE_{info.dtype}", refusal=problem)
             return
         info.quant = _quant_record(info, scale, zero, qdim)
 
@@ -278,7 +281,7 @@ def _quant_problem(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: i
     return ""
 
 
-def _quant_record(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: int) -> dict:
+def _quant_record(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: int) -> Quant:
     """The quant record of a TFLite quantized tensor (the one place that builds it): value =
     scale * (q - zero_point), per tensor or per channel along `quantized_dimension`."""
     bits, signed = QUANTIZED[info.dtype]
@@ -289,10 +292,12 @@ def _quant_record(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: in
         return tuple(count if (d == qdim and count > 1) else 1 for d in range(rank))
 
     scale_info = TensorInfo(f"{info.name}.scale", "F32", (n,), info.file, scale.data, scale.nbytes)
-    record = {"kind": "affine", "label": f"TFLITE_{info.dtype}", "bits": bits, "signed": signed,
-              "divide": False, "scale": scale_info, "scale_shape": along(n)}
+    parts = {"scale": scale_info}
+    zero_shape = None
     if zero is not None and zero.length:
-        record["zero"] = TensorInfo(f"{info.name}.zero_point", "I64", (zero.length,), info.file,
-                                    zero.data, zero.nbytes)
-        record["zero_shape"] = along(zero.length)
-    return record
+        parts["zero_point"] = TensorInfo(f"{info.name}.zero_point", "I64", (zero.length,), info.file,
+                                         zero.data, zero.nbytes)
+        zero_shape = along(zero.length)
+    return Quant(codec="affine", label=f"TFLITE_{info.dtype}", parts=parts, bits=bits, signed=signed,
+                 divide=False, axis=qdim if n > 1 else None, scale_shape=along(n),
+                 zero_shape=zero_shape)

@@ -4,11 +4,11 @@ quantized tensors and CTranslate2's int8/int16 weights.
     value = (code - zero) * scale      OpenVINO (Convert, Subtract, Multiply), TFLite
     value = code / scale               CTranslate2 (model_spec.py `_quantize`)
 
-quant = {"kind": "affine", "label", "bits": 4|8|16, "signed": bool, "divide": bool,
-         "scale": TensorInfo, "scale_shape": full-rank shape that broadcasts to the weight's,
-         "zero": TensorInfo or None, "zero_shape": like scale_shape, "zero_value": a constant,
-         "round_to": "F16" | "BF16" | None (the precision the file's own graph computes in),
-         "scale_round_to": the same, for a scale the graph converts before using it}
+The tensor's Quant (records.py), codec "affine": bits 4|8|16, signed, divide; parts "scale" and
+optionally "zero_point"; scale_shape / zero_shape (full-rank shapes that broadcast to the
+weight's); zero_point (a constant, without a part); round_to ("F16" | "BF16" | None: the
+precision the file's own graph computes in) and scale_round_to (the same, for a scale the graph
+converts before using it).
 4-bit codes are packed two a byte, the first in the low nibble (OpenVINO u4/i4, TFLite INT4).
 A unit is one row (the last dimension) when rows are whole bytes, else the whole tensor.
 """
@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import dtypes
 from ..plan import Plan
-from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, row_offsets, stored
+from .common import F32, MAX_SIDE_BYTES, Parts, as_array, check_scales, part, row_offsets, stored
 
 CODE_DTYPES = {("I8", 8): np.int8, ("U8", 8): np.uint8, ("I16", 16): np.int16, ("U16", 16): np.uint16,
                ("I32", 32): np.int32}
@@ -74,26 +74,27 @@ def _rows_of(full: np.ndarray, lead: tuple[int, ...], idx) -> np.ndarray:
 
 def plan(ckpt, info) -> Plan:
     q = info.quant
-    bits, signed, label = int(q["bits"]), bool(q.get("signed")), q.get("label") or info.dtype
+    bits, signed, label = int(q.bits), bool(q.signed), q.label or info.dtype
     shape = tuple(info.shape) or (1,)
     rank = len(shape)
-    scale_shape = tuple(q["scale_shape"])
+    scale_part, zero_part = part(info, "scale"), part(info, "zero_point", required=False)
+    scale_shape = tuple(q.scale_shape or ())
     if len(scale_shape) != rank or any(s not in (1, d) for s, d in zip(scale_shape, shape, strict=True)):
         raise ValueError(f"Tensor {info.name!r} ({label}) is {list(shape)}; its scale "
                          f"{list(scale_shape)} does not broadcast to it.")
-    scale = _side_values(ckpt, q["scale"], scale_shape, "scale")
-    if q.get("scale_round_to"):
-        scale = scale.astype(dtypes.numpy_dtype(q["scale_round_to"])).astype(F32)
-    check_scales(scale, q["scale"], allow_zero=not q.get("divide"))
+    scale = _side_values(ckpt, scale_part, scale_shape, "scale")
+    if q.scale_round_to:
+        scale = scale.astype(dtypes.numpy_dtype(q.scale_round_to)).astype(F32)
+    check_scales(scale, scale_part, allow_zero=not q.divide)
     zero = None
-    if q.get("zero") is not None:
-        zero_shape = tuple(q["zero_shape"])
+    if zero_part is not None:
+        zero_shape = tuple(q.zero_shape or ())
         if len(zero_shape) != rank or any(s not in (1, d) for s, d in zip(zero_shape, shape, strict=True)):
             raise ValueError(f"Tensor {info.name!r} ({label}): its zero point {list(zero_shape)} "
                              "does not broadcast to it.")
-        zero = _side_values(ckpt, q["zero"], zero_shape, "zero point")
-    zero_value = F32(q.get("zero_value") or 0)
-    rounding = dtypes.numpy_dtype(q["round_to"]) if q.get("round_to") else None
+        zero = _side_values(ckpt, zero_part, zero_shape, "zero point")
+    zero_value = F32(q.zero_point or 0)
+    rounding = dtypes.numpy_dtype(q.round_to) if q.round_to else None
     numel = math.prod(shape)
     cols = shape[-1]
     whole_rows = rank >= 2 and cols * bits % 8 == 0
@@ -134,7 +135,7 @@ def plan(ckpt, info) -> Plan:
             out -= side_rows(zero, idx)
         elif zero_value:
             out -= zero_value
-        if q.get("divide"):
+        if q.divide:
             out /= side_rows(scale, idx)
         else:
             out *= side_rows(scale, idx)

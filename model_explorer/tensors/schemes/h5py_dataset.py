@@ -1,7 +1,7 @@
 """Chunked or compressed HDF5 datasets, whose bytes are not one range of the file: their values
 are read through h5py (an optional extra), on the byte source the reader used, a first-axis slice
-at a time. The format reader (formats/hdf5) marks them with quant = {"kind": "h5py_dataset",
-"dataset": its path, "start"/"window": where the HDF5 file is inside the source}."""
+at a time. The format reader (formats/hdf5) marks them with a Quant of codec "h5py_dataset":
+`dataset` (its path) and `window` (start, length: where the HDF5 file is inside the source)."""
 
 from __future__ import annotations
 
@@ -25,13 +25,16 @@ def plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
     from ...formats.hdf5.window import SourceFile
 
     q = info.quant
+    if q is None or q.dataset is None or q.window is None:
+        raise ValueError(f"Tensor {info.name!r} is marked as a chunked HDF5 dataset without its path.")
+    dataset, (start, window) = q.dataset, q.window
     dt = dtypes.numpy_dtype(info.dtype, info.byteorder)
     if dt is None:
         raise ValueError(f"Tensor {info.name!r} has dtype {info.dtype!r}, which this tool cannot decode.")
     shape = info.shape
-    if info.numel * dt.itemsize > MAX_EXPANSION * q["window"] + (1 << 20):
+    if info.numel * dt.itemsize > MAX_EXPANSION * window + (1 << 20):
         raise ValueError(f"Tensor {info.name!r} claims {list(shape)} {info.dtype}: more bytes than a "
-                         f"file of {q['window']} bytes can hold even compressed; its shape is not to be trusted.")
+                         f"file of {window} bytes can hold even compressed; its shape is not to be trusted.")
     row = int(np.prod(shape[1:])) if len(shape) > 1 else 1
 
     def gather(idx):
@@ -40,8 +43,8 @@ def plan(ckpt: CheckpointRecord, info: TensorInfo) -> Plan:
             return np.empty((0, dt.itemsize), np.uint8)
         first, last = (int(idx.min()) // row, int(idx.max()) // row + 1) if shape else (0, 1)
         try:
-            with h5py.File(SourceFile(ckpt.byte_source(info.file), q["start"], q["window"]), "r") as f:
-                dset = f[q["dataset"]]
+            with h5py.File(SourceFile(ckpt.byte_source(info.file), start, window), "r") as f:
+                dset = f[dataset]
                 values = np.asarray(dset[first:last] if shape else dset[()], dtype=dt).reshape(-1)
         except (OSError, KeyError, ValueError, TypeError, RuntimeError) as e:  # h5py's errors on a damaged file
             raise ValueError(f"Tensor {info.name!r} is a chunked HDF5 dataset that h5py cannot read: "

@@ -9,7 +9,8 @@ The format layer (formats/onnx/quant.py) recognises each; these decode:
   k*bits.. of the row's byte stream, value = (code - zero_point) * scale per block of
   block_size along K; zero points packed like the codes (default 2**(bits-1)) or as floats.
 A unit is one row (the last axis; one output channel of MatMulNBits), so row reads and samples
-decode only their rows.
+decode only their rows. Their parameters are the tensor's `Quant` (records.py): bits, axis,
+group_size (ONNX block_size), strategy, varint_field; scale and zero point are its parts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import math
 import numpy as np
 
 from ... import dtypes
-from ...records import TensorInfo
+from ...records import Quant, TensorInfo
 from ..plan import Plan
 from .common import (
     F32,
@@ -45,9 +46,9 @@ def _side(ckpt, t) -> np.ndarray:
     int4), flat. Through the plans here, not tensors/read.py, which imports this module."""
     if t.numel * 8 > MAX_SIDE_BYTES:
         raise ValueError(f"{t.name!r} holds {t.numel:,} values, far more than a scale tensor holds.")
-    kind = (t.quant or {}).get("kind")
-    if kind in ("onnx_varint", "onnx_packed_int"):
-        plan = varint_plan(ckpt, t) if kind == "onnx_varint" else packed_int_plan(ckpt, t)
+    codec = t.quant.codec if t.quant is not None else None
+    if codec in ("onnx_varint", "onnx_packed_int"):
+        plan = varint_plan(ckpt, t) if codec == "onnx_varint" else packed_int_plan(ckpt, t)
         if plan.gather is not None:
             raw = plan.gather(range(plan.n_units))
         else:
@@ -58,8 +59,8 @@ def _side(ckpt, t) -> np.ndarray:
         out = np.empty((plan.n_units, plan.unit_elems), plan.out_dtype)
         plan.decode(raw, range(plan.n_units), out)
         return out.reshape(-1)[:t.numel]
-    if kind:
-        raise ValueError(f"{t.name!r} is {t.kind}; a scale or zero point must be stored plainly.")
+    if codec:
+        raise ValueError(f"{t.name!r} is {t.label}; a scale or zero point must be stored plainly.")
     dt = dtypes.numpy_dtype(dtypes.canonical(t.dtype), t.byteorder)
     if dt is None:
         raise ValueError(f"{t.name!r} is {t.dtype}, which cannot hold scales or zero points.")
@@ -89,6 +90,7 @@ def decode_varints(raw: np.ndarray, count: int) -> np.ndarray:
 
 def varint_plan(ckpt, info) -> Plan:
     name = info.dtype
+    where = info.quant.varint_field
     if info.length > MAX_SIDE_BYTES:
         raise ValueError(f"Tensor {info.name!r} keeps {info.length:,} bytes of varints; past "
                          f"{MAX_SIDE_BYTES:,} they are not decoded.")
@@ -107,15 +109,15 @@ def varint_plan(ckpt, info) -> Plan:
             elif name in VARINT_OUT:
                 cache.append(words.astype(VARINT_OUT[name]))
             else:
-                raise ValueError(f"Tensor {info.name!r} is {name} in {info.quant['field']}, which "
+                raise ValueError(f"Tensor {info.name!r} is {name} in {where}, which "
                                  "is not decoded here.")
         return cache[0]
 
     if info.numel > info.length:  # every varint takes a byte at least: dims that lie
         raise ValueError(f"Tensor {info.name!r} claims {info.numel:,} values but its "
-                         f"{info.quant['field']} holds only {info.length:,} bytes.")
+                         f"{where} holds only {info.length:,} bytes.")
     if name not in BIT_PATTERNS and name not in VARINT_OUT:
-        raise ValueError(f"Tensor {info.name!r} is {name} stored in {info.quant['field']}, which "
+        raise ValueError(f"Tensor {info.name!r} is {name} stored in {where}, which "
                          "is not decoded here.")
     out = np.dtype(F32) if name in BIT_PATTERNS else np.dtype(VARINT_OUT[name])
 
@@ -126,7 +128,7 @@ def varint_plan(ckpt, info) -> Plan:
         o[...] = raw.view(out).reshape(o.shape)
 
     p = Plan(info, 1, out.itemsize, info.numel, out, decode, None, info.length,
-             f"value of {info.quant['field']}")
+             f"value of {where}")
     p.gather = gather
     return p
 
@@ -163,28 +165,28 @@ def _codes(name: str, raw: np.ndarray, count: int) -> np.ndarray:
 
 def qdq_plan(ckpt, info) -> Plan:
     q = info.quant
-    x, s = part(info, "weight"), part(info, "scale")
+    x, s = info, part(info, "scale")  # the codes are the tensor's own bytes
     z = part(info, "zero_point", required=False)
     shape = tuple(info.shape) or (1,)
     cols = shape[-1]
-    bits = q["bits"]
+    bits = q.bits
     if cols == 0:
         raise ValueError(f"Tensor {info.name!r} has no columns.")
     unit_elems = cols if (cols * bits) % 8 == 0 else math.lcm(cols, 8 // math.gcd(bits, 8))
     unit_bytes = unit_elems * bits // 8
     n_units = -(-info.numel // unit_elems)
     need = dtypes.nbytes_for(bits, info.numel)
-    if x.length < need and not q.get("stored"):
+    if x.length < need and not q.varint_field:
         raise ValueError(f"Tensor {info.name!r} needs {need} bytes but holds {x.length}.")
     S = _side(ckpt, s).astype(F32)
     check_scales(S, s)
     Z = _side(ckpt, z).astype(F32) if z is not None else None
-    axis, block, mode = q["axis"], q["block_size"], q["mode"]
+    axis, block, mode = q.axis, q.group_size or 0, q.strategy
     s_shape = list(shape)
-    if mode == "block":
+    if mode == "group":
         s_shape[axis] = -(-shape[axis] // block)
     last = axis == len(shape) - 1
-    group = 1 if mode == "axis" and last else block if mode == "block" and last else unit_elems
+    group = 1 if mode == "channel" and last else block if mode == "group" and last else unit_elems
 
     def index(idx) -> np.ndarray:
         """The scale index of every element of these units."""
@@ -193,7 +195,7 @@ def qdq_plan(ckpt, info) -> Plan:
         if mode == "tensor":
             return np.zeros_like(e)
         coord = np.unravel_index(e, shape)
-        if mode == "axis":
+        if mode == "channel":
             return coord[axis]
         coord = list(coord)
         coord[axis] = coord[axis] // block
@@ -216,23 +218,23 @@ def qdq_plan(ckpt, info) -> Plan:
         o *= S[where]
 
     p = Plan(info, unit_elems, unit_bytes, n_units, np.dtype(F32), decode, scales,
-             x.length if q.get("stored") else need, f"row of {unit_elems}")
-    if q.get("stored"):  # codes in a typed varint field (onnx.helper.make_tensor writes int8 so)
-        p.gather = _varint_codes(ckpt, x, q["stored"], unit_elems, n_units)
+             x.length if q.varint_field else need, f"row of {unit_elems}")
+    if q.varint_field:  # codes in a typed varint field (onnx.helper.make_tensor writes int8 so)
+        p.gather = _varint_codes(ckpt, x, q.varint_field, unit_elems, n_units)
     p.parts = Parts(codes, scales, zeros if Z is not None else None, group,
                     row_offsets(x, unit_bytes), bits)
     return p
 
 
-def _varint_codes(ckpt, x, stored: dict, unit_elems: int, n_units: int):
+def _varint_codes(ckpt, x, field: str, unit_elems: int, n_units: int):
     """Units of codes decoded from their varint field, whole (such fields are small)."""
     if x.dtype not in CODE_DTYPES:
-        raise ValueError(f"{x.name!r} keeps {x.dtype} codes in {stored.get('field')}, which is "
-                         "not decoded here.")
+        raise ValueError(f"{x.name!r} keeps {x.dtype} codes in {field}, which is not decoded here.")
     if x.numel > x.length:
-        raise ValueError(f"{x.name!r} claims {x.numel:,} codes but its {stored.get('field')} "
+        raise ValueError(f"{x.name!r} claims {x.numel:,} codes but its {field} "
                          f"holds only {x.length:,} bytes.")
-    plain = TensorInfo(x.name, x.dtype, x.shape, x.file, x.offset, x.length, quant=stored)
+    plain = TensorInfo(x.name, x.dtype, x.shape, x.file, x.offset, x.length,
+                       quant=Quant(codec="onnx_varint", label=x.dtype, varint_field=field))
     flat = np.zeros(n_units * unit_elems, np.dtype(CODE_DTYPES[x.dtype]))
     flat[:x.numel] = _side(ckpt, plain)
     units = flat.reshape(n_units, unit_elems)
@@ -245,7 +247,7 @@ def nbits_plan(ckpt, info) -> Plan:
     q = info.quant
     b, s = part(info, "B"), part(info, "scales")
     z = part(info, "zero_points", required=False)
-    K, N, bits, block = q["K"], q["N"], q["bits"], q["block_size"]
+    (N, K), bits, block = info.shape, q.bits, q.group_size  # the logical [N, K]
     blocks = -(-K // block)
     row_bytes = blocks * block * bits // 8
     if b.length != N * row_bytes:
