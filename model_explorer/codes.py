@@ -41,7 +41,7 @@ CATALOG: dict[str, Code] = {
     "mixed_formats": Code("error", "The files of one checkpoint are in different formats."),
     "no_weights": Code("error", "A directory holds no weight file and no index."),
     "several_indexes": Code("info", "A directory holds several index files; the first is read."),
-    "several_models": Code("info", "A directory holds several GGUF models; one is read."),
+    "several_models": Code("info", "A directory holds several single-file models (GGUF, ONNX); one is read."),
     "bad_config": Code("warning", "config.json or generation_config.json cannot be read as JSON.",
                        "Fix the JSON syntax at the position the message gives; the model's hyperparameters "
                        "are unknown until then."),

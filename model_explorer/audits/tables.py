@@ -85,7 +85,7 @@ def _count(n: int, noun: str) -> str:
 
 def summary_line(models, findings, skipped=None) -> str:
     """'9 models: 0 unreadable, 1 with errors, 2 dangerous pickles, 40 findings; 7 files not
-    audited: 6 ONNX (format not read yet), 1 unreadable'."""
+    audited: 2 ExecuTorch (format not read yet), 1 unreadable'."""
     line = (f"{len(models)} {'model' if len(models) == 1 else 'models'}: "
             f"{int((models['status'] != STATUS_OK).sum())} unreadable, "
             f"{int(((models['status'] == STATUS_OK) & (models['errors'] > 0)).sum())} with errors, "
