@@ -141,6 +141,8 @@ def test_fix_button_writes_a_copy_that_reopens_without_the_finding(page, made):
 
 def test_stop_keeps_what_was_computed_and_the_keyboard_reaches_every_cell(page, made):
     ex = page.locator(".jp-CodeCell").nth(3).locator(".me-explorer").first
+    # JupyterLab renders only the cells near the viewport: bring this one there before reading it.
+    ex.scroll_into_view_if_needed()
     at_open = len(mx.open(made["llama"]).findings)
     assert ex.locator(".me-tab", has_text="Findings").inner_text() == f"Findings ({at_open})"
     ex.locator(".me-tab", has_text="Layers").click()
@@ -191,6 +193,7 @@ def test_layer_findings_are_listed_and_counted_once_computed(page, made):
     """After the test above drew the profile: the Findings tab counts its two findings and lists
     them apart, marked as from sampled norm statistics; one selects its tensor's bytes."""
     ex = page.locator(".jp-CodeCell").nth(3).locator(".me-explorer").first
+    ex.scroll_into_view_if_needed()
     at_open = len(mx.open(made["llama"]).findings)
     tab = ex.locator(".me-tab", has_text="Findings")
     assert tab.inner_text() == f"Findings ({at_open + 2})"

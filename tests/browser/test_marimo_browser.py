@@ -108,7 +108,7 @@ def test_explorer_draws_bytes_and_switches_tabs_in_marimo(marimo_page):
     ex.locator(".me-b.me-kind-magic").first.wait_for(timeout=20_000)
     ex.locator(".me-tab", has_text="Tensors").click()
     ex.locator(".me-table-row", has_text="token_embd.weight").click()
-    ex.locator(".me-histogram .me-bar").first.wait_for(timeout=20_000)
+    ex.locator(".me-histogram .me-bar").first.wait_for(timeout=60_000)  # statistics are computed on the click
     ex.locator(".me-tab", has_text="Header").click()
     ex.locator(".me-tree-row").first.wait_for(timeout=20_000)
     screenshot(page, "marimo-explorer", ex)
