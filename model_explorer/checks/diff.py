@@ -166,7 +166,6 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
     `table.attrs["tokenizer"]` holds the comparison (model/tokenizer_compare.py) and
     `table.attrs["findings"]` a `tokenizer_mismatch` finding when they encode one differently.
     """
-    import pandas as pd
 
     with opened(a) as ca, opened(b) as cb:
         if crossformat.applies(ca, cb):  # tf_model.h5 / flax_model.msgpack against PyTorch names
@@ -213,20 +212,32 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
                                            shift_a=sa, shift_b=sb))
                     except ValueError as e:
                         row["status"] = f"unreadable: {e}"
-                    if row["status"] == "same" and row["max_abs_diff"] != 0:
-                        row["status"] = "changed"
+                    _settle(row)
             rows.append(row)
-        table = pd.DataFrame(rows, columns=COLUMNS)
+        table = _table(rows, ca, cb, tokenizers)
         table.attrs["onnx_names"] = onnx_note  # how each ONNX name was matched
-        table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
-                                                             else (None, []))
         return table
+
+
+def _settle(row: dict) -> None:
+    """Equal shapes and dtypes but different values: "changed", not "same"."""
+    if row["status"] == "same" and row["max_abs_diff"] != 0:
+        row["status"] = "changed"
+
+
+def _table(rows: list[dict], ca: CheckpointRecord, cb: CheckpointRecord, tokenizers: bool):
+    """The comparison as a DataFrame, with the tokenizers' comparison in its attrs."""
+    import pandas as pd
+
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
+                                                         else (None, []))
+    return table
 
 
 def _crossformat_table(ca: CheckpointRecord, cb: CheckpointRecord, values: bool, tokenizers: bool):
     """diff's table for a TensorFlow or Flax checkpoint against another format: names through
     transformers' conversion, shapes and values compared in the PyTorch layout (checks/crossformat.py)."""
-    import pandas as pd
 
     rows = []
     for na, nb, axes_a, axes_b in crossformat.pairs(ca, cb):
@@ -248,10 +259,7 @@ def _crossformat_table(ca: CheckpointRecord, cb: CheckpointRecord, values: bool,
                                else compare(ca, ta, cb, tb))
                 except ValueError as e:
                     row["status"] = f"unreadable: {e}"
-                if row["status"] == "same" and row["max_abs_diff"] != 0:
-                    row["status"] = "changed"
+                _settle(row)
         rows.append(row)
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
-                                                         else (None, []))
+    table = _table(rows, ca, cb, tokenizers)
     return table

@@ -17,10 +17,10 @@ container, a notebook server's limit) still allows.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 from ..model import memory as model_memory
+from ..model.hparam_shapes import ANY_LAYER as _LAYER
 from ..units import format_bytes
 
 # Rows of the output head (vocabulary entries) decoded at a time by a streamed pass.
@@ -30,7 +30,6 @@ HEAD_CHUNK_ROWS = 8192
 LAYER_COPIES = 3
 # What is left for the page cache and the notebook itself: never plan to the last byte.
 HEADROOM = 0.9
-_LAYER = re.compile(r"(?:^|\.)(?:blk|layers|h|layer|block)\.(\d+)\.")
 
 
 @dataclass(frozen=True)
