@@ -2,7 +2,8 @@
 
 A file built to hang a parser, or to make it allocate without bound, must cost the batch one
 row, not a worker. The child gets RLIMIT_DATA (heap and anonymous maps; the read-only maps of
-the checkpoint files do not count, so a 50 GB shard can still be mapped) and is killed at the
+the checkpoint files do not count, so a 50 GB shard can still be mapped), counted on top of what
+it inherits from the parent, and is killed at the
 deadline; its result comes back pickled through a pipe (our own plain dict, never file data).
 Where `os.fork` does not exist the function simply runs in the caller.
 """
@@ -28,15 +29,32 @@ class Failed(Exception):
         self.kind = kind
 
 
+def _inherited_data() -> int:
+    """Bytes of data mappings the child starts with (Linux's VmData, which RLIMIT_DATA counts);
+    0 where /proc is not there."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _set_memory_cap(limit: int | None) -> None:
+    """The cap is what the model's work may add: a worker that already holds gigabytes of
+    reserved arenas (torch, a long test session, a notebook) must not fail every model it forks."""
     if not limit:
         return
     import resource
 
+    cap = _inherited_data() + limit
     for which in ("RLIMIT_DATA", "RLIMIT_AS") if os.uname().sysname != "Linux" else ("RLIMIT_DATA",):
         res = getattr(resource, which, None)
         if res is not None:
-            resource.setrlimit(res, (limit, limit))
+            hard = resource.getrlimit(res)[1]
+            resource.setrlimit(res, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
 
 
 def run_isolated(fn: Callable[..., Any], args: tuple, timeout: float | None, memory_limit: int | None) -> Any:

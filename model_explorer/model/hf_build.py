@@ -67,6 +67,8 @@ def _config(config: dict):
     except (ValueError, KeyError) as e:
         raise NotBuildable(f"transformers {transformers.__version__} does not know model_type "
                            f"{model_type!r} ({str(e).splitlines()[0][:120]})") from None
+    except MemoryError:  # the process's limit, not the config's fault: the caller reports it
+        raise
     except Exception as e:  # noqa: BLE001 - a config class rejecting values
         raise NotBuildable(f"transformers rejects the config: {type(e).__name__}: {str(e)[:200]}") from None
 
@@ -103,6 +105,8 @@ def _build(config: dict, mapping: str | None) -> Expected:
         with warnings.catch_warnings(), torch.device("meta"):
             warnings.simplefilter("ignore")
             model = cls._from_config(cfg)
+    except MemoryError:
+        raise
     except Exception as e:  # noqa: BLE001 - the model's __init__ rejecting the config
         raise NotBuildable(f"{cls.__name__} cannot be built from this config: {type(e).__name__}: "
                            f"{str(e)[:200]}") from None

@@ -76,6 +76,25 @@ def test_isolated_failures(fn, kind):
     assert time.monotonic() - t0 < 10
 
 
+def _alloc_100mib():
+    return len(bytearray(100 * 2**20))
+
+
+def test_the_cap_counts_from_what_the_child_inherits():
+    """A worker that already reserves gigabytes (torch's arenas, a long session) must not fail
+    every model it forks: the CI run that found this reported a false unknown_architecture."""
+    import mmap
+
+    reserved = mmap.mmap(-1, 6 * 2**30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # never touched
+    try:
+        assert run_isolated(_alloc_100mib, (), timeout=10, memory_limit=256 * 2**20) == 100 * 2**20
+        with pytest.raises(Failed) as e:  # and the cap still holds above that
+            run_isolated(_hog, (), timeout=10, memory_limit=256 * 2**20)
+        assert e.value.kind == "memory"
+    finally:
+        reserved.close()
+
+
 def test_isolated_result_comes_back():
     assert run_isolated(sorted, ([3, 1, 2],), timeout=5, memory_limit=256 * 2**20) == [1, 2, 3]
 

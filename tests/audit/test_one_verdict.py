@@ -80,7 +80,8 @@ def _audit_equals_doctor(paths, deep: bool, isolate: bool) -> dict:
         row = models[models["source"] == str(path)].iloc[0].to_dict()
         mine = findings[findings["source"] == str(path)].to_dict("records")
         assert row["status"] == "ok" and row["deep"] == deep, row["error"]
-        assert _key(f for f in mine if not (deep and f["code"].startswith("layer_"))) == want, path
+        got = [f for f in mine if not (deep and f["code"].startswith("layer_"))]
+        assert _key(got) == want, (path, [f["message"] for f in got])
         assert _verdict(row) == _worst(verdicts), path
         out[path] = want, verdicts
     return out
