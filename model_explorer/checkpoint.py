@@ -27,13 +27,15 @@ class Checkpoint(CheckpointRecord):
                                            for f in self.findings):
             self.findings.append(finding)
 
-    def read(self, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
+    def read(self, name: str | TensorInfo, rows: slice | int | None = None,
+             out: np.ndarray | None = None) -> np.ndarray:
         """Decode one tensor: float32 for float and quantized dtypes, integers and bools as
         stored. `rows` selects along the first axis; only the blocks holding them are read.
-        Raises KeyError for an unknown name and ValueError for bytes that cannot be decoded
-        (the reason is also kept as an `undecodable` finding)."""
+        `out`: a contiguous buffer of the result's shape and dtype to decode into (a slice of
+        consecutive rows, or the whole tensor). Raises KeyError for an unknown name and
+        ValueError for bytes that cannot be decoded (also kept as an `undecodable` finding)."""
         try:
-            return _read.read(self, name, rows)
+            return _read.read(self, name, rows, out)
         except _read.Undecodable as e:
             self._note(e.finding)
             raise

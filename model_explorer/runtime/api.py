@@ -21,7 +21,7 @@ from ..model.tokenizer import StreamDecoder, Tokenizer
 from . import memory_budget
 from . import process_memory as memory
 from .decoder import Decoder, KVCache
-from .describe import decoder_refusal, describe
+from .describe import config_of, decoder_refusal, describe
 from .engines import get_backend
 from .engines import torch_wquant as wquant
 from .engines.torch_engine import TorchBackend
@@ -320,7 +320,7 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
             be = _auto_weights(be, ckpt, cfg)
         run_plan = None
         if be.name == "numpy":
-            run_plan = memory_budget.plan(ckpt, context, stream)
+            run_plan = memory_budget.plan(ckpt, context, stream, cfg=cfg)
             if run_plan.mode == "refused":
                 raise WontFit(run_plan)
         elif stream:
@@ -355,7 +355,8 @@ def engine_plan(source: str | os.PathLike | None = None, device: str = "auto", c
     if be.name != "numpy":
         return f"torch on {be.device}: weights held on the device"
     with open_checkpoint(path) as ckpt:
-        return "numpy on the CPU, " + memory_budget.plan(ckpt, context).text
+        # the config says which layers stream block by block; without it, the upper bound
+        return "numpy on the CPU, " + memory_budget.plan(ckpt, context, cfg=config_of(ckpt)).text
 
 
 def _auto_weights(be, ckpt, cfg: ModelConfig):

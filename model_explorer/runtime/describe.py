@@ -106,3 +106,12 @@ def _check_gguf_layout(cfg: ModelConfig) -> None:
             raise UnsupportedModel(f"This {cfg.architecture} GGUF needs the run cell to read llama.cpp's "
                                    f"{gguf_part_name(part, 0).replace('blk.0.', 'blk.N.')} by its GGUF name, which "
                                    "it does not do yet (runtime/weights.py).")
+
+
+def config_of(ckpt) -> ModelConfig | None:
+    """The decoder's config of an open checkpoint without its tokenizer; None where the runtime
+    does not read it (what a plan made before loading can do without)."""
+    try:
+        return gguf_config(ckpt, False) if ckpt.format == "gguf" else from_hf(ckpt.metadata.get("config.json"))
+    except (UnsupportedModel, ValueError, TypeError, KeyError, AttributeError):
+        return None

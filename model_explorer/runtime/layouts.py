@@ -43,6 +43,15 @@ def stored_shape(cfg: ModelConfig, part: str, layer: int | None, shape: tuple[in
     return shape
 
 
+def row_local(cfg: ModelConfig, part: str, layer: int | None, quantized: bool) -> bool:
+    """Whether `to_decoder` keeps the stored rows as they are, so a block of rows read from the
+    file is a block of the decoder's matrix (what a streamed pass multiplies block by block)."""
+    if _in_out(cfg, part, layer) and not quantized:
+        return False
+    fam = families.family(cfg.architecture)
+    return not (fam is not None and fam.attention == "per_head" and part in ("qkv", "qkv_bias"))
+
+
 def to_decoder(cfg: ModelConfig, part: str, layer: int | None, a: np.ndarray, quantized: bool) -> np.ndarray:
     """The tensor as the decoder holds it: Conv1D transposed, NeoX's per-head q/k/v regrouped."""
     if _in_out(cfg, part, layer) and not quantized:

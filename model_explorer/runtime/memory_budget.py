@@ -6,9 +6,10 @@ notebook kernel with it. Before loading, `plan` compares two needs with the memo
 - in memory: every weight as float32 (what the numpy engine holds), the float32 KV cache of
   the prompt, the activations of one prefill chunk and the process itself (model/memory.py's
   estimate, the figure `mx.memory` prints as the demo's need);
-- streamed: one layer's weights as float32 at a time (dequantized from the file's own blocks as
-  the pass reaches them, with the copies that fusing q/k/v and gate/up makes), a slice of the
-  output head, the KV cache, the activations and the process.
+- streamed: one block of rows as float32 at a time (decoded from the file's own blocks into the
+  matmul: runtime/streamed.py), or, for a layer that cannot go block by block (experts, latent
+  attention, transposed or regrouped layouts), that layer's weights as float32 with the copies
+  fusing q/k/v and gate/up makes; the KV cache, the activations and the process.
 
 Available memory is the smaller of the kernel's MemAvailable and what the process's cgroup (a
 container, a notebook server's limit) still allows.
@@ -22,11 +23,10 @@ from dataclasses import dataclass
 from ..model import memory as model_memory
 from ..model.hparam_shapes import ANY_LAYER as _LAYER
 from ..units import format_bytes
+from .streamed import BLOCK_BYTES, DECODE_THREADS, streams_by_blocks
 
-# Rows of the output head (vocabulary entries) decoded at a time by a streamed pass.
-HEAD_CHUNK_ROWS = 8192
-# A layer's float32 weights exist up to three times while it is built: the decoded tensors, the
-# fused q/k/v and gate/up matrices made from them, and the decoded blocks of the next read.
+# A layer decoded whole holds its float32 weights up to three times while it is built: the
+# decoded tensors, the fused q/k/v and gate/up matrices made from them, the next read's blocks.
 LAYER_COPIES = 3
 # What is left for the page cache and the notebook itself: never plan to the last byte.
 HEADROOM = 0.9
@@ -98,13 +98,13 @@ def available_bytes() -> int | None:
     return min(figures) if figures else None
 
 
-def _largest_layer_numel(ckpt) -> int:
+def _layer_numels(ckpt) -> dict[int, int]:
     per_layer: dict[int, int] = {}
     for name, info in ckpt.tensors.items():
         m = _LAYER.search(name)
         if m:
             per_layer[int(m.group(1))] = per_layer.get(int(m.group(1)), 0) + info.numel
-    return max(per_layer.values(), default=0)
+    return per_layer
 
 
 def _head_shape(ckpt) -> tuple[int, int]:
@@ -115,21 +115,24 @@ def _head_shape(ckpt) -> tuple[int, int]:
     return max(big), min(big)
 
 
-def needs(ckpt, tokens: int) -> tuple[int, int]:
-    """(in-memory bytes, streamed bytes) of a numpy run over `tokens` positions."""
+def needs(ckpt, tokens: int, cfg=None) -> tuple[int, int]:
+    """(in-memory bytes, streamed bytes) of a numpy run over `tokens` positions. With the
+    model's `cfg`, layers that stream block by block count one block; without it, every
+    layer counts as decoded whole (an upper bound)."""
     est = model_memory.estimate(ckpt, context=max(1, tokens))
     fixed = est.demo_total_bytes - est.demo_weights_bytes  # KV (float32), activations, the process
     vocab, width = _head_shape(ckpt)
-    head = 4 * (HEAD_CHUNK_ROWS * width + tokens * vocab)  # a decoded slice, every position's logits
-    streamed = fixed + LAYER_COPIES * 4 * _largest_layer_numel(ckpt) + head
-    return est.demo_total_bytes, streamed
+    logits = 4 * tokens * vocab  # every position's logits
+    whole_layers = [n for i, n in _layer_numels(ckpt).items() if cfg is None or not streams_by_blocks(cfg, i)]
+    layer = max([LAYER_COPIES * 4 * n for n in whole_layers] + [DECODE_THREADS * BLOCK_BYTES])
+    return est.demo_total_bytes, fixed + layer + logits
 
 
-def plan(ckpt, tokens: int, stream: bool | None = None, available: int | None = None) -> RunPlan:
+def plan(ckpt, tokens: int, stream: bool | None = None, available: int | None = None, cfg=None) -> RunPlan:
     """Decide how a numpy run of `tokens` positions goes: in memory when it fits (or when
     `stream` is False and it fits), streamed when only that fits (or `stream` is True), else
-    refused with the figures and the choices."""
-    whole, streamed = needs(ckpt, tokens)
+    refused with the figures and the choices. `cfg`: the model's config (see `needs`)."""
+    whole, streamed = needs(ckpt, tokens, cfg)
     room = available if available is not None else available_bytes()
     budget = None if room is None else int(room * HEADROOM)
     if budget is None:
@@ -150,8 +153,8 @@ def _text(mode: str, whole: int, streamed: int, room: int | None, tokens: int, s
                 f"{have} available")
     if mode == "streamed":
         why = "as asked" if stream else f"holding it whole would take {format_bytes(whole)}, {have} available"
-        return (f"streamed ({why}): each layer is dequantized from the file when the pass reaches "
-                f"it and let go after, about {format_bytes(streamed)} at the peak")
+        return (f"streamed ({why}): each matrix is dequantized from the file block by block as the "
+                f"pass reaches it and let go after, about {format_bytes(streamed)} at the peak")
     forced = " (stream=False)" if stream is False else ""
     return (f"refused before loading{forced}: a run over {tokens} tokens needs about {format_bytes(whole)} "
             f"with every weight in memory and {format_bytes(streamed)} streamed layer by layer, and this "

@@ -1,62 +1,107 @@
 """Weights read from the file as a forward pass reaches them, for models that do not fit.
 
-`StreamedWeights` is `Weights` with nothing held between layers: each layer is dequantized from
-the checkpoint's own blocks when the pass reaches it and let go after (the `keep_quantized`
-path), the pages of the memory-mapped files are dropped from the process after each layer, and
-the embedding and output head, the two largest tensors of most models, are never decoded
-whole: the embedding reads only the rows of the prompt's tokens, and the head multiplies slice
-by slice (`HEAD_CHUNK_ROWS` vocabulary rows at a time). The numbers are the same as the
-in-memory path's, because every value goes through the same `ckpt.read` and the same decoder.
+`StreamedWeights` is `Weights` with nothing held between layers. A layer's matrices are
+`StreamedMatrix`es: `x @ m.T` reads a block of rows from the file's own quantized blocks into
+one reused float32 buffer, multiplies it and reads the next block, so no matrix is ever decoded
+whole (the fused q/k/v and gate/up are blocks of their parts, never a concatenated copy). The
+pages of the memory-mapped files are dropped from the process after each layer. The embedding
+reads only the rows of the prompt's tokens; the output head multiplies block by block like the
+layers. The numbers are the same as the in-memory path's: every value goes through the same
+`ckpt.read` and the same decoder; only BLAS's summation order over the blocks may differ.
+
+Layers whose matrices are not a stack of stored rows (mixtures of experts, DeepSeek's latent
+attention, GPT-2's transposed Conv1D, NeoX's per-head q/k/v) are decoded whole, one layer at a
+time, as `keep_quantized` does.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from dataclasses import dataclass
+
 import numpy as np
 
-from .memory_budget import HEAD_CHUNK_ROWS
+from ..tensors.names import unpermute_qk
+from . import layouts
+from .dequant_report import DequantRow
+from .experts import is_moe
 from .weights import Weights
+
+# float32 bytes of one block of rows decoded at a time: large enough for BLAS to run at full
+# rate, small enough to stay in the caches' reach and never to count in the memory plan.
+BLOCK_BYTES = 8 << 20
+# Threads that decode a block (numpy releases the GIL in the decoders' array operations).
+DECODE_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                            else (os.cpu_count() or 1)))
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Rows of one stored tensor inside a streamed matrix."""
+
+    name: str
+    rows: int
+    align: int  # blocks start at multiples of this (whole heads, where rows are re-ordered per head)
+    heads_per_align: int  # GGUF q/k: heads re-ordered into Hugging Face's order per `align` rows
 
 
 class StreamedMatrix:
-    """A (rows, width) tensor of the checkpoint that the numpy engine can index and multiply
-    without holding it: `table[ids]` reads those rows; `x @ m.T` and `m @ v` go slice by slice.
+    """A (rows, width) matrix of the checkpoint that the numpy engine indexes and multiplies
+    without holding it: `table[ids]` reads those rows; `x @ m.T` and `m @ v` go block by block.
 
     numpy defers to this class's reflected operators because `__array_ufunc__` is None."""
 
     __array_ufunc__ = None
 
-    def __init__(self, weights: Weights, part: str) -> None:
+    def __init__(self, weights: Weights, pieces: list[_Piece], width: int, label: str) -> None:
         self._weights = weights
-        self.name = weights.name(part)
-        info = weights.ckpt.tensors[self.name]
-        if len(info.shape) != 2:
-            raise ValueError(f"{self.name} has shape {info.shape}; a streamed table must be 2-D")
-        self.shape = (int(info.shape[0]), int(info.shape[1]))
+        self._pieces = pieces
+        self.name = pieces[0].name if len(pieces) == 1 else label
+        self.shape = (sum(p.rows for p in pieces), int(width))
         self.dtype = np.dtype(np.float32)
         self.nbytes = 0  # nothing is held
 
-    def _slice(self, start: int, stop: int) -> np.ndarray:
-        a = self._weights.ckpt.read(self.name, rows=slice(start, stop))
-        return np.ascontiguousarray(a, dtype=np.float32).reshape(stop - start, self.shape[1])
+    def _read(self, piece: _Piece, start: int, stop: int, out: np.ndarray) -> None:
+        self._weights.read_rows(piece, start, stop, out)
 
-    def _chunks(self):
-        for start in range(0, self.shape[0], HEAD_CHUNK_ROWS):
-            stop = min(self.shape[0], start + HEAD_CHUNK_ROWS)
-            yield start, stop, self._slice(start, stop)
+    def blocks(self):
+        """(first row, float32 rows) over the whole matrix; the array is reused between blocks."""
+        buffer = np.empty(max(1, BLOCK_BYTES // (4 * self.shape[1])) * self.shape[1], np.float32)
+        first = 0
+        for piece in self._pieces:
+            step = max(piece.align, len(buffer) // self.shape[1] // piece.align * piece.align)
+            if step * self.shape[1] > len(buffer):  # a head wider than a block: one head at a time
+                buffer = np.empty(step * self.shape[1], np.float32)
+            for start in range(0, piece.rows, step):
+                stop = min(piece.rows, start + step)
+                rows = buffer[:(stop - start) * self.shape[1]].reshape(stop - start, self.shape[1])
+                self._read(piece, start, stop, rows)
+                yield first + start, rows
+            first += piece.rows
 
     def __getitem__(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)
         out = np.empty((len(ids), self.shape[1]), dtype=np.float32)
-        rows = {int(i): self._slice(int(i), int(i) + 1)[0] for i in np.unique(ids)}
+        piece = self._pieces[0]
+        if len(self._pieces) != 1 or piece.align != 1:
+            raise TypeError(f"{self.name} is not a table whose rows can be picked")
+        rows = {}
+        for i in np.unique(ids):
+            if not 0 <= i < self.shape[0]:
+                raise IndexError(f"token id {int(i)} is outside {self.name}'s {self.shape[0]} rows")
+            rows[int(i)] = np.empty((1, self.shape[1]), np.float32)
+            self._read(piece, int(i), int(i) + 1, rows[int(i)])
         for k, i in enumerate(ids):
-            out[k] = rows[int(i)]
+            out[k] = rows[int(i)][0]
         return out
 
     def __matmul__(self, v: np.ndarray) -> np.ndarray:
         """m @ v for one vector (the numpy engine's one-row path)."""
         out = np.empty(self.shape[0], dtype=np.float32)
-        for start, stop, rows in self._chunks():
-            out[start:stop] = rows @ v
+        for start, rows in self.blocks():
+            out[start:start + len(rows)] = rows @ v
         return out
 
     @property
@@ -72,31 +117,124 @@ class _Transposed:
         self.shape = (m.shape[1], m.shape[0])
 
     def __rmatmul__(self, x: np.ndarray) -> np.ndarray:
-        """x @ m.T, one slice of m's rows at a time."""
+        """x @ m.T, one block of m's rows at a time."""
         out = np.empty((x.shape[0], self._m.shape[0]), dtype=np.float32)
-        for start, stop, rows in self._m._chunks():
-            out[:, start:stop] = x @ rows.T
+        for start, rows in self._m.blocks():
+            np.matmul(x, rows.T, out=out[:, start:start + len(rows)])
         return out
 
 
 class StreamedWeights(Weights):
-    """`Weights` that hold no layer between forward passes and never decode the embedding or
-    the output head whole (see the module docstring). numpy engine only."""
-
-    STREAMED_PARTS = ("embed", "lm_head")
+    """`Weights` that hold no layer between forward passes and multiply each matrix block by
+    block from the file (see the module docstring). numpy engine only."""
 
     def __init__(self, ckpt, cfg, backend, progress=None) -> None:
         if getattr(backend, "name", None) != "numpy":
             raise ValueError("a streamed run uses the numpy engine (device='cpu'); torch holds its "
                              "weights on the device")
+        self._lock = threading.Lock()
         super().__init__(ckpt, cfg, backend, keep_quantized=True, progress=progress)
 
+    # -- which matrices stream by blocks ---------------------------------------------------------
+
+    def _piece(self, part: str, layer: int | None) -> _Piece | None:
+        """`part` as rows of the file, or None when its rows are not the decoder's rows."""
+        name = self.name(part, layer)
+        info = self.ckpt.tensors.get(name)
+        if info is None or len(info.shape) != 2 or info.stride is not None and _strided(self.ckpt, info):
+            return None
+        if not self.gguf and not layouts.row_local(self.cfg, part, layer, bool(info.quant)):
+            return None
+        rows = int(info.shape[0])
+        if self.gguf and self.cfg.gguf_qk_permuted and part in ("q", "k"):
+            heads = self.cfg.num_heads if part == "q" else self.cfg.num_kv_heads
+            if heads <= 0 or rows % (2 * heads):
+                return None
+            return _Piece(name, rows, rows // heads, 1)
+        return _Piece(name, rows, 1, 0)
+
+    def _joined(self, i: int, label: str, parts: tuple[str, ...]):
+        pieces = [self._piece(p, i) for p in parts]
+        if any(p is None for p in pieces):
+            return super()._joined(i, label, parts)
+        width = {int(self.ckpt.tensors[p.name].shape[1]) for p in pieces if p is not None}
+        if len(width) != 1:
+            return super()._joined(i, label, parts)
+        return StreamedMatrix(self, [p for p in pieces if p is not None], width.pop(), f"layer {i} {label}")
+
     def _array(self, part: str, layer: int | None = None):
-        if part in self.STREAMED_PARTS and layer is None:
-            return StreamedMatrix(self, part)
+        if part in ("embed", "lm_head") and layer is None:
+            piece = self._piece(part, None)
+            if piece is not None:
+                return StreamedMatrix(self, [piece], int(self.ckpt.tensors[piece.name].shape[1]), part)
         return super()._array(part, layer)
 
     def layer(self, i: int) -> dict:
-        # The previous layer's decoded arrays are gone; drop its file pages from the process too.
+        # The previous layer's blocks are gone; drop its file pages from the process too.
         self.ckpt.sources.release_pages()
         return super().layer(i)
+
+    # -- reading blocks ----------------------------------------------------------------------------
+
+    def read_rows(self, piece: _Piece, start: int, stop: int, out: np.ndarray) -> None:
+        """Rows [start, stop) of `piece` into `out`, decoded by up to DECODE_THREADS threads."""
+        t0 = time.perf_counter()
+        n = stop - start
+        parts = min(DECODE_THREADS, max(1, n // max(piece.align, 64)))
+        cuts = [start + (n * k // parts) // piece.align * piece.align for k in range(parts)] + [stop]
+        spans = [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+        if len(spans) == 1:
+            self._decode(piece, start, stop, out)
+        else:
+            errors: list[BaseException] = []
+
+            def work(a: int, b: int) -> None:
+                try:
+                    self._decode(piece, a, b, out[a - start:b - start])
+                except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+                    errors.append(e)
+
+            threads = [threading.Thread(target=work, args=s) for s in spans[1:]]
+            for t in threads:
+                t.start()
+            work(*spans[0])
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+        self._record(piece, start, time.perf_counter() - t0)
+
+    def _decode(self, piece: _Piece, start: int, stop: int, out: np.ndarray) -> None:
+        self.ckpt.read(piece.name, rows=slice(start, stop), out=out)
+        if piece.heads_per_align:  # GGUF q/k rows back in Hugging Face's order, head by head
+            out[...] = unpermute_qk(out, (stop - start) // piece.align * piece.heads_per_align)
+
+    def _record(self, piece: _Piece, start: int, seconds: float) -> None:
+        """One dequantization row per tensor; a pass that starts over from row 0 is one call."""
+        with self._lock:
+            row = self._rows.get(piece.name)
+            if row is None:
+                info = self.ckpt.tensors[piece.name]
+                row = self._rows[piece.name] = DequantRow(piece.name, info.label, tuple(info.shape),
+                                                          info.stored_bytes, 4 * info.numel, 0.0)
+                self.report.add(row)
+            elif start == 0:
+                row.calls += 1
+            row.seconds += seconds
+
+
+def _strided(ckpt, info) -> bool:
+    from ..tensors.read import plan_for
+
+    try:
+        return plan_for(ckpt, info).strided is not None
+    except ValueError:
+        return True
+
+
+def streams_by_blocks(cfg, layer: int) -> bool:
+    """Whether a streamed pass multiplies layer `layer`'s matrices block by block (else it
+    decodes the layer whole, one layer at a time): what the memory plan counts."""
+    if is_moe(cfg, layer) or cfg.kv_lora_rank:
+        return False
+    return all(layouts.row_local(cfg, p, layer, False) for p in ("qkv", "o", "gate_up", "down"))

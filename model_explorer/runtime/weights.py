@@ -315,14 +315,19 @@ class Weights:
         self.report.requantized.append(row)
         return m
 
+    def _joined(self, i: int, label: str, parts: tuple[str, ...]):
+        """Layer i's matrix made of `parts` stacked by rows (q, k, v -> qkv), on the backend."""
+        a = self._read(parts[0], i) if len(parts) == 1 else np.concatenate([self._read(p, i) for p in parts])
+        return self._matrix(f"layer {i} {label}", a)
+
     def _build_layer(self, i: int) -> dict:
         b = self.backend
         sparse = is_moe(self.cfg, i)
-        if self.cfg.fused_projections:  # stored fused, in the order the decoder splits them
-            qkv, gate_up = self._read("qkv", i), self._read("gate_up", i)
-        else:
-            qkv = None if self.cfg.kv_lora_rank else np.concatenate([self._read(p, i) for p in ("q", "k", "v")])
-            gate_up = None if sparse else np.concatenate([self._read("gate", i), self._read("up", i)])
+        fused = self.cfg.fused_projections  # stored fused, in the order the decoder splits them
+        qkv = None if self.cfg.kv_lora_rank and not fused else \
+            self._joined(i, "qkv", ("qkv",) if fused else ("q", "k", "v"))
+        gate_up = None if sparse and not fused else \
+            self._joined(i, "gate_up", ("gate_up",) if fused else ("gate", "up"))
         bias = None
         if self.cfg.attention_bias and self.cfg.fused_projections:
             bias = self._array("qkv_bias", i)
@@ -333,16 +338,15 @@ class Weights:
         def maybe(part):
             return self._array(part, i) if part in parts else None
 
-        layer = {"attn_norm": maybe("attn_norm"),
-                 "qkv": None if qkv is None else self._matrix(f"layer {i} qkv", qkv),
-                "qkv_bias": bias, "o": self._matrix(f"layer {i} o", self._read("o", i)),
+        layer = {"attn_norm": maybe("attn_norm"), "qkv": qkv,
+                 "qkv_bias": bias, "o": self._joined(i, "o", ("o",)),
                 "o_bias": maybe("o_bias"), "q_norm": maybe("q_norm"), "k_norm": maybe("k_norm"),
                 "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
                 "ffn_out_norm": maybe("ffn_out_norm"), "attn_norm_bias": maybe("attn_norm_bias"),
                 "ffn_norm_bias": maybe("ffn_norm_bias"), "gate_up_bias": maybe("gate_up_bias"),
                 "down_bias": maybe("down_bias"), "sinks": maybe("sinks"),
-                "gate_up": None if sparse else self._matrix(f"layer {i} gate_up", gate_up),
-                "down": None if sparse else self._matrix(f"layer {i} down", self._read("down", i)),
+                "gate_up": None if sparse else gate_up,
+                "down": None if sparse else self._joined(i, "down", ("down",)),
                 "router": None, "experts": None, "shared": None, "shared_gate": None}
         if self.cfg.kv_lora_rank:
             layer.update(mla.build(self, i))

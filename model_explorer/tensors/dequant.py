@@ -181,8 +181,7 @@ def codes_tq2_0(b):
 
 def _fill(out: np.ndarray, q: np.ndarray, d: np.ndarray, m: np.ndarray | None = None) -> None:
     """out = d * q (- m): the codes converted exactly, then gguf-py's float32 operations."""
-    out[...] = q
-    out *= d
+    np.multiply(q, d, out=out)  # q becomes float32 exactly, then one float32 multiply: one pass
     if m is not None:
         out -= m
 

@@ -251,8 +251,10 @@ def raw_picked(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray, k: int = 1) 
     return np.concatenate(parts) if parts else np.empty((0, plan.unit_bytes), np.uint8)
 
 
-def decode_units(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray | slice, k: int = 1) -> np.ndarray:
-    """Decode units (a slice, or an index array of groups of `k` units) to (n, unit_elems) values."""
+def decode_units(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray | slice, k: int = 1,
+                 into: np.ndarray | None = None) -> np.ndarray:
+    """Decode units (a slice, or an index array of groups of `k` units) to (n, unit_elems) values
+    (written into `into`, a contiguous array of that shape and the plan's dtype, when given)."""
     if k > 1 and not isinstance(idx, slice):
         groups = np.asarray(idx, dtype=np.int64)
         raw = raw_picked(ckpt, plan, groups, k)
@@ -264,12 +266,12 @@ def decode_units(ckpt: CheckpointRecord, plan: Plan, idx: np.ndarray | slice, k:
     else:
         index = np.asarray(idx, dtype=np.int64)
         raw = raw_picked(ckpt, plan, index)
-    return decode_raw(plan, raw, index)
+    return decode_raw(plan, raw, index, into)
 
 
-def decode_raw(plan: Plan, raw: np.ndarray, index) -> np.ndarray:
+def decode_raw(plan: Plan, raw: np.ndarray, index, into: np.ndarray | None = None) -> np.ndarray:
     """Decode units already read, (n, unit_bytes), numbered `index`, to (n, unit_elems) values."""
-    out = np.empty((len(raw), plan.unit_elems), dtype=plan.out_dtype)
+    out = np.empty((len(raw), plan.unit_elems), dtype=plan.out_dtype) if into is None else into
     if len(raw):
         with np.errstate(over="ignore", invalid="ignore"):  # inf and NaN are data, not errors
             plan.decode(raw, index, out)
@@ -286,10 +288,14 @@ def _decode_range(ckpt: CheckpointRecord, plan: Plan, e0: int, e1: int, out: np.
     pos = 0
     while pos < e1 - e0:
         u1 = min(last, u + step)
-        vals = decode_units(ckpt, plan, slice(u, u1)).reshape(-1)
         first = e0 + pos - u * ue
-        take = min(len(vals) - first, e1 - e0 - pos)
-        out[pos:pos + take] = vals[first:first + take]
+        take = min((u1 - u) * ue - first, e1 - e0 - pos)
+        if first == 0 and take == (u1 - u) * ue and out.dtype == plan.out_dtype:
+            # whole units: decode in place, not through a temporary and a copy
+            decode_units(ckpt, plan, slice(u, u1), into=out[pos:pos + take].reshape(u1 - u, ue))
+        else:
+            vals = decode_units(ckpt, plan, slice(u, u1)).reshape(-1)
+            out[pos:pos + take] = vals[first:first + take]
         pos += take
         u = u1
 
@@ -357,14 +363,18 @@ def _cut_short(info: TensorInfo, start: int, end: int, size: int) -> Undecodable
                                            info.length, info.name, info.file))
 
 
-def read(ckpt: CheckpointRecord, name: str | TensorInfo, rows: slice | int | None = None) -> np.ndarray:
+def read(ckpt: CheckpointRecord, name: str | TensorInfo, rows: slice | int | None = None,
+         out: np.ndarray | None = None) -> np.ndarray:
     """Decode one tensor: float32 for float and quantized dtypes, integers and bools as stored.
 
     `rows` selects along the first axis (a slice or one index); only the blocks that hold
-    those rows are read and decoded.
+    those rows are read and decoded. `out`: a C-contiguous array of the result's shape and
+    dtype to decode into (a caller that reads block after block reuses one buffer); returned.
     """
     info = tensor_info(ckpt, name)
     plan = checked_plan(ckpt, info)
+    if out is not None:
+        return _read_into(ckpt, plan, rows, out)
     if plan.strided is not None:
         arr = _read_strided(ckpt, plan)
         return arr if rows is None else arr[rows]
@@ -398,6 +408,33 @@ def read(ckpt: CheckpointRecord, name: str | TensorInfo, rows: slice | int | Non
     else:
         _decode_stepped(ckpt, plan, picked, inner, out)
     return out.reshape((len(picked),) + shape[1:])
+
+
+def _read_into(ckpt: CheckpointRecord, plan: Plan, rows: slice | int | None, out: np.ndarray) -> np.ndarray:
+    """`read` into the caller's buffer: rows None or a slice of step 1."""
+    shape = tuple(plan.info.shape)
+    start, stop = 0, shape[0] if shape else 1
+    if isinstance(rows, slice):
+        start, stop, step = rows.indices(shape[0] if shape else 0)
+        if step != 1:
+            raise ValueError("reading into a buffer takes a slice of consecutive rows")
+        stop = max(start, stop)
+    elif rows is not None:
+        raise ValueError("reading into a buffer takes a slice of rows, not one index")
+    want = ((stop - start,) + shape[1:]) if rows is not None else shape
+    if out.shape != want or out.dtype != plan.out_dtype or not out.flags.c_contiguous:
+        raise ValueError(f"the buffer is {out.dtype} {list(out.shape)}; {plan.info.name!r} rows "
+                         f"{start}:{stop} need a contiguous {plan.out_dtype} {list(want)}")
+    if plan.strided is not None:
+        arr = _read_strided(ckpt, plan)
+        out[...] = arr if rows is None else arr[start:stop]
+        return out
+    inner = math.prod(shape[1:]) if rows is not None else plan.numel
+    e0, e1 = start * inner, stop * inner if rows is not None else plan.numel
+    check_range(ckpt, plan, e0, e1)
+    if e1 > e0:
+        _decode_range(ckpt, plan, e0, e1, out.reshape(-1))
+    return out
 
 
 def _decode_stepped(ckpt: CheckpointRecord, plan: Plan, picked: range, inner: int, out: np.ndarray) -> None:

@@ -285,3 +285,26 @@ def test_remote_source_reads_by_range(tmp_path):
     finally:
         ckpt.close()
         fs.rm("/bench", recursive=True)
+
+
+def test_reading_rows_into_a_buffer_gives_what_read_returns(tmp_path, opened):
+    """`read(name, rows=, out=)` (the streamed pass's block reads into one reused buffer) equals
+    `read(name)[rows]` for quantized, bf16 and plain tensors, and refuses a wrong buffer."""
+    from .test_dequant import random_blocks
+
+    blocks = random_blocks("Q4_K", 8, np.random.default_rng(3)).reshape(4, -1)  # 4 rows of 2 blocks
+    bf16 = np.linspace(-3, 3, 4 * 96, dtype=np.float32).reshape(4, 96)
+    path = write_gguf(tmp_path / "rows.gguf", {"q": (blocks, Q.Q4_K), "f": bf16,
+                                                "b": (quants.quantize(bf16, Q.BF16), Q.BF16)})
+    ckpt = opened(path)
+    for name in ("q", "f", "b"):
+        whole = ckpt.read(name)
+        buf = np.full((2, whole.shape[1]), np.nan, np.float32)
+        assert ckpt.read(name, rows=slice(1, 3), out=buf) is buf
+        assert np.array_equal(buf, whole[1:3]), name
+        everything = np.empty_like(whole)
+        assert np.array_equal(ckpt.read(name, out=everything), whole)
+    with pytest.raises(ValueError, match="buffer"):
+        ckpt.read("q", rows=slice(0, 2), out=np.empty((3, 512), np.float32))
+    with pytest.raises(ValueError, match="consecutive"):
+        ckpt.read("q", rows=slice(0, 4, 2), out=np.empty((2, 512), np.float32))
