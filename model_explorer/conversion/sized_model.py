@@ -114,6 +114,9 @@ def write_gguf(path: str, shape: Shape, mix: str = "q4_k_m", seed: int = 0) -> s
     w.add_layer_norm_rms_eps(1e-5)
     w.add_vocab_size(shape.vocab)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M if mix == "q4_k_m" else gguf.LlamaFileType.MOSTLY_Q4_K_S)
+    # llama.cpp refuses a GGUF without tokenizer.ggml.model; "none" is its own word for a model
+    # without a vocabulary (it then runs token ids, with vocab_size logits)
+    w.add_tokenizer_model("none")
     for name, qtype, dims in plan:
         if qtype == "F32":
             w.add_tensor_info(name, dims, np.dtype(np.float32), 4 * dims[0])
@@ -268,6 +271,17 @@ def _gptq_layer(rng, base: str, out_f: int, in_f: int, bits: int, group_size: in
             (base + ".qzeros", "I32", (groups, -(-out_f * bits // 32)), qzeros),
             (base + ".scales", "F16", (groups, out_f), scales),
             (base + ".g_idx", "I32", (in_f,), g_idx)]
+
+
+def gptq_folder_bytes(shape: Shape, bits: int = 4, group_size: int = 128) -> int:
+    """What write_gptq_folder writes, in bytes of tensor data (the headers and config are a few kB)."""
+    total = 2 * (2 * shape.vocab * shape.hidden + (2 * shape.layers + 1) * shape.hidden)  # fp16
+    for i in range(shape.layers):
+        for _, _, (out_f, in_f) in shape.matrices(i):
+            groups = 1 if group_size == -1 else -(-in_f // group_size)
+            total += 4 * (in_f * bits // 32) * out_f + 4 * groups * -(-out_f * bits // 32)
+            total += 2 * groups * out_f + 4 * in_f
+    return total
 
 
 def write_gptq_folder(folder: str, shape: Shape, bits: int = 4, group_size: int = 128, seed: int = 0,

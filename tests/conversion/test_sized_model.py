@@ -137,3 +137,29 @@ def test_gptq_folder_refuses_shapes_it_cannot_pack(tmp_path):
         big.write_gptq_folder(str(tmp_path / "g"), big.TINY, group_size=100)
     with pytest.raises(ValueError, match="2, 3, 4 or 8"):
         big.write_gptq_folder(str(tmp_path / "b"), big.TINY, bits=5)
+
+
+def test_gptq_folder_bytes_is_what_is_written(tmp_path):
+    """The benchmark checks the disk's room with it before writing 5.5 GB for the 8B shape."""
+    big.write_gptq_folder(str(tmp_path), big.TINY, group_size=64)
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == big.gptq_folder_bytes(big.TINY, group_size=64)
+    assert 5.4e9 < big.gptq_folder_bytes(big.LLAMA_8B) < 5.9e9
+
+
+def test_gguf_runs_in_llama_cpp(tmp_path):
+    """llama.cpp refuses a GGUF without tokenizer.ggml.model; with "none" it runs the token ids,
+    and its logits are ours within its activation rounding (it multiplies Q4_K blocks by
+    activations rounded to 8 bits)."""
+    path = big.write_gguf(str(tmp_path / "tiny.gguf"), big.TINY)
+    ckpt = mx.open(path)
+    assert ckpt.metadata["tokenizer.ggml.model"].value == "none"
+    assert not [f for f in ckpt.findings if f.severity != "info"]
+    from model_explorer.runtime.engines import llamacpp_binding
+
+    if llamacpp_binding.find() is None:
+        pytest.skip("no llama.cpp binding loads here")
+    theirs = mx.load_model(path, backend="llama.cpp", context=32).forward(IDS)
+    ours = mx.load_model(path, device="cpu").forward(IDS)
+    assert theirs.shape == ours.shape == (len(IDS), big.TINY.vocab)
+    assert demo_helpers().rel_error(theirs, ours) < 0.02  # 0.004 measured
