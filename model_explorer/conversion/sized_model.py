@@ -95,7 +95,7 @@ def write_gguf(path: str, shape: Shape, mix: str = "q4_k_m", seed: int = 0) -> s
 
     rng = np.random.default_rng(seed)
     n = shape.layers
-    plan: list[tuple[str, str, tuple[int, int]]] = [("token_embd.weight", "Q4_K", (shape.vocab, shape.hidden))]
+    plan: list[tuple[str, str, tuple[int, ...]]] = [("token_embd.weight", "Q4_K", (shape.vocab, shape.hidden))]
     for i in range(n):
         for name, _, rc in shape.matrices(i):
             bigger = mix == "q4_k_m" and (name.endswith(("attn_v.weight", "ffn_down.weight")) and _more_bits(i, n))
@@ -177,7 +177,8 @@ def _write_shards(folder: str, tensors: list[Planned], shard_bytes: int) -> None
     weight_map = {}
     for k, shard in enumerate(shards):
         file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
-        header, offset = {}, 0
+        header: dict[str, dict] = {}
+        offset = 0
         for name, dtype, dims, _write in shard:
             header[name] = {"dtype": dtype, "shape": list(dims), "data_offsets": [offset, offset + nbytes(dtype, dims)]}
             offset += nbytes(dtype, dims)
@@ -191,8 +192,8 @@ def _write_shards(folder: str, tensors: list[Planned], shard_bytes: int) -> None
                 if f.tell() != 8 + len(blob) + header[name]["data_offsets"][1]:
                     raise AssertionError(f"{name}: the writer wrote the wrong number of bytes")
     total = sum(nbytes(dtype, dims) for _, dtype, dims, _ in tensors)
-    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as index:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, index)
 
 
 def _write_config(folder: str, shape: Shape, torch_dtype: str, extra: dict | None = None) -> None:
