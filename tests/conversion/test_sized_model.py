@@ -118,7 +118,9 @@ def test_gptq_folder_runs_as_transformers_llama(tmp_path):
     model = mx.load_model(str(folder), device="cpu", stream=False)
     assert h.rel_error(model.forward(IDS), ref) < 1e-4
     streamed = mx.load_model(str(folder), device="cpu", stream=True)
-    np.testing.assert_array_equal(streamed.forward(IDS), model.forward(IDS))
+    a, b = streamed.forward(IDS), model.forward(IDS)
+    # the same decoded weights; BLAS sums a block of rows in another order than the whole matrix
+    assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max() and (a.argmax(-1) == b.argmax(-1)).all()
     trace = mx.trace(str(folder), ids=IDS)
     assert repr(trace).startswith(f"<Trace llama {big.TINY.layers} layers, {len(IDS)} tokens")
 
