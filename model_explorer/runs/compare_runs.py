@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.decoder import LAYER_MODULES
+from ..runtime.memory_budget import WontFit
 from .config_diff import config_differences, config_rows
 from .metrics import activation_diff, kl_per_position, kld_summary, perplexity
 from .trace import (
@@ -39,6 +40,7 @@ from .trace import (
     nonfinite_weight,
     prompt_ids,
     run,
+    steps,
     tensor_place,
     token_bound,
     token_texts,
@@ -328,10 +330,15 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     """Run `a` and `b` (anything `load_model` takes, or loaded Models) on the same token ids and
     compare them point by point. The ids: `ids` as given, else `text` (then each side's perplexity
     of it is computed too) or `prompt` (default: a plain sentence) tokenized by a's tokenizer; b's
-    tokenizer is only checked against it (RunDiff.tokenizer_mismatch). Given paths, one model is
-    held at a time: a's activations are kept until b's run has compared them. stream: as in
-    load_model (None: layer by layer when a model does not fit). progress: called as
-    progress("running a" or "running b", layers done, layers); False stops (RunStopped)."""
+    tokenizer is only checked against it (RunDiff.tokenizer_mismatch).
+
+    The two runs go in lock step, layer by layer: a runs a layer, b runs the same layer and
+    compares it, and a's activations of that layer are dropped, so two streamed models (each
+    read from its files a block at a time) compare in the memory of about one layer of each.
+    When b does not fit beside a (memory_budget refuses it), a runs first and goes, then b.
+    stream: as in load_model (None: block by block when a model does not fit). progress: called
+    as progress(label, layers done, layers) ("running a and b" in lock step, else "running a"
+    then "running b"); False stops (RunStopped)."""
     if text is not None and (prompt is not None or ids is not None):
         raise ValueError("text= is the input the perplexity is measured on: give it alone, without "
                          "prompt= or ids=")
@@ -340,39 +347,108 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         words = DEFAULT_PROMPT
     positions = token_bound(words, ids)
     ma, owned = load(a, device, stream, positions)
+    mb = None
     try:
         token_ids = prompt_ids(ma, words, ids)
-        keep = _Keep(ma.backend)
-        logits_a = run(ma, token_ids, keep, progress, "running a")
-        names_a, label_a, cfg_a, tokens = _names(ma), str(ma.source), ma.config, token_texts(ma, token_ids)
-        kinds_a = _kinds(ma, names_a)
-        gguf_a = getattr(ma.weights, "gguf", None)
+        side_a = _Side(ma, token_ids)
+        mb, owned_b = _load_beside(b, ma, device, stream, positions)
+        if mb is not None:
+            try:
+                keep, cmp, logits_a, logits_b, facts_b = _lockstep(ma, mb, side_a, token_ids, words, ids, progress)
+            finally:
+                if owned_b:
+                    mb.close()
+        else:  # one after the other: a's activations are kept until b has compared them
+            keep = _Keep(ma.backend)
+            logits_a = run(ma, token_ids, keep, progress, "running a")
     finally:
         if owned:
             ma.close()
-    del ma  # when loaded here, a's weights go before b's arrive
-    mb, owned_b = load(b, device, stream, positions)
-    try:
-        _check_shapes(cfg_a, mb.config)
-        config_diff = config_differences(cfg_a, mb.config, same_format=gguf_a == getattr(mb.weights, "gguf", None))
-        mismatch = tokenizer_mismatch(tokens, mb, words if ids is None else None, token_ids)
-        cmp = _Compare(mb.backend, keep.acts)
-        logits_b = run(mb, token_ids, cmp, progress, "running b")
-        names_b = _names(mb)
-        feeding = {p: module_tensors(mb, *p) for p in names_b}
-        broken = next((r for r in cmp.rows if r["nonfinite_b"] and not r["nonfinite_a"]), None)
-        if broken is not None:  # point at the weight that holds the NaN/Inf, if one does
-            key = (broken["layer"], broken["module"])
-            names_b[key] = nonfinite_weight(mb, *key) or names_b[key]
-        places = {n: tensor_place(mb, n) for n in names_b.values() if n}
-        kinds_b = _kinds(mb, names_b)
-    finally:
-        if owned_b:
-            mb.close()
+    if mb is None:
+        del ma  # when loaded here, a's weights go before b's arrive
+        mb, owned_b = load(b, device, stream, positions)
+        try:
+            cmp, logits_b, facts_b = _run_b(mb, side_a, keep, token_ids, words, ids, progress)
+        finally:
+            if owned_b:
+                mb.close()
     for row in cmp.rows:
         key = (row["layer"], row["module"])
-        row["tensor"], row["tensor_a"] = names_b.get(key), names_a.get(key)
-        row["tensors"] = feeding.get(key, [])
-        row["kind"], row["kind_a"] = kinds_b.get(row["tensor"]), kinds_a.get(row["tensor_a"])
-    return RunDiff(label_a, str(mb.source), mb.config.num_layers, token_ids, tokens, cmp.rows,
-                   logits_a, logits_b, places, mismatch, text, config_diff)
+        row["tensor"], row["tensor_a"] = facts_b.names.get(key), side_a.names.get(key)
+        row["tensors"] = facts_b.feeding.get(key, [])
+        row["kind"], row["kind_a"] = facts_b.kinds.get(row["tensor"]), side_a.kinds.get(row["tensor_a"])
+    return RunDiff(side_a.label, facts_b.label, facts_b.num_layers, token_ids, side_a.tokens, cmp.rows,
+                   logits_a, logits_b, facts_b.places, facts_b.mismatch, text, facts_b.config_diff)
+
+
+def _load_beside(b, ma, device: str, stream: bool | None, positions: int):
+    """(b loaded while a is held, owned), or (None, False) when b is a itself or does not fit
+    beside a: then the runs go one after the other."""
+    if b is ma:
+        return None, False
+    try:
+        return load(b, device, stream, positions)
+    except WontFit:
+        return None, False
+
+
+class _Side:
+    """What the comparison keeps of a model once its run is over (its weights may be gone)."""
+
+    def __init__(self, model, token_ids: list[int]) -> None:
+        self.names = _names(model)
+        self.label, self.config, self.tokens = str(model.source), model.config, token_texts(model, token_ids)
+        self.kinds = _kinds(model, self.names)
+        self.gguf = getattr(model.weights, "gguf", None)
+        self.num_layers = model.config.num_layers
+
+
+def _checked_b(mb, side_a: _Side, token_ids, words, ids) -> tuple[dict, dict | None]:
+    """b's config differences and tokenizer mismatch against a, before b runs."""
+    _check_shapes(side_a.config, mb.config)
+    config_diff = config_differences(side_a.config, mb.config, same_format=side_a.gguf == getattr(mb.weights, "gguf", None))
+    return config_diff, tokenizer_mismatch(side_a.tokens, mb, words if ids is None else None, token_ids)
+
+
+def _facts_b(mb, cmp: _Compare, config_diff: dict, mismatch: dict | None) -> _Side:
+    """b's side after its run: the weights feeding each point, the one holding a NaN/Inf, and
+    where each named weight lies in b's files."""
+    facts = _Side(mb, [])
+    facts.feeding = {p: module_tensors(mb, *p) for p in facts.names}
+    broken = next((r for r in cmp.rows if r["nonfinite_b"] and not r["nonfinite_a"]), None)
+    if broken is not None:  # point at the weight that holds the NaN/Inf, if one does
+        key = (broken["layer"], broken["module"])
+        facts.names[key] = nonfinite_weight(mb, *key) or facts.names[key]
+        facts.kinds = _kinds(mb, facts.names)
+    facts.places = {n: tensor_place(mb, n) for n in facts.names.values() if n}
+    facts.config_diff, facts.mismatch = config_diff, mismatch
+    return facts
+
+
+def _run_b(mb, side_a: _Side, keep: _Keep, token_ids, words, ids, progress):
+    config_diff, mismatch = _checked_b(mb, side_a, token_ids, words, ids)
+    cmp = _Compare(mb.backend, keep.acts)
+    logits_b = run(mb, token_ids, cmp, progress, "running b")
+    return cmp, logits_b, _facts_b(mb, cmp, config_diff, mismatch)
+
+
+def _lockstep(ma, mb, side_a: _Side, token_ids, words, ids, progress):
+    """Both runs layer by layer: a's layer, then b's, which compares it and drops a's copy."""
+    config_diff, mismatch = _checked_b(mb, side_a, token_ids, words, ids)
+    keep = _Keep(ma.backend)
+    cmp = _Compare(mb.backend, keep.acts)
+    run_a = steps(ma, token_ids, keep)
+    run_b = steps(mb, token_ids, cmp, progress, "running a and b")
+    logits: dict[str, np.ndarray] = {}
+    try:
+        while len(logits) < 2:
+            for key, gen in (("a", run_a), ("b", run_b)):
+                if key not in logits:
+                    try:
+                        next(gen)
+                    except StopIteration as done:
+                        logits[key] = done.value
+    finally:
+        run_a.close()
+        run_b.close()
+    return keep, cmp, logits["a"], logits["b"], _facts_b(mb, cmp, config_diff, mismatch)

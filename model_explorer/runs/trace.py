@@ -193,6 +193,18 @@ def run(model, ids: list[int], recorder, progress=None, label: str = "tracing") 
         dec.recorder = None
 
 
+def steps(model, ids: list[int], recorder, progress=None, label: str = "tracing"):
+    """`run` one layer at a time: a generator yielding each layer's index as it ends and
+    returning the float32 numpy logits (compare_runs advances two of them in lock step)."""
+    dec = model.decoder
+    dec.recorder = with_progress(recorder, progress, label, model.config.num_layers)
+    try:
+        logits = yield from dec.steps(ids, model.new_cache(len(ids)))
+        return model.backend.to_numpy(logits)
+    finally:
+        dec.recorder = None
+
+
 def finite(value) -> Any:
     """JSON has no NaN or Infinity: None stands for them."""
     if isinstance(value, float) and not math.isfinite(value):

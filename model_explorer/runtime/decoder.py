@@ -99,6 +99,16 @@ class Decoder:
         last_only: return only the last position's logits (what generation needs), which
         skips most of the output projection during prefill.
         """
+        steps = self.steps(token_ids, cache, last_only)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def steps(self, token_ids, cache: KVCache, last_only: bool = False):
+        """`forward` one layer at a time: a generator that yields each layer's index when the
+        layer is done and returns the logits (two runs go in lock step: runs/compare_runs.py)."""
         cfg, b, w = self.cfg, self.backend, self.weights
         T = len(token_ids)
         start = cache.length
@@ -154,6 +164,8 @@ class Decoder:
             if rec:
                 rec(i, "ffn_out", out)
                 rec(i, "residual", x)
+            del layer, h, q, k, v, attn, out  # nothing of a layer outlives it while the caller holds the step
+            yield i
         cache.length = end
         if last_only:
             x = x[T - 1:]

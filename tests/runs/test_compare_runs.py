@@ -246,3 +246,58 @@ def test_configuration_values_read_as_words_not_reprs():
     assert rows == [["rope_theta", "10,000", "1,000,000"], ["moe_layers", "every layer", "layers 0"],
                     ["sliding_window", "not set", "4096"], ["qk_norm", "no", "yes"],
                     ["rms_norm_eps", "1e-06", "1e-05"], ["rope_scaling", "not set", "type linear, factor 2"]]
+
+
+def _held_points(monkeypatch) -> list[int]:
+    """How many of a's activations are held each time b compares one."""
+    from model_explorer.runs import compare_runs as cr
+
+    held: list[int] = []
+    original = cr._Compare.__call__
+
+    def counting(self, layer, module, x):
+        held.append(len(self.ref))
+        return original(self, layer, module, x)
+
+    monkeypatch.setattr(cr._Compare, "__call__", counting)
+    return held
+
+
+def test_two_runs_go_in_lock_step_holding_one_layer_of_a(base, monkeypatch):
+    """a runs a layer, b runs it and compares: a's kept activations never exceed one layer's
+    points, and the figures are those of the runs done one after the other."""
+    from model_explorer.runs import compare_runs as cr
+    from model_explorer.runtime.decoder import LAYER_MODULES
+    from model_explorer.runtime.memory_budget import RunPlan, WontFit
+
+    folder = base.copy("lockstep_swapped", _swapped(base))
+    held = _held_points(monkeypatch)
+    seen = []
+    d = mx.compare_runs(base.folder, folder, prompt=TEXT, progress=lambda *a: seen.append(a))
+    assert max(held) <= len(LAYER_MODULES) + 1
+    assert seen[-1] == ("running a and b", base.cfg["num_hidden_layers"], base.cfg["num_hidden_layers"])
+
+    # b refused beside a (as when a holds the memory b needs): a runs first and goes, then b
+    loads = []
+    real_load = cr.load
+
+    def refusing(source, *args):
+        loads.append(source)
+        if len(loads) == 2:
+            raise WontFit(RunPlan("refused", 1, 1, 0, "refused before loading (test)"))
+        return real_load(source, *args)
+
+    monkeypatch.setattr(cr, "load", refusing)
+    held.clear()
+    one_after_other = mx.compare_runs(base.folder, folder, prompt=TEXT)
+    assert len(loads) == 3 and max(held) > len(LAYER_MODULES) + 1
+    assert one_after_other.first_divergence["tensor"] == d.first_divergence["tensor"]
+    assert np.array_equal(one_after_other.logits_b, d.logits_b)
+    assert one_after_other.rows == d.rows
+
+
+def test_a_lock_step_run_stops_when_asked(base):
+    from model_explorer.runs.trace import RunStopped
+
+    with pytest.raises(RunStopped):
+        mx.compare_runs(base.folder, base.folder, prompt=TEXT, progress=lambda label, done, total: done < 2)
