@@ -338,7 +338,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     When b does not fit beside a (memory_budget refuses it), a runs first and goes, then b.
     stream: as in load_model (None: block by block when a model does not fit). progress: called
     as progress(label, layers done, layers) ("running a and b" in lock step, else "running a"
-    then "running b"); False stops (RunStopped)."""
+    then "running b"); False stops (RunStopped). None shows a progress bar when a run streams."""
     if text is not None and (prompt is not None or ids is not None):
         raise ValueError("text= is the input the perplexity is measured on: give it alone, without "
                          "prompt= or ids=")
@@ -437,7 +437,7 @@ def _lockstep(ma, mb, side_a: _Side, token_ids, words, ids, progress):
     config_diff, mismatch = _checked_b(mb, side_a, token_ids, words, ids)
     keep = _Keep(ma.backend)
     cmp = _Compare(mb.backend, keep.acts)
-    run_a = steps(ma, token_ids, keep)
+    run_a = steps(ma, token_ids, keep, progress=False)  # b's run reports for both
     run_b = steps(mb, token_ids, cmp, progress, "running a and b")
     logits: dict[str, np.ndarray] = {}
     try:

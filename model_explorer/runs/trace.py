@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,7 +173,7 @@ class RunStopped(Exception):
 def with_progress(recorder, progress, label: str, layers: int):
     """`recorder`, also calling progress(label, layers done, layers) as each layer ends; a False
     from progress stops the pass there (RunStopped), the way the widgets' Stop button works."""
-    if progress is None:
+    if not progress:
         return recorder
 
     def record(layer, module, x) -> None:
@@ -182,27 +183,61 @@ def with_progress(recorder, progress, label: str, layers: int):
     return record
 
 
+class _Bar:
+    """A tqdm bar over the layers of a streamed run (minutes at real sizes), in a script's
+    terminal or a notebook's output, when the caller gave no progress callback."""
+
+    def __init__(self, label: str, layers: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=layers, desc=label, unit="layer", file=sys.stderr, leave=False)
+
+    def __call__(self, label: str, done: int, total: int) -> bool:
+        self.bar.update(done - self.bar.n)
+        return True
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _progress_for(model, progress, label: str):
+    """(the progress callback, a bar to close): the caller's; else a bar when the run streams;
+    progress=False: none."""
+    plan = getattr(model, "run_plan", None)
+    if progress is None and plan is not None and plan.streams:
+        bar = _Bar(label, model.config.num_layers)
+        return bar, bar
+    return progress, None
+
+
 def run(model, ids: list[int], recorder, progress=None, label: str = "tracing") -> np.ndarray:
     """One forward pass over the whole sequence with `recorder` set; float32 numpy logits.
-    progress(label, layers done, layers) is called after each layer (False stops the pass)."""
-    dec = model.decoder
-    dec.recorder = with_progress(recorder, progress, label, model.config.num_layers)
-    try:
-        return model.backend.to_numpy(dec.forward(ids, model.new_cache(len(ids))))
-    finally:
-        dec.recorder = None
+    progress(label, layers done, layers) is called after each layer (False stops the pass);
+    None shows a progress bar when the run streams, False nothing."""
+    return _drain(steps(model, ids, recorder, progress, label))
+
+
+def _drain(gen):
+    while True:
+        try:
+            next(gen)
+        except StopIteration as done:
+            return done.value
 
 
 def steps(model, ids: list[int], recorder, progress=None, label: str = "tracing"):
     """`run` one layer at a time: a generator yielding each layer's index as it ends and
     returning the float32 numpy logits (compare_runs advances two of them in lock step)."""
     dec = model.decoder
+    progress, bar = _progress_for(model, progress, label)
     dec.recorder = with_progress(recorder, progress, label, model.config.num_layers)
     try:
         logits = yield from dec.steps(ids, model.new_cache(len(ids)))
         return model.backend.to_numpy(logits)
     finally:
         dec.recorder = None
+        if bar is not None:
+            bar.close()
 
 
 def finite(value) -> Any:
@@ -426,7 +461,7 @@ def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = Fals
     device "cpu" runs the numpy reference; "cuda"/"mps" run torch. stream: None streams the
     weights layer by layer when the model does not fit in memory (load_model's `stream`).
     progress: called as progress("tracing", layers done, layers) after each layer; returning
-    False stops the pass (RunStopped)."""
+    False stops the pass (RunStopped). None shows a progress bar when the run streams."""
     model, owned = load(source, device, stream, token_bound(prompt, ids))
     try:
         token_ids = prompt_ids(model, prompt, ids)

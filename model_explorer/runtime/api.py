@@ -28,7 +28,7 @@ from .engines.torch_engine import TorchBackend
 from .memory_budget import RunPlan, WontFit
 from .sampling import choose
 from .streamed import StreamedWeights
-from .weights import DequantReport, Weights, layer_bits_per_weight
+from .weights import DequantReport, Weights, layer_bits_per_weight, layer_labels
 
 PREFILL_CHUNK = 512
 
@@ -360,12 +360,15 @@ def engine_plan(source: str | os.PathLike | None = None, device: str = "auto", c
 
 
 def _auto_weights(be, ckpt, cfg: ModelConfig):
-    """On CUDA, hold the layer matrices at the file's precision for torch's weight-only kernels."""
+    """On CUDA, hold the layer matrices at the file's precision: torch's weight-only kernels for
+    4- and 8-bit files, bfloat16 for a bfloat16 file."""
     if getattr(be, "name", None) != "torch" or be.device != "cuda":
         return be
     kind = wquant.kind_for_bits(layer_bits_per_weight(ckpt, cfg))
     if kind == "int4" and not wquant.int4_supported(be.torch, be.device):
         kind = "int8"
+    if kind == "float32" and layer_labels(ckpt, cfg) == {"BF16"}:
+        kind = "bfloat16"  # held as stored: half the bytes, the GPU's bfloat16 matmuls, no rounding
     return be if kind == "float32" else TorchBackend(be.device, kind)
 
 

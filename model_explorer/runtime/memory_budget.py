@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..model import memory as model_memory
 from ..model.hparam_shapes import ANY_LAYER as _LAYER
 from ..units import format_bytes
-from .streamed import BLOCK_BYTES, DECODE_THREADS, streams_by_blocks
+from .streamed import BLOCK_BYTES, BUFFERS, streams_by_blocks
 
 # A layer decoded whole holds its float32 weights up to three times while it is built: the
 # decoded tensors, the fused q/k/v and gate/up matrices made from them, the next read's blocks.
@@ -124,7 +124,7 @@ def needs(ckpt, tokens: int, cfg=None) -> tuple[int, int]:
     vocab, width = _head_shape(ckpt)
     logits = 4 * tokens * vocab  # every position's logits
     whole_layers = [n for i, n in _layer_numels(ckpt).items() if cfg is None or not streams_by_blocks(cfg, i)]
-    layer = max([LAYER_COPIES * 4 * n for n in whole_layers] + [DECODE_THREADS * BLOCK_BYTES])
+    layer = max([LAYER_COPIES * 4 * n for n in whole_layers] + [BUFFERS * BLOCK_BYTES])
     return est.demo_total_bytes, fixed + layer + logits
 
 

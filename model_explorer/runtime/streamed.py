@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,9 +30,11 @@ from .dequant_report import DequantRow
 from .experts import is_moe
 from .weights import Weights
 
-# float32 bytes of one block of rows decoded at a time: large enough for BLAS to run at full
-# rate, small enough to stay in the caches' reach and never to count in the memory plan.
-BLOCK_BYTES = 8 << 20
+# float32 bytes of one block of rows: large enough for BLAS to run near its full rate, small
+# enough to count for nothing in the memory plan (two of them: one multiplied, one decoded).
+# On the 8B-shaped Q4_K_M trace (benchmarks/bench_real_sizes.py), 8 MiB took 67 s, 16-32 MiB 62 s.
+BLOCK_BYTES = 16 << 20
+BUFFERS = 2
 # Threads that decode a block (numpy releases the GIL in the decoders' array operations).
 DECODE_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                             else (os.cpu_count() or 1)))
@@ -66,20 +69,40 @@ class StreamedMatrix:
     def _read(self, piece: _Piece, start: int, stop: int, out: np.ndarray) -> None:
         self._weights.read_rows(piece, start, stop, out)
 
-    def blocks(self):
-        """(first row, float32 rows) over the whole matrix; the array is reused between blocks."""
-        buffer = np.empty(max(1, BLOCK_BYTES // (4 * self.shape[1])) * self.shape[1], np.float32)
+    def _plan(self):
+        """(piece, first row of the piece in the matrix, start, stop) of every block, in order."""
+        per_block = max(1, BLOCK_BYTES // (4 * self.shape[1]))
         first = 0
         for piece in self._pieces:
-            step = max(piece.align, len(buffer) // self.shape[1] // piece.align * piece.align)
-            if step * self.shape[1] > len(buffer):  # a head wider than a block: one head at a time
-                buffer = np.empty(step * self.shape[1], np.float32)
+            step = max(piece.align, per_block // piece.align * piece.align)
             for start in range(0, piece.rows, step):
-                stop = min(piece.rows, start + step)
-                rows = buffer[:(stop - start) * self.shape[1]].reshape(stop - start, self.shape[1])
-                self._read(piece, start, stop, rows)
-                yield first + start, rows
+                yield piece, first, start, min(piece.rows, start + step)
             first += piece.rows
+
+    def blocks(self):
+        """(first row, float32 rows) over the whole matrix. The next block is decoded in the
+        background while the caller multiplies this one (two buffers, reused): the array
+        handed out is valid until the caller asks for the next."""
+        plan = list(self._plan())
+        rows_most = max(stop - start for _, _, start, stop in plan)
+        buffers = [np.empty(rows_most * self.shape[1], np.float32) for _ in range(min(BUFFERS, len(plan)))]
+
+        def fill(k: int) -> np.ndarray:
+            piece, _, start, stop = plan[k]
+            rows = buffers[k % len(buffers)][:(stop - start) * self.shape[1]].reshape(stop - start, self.shape[1])
+            self._read(piece, start, stop, rows)
+            return rows
+
+        with ThreadPoolExecutor(1, thread_name_prefix="mx-stream") as pool:
+            pending = pool.submit(fill, 0)
+            try:
+                for k, (_, first, start, _) in enumerate(plan):
+                    rows = pending.result()
+                    if k + 1 < len(plan):  # the buffer it fills was handed out two blocks ago
+                        pending = pool.submit(fill, k + 1)
+                    yield first + start, rows
+            finally:
+                pending.cancel()
 
     def __getitem__(self, ids) -> np.ndarray:
         ids = np.asarray(ids, dtype=np.int64).reshape(-1)

@@ -375,15 +375,25 @@ def tensor_name(part: str, layer: int | None, gguf: bool) -> str:
     return gguf_part_name(part, layer) if gguf else HF_NAMES[part].format(i=layer)
 
 
-def layer_bits_per_weight(ckpt, cfg: ModelConfig) -> float | None:
-    """Stored bits per weight of the layer matrices, scales and zero points included (Q4_K_M
-    ~4.8, GPTQ-4 ~4.1, Q8_0 8.5, F16 16); None when the checkpoint has none of them."""
-    stored = count = 0
+def _layer_matrices(ckpt, cfg: ModelConfig):
     gguf = ckpt.format == "gguf"
     for i in range(cfg.num_layers):
         for part in ("q", "k", "v", "o", "gate", "up", "down"):
             info = ckpt.tensors.get(tensor_name(part, i, gguf))
             if info is not None:
-                stored += info.stored_bytes
-                count += info.numel
+                yield info
+
+
+def layer_bits_per_weight(ckpt, cfg: ModelConfig) -> float | None:
+    """Stored bits per weight of the layer matrices, scales and zero points included (Q4_K_M
+    ~4.8, GPTQ-4 ~4.1, Q8_0 8.5, F16 16); None when the checkpoint has none of them."""
+    stored = count = 0
+    for info in _layer_matrices(ckpt, cfg):
+        stored += info.stored_bytes
+        count += info.numel
     return 8.0 * stored / count if count else None
+
+
+def layer_labels(ckpt, cfg: ModelConfig) -> set[str]:
+    """How the layer matrices are stored ({"BF16"}, {"Q4_K", "Q6_K"}, ...)."""
+    return {info.label for info in _layer_matrices(ckpt, cfg)}

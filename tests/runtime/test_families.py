@@ -4,6 +4,8 @@ on the numpy and the torch backends, and greedy generation equal token for token
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -123,6 +125,21 @@ def test_logits_equal_transformers(saved, backend):
     assert np.abs(ref).max() > 1.0  # not near-uniform: the comparison means something
     if mt == "gemma2":  # the final softcap bounds the logits, so it was exercised
         assert np.abs(ref).max() < 3.0
+
+
+def test_bfloat16_matrices_stay_as_close_as_transformers_own_bfloat16(saved):
+    """The torch engine holding the layer matrices in bfloat16 (what it runs a bf16 file with on
+    CUDA; here on the CPU): its logits are no further from float32 than transformers' own
+    bfloat16 model's, at every family."""
+    mt, model, folder, ref = saved
+    m = load_model(folder, device="cpu", backend="torch", weights="bfloat16")
+    assert "bfloat16" in m.device
+    ours = m.forward(IDS)
+    with torch.no_grad():
+        theirs = copy.deepcopy(model).to(torch.bfloat16)(torch.tensor([IDS])).logits[0].float().numpy()
+    scale = np.abs(ref).max()
+    assert np.abs(ours - ref).max() <= max(2 * np.abs(theirs - ref).max(), 1e-3 * scale), mt
+    assert {row.kind for row in m.weights.report.requantized} == {"bfloat16"}
 
 
 def test_greedy_generation_equals_transformers(saved):

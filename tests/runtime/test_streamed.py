@@ -134,3 +134,11 @@ def test_a_trace_reports_each_layer_and_stops_when_asked(sample):
     assert seen[0] == ("tracing", 1, 30) and seen[-1] == ("tracing", 30, 30)
     with pytest.raises(RunStopped):
         mx.trace(sample, ids=IDS, progress=lambda label, done, total: done < 3)
+
+
+def test_a_streamed_run_in_a_script_shows_a_progress_bar(sample, capsys):
+    mx.trace(sample, ids=IDS, stream=True)
+    assert "tracing" in capsys.readouterr().err  # tqdm, on stderr
+    mx.trace(sample, ids=IDS, stream=True, progress=False)
+    mx.trace(sample, ids=IDS, stream=False)
+    assert "tracing" not in capsys.readouterr().err

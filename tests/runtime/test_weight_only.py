@@ -207,3 +207,27 @@ def test_quantizing_by_blocks_of_rows_equals_one_pass(kind, monkeypatch):
     blocks = wquant.pack(torch, torch.device("cpu"), w, kind)
     assert torch.equal(whole.data, blocks.data) and torch.equal(whole.scales, blocks.scales)
     assert blocks.rel_error == pytest.approx(whole.rel_error, rel=1e-9)
+
+
+@pytest.mark.parametrize("dtype, kind", [("bfloat16", "bfloat16"), ("float16", "float32"), ("float32", "float32")])
+def test_auto_on_cuda_holds_a_bfloat16_file_as_bfloat16(tmp_path, dtype, kind):
+    """What weights="auto" picks on CUDA for float files (decided before anything reaches the
+    device): bfloat16 only where the file stores bfloat16, since float16 has more mantissa."""
+    import ml_dtypes
+
+    from model_explorer import open as open_checkpoint
+    from model_explorer.model.config import from_hf
+    from model_explorer.runtime.api import _auto_weights
+    from model_explorer.runtime.engines.torch_engine import TorchBackend
+
+    cfg = tiny_config("llama")
+    cast = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    state = {k: v.astype(cast) for k, v in random_state(cfg, seed=3).items()}
+    folder = write_hf_dir(str(tmp_path / dtype), cfg, state)
+    with open_checkpoint(folder) as ckpt:
+        be = _auto_weights(TorchBackend("cuda"), ckpt, from_hf(ckpt.metadata["config.json"]))
+    assert be.weights == kind
+    m = load_model(folder, device="cpu", backend="torch", weights="bfloat16")
+    rows = m.weights.report.requantized
+    exact = dtype == "bfloat16"  # held as stored: no rounding at all
+    assert all((r.rel_error == 0.0) == exact for r in rows) and rows

@@ -11,9 +11,10 @@ import numpy as np
 class TorchBackend:
     """The same operations in torch, on "cpu", "cuda" or "mps".
 
-    weights: "float32", or "int8" / "int4" to hold the layer matrices for torch's weight-only
-    kernels (see `wquant`): requantized from the decoded values, a quarter or a seventh of the
-    bytes for each decode step to read.
+    weights: "float32"; "bfloat16" (the layer matrices in bfloat16, multiplied with float32
+    accumulation: a bfloat16 file held as stored, half the bytes); or "int8" / "int4" to hold
+    them for torch's weight-only kernels (see `wquant`): requantized from the decoded values, a
+    quarter or a seventh of the bytes for each decode step to read.
     """
 
     name = "torch"
@@ -47,6 +48,8 @@ class TorchBackend:
             return ""
         from . import torch_wquant as wquant
 
+        if self.weights == "bfloat16":
+            return ", bfloat16 matrices"
         if self.weights == "int4":
             return f", int4 weight-only in groups of {wquant.INT4_GROUP}"
         return ", int8 weight-only" + ("" if self._int8_fused else " (widened per call)")

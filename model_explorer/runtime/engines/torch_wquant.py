@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("float32", "int8", "int4")
+KINDS = ("float32", "bfloat16", "int8", "int4")
 INT4_GROUP = 32  # matches GGUF's 32-value blocks; tinygemm takes 32, 64, 128 or 256
 INT4_BITS_LIMIT = 5.0  # stored bits per weight at or under which "auto" holds int4
 INT8_BITS_LIMIT = 9.0  # ... under which int8; above, the weights were floats: keep float32
@@ -120,10 +120,10 @@ def int4_inner_k_tiles(cols: int) -> int | None:
 class QuantMatrix:
     """One (out_features, in_features) matrix held for a fused kernel; `linear` dispatches on it."""
 
-    kind: str  # "int8" | "int4"
+    kind: str  # "bfloat16" | "int8" | "int4"
     shape: tuple[int, int]
     data: Any  # torch: int8 codes, or tinygemm's packed int4 tiles
-    scales: Any  # torch: per-row float32 (int8); (groups, rows, 2) scale and zero (int4)
+    scales: Any  # torch: per-row float32 (int8); (groups, rows, 2) scale and zero (int4); None (bfloat16)
     nbytes: int  # bytes held on the device: codes plus scales
     rel_error: float  # relative RMS error against the decoded float32 values
     group: int = 0
@@ -136,9 +136,23 @@ def int4_supported(torch, device: str) -> bool:
     return device in ("cpu", "cuda") and hasattr(torch.ops.aten, name)
 
 
+def _bf16(block: np.ndarray) -> tuple[np.ndarray]:
+    import ml_dtypes
+
+    return (block.astype(ml_dtypes.bfloat16),)  # round to nearest even, as torch's .to(bfloat16)
+
+
+def _from_bf16(q: np.ndarray) -> np.ndarray:
+    return q.astype(np.float32)
+
+
 def pack(torch, dev, w: np.ndarray, kind: str) -> QuantMatrix:
     """Quantize a float32 numpy matrix and lay it out for the kernel on `dev`."""
     rows, cols = w.shape
+    if kind == "bfloat16":  # exact for a bfloat16 file; the error says what it rounded otherwise
+        (q,), err = _by_rows(w, _bf16, _from_bf16)
+        data = torch.from_numpy(q.view(np.int16)).view(torch.bfloat16).to(dev)
+        return QuantMatrix("bfloat16", (rows, cols), data, None, q.nbytes, err)
     on_cpu = dev.type == "cpu"
     # tinygemm tiles the input features (16 * innerKTiles) and the rows (by 16 on the CPU; by 8
     # on CUDA, which would pad the output otherwise): a matrix that does not fit is held int8.
@@ -180,6 +194,8 @@ def int8_fused(torch, dev) -> bool:
 
 def linear(torch, x, m: QuantMatrix, int8_kernel: bool):
     """x @ W.T for a QuantMatrix, in float32 out."""
+    if m.kind == "bfloat16":  # bfloat16 inputs, float32 accumulation (cuBLAS, oneDNN)
+        return torch.nn.functional.linear(x.to(torch.bfloat16), m.data).to(torch.float32)
     if m.kind == "int4":
         if x.device.type == "cpu":
             return torch.ops.aten._weight_int4pack_mm_for_cpu(x, m.data, m.group, m.scales)
