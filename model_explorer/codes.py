@@ -314,6 +314,8 @@ CATALOG: dict[str, Code] = {
     "hub_unreachable": Code("error", "The Hub (HF_ENDPOINT) could not be reached: network, DNS or TLS failure."),
     "hub_not_installed": Code("error", "hf:// needs huggingface_hub, which is not installed.",
                               "pip install 'checkpoint-model-explorer[hub]'"),
+    "hub_bucket": Code("error", "The hf:// path names a storage bucket (hf://buckets/...), not a model, dataset or Space repo: bucket files are not read through the Hub here.",
+                       "Download the files (huggingface_hub's HfFileSystem or `hf download`) and open the local copy."),
     # -- TorchScript code (issue 30, formats/pytorch/torchscript.py) ------------------------------
     "torchscript_call": Code("error", "A TorchScript archive's code calls an operator that reads or writes files or reaches other processes or machines (aten::save, aten::from_file, c10d, RPC, load_library); torch.jit.load compiles it and loading or running the model calls it.",
                              "Do not load it with torch.jit.load or torch.load; mx.repair(file, out_dir) writes its tensors as safetensors without running it."),

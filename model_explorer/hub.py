@@ -170,7 +170,9 @@ class HubRepo:
             resolved = self.fs.resolve_path(path)  # the repo's info: it exists, this token sees it
         except Exception as e:  # noqa: BLE001 - every Hub answer becomes a finding
             raise _as_hub_error(e, f"hf://{_repo_part(path)}") from e
-        # huggingface_hub >= 1.x may resolve a bucket path, which has no repo (reported)
+        if not hasattr(resolved, "repo_id"):  # huggingface_hub 1.x+: a bucket path has no repo
+            raise HubError("hub_bucket", f"{path}: a storage bucket, not a repo; its files are not "
+                           "read through the Hub here.")
         self.repo_id, self.revision = resolved.repo_id, resolved.revision
         self.repo_type = resolved.repo_type
         inner = resolved.path_in_repo

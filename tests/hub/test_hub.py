@@ -153,6 +153,19 @@ def test_refusals_are_findings(hub, path, code, status):
     assert path.split("@")[0].split("/missing")[0] in f.message
 
 
+def test_a_bucket_path_is_a_finding_not_a_traceback(hub, monkeypatch):
+    """huggingface_hub 1.x+ resolves hf://buckets/... to a path with no repo."""
+    hf_fs = pytest.importorskip("huggingface_hub.hf_file_system")
+    if not hasattr(hf_fs, "HfFileSystemResolvedBucketPath"):
+        pytest.skip("this huggingface_hub has no buckets")
+    monkeypatch.setattr(hf_fs.HfFileSystem, "resolve_path",
+                        lambda self, path, *a, **k: hf_fs.HfFileSystemResolvedBucketPath("w.safetensors", "org/store"))
+    ckpt = mx.open("hf://buckets/org/store/w.safetensors")
+    (f,) = ckpt.findings
+    assert (f.code, f.severity) == ("hub_bucket", "error") and "hf://buckets/org/store" in f.message
+    assert f.fix
+
+
 def test_the_token_comes_from_huggingface_hubs_places(hub, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
     private = mx.open("hf://org/private")
