@@ -26,6 +26,7 @@ SMALL_RUNS = [
     ["bench_families.py", "--small", "--only", "llama,gemma2,qwen3_moe"],
     ["bench_trace.py", "--small"],
     ["bench_real_sizes.py", "--small"],
+    ["bench_gpu.py", "--small"],
     ["bench_demo.py", "--small"],
 ]
 

@@ -5,6 +5,7 @@ on the numpy and the torch backends, and greedy generation equal token for token
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -129,10 +130,12 @@ def test_logits_equal_transformers(saved, backend):
 
 def test_bfloat16_matrices_stay_as_close_as_transformers_own_bfloat16(saved):
     """The torch engine holding the layer matrices in bfloat16 (what it runs a bf16 file with on
-    CUDA; here on the CPU): its logits are no further from float32 than transformers' own
-    bfloat16 model's, at every family."""
+    CUDA; on the CPU unless MODEL_EXPLORER_TEST_DEVICE names another device, as a GPU machine's
+    check does): its logits are no further from float32 than transformers' own bfloat16 model's,
+    at every family."""
     mt, model, folder, ref = saved
-    m = load_model(folder, device="cpu", backend="torch", weights="bfloat16")
+    device = os.environ.get("MODEL_EXPLORER_TEST_DEVICE", "cpu")
+    m = load_model(folder, device=device, backend="torch", weights="bfloat16")
     assert "bfloat16" in m.device
     ours = m.forward(IDS)
     with torch.no_grad():
