@@ -75,9 +75,26 @@ ABSMAX_ALLOWANCE = 2.0  # absmax is one element: outlier features make it heavy-
 NORM_ROLES = {"attn_norm", "ffn_norm", "q_norm", "k_norm", "post_attn_norm", "post_ffn_norm"}
 
 
+# TensorFlow and Flax name a tensor by its path: the last part says weight or bias.
+_PATH_LEAVES = {"kernel": "weight", "gamma": "weight", "scale": "weight", "embedding": "weight",
+                "embeddings": "weight", "beta": "bias"}
+
+
+def _dotted(name: str) -> str:
+    """tf_model.h5's ".../layer_._3/attention/self/query/kernel:0" and Flax's
+    ".../layer/3/attention/self/query/kernel" in PyTorch's dotted form (".layer.3...query.weight")."""
+    parts = [p for p in name.replace(":0", "").replace("_._", "/").split("/") if p]
+    if parts:
+        parts[-1] = _PATH_LEAVES.get(parts[-1], parts[-1])
+    return ".".join(parts)
+
+
 @functools.lru_cache(maxsize=1 << 18)  # a profile reads each name several times; 90,000-tensor files exist
 def layer_role(name: str) -> tuple[int, str] | None:
-    """(layer, role) of a weight tensor, or None for biases and tensors outside the blocks."""
+    """(layer, role) of a weight tensor, or None for biases and tensors outside the blocks.
+    TensorFlow and Flax path names are read as their PyTorch counterparts."""
+    if "/" in name:
+        name = _dotted(name)
     m = _LAYER.match(name)
     if not m or name.endswith(".bias") or ".bias." in name:
         return None

@@ -37,6 +37,19 @@ def test_roles_from_hf_and_gguf_names():
     assert layer_role("model.embed_tokens.weight") is None
 
 
+def test_roles_from_tensorflow_and_flax_path_names():
+    """tf_model.h5 and flax_model.msgpack name tensors by path; the layers group them as the
+    PyTorch names they convert to (model/crossformat_names.py)."""
+    tf = "tf_bert_model/bert/encoder/layer_._3/attention/self/query/kernel:0"
+    assert layer_role(tf) == (3, "q")
+    assert layer_role("tf_bert_model/bert/encoder/layer_._3/attention/output/LayerNorm/gamma:0") == (3, "attn_norm")
+    assert layer_role("tf_bert_model/bert/encoder/layer_._3/attention/output/LayerNorm/beta:0") is None
+    assert layer_role("bert/encoder/layer/3/intermediate/dense/kernel") == (3, "up")
+    assert layer_role("params/bert/encoder/layer/0/output/dense/kernel") == (0, "down")
+    assert layer_role("transformer/h/4/attn/c_attn/kernel") == (4, "qkv")
+    assert layer_role("bert/embeddings/word_embeddings/embedding") is None
+
+
 def test_clean_model_has_no_findings(tmp_path):
     ckpt = _open(tmp_path, llama_like(layers=10))
     grid = layer_profile(ckpt)
