@@ -35,6 +35,7 @@ from .weights import Weights
 # On the 8B-shaped Q4_K_M trace (benchmarks/bench_real_sizes.py), 8 MiB took 67 s, 16-32 MiB 62 s.
 BLOCK_BYTES = 16 << 20
 BUFFERS = 2
+THREAD_MIN_VALUES = 1 << 20
 # Threads that decode a block (numpy releases the GIL in the decoders' array operations).
 DECODE_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                             else (os.cpu_count() or 1)))
@@ -93,6 +94,9 @@ class StreamedMatrix:
             self._read(piece, start, stop, rows)
             return rows
 
+        if len(plan) == 1:  # one block: nothing to overlap
+            yield plan[0][1] + plan[0][2], fill(0)
+            return
         with ThreadPoolExecutor(1, thread_name_prefix="mx-stream") as pool:
             pending = pool.submit(fill, 0)
             try:
@@ -203,7 +207,9 @@ class StreamedWeights(Weights):
         """Rows [start, stop) of `piece` into `out`, decoded by up to DECODE_THREADS threads."""
         t0 = time.perf_counter()
         n = stop - start
-        parts = min(DECODE_THREADS, max(1, n // max(piece.align, 64)))
+        # threads pay off on blocks of a million values and more (a decode step's small matrices
+        # would spend more starting them than decoding)
+        parts = min(DECODE_THREADS, max(1, n // max(piece.align, 64)), max(1, out.size // THREAD_MIN_VALUES))
         cuts = [start + (n * k // parts) // piece.align * piece.align for k in range(parts)] + [stop]
         spans = [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
         if len(spans) == 1:

@@ -60,7 +60,7 @@ def test_a_streamed_layer_is_multiplied_block_by_block_never_decoded_whole(sampl
 
     from model_explorer.runtime import streamed
 
-    monkeypatch.setattr(streamed, "BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(streamed, "BLOCK_BYTES", 256 << 10)
     model = load_model(sample, device="cpu", stream=True)
     layer = model.weights.layer(0)
     for part in ("qkv", "o", "gate_up", "down"):
