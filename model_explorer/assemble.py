@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import traceback
 from collections.abc import Callable
@@ -11,43 +12,43 @@ from typing import Any
 from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
-from .formats.ctranslate2 import read_ctranslate2
 from .formats.detect import WEIGHTS, detect, extension_matches, identify
-from .formats.flax_msgpack import read_flax_msgpack
-from .formats.ggml_legacy import read_ggml_legacy
-from .formats.gguf import read_gguf
 from .formats.gguf_split import read_splits
-from .formats.hdf5 import read_hdf5, read_keras
 from .formats.hubquant.summary import quant_summary
-from .formats.npy import read_npy, read_npz
-from .formats.onnx import read_onnx
-from .formats.openvino import read_openvino
-from .formats.pytorch import read_pickle, read_torch_legacy, read_torch_zip
-from .formats.pytorch.tar import read_torch_tar
 from .formats.result import FileResult
-from .formats.safetensors import read_safetensors
 from .formats.shards import read_index
-from .formats.tflite import read_tflite
 from .spans import Finding, Report
 from .tensormap import report_lazily
 
+
+def _lazy(module: str, name: str) -> Callable:
+    """A reader imported when a file of its format is first read: opening a safetensors folder
+    does not pay for importing the HDF5, ONNX or pickle readers (tens of milliseconds each)."""
+
+    def read(*args, **kwargs):
+        return getattr(importlib.import_module(module, __package__), name)(*args, **kwargs)
+
+    read.__name__ = read.__qualname__ = name
+    return read
+
+
 READERS = {
-    "safetensors": read_safetensors,
-    "gguf": read_gguf,
-    "zip": read_torch_zip,
-    "torch_legacy": read_torch_legacy,
-    "pickle": read_pickle,
-    "npy": read_npy,
-    "npz": read_npz,
-    "torch_tar": read_torch_tar,
-    "hdf5": read_hdf5,
-    "keras": read_keras,
-    "flax_msgpack": read_flax_msgpack,
-    "onnx": read_onnx,
-    "ggml": read_ggml_legacy,
-    "tflite": read_tflite,
-    "openvino": read_openvino,
-    "ctranslate2": read_ctranslate2,
+    "safetensors": _lazy(".formats.safetensors", "read_safetensors"),
+    "gguf": _lazy(".formats.gguf", "read_gguf"),
+    "zip": _lazy(".formats.pytorch", "read_torch_zip"),
+    "torch_legacy": _lazy(".formats.pytorch", "read_torch_legacy"),
+    "pickle": _lazy(".formats.pytorch", "read_pickle"),
+    "npy": _lazy(".formats.npy", "read_npy"),
+    "npz": _lazy(".formats.npy", "read_npz"),
+    "torch_tar": _lazy(".formats.pytorch.tar", "read_torch_tar"),
+    "hdf5": _lazy(".formats.hdf5", "read_hdf5"),
+    "keras": _lazy(".formats.hdf5", "read_keras"),
+    "flax_msgpack": _lazy(".formats.flax_msgpack", "read_flax_msgpack"),
+    "onnx": _lazy(".formats.onnx", "read_onnx"),
+    "ggml": _lazy(".formats.ggml_legacy", "read_ggml_legacy"),
+    "tflite": _lazy(".formats.tflite", "read_tflite"),
+    "openvino": _lazy(".formats.openvino", "read_openvino"),
+    "ctranslate2": _lazy(".formats.ctranslate2", "read_ctranslate2"),
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",

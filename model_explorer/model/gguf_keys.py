@@ -2,8 +2,7 @@
 
 hparams.py (the card, memory, the will-load check) and config_gguf.py (the decoder) both read
 through it, so a key is spelled once. The core names come from ggml.Keys; the rest as gguf-py
-spells them (its own constants when installed; tests/demo/test_gguf_edges.py holds the built-in
-spelling equal to gguf-py's).
+spells them (tests/runtime/test_gguf_edges.py holds the spelling equal to gguf-py's constants).
 """
 
 from __future__ import annotations
@@ -22,20 +21,9 @@ _FALLBACK = ("{arch}.expert_feed_forward_length", "{arch}.expert_weights_norm", 
              "{arch}.expert_group_used_count", "{arch}.expert_weights_scale", "{arch}.expert_gating_func",
              "{arch}.attention.q_lora_rank", "{arch}.attention.kv_lora_rank", "{arch}.attention.key_length_mla",
              "{arch}.attention.value_length_mla", "{arch}.rope.scaling.yarn_log_multiplier")
-try:  # gguf-py's own table when it is there; the core reads GGUF without it
-    from gguf.constants import Keys as _G
-
-    _MORE = (_G.LLM.EXPERT_FEED_FORWARD_LENGTH, _G.LLM.EXPERT_WEIGHTS_NORM, _G.LLM.ATTN_LOGIT_SOFTCAPPING,
-             _G.LLM.FINAL_LOGIT_SOFTCAPPING, _G.LLM.EMBEDDING_SCALE, _G.LLM.RESIDUAL_SCALE,
-             _G.LLM.LOGIT_SCALE, _G.Attention.SCALE, _G.Attention.SLIDING_WINDOW_PATTERN, _G.Rope.FREQ_BASE_SWA,
-             _G.Rope.SCALING_ORIG_CTX_LEN, _G.Rope.SCALING_YARN_BETA_FAST, _G.Rope.SCALING_YARN_BETA_SLOW,
-             _G.Rope.SCALING_ATTN_FACTOR, _G.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, _G.Attention.LAYERNORM_EPS,
-             _G.LLM.USE_PARALLEL_RESIDUAL, _G.LLM.LEADING_DENSE_BLOCK_COUNT, _G.LLM.EXPERT_SHARED_COUNT,
-             _G.LLM.EXPERT_GROUP_COUNT, _G.LLM.EXPERT_GROUP_USED_COUNT, _G.LLM.EXPERT_WEIGHTS_SCALE,
-             _G.LLM.EXPERT_GATING_FUNC, _G.Attention.Q_LORA_RANK, _G.Attention.KV_LORA_RANK,
-             _G.Attention.KEY_LENGTH_MLA, _G.Attention.VALUE_LENGTH_MLA, _G.Rope.SCALING_YARN_LOG_MUL)
-except (ImportError, AttributeError):  # pragma: no cover - gguf-py is a dependency
-    _MORE = _FALLBACK
+# Spelled here, not read from gguf-py at import: opening a model must not pay for importing
+# gguf-py (80 ms). tests/runtime/test_gguf_edges.py holds this spelling equal to gguf-py's.
+_MORE = _FALLBACK
 _MORE_NAMES = ("moe_intermediate", "expert_weights_norm", "attn_softcap", "final_softcap", "embedding_scale",
                "residual_scale", "logit_scale", "attention_scale", "sliding_window_pattern", "rope_freq_base_swa",
                "yarn_original_context", "yarn_beta_fast", "yarn_beta_slow", "yarn_attention_factor",

@@ -11,9 +11,7 @@ from ..records import CheckpointRecord
 from ..spans import Finding
 from .findings import model_finding
 from .sidefiles import line_col
-from .template_audit import audit_template
 from .template_known import known_template
-from .template_rules import internal
 from .template_sources import folder_sources, template_sources
 
 
@@ -40,7 +38,11 @@ def sandbox_refusal(error: str | None) -> str | None:
     of 'str' object is unsafe"), or None when the refusal is something else (a list's append
     in the immutable sandbox is a bug, not an attack)."""
     m = re.search(r"SecurityError: .*?attribute '([^']+)'", error or "")
-    return m.group(1) if m and internal(m.group(1)) else None
+    if not m:
+        return None
+    from .template_rules import internal  # jinja2 comes with it: only where a template rendered
+
+    return m.group(1) if internal(m.group(1)) else None
 
 
 def refusal_finding(loc: dict, error: str, name: str) -> Finding:
@@ -96,3 +98,11 @@ def template_view(ckpt: CheckpointRecord) -> dict | None:
                       "message": hit.message, "file": src.file, "offset": offset, "length": length})
     return {"label": src.label, "text": src.text, "file": src.file, "family": family, "marks": marks,
             "others": [s.label for s in sources[1:]]}
+
+
+def audit_template(text: str):
+    """template_audit.audit_template, imported when a model has a template: parsing one needs
+    jinja2, which a model without a chat template does not pay for at open (50-90 ms)."""
+    from .template_audit import audit_template as audit
+
+    return audit(text)

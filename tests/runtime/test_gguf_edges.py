@@ -173,10 +173,22 @@ def test_converted_gemma_gguf_tokenizes_like_the_folder(tmp_path):
 
 
 def test_the_built_in_key_names_are_gguf_pys():
-    """Without gguf-py, from_gguf reads the keys gguf-py spells (and llama.cpp reads)."""
-    from model_explorer.model import config_gguf
+    """from_gguf and the card read the keys gguf-py spells (and llama.cpp reads), spelled in
+    model/gguf_keys.py so that opening a model never imports gguf-py."""
+    from gguf.constants import Keys as G
 
-    assert config_gguf._FALLBACK == config_gguf._MORE
+    from model_explorer.model import gguf_keys
+
+    theirs = (G.LLM.EXPERT_FEED_FORWARD_LENGTH, G.LLM.EXPERT_WEIGHTS_NORM, G.LLM.ATTN_LOGIT_SOFTCAPPING,
+              G.LLM.FINAL_LOGIT_SOFTCAPPING, G.LLM.EMBEDDING_SCALE, G.LLM.RESIDUAL_SCALE,
+              G.LLM.LOGIT_SCALE, G.Attention.SCALE, G.Attention.SLIDING_WINDOW_PATTERN, G.Rope.FREQ_BASE_SWA,
+              G.Rope.SCALING_ORIG_CTX_LEN, G.Rope.SCALING_YARN_BETA_FAST, G.Rope.SCALING_YARN_BETA_SLOW,
+              G.Rope.SCALING_ATTN_FACTOR, G.LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH, G.Attention.LAYERNORM_EPS,
+              G.LLM.USE_PARALLEL_RESIDUAL, G.LLM.LEADING_DENSE_BLOCK_COUNT, G.LLM.EXPERT_SHARED_COUNT,
+              G.LLM.EXPERT_GROUP_COUNT, G.LLM.EXPERT_GROUP_USED_COUNT, G.LLM.EXPERT_WEIGHTS_SCALE,
+              G.LLM.EXPERT_GATING_FUNC, G.Attention.Q_LORA_RANK, G.Attention.KV_LORA_RANK,
+              G.Attention.KEY_LENGTH_MLA, G.Attention.VALUE_LENGTH_MLA, G.Rope.SCALING_YARN_LOG_MUL)
+    assert gguf_keys._MORE == theirs
 
 
 def test_hyperparameters_and_names_read_without_gguf_py():
