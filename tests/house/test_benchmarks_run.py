@@ -21,7 +21,7 @@ SMALL_RUNS = [
     ["bench_hubquant.py", "--small"],
     ["bench_audit.py", "--quick", "--only", "deep"],
     ["bench_pickle_imports.py", "--count", "2000"],
-    ["bench_first_open.py", "--no-browser", "--repeat", "1"],
+    ["bench_first_open.py", "--no-browser", "--repeat", "1", "--no-cross-column"],
     ["bench_hub.py", "--small"],
     ["bench_families.py", "--small", "--only", "llama,gemma2,qwen3_moe"],
     ["bench_trace.py", "--small"],
