@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..model.config import UnsupportedModel
-from ..runtime.decoder import LAYER_MODULES, MODULES
+from ..runtime.decoder import LAYER_MODULES, MODULES, drain
 
 MASSIVE_RATIO = 1000.0
 TOP = 5  # largest |x| kept per module
@@ -214,15 +214,7 @@ def run(model, ids: list[int], recorder, progress=None, label: str = "tracing") 
     """One forward pass over the whole sequence with `recorder` set; float32 numpy logits.
     progress(label, layers done, layers) is called after each layer (False stops the pass);
     None shows a progress bar when the run streams, False nothing."""
-    return _drain(steps(model, ids, recorder, progress, label))
-
-
-def _drain(gen):
-    while True:
-        try:
-            next(gen)
-        except StopIteration as done:
-            return done.value
+    return drain(steps(model, ids, recorder, progress, label))
 
 
 def steps(model, ids: list[int], recorder, progress=None, label: str = "tracing"):

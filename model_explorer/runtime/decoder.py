@@ -99,12 +99,7 @@ class Decoder:
         last_only: return only the last position's logits (what generation needs), which
         skips most of the output projection during prefill.
         """
-        steps = self.steps(token_ids, cache, last_only)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
+        return drain(self.steps(token_ids, cache, last_only))
 
     def steps(self, token_ids, cache: KVCache, last_only: bool = False):
         """`forward` one layer at a time: a generator that yields each layer's index when the
@@ -268,3 +263,12 @@ class Decoder:
             blocked |= k_pos <= q_pos - window
         mask = np.where(blocked, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
         return self.backend.asarray(np.tile(mask, (group, 1)))
+
+
+def drain(steps):
+    """Run a generator of `Decoder.steps` to its end; its return value (the logits)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value

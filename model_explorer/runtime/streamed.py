@@ -48,7 +48,7 @@ class _Piece:
     name: str
     rows: int
     align: int  # blocks start at multiples of this (whole heads, where rows are re-ordered per head)
-    heads_per_align: int  # GGUF q/k: heads re-ordered into Hugging Face's order per `align` rows
+    per_head: bool  # GGUF q/k: each head's rows (`align` of them) go back to Hugging Face's order
 
 
 class StreamedMatrix:
@@ -177,8 +177,8 @@ class StreamedWeights(Weights):
             heads = self.cfg.num_heads if part == "q" else self.cfg.num_kv_heads
             if heads <= 0 or rows % (2 * heads):
                 return None
-            return _Piece(name, rows, rows // heads, 1)
-        return _Piece(name, rows, 1, 0)
+            return _Piece(name, rows, rows // heads, True)
+        return _Piece(name, rows, 1, False)
 
     def _joined(self, i: int, label: str, parts: tuple[str, ...]):
         pieces = [self._piece(p, i) for p in parts]
@@ -235,8 +235,8 @@ class StreamedWeights(Weights):
 
     def _decode(self, piece: _Piece, start: int, stop: int, out: np.ndarray) -> None:
         self.ckpt.read(piece.name, rows=slice(start, stop), out=out)
-        if piece.heads_per_align:  # GGUF q/k rows back in Hugging Face's order, head by head
-            out[...] = unpermute_qk(out, (stop - start) // piece.align * piece.heads_per_align)
+        if piece.per_head:  # GGUF q/k rows back in Hugging Face's order, head by head
+            out[...] = unpermute_qk(out, (stop - start) // piece.align)
 
     def _record(self, piece: _Piece, start: int, seconds: float) -> None:
         """One dequantization row per tensor; a pass that starts over from row 0 is one call."""
