@@ -11,6 +11,11 @@ amplification shapes (a 92 MB safetensors header of 1.2 million overlapping entr
 pickle of 500,000 distinct imports).
 
     .venv/bin/python benchmarks/bench_scanners.py [--skip-amplification] [--list]
+    .venv/bin/python benchmarks/bench_scanners.py --peer-dir DIR [--list]
+
+--peer-dir scores the peers' own test files instead (a checkout's picklescan/tests/data and
+data2, modelscan's or fickling's generated files): every file is expected dangerous unless its
+name marks it safe (PEER_SAFE), as their authors' tests do.
 
 The three scanners are optional (`pip install picklescan modelscan fickling`); a missing
 one is reported as such. None of them runs a pickle either.
@@ -301,12 +306,47 @@ def amplification(d: str) -> dict:
             "pickle": [size2, secs2, cpu2, peak2, findings2]}
 
 
+# Names the peers' own tests expect to be safe (picklescan's benign files, plain tensors, numpy
+# object arrays of plain data, a PNG named .pt, password-protected zips it cannot open).
+PEER_SAFE = ("benign", "safe", "not_a_pickle", "pytorch_model.bin", "bad_pytorch.pt", "int_array",
+             "object_array", "password_protected")
+
+
+def peer_dir(folder: str, show: bool) -> dict:
+    """model_explorer's verdict on each file of a folder of the peers' test files."""
+    bad, good = {}, {}
+    for root, _, names in os.walk(folder):
+        for name in sorted(names):
+            if name.endswith((".py", ".md", ".txt")):
+                continue
+            path = os.path.join(root, name)
+            (good if any(k in name.lower() for k in PEER_SAFE) else bad)[name] = path
+    print(f"peer files in {folder}: {len(bad)} expected dangerous, {len(good)} expected safe")
+    flagged = {n: model_explorer_verdict(p) for n, p in {**bad, **good}.items()}
+    hits = [n for n in bad if flagged[n][0]]
+    false = [n for n in good if flagged[n][0]]
+    crashed = [n for n in flagged if flagged[n][2]]
+    print(f"dangerous called dangerous: {len(hits)}/{len(bad)} ({100 * len(hits) / max(1, len(bad)):.1f} %)"
+          f"; safe called dangerous: {len(false)}; crashes: {len(crashed)}")
+    if show:
+        for n in bad:
+            if not flagged[n][0]:
+                print(f"  missed: {n}")
+        for n in false:
+            print(f"  falsely flagged: {n}")
+    return {"dangerous": len(bad), "hit": len(hits), "false": len(false), "crashed": len(crashed)}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--skip-amplification", action="store_true")
     p.add_argument("--list", action="store_true", help="name the missed and falsely flagged files")
     p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--peer-dir", help="score a folder of the peers' own test files instead")
     args = p.parse_args(argv)
+    if args.peer_dir:
+        peer_dir(args.peer_dir, args.list)
+        return 0
     with tempfile.TemporaryDirectory(prefix="mx-scanners-") as d:
         bad, good = build_corpus(d)
         print(f"corpus: {len(bad)} dangerous files, {len(good)} safe files")

@@ -13,6 +13,7 @@ from . import sources
 from .checkpoint import Checkpoint
 from .formats import hubquant, mlx
 from .formats.detect import WEIGHTS, detect, extension_matches, identify
+from .formats.detect_pickle import PICKLE_NAMES, pickle_prefix
 from .formats.gguf_split import read_splits
 from .formats.hubquant.summary import quant_summary
 from .formats.result import FileResult
@@ -141,6 +142,12 @@ def _unread(src, head: bytes) -> Report:
         return rep
     shown = " ".join(f"{b:02x}" for b in head[:16])
     said = f" (they read as {what.label})" if what is not None and what.kind != "unknown" else ""
+    if src.name.lower().endswith(PICKLE_NAMES):  # never only "unknown format" for a .pkl
+        why = pickle_prefix(head, src.size).why or "its opcodes build nothing"
+        rep.error("not_a_pickle", f"The name says pickle, but the bytes are not one: {why} "
+                  f"(first bytes {shown}{said}). pickle.load fails on it as well; nothing in "
+                  "it is imported or called.", 0, min(16, src.size))
+        return rep
     rep.error("unknown_format", "The first bytes match no format this tool reads (safetensors "
               f"length + JSON, 'GGUF', a zip or a pickle): {shown}{said}.", 0, min(16, src.size))
     return rep

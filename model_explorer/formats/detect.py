@@ -8,12 +8,13 @@ Every magic number of the project lives here.
 
 from __future__ import annotations
 
-import io
-import pickletools
 import re
 import struct
+import zlib
 from collections.abc import Callable
 from typing import NamedTuple
+
+from .detect_pickle import pickle_prefix
 
 # The legacy (pre-1.6) torch.save format starts with a pickle of this number: LONG1 with 10
 # bytes after PROTO (and, from protocol 4, a FRAME), or a text LONG in protocols 0 and 1.
@@ -21,13 +22,6 @@ TORCH_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_LONG1 = b"\x8a\x0a" + TORCH_LEGACY_MAGIC.to_bytes(10, "little")
 _LEGACY_TEXT = b"L%dL\n" % TORCH_LEGACY_MAGIC
 _FRAME = 0x95
-
-# Opcodes a protocol 0/1 pickle commonly starts with: MARK, EMPTY_DICT, EMPTY_LIST, GLOBAL,
-# EMPTY_TUPLE, NONE, INT, STRING, UNICODE, FLOAT, LONG, DICT, LIST.
-_TEXT_PICKLE_STARTS = b"(}]c)NISVFLdl"
-_TEXT_PICKLE_OPS = 256  # opcodes walked before a text pickle is taken as one
-_SCALAR_OPS = frozenset({"UNICODE", "STRING", "INT", "LONG", "FLOAT", "NONE"})
-_GLOBAL_ARG = re.compile(r"[A-Za-z_][\w.]* [A-Za-z_][\w.]*")  # "module name", as genops gives it
 
 EXTENSIONS = {
     "safetensors": (".safetensors",),
@@ -53,6 +47,7 @@ TAR_HEADERS = 64  # member headers a tar's identification walks
 HEAD_BYTES = 4096  # what `identify` reads from the start of a file
 ZIP_TAIL = 22 + 65535  # the end-of-central-directory record and the longest comment
 ZIP_DIRECTORY_BYTES = 64 * 1024  # of the central directory, enough for the names that matter
+ZIP_MEMBERS_SNIFFED = 64  # entries of a plain zip whose first bytes are read to find pickles
 
 # Legacy GGML-family files (before GGUF): a u32 magic, little-endian.
 GGML_MAGICS = {b"lmgg": "ggml", b"fmgg": "ggmf", b"tjgg": "ggjt", b"algg": "ggla"}
@@ -93,7 +88,7 @@ def detect(head: bytes, size: int) -> str:
         return "pickle"
     if _is_onnx(head):
         return "onnx"
-    if head[:1] and head[:1] in _TEXT_PICKLE_STARTS and _is_text_pickle(head, size):
+    if pickle_prefix(head, size).is_pickle:
         return "pickle"
     return "unknown"
 
@@ -122,39 +117,6 @@ def _is_ctranslate2(head: bytes) -> bool:
     name = head[6:6 + n]
     return 2 <= n <= 128 and len(name) == n and name[-1:] == b"\0" and \
         _CT2_SPEC.fullmatch(name[:-1]) is not None
-
-
-def _is_text_pickle(head: bytes, size: int) -> bool:
-    """A protocol 0/1 pickle: its opcodes (none newer than protocol 1, globals named by dotted
-    identifiers, something besides scalars pushed) walk cleanly to a STOP, or to the end of
-    `head` when the file goes on, and their stack effects add up (pickletools' own check). Text that starts with an opcode letter ("In this repo", "NOTICE", "Node.js
-    is...", a RECORD file's "comp...") fails within its first lines."""
-    stream = io.BytesIO(head)
-    ops = structure = 0
-    try:
-        for op, arg, pos in pickletools.genops(stream):
-            if op.name == "STOP" and pos is not None:  # "N." ends a pickle of None, and begins "N.B." in a text
-                return (structure > 0 or pos >= size - 2) and _stack_adds_up(head[:pos + 1])
-            if op.proto > 1 or (op.name in ("GLOBAL", "INST") and not _GLOBAL_ARG.fullmatch(str(arg))):
-                return False
-            ops += 1
-            structure += op.name not in _SCALAR_OPS
-            if ops >= _TEXT_PICKLE_OPS:
-                break
-    except Exception:  # noqa: BLE001 - any malformed opcode: not a pickle here, or cut by `head`
-        if not (ops >= 2 and stream.tell() >= len(head) and size > len(head)):
-            return False
-    return structure > 0 and _stack_adds_up(head)
-
-
-def _stack_adds_up(data: bytes) -> bool:
-    """pickletools.dis over `data` finds no stack or mark error before `data` runs out."""
-    stream = io.BytesIO(data)
-    try:
-        pickletools.dis(stream, out=io.StringIO())
-    except Exception:  # noqa: BLE001 - a stack error, or the end of a cut `data`
-        return stream.tell() >= len(data)
-    return True
 
 
 def _first_zip_name(head: bytes) -> bytes:
@@ -247,7 +209,8 @@ def _tar_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
     """torch's oldest format is a tar holding these members (pytorch/tar.py's MEMBERS); torch.load
     finds them by name wherever they are, so the member headers are walked (up to TAR_HEADERS of
     them, 512 bytes each): a tar without any is an archive of something else; one with more
-    members than that goes to the reader, which lists them all."""
+    members than that goes to the reader, which lists them all. A tar whose regular members
+    include a pickle (the first bytes of each read) goes to the reader too, which judges it."""
     offset = 0
     for _ in range(TAR_HEADERS):
         header = bytes(read(offset, 512)) if offset + 512 <= size else b""
@@ -260,6 +223,10 @@ def _tar_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
             length = int(header[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
         except ValueError:
             break  # a malformed header: the reader says what is wrong
+        if header[156:157] in (b"0", b"\0", b"7") and length > 0:
+            head = bytes(read(offset + 512, min(length, 512, max(0, size - offset - 512))))
+            if pickle_prefix(head, length).is_pickle:  # pickle.load runs it whatever its name
+                return _it("torch_tar", WEIGHTS, "torch_tar", label="tar archive holding pickles")
         offset += 512 + -(-length // 512) * 512
     return _it("torch_tar", WEIGHTS, "torch_tar")
 
@@ -267,6 +234,13 @@ def _tar_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
 def zip_names(read: Callable[[int, int], bytes], size: int) -> list[str] | None:
     """Entry names from the zip's central directory (its first 64 KiB), or None when the end
     record cannot be found (a zip cut short): two bounded reads (three with a long comment)."""
+    members = zip_members(read, size)
+    return None if members is None else [m[0] for m in members]
+
+
+def zip_members(read: Callable[[int, int], bytes], size: int) -> list[tuple[str, int, int, int]] | None:
+    """(name, method, compressed size, local header offset) of each entry in the central
+    directory's first 64 KiB, or None when the end record cannot be found."""
     for want in (1024, ZIP_TAIL):  # the end record is 22 bytes from the end, unless a comment follows
         start = max(0, size - want)
         tail = bytes(read(start, size - start))
@@ -285,23 +259,61 @@ def zip_names(read: Callable[[int, int], bytes], size: int) -> list[str] | None:
     if cd_offset >= size:
         return None
     directory = bytes(read(cd_offset, min(cd_size, ZIP_DIRECTORY_BYTES, size - cd_offset)))
-    names, pos = [], 0
+    out, pos = [], 0
     while pos + 46 <= len(directory) and directory[pos:pos + 4] == b"PK\x01\x02":
+        (method,) = struct.unpack_from("<H", directory, pos + 10)
+        (compressed,) = struct.unpack_from("<I", directory, pos + 20)
         n, extra, comment = struct.unpack_from("<HHH", directory, pos + 28)
+        (local,) = struct.unpack_from("<I", directory, pos + 42)
         if pos + 46 + n > len(directory):
             break
-        names.append(directory[pos + 46:pos + 46 + n].decode("utf-8", "replace"))
+        out.append((directory[pos + 46:pos + 46 + n].decode("utf-8", "replace"), method,
+                    compressed, local))
         pos += 46 + n + extra + comment
-    return names
+    return out
+
+
+def zip_member_head(read: Callable[[int, int], bytes], size: int, method: int, compressed: int,
+                    local: int, n: int = 512) -> bytes:
+    """The first `n` bytes of a stored or deflated zip entry (b"" for other methods or a
+    header that does not hold)."""
+    header = bytes(read(local, 30)) if local + 30 <= size else b""
+    if header[:4] != b"PK\x03\x04":
+        return b""
+    name_len, extra_len = struct.unpack_from("<HH", header, 26)
+    start = local + 30 + name_len + extra_len
+    if method == 0:
+        return bytes(read(start, max(0, min(n, compressed, size - start))))
+    if method != 8:
+        return b""
+    raw = bytes(read(start, max(0, min(8 * n, compressed, size - start))))
+    try:
+        return zlib.decompressobj(-15).decompress(raw, n)
+    except zlib.error:
+        return b""
+
+
+def zip_pickle_members(read: Callable[[int, int], bytes], size: int,
+                       members: list[tuple[str, int, int, int]]) -> list[str]:
+    """The names of the first ZIP_MEMBERS_SNIFFED entries whose bytes are a pickle."""
+    out = []
+    for name, method, compressed, local in members[:ZIP_MEMBERS_SNIFFED]:
+        if name.endswith("/"):
+            continue
+        head = zip_member_head(read, size, method, compressed, local)
+        if head and pickle_prefix(head, max(len(head) + 1, compressed)).is_pickle:
+            out.append(name)
+    return out
 
 
 def _zip_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
     """torch.save (data.pkl), TorchScript (code/ beside data.pkl), torch.export, Keras 3, or a
     zip that is none of them. A zip whose directory cannot be read goes to the torch reader,
     which says what is wrong with it."""
-    names = zip_names(read, size)
-    if names is None:
+    members = zip_members(read, size)
+    if members is None:
         return _it("zip", WEIGHTS, "zip")
+    names = [m[0] for m in members]
     if any(n.endswith(".pkl") for n in names):
         if any("/code/" in f"/{n}" for n in names):
             return _it("torchscript", WEIGHTS, "zip")
@@ -313,6 +325,8 @@ def _zip_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
         return _it("pt2", WEIGHTS)
     if any(n.endswith(".weights.h5") for n in names):
         return _it("keras", WEIGHTS, "keras")
+    if zip_pickle_members(read, size, members):  # pickle.load runs a member whatever its name
+        return _it("zip", WEIGHTS, "zip", label="zip archive holding pickles")
     return _it("zip_archive", OTHER)
 
 

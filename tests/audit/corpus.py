@@ -18,6 +18,7 @@ from pytorch.gadgets import (
     nested_frames,
 )
 from pytorch.helpers import hostile_pickles
+from pytorch.odd_starts import archive_pickles, odd_start_pickles
 
 from .synth import hostile_pickle, small_tensors, write_gguf
 
@@ -28,10 +29,15 @@ def hostile(folder: Path, marker: Path) -> list[Path]:
     blobs = {**{f"gadget_{k}": v for k, v in gadget_pickles(marker).items()},
              **{f"payload_{k}": v for k, v in hostile_pickles(marker).items()},
              **{f"author_{k}": v for k, v in AUTHOR_CLASS_PICKLES.items()},
+             **{f"start_{k}": v for k, v in odd_start_pickles(marker).items()},
              "frame_straddle": frame_straddle(marker), "nested_frames": nested_frames(marker)}
     out = []
     for name, data in blobs.items():
         p = folder / f"{name}.pkl"
+        p.write_bytes(data)
+        out.append(p)
+    for name, data in archive_pickles(marker).items():  # pickles under other names (issue 43)
+        p = folder / f"hidden_{name}"
         p.write_bytes(data)
         out.append(p)
     out.append(Path(hostile_pickle(folder / "synth_hostile.bin", marker)))

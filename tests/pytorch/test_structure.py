@@ -454,6 +454,11 @@ def test_opcode_limits_are_findings(tmp_path, monkeypatch):
     assert len([s for s in ckpt.spans if s.kind == "opcode" and s.path.startswith("pickle >")]) == 10
     assert "dangerous_import" in codes(ckpt)  # emulation goes on past the labelling cap
     monkeypatch.setattr(pickle_vm, "MAX_OPCODES", 50)
+    ckpt = mx.open(p)  # past the emulation cap, the imports are still read (issue 43)
+    assert one(ckpt.findings, "pickle_imports_only").severity == "info"
+    assert "dangerous_import" in codes(ckpt)
+    assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "dangerous"
+    monkeypatch.setattr(pickle_vm, "MAX_OPCODES_SCANNED", 20)
     ckpt = mx.open(p)
     assert one(ckpt.findings, "pickle_too_long").severity == "warning"
     assert ckpt.details["files"][str(p)]["pickle"]["verdict"] == "suspicious"

@@ -23,7 +23,8 @@ from operator import attrgetter
 from typing import Any
 
 from ...spans import Report, short_repr
-from ..detect import detect
+from ..detect import detect, zip_member_head
+from ..detect_pickle import pickle_prefix
 from ..result import FileResult
 from . import torchscript
 from .cutshort import Cut, legacy_keys_length, report_cut, zip_cut
@@ -48,6 +49,7 @@ REDUCERS = {**TORCH_REDUCERS, **NUMPY_REDUCERS}
 WATCH = frozenset({EMBEDDED_FUNC})
 PICKLE_STARTS = b"\x80(}]c)NISVFLdlKJMXUTGq"
 MAX_EMBED_DEPTH = 8
+MAX_SNIFFED = 4096  # members of a zip that is no checkpoint, read to find pickles
 
 
 class EmbeddedFiles:
@@ -63,9 +65,11 @@ class EmbeddedFiles:
 
 def read_embedded(sub, nesting: EmbeddedFiles) -> FileResult | None:
     """A torch file inside a pickle (torch.storage._load_from_bytes), read like any other,
-    to a bounded depth: each level is a Python frame here, and a file can nest hundreds."""
-    kind = detect(bytes(sub.read(0, 64)), sub.size)
-    reader = {"torch_legacy": read_torch_legacy, "zip": read_torch_zip}.get(kind)
+    to a bounded depth: each level is a Python frame here, and a file can nest hundreds. A plain
+    pickle there is read too: torch.load unpickles it (as the legacy magic number) before it
+    checks anything, so what it imports and calls runs."""
+    kind = detect(bytes(sub.read(0, 512)), sub.size)
+    reader = {"torch_legacy": read_torch_legacy, "zip": read_torch_zip, "pickle": read_pickle}.get(kind)
     if reader is None:
         return None
     if nesting.depth >= MAX_EMBED_DEPTH:
@@ -106,13 +110,17 @@ def read_torch_zip(source, embedded: EmbeddedFiles | None = None) -> FileResult:
     if pkl_name is None and listing.cut:  # torch.jit.save writes data.pkl after the storages
         report_cut(Cut(source.size, None, f"{short_repr(names[-1], 60)} (entry {len(names)}), "
                        "before any data.pkl"), result)
-    elif pkl_name is None:
-        rep.error("no_data_pkl", "The zip holds no data.pkl record, so it is not a torch.save "
-                  f"checkpoint (entries: {', '.join(short_repr(n, 40) for n in names[:5])}).",
-                  0, min(4, source.size))
     if pkl_name is None:
         runs: list[PickleRun] = []
-        _scan_other_pickles(source, rep, entries, None, runs, listing.shadowed)
+        members = _scan_other_pickles(source, rep, entries, None, runs, listing.shadowed,
+                                      any_name=True)
+        if not listing.cut:
+            held = (f"; its member(s) {', '.join(short_repr(n, 40) for n in members[:5])} are "
+                    "pickles, which pickle.load runs whatever their names, and are checked below"
+                    if members else "")
+            rep.error("no_data_pkl", "The zip holds no data.pkl record, so it is not a torch.save "
+                      f"checkpoint (entries: {', '.join(short_repr(n, 40) for n in names[:5])})"
+                      f"{held}.", 0, min(4, source.size))
         if runs:  # no torch checkpoint, but whatever pickles it holds are still judged
             result.details["pickle"] = pickle_details(runs, None, None, rep)
         return result
@@ -293,21 +301,40 @@ def _orphan_storages(entries, prefix: str, table: StorageTable, rep: Report) -> 
 
 
 def _scan_other_pickles(source, rep: Report, entries, data_pkl: str | None,
-                        runs: list[PickleRun], shadowed=()) -> None:
+                        runs: list[PickleRun], shadowed=(), any_name: bool = False) -> list[str]:
     """Other *.pkl records (constants.pkl, extra files, earlier copies of a duplicated name)
-    may be unpickled by some loader."""
+    may be unpickled by some loader; with `any_name` (a zip that is no torch checkpoint), so
+    may any member whose bytes are a pickle, the first MAX_SNIFFED of them. Returns the names
+    of the members read."""
     others = [(n, e, n.rsplit("/", 1)[-1]) for n, e in entries.items() if n != data_pkl]
     others += [(e.name, e, f"{e.name.rsplit('/', 1)[-1]} (copy at byte {e.header_offset}, not the "
                 "one torch loads)") for e in shadowed]
+    read = []
+    sniffed = 0
     for name, e, label in others:
-        if not name.endswith(".pkl") or e.method not in (0, 8):
+        if e.method not in (0, 8):
             continue
+        if not name.endswith(".pkl"):
+            if not any_name or sniffed >= MAX_SNIFFED or name.endswith("/"):
+                continue
+            sniffed += 1
+            head = zip_member_head(source.read, source.size, e.method, e.compressed_size,
+                                   e.header_offset)
+            if not (head and pickle_prefix(head, max(len(head) + 1, e.size)).is_pickle):
+                continue
+            label = name
         m = PickleMachine(rep, label, REDUCERS, StorageTable(legacy=False).load, watch=WATCH)
         run = m.run(source, e.data_offset, max(0, min(e.compressed_size, source.size
                                                       - e.data_offset))) if e.method == 0 \
             else _run_inflated(source, rep, m, e)
         if run is not None:
             runs.append(run)
+            read.append(name)
+    if sniffed >= MAX_SNIFFED and len(others) > MAX_SNIFFED:
+        rep.warning("archive_members_unchecked", f"The zip holds {len(others):,} members; the "
+                    f"first {MAX_SNIFFED:,} were checked for pickles, the rest were not.", 0,
+                    min(4, source.size))
+    return read
 
 
 def _trailing_pickles(source, rep: Report, run: PickleRun, end: int, label: str) -> list[PickleRun]:

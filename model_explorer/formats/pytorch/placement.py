@@ -195,11 +195,12 @@ class _EmbeddedStorages:
         return ref
 
     def _merge(self, nested: FileResult, base: int | None, where: str) -> None:
+        what = "torch file" if "zip" in nested.details or "sys_info" in nested.metadata else "pickle"
         for f in nested.report.findings:
             if f.code == "trailing_bytes":
                 continue
             shifted = (f.offset + base) if (base is not None and f.offset is not None) else None
-            g = getattr(self.rep, f.severity)(f.code, f"In the torch file embedded at {where}: "
+            g = getattr(self.rep, f.severity)(f.code, f"In the {what} embedded at {where}: "
                                               f"{f.message}", shifted, f.length if shifted else None,
                                               f.tensor)
             g.extra.update(f.extra)

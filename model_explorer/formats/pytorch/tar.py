@@ -34,6 +34,7 @@ BLOCK = 512
 MEMBERS = ("sys_info", "storages", "tensors", "pickle")
 MAX_MEMBERS = 100_000
 MAX_RECORDS = 1_000_000
+MAX_SNIFFED = 4096  # members of a tar that is no checkpoint, read to find pickles
 REGULAR = (b"0", b"\0", b"7")
 
 
@@ -99,6 +100,8 @@ def read_torch_tar(source) -> FileResult:
         runs.append(run)
         if last:
             main = run
+    if not by_name.keys() & set(MEMBERS):
+        _other_pickles(source, rep, members, runs)
     walked = walk(main.value if main else None, rep)
     result.tensors = place_tensors(walked.tensors, lambda key: locations.get(key), source, rep,
                                    byteorder, "storage ",
@@ -110,6 +113,27 @@ def read_torch_tar(source) -> FileResult:
     result.details["tar"] = {"members": [m.name for m in members[:100]]}
     sort_spans(rep)
     return result
+
+
+def _other_pickles(source, rep: Report, members: list[_Member], runs: list[PickleRun]) -> None:
+    """A tar that is no torch checkpoint: a loader that unpacks it and unpickles a member runs
+    that member whatever its name, so every regular member whose bytes parse as a pickle (the
+    first MAX_SNIFFED) is read and judged."""
+    from ..detect_pickle import pickle_prefix
+
+    regular = [m for m in members if m.kind in REGULAR and m.size > 0]
+    for m in regular[:MAX_SNIFFED]:
+        head = bytes(source.read(m.data, min(m.size, 512)))
+        if not pickle_prefix(head, m.size).is_pickle:
+            continue
+        rep.info("archive_member_pickle", f"The member {m.name!r} is a pickle; pickle.load runs "
+                 "it whatever its name, so it is checked.", m.header, BLOCK)
+        machine = PickleMachine(rep, f"tar {m.name}", _reducers())
+        machine.at_file_end = m.cut
+        runs.append(machine.run(source, m.data, m.size))
+    if len(regular) > MAX_SNIFFED:
+        rep.warning("archive_members_unchecked", f"The tar holds {len(regular):,} members; the "
+                    f"first {MAX_SNIFFED:,} were checked for pickles, the rest were not.", 0, BLOCK)
 
 
 def _reducers():

@@ -32,6 +32,10 @@ from .values import Global, PickleRun, Unknown, op_value
 # Beyond these, opcodes are no longer emulated / labelled (a finding says so).
 MAX_OPCODES = 5_000_000
 MAX_OPCODE_SPANS = 250_000  # about 270 bytes each with their paths: ~70 MB at most
+MAX_OPCODES_SCANNED = 500_000_000  # past MAX_OPCODES, opcodes walked for their imports only
+_STRING_OPS = frozenset({"UNICODE", "STRING", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8",
+                         "SHORT_BINSTRING", "BINSTRING"})
+_MEMO_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "FRAME"})
 
 Reducer = Callable[["PickleMachine", tuple, int], Any]
 
@@ -91,17 +95,16 @@ class PickleMachine(ImportTracking):
         span_limit = MAX_OPCODE_SPANS if self.spans else 0
         check_at = min(span_limit, MAX_OPCODES)  # the one comparison the hot loop makes
         count = end = 0
+        ops = pickletools.genops(f)
         try:
-            for op, arg, pos in pickletools.genops(f):
+            for op, arg, pos in ops:
                 end = tell()
                 if end > self.frame_end:
                     self._left_frame(pos, end, op.name)
                 if count >= check_at:
-                    if count >= MAX_OPCODES:
-                        rep.warning("pickle_too_long", f"The pickle has more than {MAX_OPCODES} "
-                                    "opcodes; the rest is not checked, so it may hide imports.",
-                                    base + pos, 1)
-                        run.failed = True
+                    if count >= MAX_OPCODES:  # the rest: its imports only, at genops' pace
+                        count += self._imports_past_cap(op, arg, pos, ops)
+                        end = tell()
                         break
                     if count == span_limit and self.spans:
                         rep.info("opcode_spans_capped", f"Only the first {MAX_OPCODE_SPANS} opcodes "
@@ -143,6 +146,46 @@ class PickleMachine(ImportTracking):
         if run.irregular_frames and not loader_view:
             self._compare_loader_view(source, start, length, run)
         return run
+
+    def _imports_past_cap(self, op, arg, pos: int, ops) -> int:
+        """Past MAX_OPCODES the stack is no longer emulated, but every import is still judged
+        (a payload placed after millions of filler opcodes is what the cap invites): GLOBAL and
+        INST name theirs; a STACK_GLOBAL right after two strings takes them, any other one
+        imports a name computed while loading (an error). Returns the opcodes walked; past
+        MAX_OPCODES_SCANNED a warning says the rest was not read."""
+        run = self.run_info
+        assert run is not None
+        self.report.info("pickle_imports_only", f"The pickle has more than {MAX_OPCODES:,} opcodes; "
+                         "past that only its imports are read (a far faster walk), so what it "
+                         "builds after this byte is not listed.", self.base + pos, 1)
+        strings: list = []  # the strings pushed just before, for STACK_GLOBAL
+        count = 0
+        while True:
+            name = op.name
+            if name in ("GLOBAL", "INST"):
+                module, _, attr = (arg or "").partition(" ")
+                self.make_global(module, attr, pos, name)
+            elif name == "STACK_GLOBAL":
+                pair = strings if len(strings) == 2 else (Unknown("a value from the stack"),) * 2
+                self.make_global(pair[0], pair[1], pos, name)
+            elif name == "STOP":
+                run.stopped = True
+                return count + 1
+            if name in _STRING_OPS:
+                strings = (strings + [arg])[-2:]
+            elif name not in _MEMO_OPS:
+                strings = []
+            count += 1
+            if count >= MAX_OPCODES_SCANNED:
+                self.report.warning("pickle_too_long", f"The pickle has more than "
+                                    f"{MAX_OPCODES + MAX_OPCODES_SCANNED:,} opcodes; the rest is "
+                                    "not read, so it may hide imports.", self.base + pos, 1)
+                run.failed = True
+                return count
+            try:
+                op, arg, pos = next(ops)
+            except StopIteration:
+                return count
 
     def _compare_loader_view(self, source, start: int, length: int, run: PickleRun) -> None:
         """Read the pickle again as torch.load's unpickler does; what only it sees is judged too."""
