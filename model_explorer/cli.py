@@ -20,6 +20,7 @@ from .cli_info import (
     value_text,
 )
 from .cli_repair import add_repair_parser
+from .safe_text import SafeStream, escape
 from .units import format_bytes
 
 
@@ -92,7 +93,7 @@ def cmd_info(args) -> int:
             print(f"  {key}: {value_text(value)}")
     print(f"{'name':<48} {'dtype':<8} {'shape':<20} {'offset':>12} {'bytes':>12}")
     for t in list(ckpt.tensors.values())[:args.max_tensors]:
-        print(f"{t.name:<48} {t.label:<8} {str(list(t.shape)):<20} {t.offset:>12} {t.length:>12}")
+        print(f"{escape(t.name):<48} {t.label:<8} {str(list(t.shape)):<20} {t.offset:>12} {t.length:>12}")
     if len(ckpt.tensors) > args.max_tensors:
         print(f"... {len(ckpt.tensors) - args.max_tensors} more (--max-tensors)")
     c = s["findings"]
@@ -297,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    plain = sys.stdout
+    sys.stdout = SafeStream(plain)  # a name a file gave can hold what no terminal should print
     try:
         return args.func(args)
     except SystemExit as e:  # an unreadable source exits 2 from deep inside a command
@@ -304,8 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # noqa: BLE001 - a crash is not "errors found": never exit 1
-        print(f"model-explorer: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(escape(f"model-explorer: internal error: {type(e).__name__}: {e}"), file=sys.stderr)
         return EXIT_UNREADABLE
+    finally:
+        sys.stdout = plain
 
 
 if __name__ == "__main__":

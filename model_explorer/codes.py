@@ -301,6 +301,10 @@ CATALOG: dict[str, Code] = {
                           "Rerun with a larger --timeout, or audit the model alone with model-explorer doctor."),
     "audit_memory": Code("error", "Auditing the model needed more memory than the per-model cap; it was stopped.",
                          "Rerun with a larger --memory-limit."),
+    "audit_row_unwritable": Code("error", "A finding of this model could not be written to the audit's tables; the rest were.",
+                                 "Report it with the file: every value a file holds should have a cell."),
+    "audit_step_failed": Code("error", "One step of a model's audit failed; its other results are kept.",
+                              "Report it with the file: a step should give findings, not fail."),
     "audit_crashed": Code("error", "The process auditing the model died (a crash or a signal); the batch went on.",
                           "Audit the model alone with model-explorer doctor to see the failure."),
     # -- the Hugging Face Hub (hf://, hub.py) -----------------------------------------------------

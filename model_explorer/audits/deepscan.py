@@ -13,6 +13,7 @@ import math
 import sys
 from typing import Any
 
+from ..safe_text import escape_deep
 from ..tensors.stats import stats
 
 COLUMNS = ["name", "dtype", "shape", "numel", "min", "max", "mean", "std", "zeros", "nan", "inf",
@@ -54,7 +55,7 @@ def scan_part(source: str, key: str | None, names: list[str], bins: int) -> list
 def _frame(rows: list[dict]):
     import pandas as pd
 
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(escape_deep(rows), columns=COLUMNS)  # names a file gave, made writable
 
 
 def _parts(items: list[tuple[str, int]], part_bytes: int, min_parts: int = 1) -> list[list[str]]:

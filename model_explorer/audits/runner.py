@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any, NamedTuple
 
+from ..safe_text import escape_deep
 from . import tables
 from .discover import plan
 from .task import audit_batch, count_findings, deep_part
@@ -231,7 +232,10 @@ def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_resu
 
     def finish(src: str) -> None:
         if opts["deep"] and src in layer_rows:
-            _layer_findings(src, layer_rows.pop(src), findings, layer_stat)
+            try:
+                _layer_findings(src, layer_rows.pop(src), findings, layer_stat)
+            except Exception as e:  # noqa: BLE001 - one model's step, never the batch
+                findings[src].append(tables.step_failed(src, "the layer profile", e))
         count_findings(rows[src], findings[src])
         bar.done(rows[src])
         if on_result is not None:
@@ -306,5 +310,5 @@ def _layer_findings(src: str, tensor_rows: list[dict], findings: dict, stat: str
 
     if not tensor_rows:
         return
-    table = pd.DataFrame(tensor_rows)
+    table = pd.DataFrame(escape_deep(tensor_rows))  # names a file gave: no lone surrogates
     findings[src].extend(finding_dict(f, src) for f in layer_findings(table, stat))

@@ -7,11 +7,27 @@ import hashlib
 import os
 from typing import Any, NamedTuple
 
-MODEL_COLUMNS = ["source", "status", "error", "format", "files", "bytes", "tensors", "parameters",
-                 "quant_scheme", "bits_per_weight", "pickle_verdict", "dangerous_imports", "errors",
-                 "warnings", "infos", "top_codes", "seconds", "bytes_read", "fingerprint", "deep", "report", "paths"]
-FINDING_COLUMNS = ["source", "code", "severity", "file", "offset", "length", "tensor", "message", "fix"]
-SKIPPED_COLUMNS = ["path", "reason", "kind", "label", "detail", "bytes", "model"]
+from .cells import UNWRITABLE, clean_row, clean_rows, writable
+
+# Each table's columns and their types, once: the frames, the parquet schema and the cleaning of
+# cells (cells.py) all read these. "big_ints": a JSON object of the integer cells too large for
+# int64 (a header's offset of 2**64, a shape of 10**30), column -> exact decimal text; the int64
+# cell is then null.
+MODEL_SCHEMA = (("source", "str"), ("status", "str"), ("error", "str"), ("format", "str"),
+                ("files", "int"), ("bytes", "int"), ("tensors", "int"), ("parameters", "int"),
+                ("quant_scheme", "str"), ("bits_per_weight", "float"), ("pickle_verdict", "str"),
+                ("dangerous_imports", "list"), ("errors", "int"), ("warnings", "int"),
+                ("infos", "int"), ("top_codes", "list"), ("seconds", "float"), ("bytes_read", "int"),
+                ("fingerprint", "str"), ("deep", "bool"), ("report", "str"), ("paths", "list"),
+                ("big_ints", "str"))
+FINDING_SCHEMA = (("source", "str"), ("code", "str"), ("severity", "str"), ("file", "str"),
+                  ("offset", "int"), ("length", "int"), ("tensor", "str"), ("message", "str"),
+                  ("fix", "str"), ("big_ints", "str"))
+SKIPPED_SCHEMA = (("path", "str"), ("reason", "str"), ("kind", "str"), ("label", "str"),
+                  ("detail", "str"), ("bytes", "int"), ("model", "str"), ("big_ints", "str"))
+MODEL_COLUMNS = [c for c, _ in MODEL_SCHEMA]
+FINDING_COLUMNS = [c for c, _ in FINDING_SCHEMA]
+SKIPPED_COLUMNS = [c for c, _ in SKIPPED_SCHEMA]
 LIST_COLUMNS = ("dangerous_imports", "top_codes", "paths")
 STATUS_OK = "ok"
 
@@ -42,6 +58,15 @@ def crash_finding(source: str, error: BaseException) -> dict:
                                    f"was tried ({type(error).__name__}: {error}).", file=source), source)
 
 
+def step_failed(source: str, step: str, error: BaseException) -> dict:
+    from ..spans import Finding
+    from .task import finding_dict
+
+    return finding_dict(Finding.of("audit_step_failed", f"{step[:1].upper()}{step[1:]} of this model "
+                                   f"failed ({type(error).__name__}: {error}); the rest of its "
+                                   "audit is kept.", file=source), source)
+
+
 def findings_path(out: str | os.PathLike, table: str = "findings") -> str:
     """Where a table beside the models' parquet goes: NAME.findings.parquet, NAME.skipped.parquet."""
     out = os.fspath(out)
@@ -53,7 +78,7 @@ def skipped_frame(entries: list[dict]):
     """The files not audited as models, one row each (inventory.FileEntry as dicts)."""
     import pandas as pd
 
-    df = pd.DataFrame(entries, columns=SKIPPED_COLUMNS)
+    df = pd.DataFrame(clean_rows(entries, SKIPPED_SCHEMA), columns=SKIPPED_COLUMNS)
     df["bytes"] = df["bytes"].astype("Int64")
     return df
 
@@ -86,8 +111,10 @@ def _count(n: int, noun: str) -> str:
 def summary_line(models, findings, skipped=None) -> str:
     """'9 models: 0 unreadable, 1 with errors, 2 dangerous pickles, 40 findings; 7 files not
     audited: 2 ExecuTorch (format not read yet), 1 unreadable'."""
+    unwritable = int((models["status"] == UNWRITABLE).sum()) if len(models) else 0
     line = (f"{len(models)} {'model' if len(models) == 1 else 'models'}: "
-            f"{int((models['status'] != STATUS_OK).sum())} unreadable, "
+            f"{int(((models['status'] != STATUS_OK) & (models['status'] != UNWRITABLE)).sum())} unreadable, "
+            + (f"{unwritable} whose rows could not be written, " if unwritable else "") +
             f"{int(((models['status'] == STATUS_OK) & (models['errors'] > 0)).sum())} with errors, "
             f"{_count(int((models['pickle_verdict'] == 'dangerous').sum()), 'dangerous pickle')}, "
             f"{_count(len(findings), 'finding')}")
@@ -102,7 +129,7 @@ def summary_line(models, findings, skipped=None) -> str:
 def _models_frame(rows: list[dict]):
     import pandas as pd
 
-    df = pd.DataFrame(rows, columns=MODEL_COLUMNS)
+    df = pd.DataFrame(rows, columns=MODEL_COLUMNS)  # (cleaned by build)
     for c in ("files", "bytes", "tensors", "parameters", "errors", "warnings", "infos", "bytes_read"):
         df[c] = df[c].fillna(0).astype("int64")
     df["seconds"] = df["seconds"].astype("float64")
@@ -132,13 +159,17 @@ def build(models: list[str], rows: dict, findings: dict, skipped: set, previous:
         for r in previous.findings.to_dict("records"):
             prev_findings.setdefault(r["source"], []).append(r)
     out_rows, out_findings = [], []
+    arrow = _arrow_schemas()
     for src in models:
         if src in skipped and src in prev_rows:
             out_rows.append(prev_rows[src])
             out_findings.extend(prev_findings.get(src, []))
         elif src in rows:
-            out_rows.append(rows[src])
-            out_findings.extend(findings.get(src, []))
+            row, found = writable(clean_row(rows[src], MODEL_SCHEMA),
+                                  clean_rows(findings.get(src, []), FINDING_SCHEMA),
+                                  MODEL_SCHEMA, FINDING_SCHEMA, arrow)
+            out_rows.append(row)
+            out_findings.extend(found)
     return normalize(Tables(_models_frame(out_rows), _findings_frame(out_findings), skipped_frame(files or [])))
 
 
@@ -166,21 +197,21 @@ def _lists(t: Tables) -> Tables:
     return t
 
 
+def _arrow_schemas():
+    """(models, findings) Arrow schemas, or None without pyarrow."""
+    try:
+        return _schemas()[:2]
+    except ImportError:  # pragma: no cover - the audit extra brings it
+        return None
+
+
 def _schemas():
     import pyarrow as pa
 
-    s, i, f = pa.string(), pa.int64(), pa.float64()
-    models = pa.schema([("source", s), ("status", s), ("error", s), ("format", s), ("files", i),
-                        ("bytes", i), ("tensors", i), ("parameters", i), ("quant_scheme", s),
-                        ("bits_per_weight", f), ("pickle_verdict", s), ("dangerous_imports", pa.list_(s)),
-                        ("errors", i), ("warnings", i), ("infos", i), ("top_codes", pa.list_(s)),
-                        ("seconds", f), ("bytes_read", i), ("fingerprint", s), ("deep", pa.bool_()),
-                        ("report", s), ("paths", pa.list_(s))])
-    findings = pa.schema([("source", s), ("code", s), ("severity", s), ("file", s), ("offset", i),
-                          ("length", i), ("tensor", s), ("message", s), ("fix", s)])
-    skipped = pa.schema([("path", s), ("reason", s), ("kind", s), ("label", s), ("detail", s),
-                         ("bytes", i), ("model", s)])
-    return models, findings, skipped
+    types = {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(),
+             "list": pa.list_(pa.string())}
+    return tuple(pa.schema([(c, types[t]) for c, t in spec])
+                 for spec in (MODEL_SCHEMA, FINDING_SCHEMA, SKIPPED_SCHEMA))
 
 
 def write_parquet(models, findings, out, skipped=None) -> tuple[str, ...]:
@@ -215,6 +246,9 @@ def read_parquet(out) -> Tables:
     fpath, spath = findings_path(out), findings_path(out, "skipped")
     findings = pd.read_parquet(fpath) if os.path.exists(fpath) else _findings_frame([])
     skipped = pd.read_parquet(spath) if os.path.exists(spath) else skipped_frame([])
+    for df in (models, findings, skipped):  # (a file an older version wrote has none)
+        if "big_ints" not in df.columns:
+            df["big_ints"] = None
     return _lists(Tables(models, findings, skipped))
 
 

@@ -21,6 +21,7 @@ from ..model.hparams import read_hparams
 from ..model.tokenizer_compare import compare_tokenizers
 from ..opener import opened
 from ..records import CheckpointRecord, TensorInfo
+from ..safe_text import escape_deep
 from ..tensors import names
 from ..tensors.read import read
 from . import crossformat
@@ -229,7 +230,7 @@ def _table(rows: list[dict], ca: CheckpointRecord, cb: CheckpointRecord, tokeniz
     """The comparison as a DataFrame, with the tokenizers' comparison in its attrs."""
     import pandas as pd
 
-    table = pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(escape_deep(rows), columns=COLUMNS)  # names a file gave, made writable
     table.attrs["tokenizer"], table.attrs["findings"] = (compare_tokenizers(ca, cb) if tokenizers
                                                          else (None, []))
     return table

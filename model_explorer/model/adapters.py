@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..records import CheckpointRecord, TensorInfo
+from ..safe_text import escape_deep
 from ..spans import Finding
 from ..tensors.read import read
 from .findings import model_finding
@@ -286,7 +287,7 @@ def delta_table(adapter: CheckpointRecord, base: CheckpointRecord | None = None)
                 row.update(base_norm=wn, relative=delta / wn if wn else float("inf"))
         rows.append(row)
     cols = ["layer", "module", "rank", "scaling", "delta_norm"] + (["base_norm", "relative"] if base is not None else [])
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(escape_deep(rows), columns=cols)
 
 
 def plot_deltas(table, ax=None):

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..records import CheckpointRecord
+from ..safe_text import escape_deep
 from .hparams import HParams, read_hparams
 
 KV_BYTES = {"f32": 4.0, "float32": 4.0, "f16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
@@ -224,7 +225,7 @@ def table_frame(ckpt: CheckpointRecord, **kwargs):
     """`table` as a pandas DataFrame with MiB columns."""
     import pandas as pd
 
-    df = pd.DataFrame(table(ckpt, **kwargs))
+    df = pd.DataFrame(escape_deep(table(ckpt, **kwargs)))
     for col in [c for c in df.columns if c.endswith("_bytes")]:
         df[col.replace("_bytes", "_mib")] = df.pop(col) / 2**20
     return df

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..dtypes import unpack_bits
 from ..records import CheckpointRecord, TensorInfo
+from ..safe_text import escape_deep
 from . import dequant as dq
 from .read import decode_raw, decode_units, plan_for, raw_units, tensor_info
 
@@ -59,7 +60,7 @@ class QuantBlocks:
         if self.error is not None:
             rows["max_abs_error"] = np.nanmax(np.abs(self.error), axis=1)  # NaN: padding of an
             rows["rms_error"] = np.sqrt(np.nanmean(self.error.astype(np.float64) ** 2, axis=1))  # edge block
-        return pd.DataFrame(rows)
+        return pd.DataFrame(escape_deep(rows))
 
     def to_dict(self) -> dict:
         def lst(a):

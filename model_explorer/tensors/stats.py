@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..records import CheckpointRecord, TensorInfo
+from ..safe_text import escape_deep
 from .read import (
     CHUNK_ELEMENTS,
     Plan,
@@ -374,4 +375,4 @@ def stats_table(ckpt: CheckpointRecord, names: list[str] | None = None, bins: in
         rows.append(row)
     cols = ["name", "dtype", "shape", "numel", "min", "max", "mean", "std", "zeros", "nan", "inf",
             "exact", "sample", "error"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(escape_deep(rows), columns=cols)  # names a file gave, made writable

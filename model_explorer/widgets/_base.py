@@ -20,15 +20,17 @@ from ..checkpoint import Checkpoint
 from ..formats.truncation import end_note
 from ..hexview import SpanIndex
 from ..opener import as_checkpoint
+from ..safe_text import unescape_deep
 from ._fixes import FixOps
 from ._model import ModelOps
 from ._overview import overview
 from ._pages import MAX_PAGE, PAGE, explain, page, span_json
+from ._safe import SafeState
 
 MAX_FINDINGS_SENT = 1000
 
 
-class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
+class BaseView(FixOps, ModelOps, SafeState, anywidget.AnyWidget):
     """An anywidget over one Checkpoint; subclasses pick which view the JavaScript draws.
 
     Takes a path, URL or `Checkpoint`, and, as keywords, only the traits listed in
@@ -179,7 +181,8 @@ class BaseView(FixOps, ModelOps, anywidget.AnyWidget):
             return
         rid = content.get("id")
         try:
-            data, buffers = self.answer(str(content.get("op")), content.get("args") or {})
+            args = unescape_deep(content.get("args") or {})  # names as the file spells them
+            data, buffers = self.answer(str(content.get("op")), args)
             self.send({"type": "res", "id": rid, "ok": True, "data": data}, buffers or None)
         except Exception as e:  # a view must say why it cannot draw, not leave a spinner
             self.send({"type": "res", "id": rid, "ok": False,

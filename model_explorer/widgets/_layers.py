@@ -16,6 +16,8 @@ import re
 import time
 from typing import Any
 
+from ..safe_text import escape_deep
+
 STATS = ("norm", "std", "absmax")
 MAX_REPORT_CELLS = 4096  # layers x roles a saved report carries (three statistics of each)
 STEP_SECONDS = 0.25  # each step request returns after about this long, with its progress
@@ -230,7 +232,7 @@ def report_profiles(rows: list[dict]) -> dict[str, Any]:
     if len(layers) * len(roles) > MAX_REPORT_CELLS:  # judged before any of it is computed
         return {"total": 0, "note": f"{len(layers)} layers x {len(roles)} roles is more than a saved "
                 "report holds: in a notebook, mx.explore(path), Layers."}
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(escape_deep(rows))
     first = layer_summary(table, STATS[0])
     out = {"total": len(rows), "names": first.pop("names"), "counts": first.pop("counts"),
            "summaries": {STATS[0]: first}}

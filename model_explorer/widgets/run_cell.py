@@ -25,6 +25,7 @@ import traitlets as t
 from ..assets import MISSING_BUILD, asset
 from ..runs.trace import RunStopped
 from ..tensors.stats import json_safe
+from ._safe import SafeState
 from .run_jobs import RunsJobs
 
 _LAYER = re.compile(r"^(?:blk|model\.layers)\.(\d+)\.")
@@ -51,7 +52,7 @@ def layer_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-class RunDemo(RunsJobs, anywidget.AnyWidget):
+class RunDemo(RunsJobs, SafeState, anywidget.AnyWidget):
     """The run cell as a widget: dequantize, generate with streamed tokens, compare quantizations.
 
     Takes a source (default: the bundled SmolLM2 sample), `device`, `cache_dir`, and as keywords

@@ -12,9 +12,10 @@ import traitlets as t
 from ..assets import MISSING_BUILD, asset
 from ..runs import display
 from ..runs.state import pick, runs_state
+from ._safe import SafeState
 
 
-class RunsView(anywidget.AnyWidget):
+class RunsView(SafeState, anywidget.AnyWidget):
     """A RunDiff or a Trace as a heatmap (see the module docstring). `on_select(name)` is called
     with the weight tensor of a clicked cell."""
 
