@@ -169,6 +169,8 @@ def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=N
     findings: dict[str, list[dict]] = {}
     skipped: set[str] = set()
     bar = _Progress(len(models), sys.stderr.isatty() if progress is None else progress, client)
+    keys: dict[str, list[str]] = {}  # task key -> the models it audits, to name the retried
+    opts["keys"] = keys
     try:
         _run(client, models, opts, rows, findings, skipped, bar, layer_stat, _on_result)
         # Weight files no model read: each is a model of its own (a second round).
@@ -179,6 +181,9 @@ def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=N
             models += more
             _run(client, more, opts, rows, findings, skipped, bar, layer_stat, _on_result)
             read = files_read(models, rows, skipped, previous)
+        for src, n in retried(client, keys).items():
+            if src in rows:
+                rows[src]["retries"] = n
     finally:
         bar.close()
         close_client(client, owned)
@@ -222,9 +227,13 @@ def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_resu
     from .inprocess import as_completed
 
     size = batch_size(len(models), sum(client.nthreads().values()) or 1)
-    shallow = {client.submit(audit_batch, models[i:i + size], opts, pure=False,
-                             key=f"audit-{i}-{tables.short(models[i])}"): models[i:i + size]
-               for i in range(0, len(models), size)}
+    task_opts = {k: v for k, v in opts.items() if k != "keys"}
+    keys = opts.get("keys", {})
+    shallow = {}
+    for i in range(0, len(models), size):
+        key = f"audit-{i}-{tables.short(models[i])}"
+        keys[key] = models[i:i + size]
+        shallow[client.submit(audit_batch, models[i:i + size], task_opts, pure=False, key=key)] = keys[key]
     deep_of: dict[Any, tuple[str, int]] = {}
     pending: dict[str, int] = {}
     layer_rows: dict[str, list[dict]] = {}
@@ -257,8 +266,10 @@ def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_resu
                     continue
                 pending[src] = len(parts)
                 for j, names in enumerate(parts):
-                    f = client.submit(deep_part, src, res["row"]["fingerprint"], names, j == 0, opts,
-                                      pure=False, key=f"deep-{j}-{tables.short(src)}")
+                    key = f"deep-{j}-{tables.short(src)}"
+                    keys[key] = [src]
+                    f = client.submit(deep_part, src, res["row"]["fingerprint"], names, j == 0,
+                                      task_opts, pure=False, key=key)
                     deep_of[f] = (src, j)
                     ac.add(f)
         else:
@@ -279,6 +290,28 @@ def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_resu
             if not pending[src]:
                 finish(src)
         fut.release()
+
+
+def retried(client, keys: dict[str, list[str]]) -> dict[str, int]:
+    """source -> how many times a task auditing it was started again because its worker died
+    (the scheduler's remove-worker events list the tasks it was processing; Dask reschedules
+    them). Nothing on the in-process runner."""
+    get_events = getattr(client, "get_events", None)
+    if get_events is None or not keys:
+        return {}
+    try:
+        events = get_events()
+    except Exception:  # noqa: BLE001 - a scheduler that cannot say: nothing is claimed
+        return {}
+    out: dict[str, int] = {}
+    for log in (events or {}).values():
+        for _, msg in log:
+            if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+                continue
+            for key in msg.get("processing-tasks") or ():
+                for src in keys.get(key, ()):
+                    out[src] = out.get(src, 0) + 1
+    return out
 
 
 def batch_size(models: int, threads: int) -> int:

@@ -19,7 +19,7 @@ MODEL_SCHEMA = (("source", "str"), ("status", "str"), ("error", "str"), ("format
                 ("dangerous_imports", "list"), ("errors", "int"), ("warnings", "int"),
                 ("infos", "int"), ("top_codes", "list"), ("seconds", "float"), ("bytes_read", "int"),
                 ("fingerprint", "str"), ("deep", "bool"), ("report", "str"), ("paths", "list"),
-                ("big_ints", "str"))
+                ("retries", "int"), ("big_ints", "str"))
 FINDING_SCHEMA = (("source", "str"), ("code", "str"), ("severity", "str"), ("file", "str"),
                   ("offset", "int"), ("length", "int"), ("tensor", "str"), ("message", "str"),
                   ("fix", "str"), ("big_ints", "str"))
@@ -118,6 +118,10 @@ def summary_line(models, findings, skipped=None) -> str:
             f"{int(((models['status'] == STATUS_OK) & (models['errors'] > 0)).sum())} with errors, "
             f"{_count(int((models['pickle_verdict'] == 'dangerous').sum()), 'dangerous pickle')}, "
             f"{_count(len(findings), 'finding')}")
+    retried = models["retries"].fillna(0) if "retries" in models.columns else None
+    if retried is not None and (retried > 0).any():
+        line += (f"; {_count(int((retried > 0).sum()), 'model')} retried after a worker died "
+                 f"({int(retried.sum())} restarts, no row lost)")
     counts = skipped_counts(skipped)
     total = sum(n for n, _ in counts)
     if total:
@@ -130,7 +134,8 @@ def _models_frame(rows: list[dict]):
     import pandas as pd
 
     df = pd.DataFrame(rows, columns=MODEL_COLUMNS)  # (cleaned by build)
-    for c in ("files", "bytes", "tensors", "parameters", "errors", "warnings", "infos", "bytes_read"):
+    for c in ("files", "bytes", "tensors", "parameters", "errors", "warnings", "infos", "bytes_read",
+              "retries"):
         df[c] = df[c].fillna(0).astype("int64")
     df["seconds"] = df["seconds"].astype("float64")
     df["bits_per_weight"] = df["bits_per_weight"].astype("float64")
@@ -249,6 +254,8 @@ def read_parquet(out) -> Tables:
     for df in (models, findings, skipped):  # (a file an older version wrote has none)
         if "big_ints" not in df.columns:
             df["big_ints"] = None
+    if "retries" not in models.columns:
+        models["retries"] = 0
     return _lists(Tables(models, findings, skipped))
 
 

@@ -122,7 +122,7 @@ def base_row(source: str) -> dict[str, Any]:
             "tensors": 0, "parameters": 0, "quant_scheme": None, "bits_per_weight": None,
             "pickle_verdict": None, "dangerous_imports": [], "errors": 0, "warnings": 0, "infos": 0,
             "top_codes": [], "seconds": 0.0, "bytes_read": 0, "fingerprint": None, "deep": False,
-            "report": None, "paths": []}
+            "report": None, "paths": [], "retries": 0}
 
 
 def count_findings(row: dict, findings: list[dict]) -> None:

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ..checkpoint import Checkpoint
+from ..safe_text import escape, escape_deep
 from ..units import format_bytes
 
 MAX_HTML_FINDINGS = 50
@@ -50,7 +51,7 @@ def summary_html(ckpt: Checkpoint) -> str:
     c = ckpt.finding_counts()
     mix = ", ".join(f"{e(str(k))} &times;{v}" for k, v in list(ckpt.dtype_mix().items())[:8])
     rows = "".join(
-        f"<li><b>{e(f.severity)}</b> <code>{e(f.code)}</code>: {e(f.message)}"
+        f"<li><b>{e(f.severity)}</b> <code>{e(f.code)}</code>: {e(escape(f.message))}"
         + (f" <small>(byte {f.offset})</small>" if f.offset is not None else "") + "</li>"
         for f in ckpt.findings[:MAX_HTML_FINDINGS])
     more = (f"<li>… {len(ckpt.findings) - MAX_HTML_FINDINGS} more</li>"
@@ -97,7 +98,7 @@ def report_html(view) -> str:
 </head><body>
 <noscript>{summary_html(view.checkpoint)}</noscript>
 <div id="me-report"></div>
-<script type="application/json" id="me-report-data">{_script_json(report_data(view))}</script>
+<script type="application/json" id="me-report-data">{_script_json(escape_deep(report_data(view)))}</script>
 <script type="module">{js}</script>
 </body></html>
 """

@@ -21,7 +21,7 @@ from .synth import llama_like, mixed_tree, write_safetensors, write_sharded
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
 SCHEMA = pathlib.Path(__file__).with_name("sarif-schema-2.1.0.json")
-VOLATILE = ["seconds", "report"]
+VOLATILE = ["seconds", "report", "retries"]
 
 
 @pytest.fixture(scope="module")
@@ -176,11 +176,14 @@ def test_killed_worker_loses_nothing(tree, cluster, tmp_path):
             killed.set()
             os.kill(next(iter(pids.values())), signal.SIGKILL)
 
-    models, findings = mx.audit(str(tree[0]), client=cluster, progress=False, _delay=0.4,
-                                _on_result=on_result)
+    result = mx.audit(str(tree[0]), client=cluster, progress=False, _delay=0.4,
+                      _on_result=on_result)
+    models, findings = result
     assert killed.is_set()
     assert len(models) == 12 and models["source"].is_unique and sorted(rows) == sorted(models["source"])
     assert (models["status"] == "ok").all()
+    assert models["retries"].sum() >= 1  # the killed worker's models, rescheduled by Dask
+    assert "retried after a worker died" in result.summary
     baseline = mx.audit(str(tree[0]), client=cluster, progress=False)
     assert models.drop(columns=VOLATILE).equals(baseline.models.drop(columns=VOLATILE))
     assert findings.equals(baseline.findings)
