@@ -179,10 +179,10 @@ class Judge:
     # -- where -------------------------------------------------------------------------------
 
     def _emitter(self, runs: list[str]) -> Emitter | None:
-        for run in runs:
-            for e in self.emitters:
-                if run in e.text:
-                    return e
+        for run in runs:  # the shortest text that holds it: the literal itself, not an expression around it
+            holding = [e for e in self.emitters if run in e.text]
+            if holding:
+                return min(holding, key=lambda e: len(e.text))
         for run in runs:  # assembled from pieces: the first piece of real words that is part of it
             for e in self.emitters:
                 if len(e.text.strip()) >= 6 and re.search(r"[^\W\d_]{3}", e.text) and e.text.strip() in run:
