@@ -286,7 +286,13 @@ def _canary(obs: list[Observation], fallback: Render | None) -> Canary | None:
 
 
 def _marked(own: str, flagged: list[str]) -> list[dict]:
-    spans = sorted((m.start(), m.end()) for f in flagged if f for m in re.finditer(re.escape(f), own))
+    spans: list[list[int]] = []
+    for a, b in sorted((m.start(), m.end()) for f in flagged if f for m in re.finditer(re.escape(f), own)):
+        gap = own[spans[-1][1]:a] if spans else "\n"
+        if spans and a >= spans[-1][1] and len(gap) <= 12 and "\n" not in gap:
+            spans[-1][1] = b  # runs cut apart by inline markup (<b>) are one flagged piece
+        else:
+            spans.append([a, b])
     out, at = [], 0
 
     def plain(text: str) -> None:
