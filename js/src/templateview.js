@@ -1,7 +1,9 @@
 // The chat template as a loader reads it: what the audit flags marked in place (clicking a mark
 // sends the hexdump to its bytes), invisible, control and bidi characters drawn as ⟨U+200B⟩,
-// and the exact prompt the template makes of a two-turn example (rendered in the kernel, in
-// jinja2's sandbox). Text from the file goes through textContent only.
+// the canary conversation it renders beside it (what the conversation said, the template's
+// markup, its own text, and what the judge flags), and the exact prompt the template makes of a
+// two-turn example (rendered in the kernel, in jinja2's sandbox). Text from the file goes
+// through textContent only.
 import { h } from "./dom.js";
 
 // What the kernel's text_audit calls hidden: format and control characters (tab, newlines and
@@ -47,6 +49,32 @@ export function templatePieces(text, marks = []) {
   return pieces;
 }
 
+const CANARY_TITLE = {
+  content: "a message of the canary conversation",
+  markup: "role markup the template writes",
+  own: "text the template writes of its own",
+  injected: "flagged: text the template writes only under a condition, or an answer it begins for the model",
+};
+
+/**
+ * The canary conversation as the template rendered it (in the kernel, in jinja2's sandbox), each
+ * piece marked as the conversation's, the template's markup, its own text, or flagged.
+ * @param {{condition: string, pieces: {text: string, kind: string}[]}} canary
+ */
+export function createCanaryView(canary) {
+  const pre = h("pre", { className: "me-canary" });
+  for (const piece of canary.pieces || []) {
+    const span = h("span", { className: `me-canary-${piece.kind}`, title: CANARY_TITLE[piece.kind] || piece.kind });
+    for (const p of templatePieces(piece.text)) {
+      span.append(p.invisible ? h("span", { className: "me-invisible", text: p.text, title: "an invisible character" }) : p.text);
+    }
+    pre.append(span);
+  }
+  const flagged = (canary.pieces || []).some((p) => p.kind === "injected");
+  return h("details", { className: "me-template-canary", open: flagged },
+    h("summary", { text: `canary conversation, rendered when ${canary.condition}${flagged ? ": injected text marked" : ""}` }), pre);
+}
+
 /** @param {import("./context.js").Ctx} ctx @param {any} tv the card's `template` @param {string|null} rendered */
 export function createTemplateView(ctx, tv, rendered) {
   const root = h("div", { className: "me-template-view" });
@@ -74,8 +102,9 @@ export function createTemplateView(ctx, tv, rendered) {
     }
     const others = (tv.others || []).length ? h("div", { className: "me-muted",
       text: `also in the files: ${tv.others.join(", ")} (audited; their findings are in the Findings tab)` }) : null;
-    root.append(h("details", { className: "me-template-source", open: marks.length > 0 },
-      h("summary", { text: `template source (${tv.label}): ${summary}` }), pre, list, others));
+    const source = h("details", { className: "me-template-source", open: marks.length > 0 },
+      h("summary", { text: `template source (${tv.label}): ${summary}` }), pre, list, others);
+    root.append(tv.canary ? h("div", { className: "me-template-pair" }, source, createCanaryView(tv.canary)) : source);
   }
   if (rendered) {
     const prompt = h("pre", { className: "me-model-chat" });

@@ -22,6 +22,7 @@ MODEL_CODES: dict[str, Code] = {code: CATALOG[code] for code in (
     "head_initialised", "head_dropped", "stale_buffers", "library_layout", "library_module_missing",
     # issue 34: chat templates, tokenizer files, generation config, custom code
     "chat_template_escape", "chat_template_injected_text", "chat_template_content_gate", "chat_template_date_gate",
+    "chat_template_gate", "chat_template_prefill", "chat_template_drops_content",
     "chat_template_include", "chat_template_decode", "chat_template_differs", "hidden_text", "bidi_override",
     "injection_text", "normalizer_rewrites", "special_token_not_special", "generation_stop_suppressed",
     "generation_refusal_suppressed", "generation_forced_tokens", "generation_cannot_end", "remote_code",

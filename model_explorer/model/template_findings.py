@@ -1,6 +1,7 @@
 """The chat-template audit turned into findings at the file's bytes: every template a checkpoint
-carries (template_sources), audited (template_audit) unless it is a known family's
-(template_known), and a GGUF's template compared with the one beside it in the folder.
+carries (template_sources), audited (template_audit) and rendered with canary conversations
+(template_judge) unless it is a known family's (template_known), and a GGUF's template compared
+with the one beside it in the folder.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def audit_sources(ckpt: CheckpointRecord) -> tuple[list[Finding], dict[str, str]
         if family:
             known[src.label] = family
             continue
-        for hit in audit_template(src.text):
+        for hit in template_hits(src.text)[0]:
             offset, length = src.span(hit.start, hit.end)
             where = f"{src.label}, {line_col(src.text, hit.start)} of the template"
             out.append(model_finding(hit.code, f"{hit.message} ({where}.)", offset=offset, length=length,
@@ -92,17 +93,26 @@ def template_view(ckpt: CheckpointRecord) -> dict | None:
     src = sources[0]
     family = known_template(src.text)
     marks = []
-    for hit in [] if family else audit_template(src.text):
+    hits, canary = template_hits(src.text) if not family else ([], None)
+    for hit in hits:
         offset, length = src.span(hit.start, hit.end)
         marks.append({"start": hit.start, "end": hit.end, "code": hit.code, "severity": CATALOG[hit.code].severity,
                       "message": hit.message, "file": src.file, "offset": offset, "length": length})
     return {"label": src.label, "text": src.text, "file": src.file, "family": family, "marks": marks,
-            "others": [s.label for s in sources[1:]]}
+            "others": [s.label for s in sources[1:]],
+            "canary": None if canary is None else {"condition": canary.name, "pieces": canary.pieces}}
 
 
-def audit_template(text: str):
-    """template_audit.audit_template, imported when a model has a template: parsing one needs
-    jinja2, which a model without a chat template does not pay for at open (50-90 ms)."""
-    from .template_audit import audit_template as audit
+def template_hits(text: str):
+    """What the template is (template_audit, its parse tree) and what it does (template_judge,
+    canary conversations rendered in the sandbox), one hit per code and place; and the canary
+    conversation to show. Imported when a model has a template: parsing one needs jinja2, which
+    a model without a chat template does not pay for at open (50-90 ms)."""
+    from .template_audit import audit_template
+    from .template_judge import judge_template
 
-    return audit(text)
+    hits = audit_template(text)
+    judged, canary = judge_template(text)
+    seen = {(h.code, h.start) for h in hits}
+    hits += [h for h in judged if (h.code, h.start) not in seen]
+    return sorted(hits, key=lambda h: (h.start, h.code)), canary

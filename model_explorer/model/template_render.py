@@ -18,11 +18,15 @@ import json
 import re
 import sys
 import time
+from contextvars import ContextVar
 from functools import lru_cache
 
 MAX_ITEMS = 1_000_000  # characters or elements a `*` may make
 MAX_POWER_BITS = 4096
 RENDER_SECONDS = 2.0
+# A probe render (template_canary) fixes what a template could read from the world: the clock
+# strftime_now answers from, and the item the `random` filter picks. None: the real clock and chance.
+_PROBE: ContextVar[tuple | None] = ContextVar("template_probe", default=None)
 
 
 @lru_cache(maxsize=1)
@@ -144,10 +148,24 @@ def _compile_template(source: str):
     def strftime_now(fmt):
         import datetime
 
-        return datetime.datetime.now().strftime(fmt)
+        probe = _PROBE.get()
+        if probe is None:
+            return datetime.datetime.now().strftime(fmt)
+        value = probe[0].strftime(str(fmt)[:100])
+        probe[2].append(value)  # the probe masks what the clock wrote
+        return value
+
+    def pick(context, seq):
+        probe = _PROBE.get()
+        if probe is None:
+            return random_filter(context, seq)
+        seq = list(seq)[:MAX_ITEMS]
+        return seq[probe[1] % len(seq)] if seq else context.environment.undefined("No random item.")
 
     env = _bounded_sandbox()(trim_blocks=True, lstrip_blocks=True,
                              extensions=["jinja2.ext.loopcontrols", generation_block()])
+    random_filter = env.filters["random"]
+    env.filters["random"] = functools.update_wrapper(pick, random_filter)  # keeps pass_context
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -161,10 +179,22 @@ def render_chat_template(source: str, messages: list[dict[str, str]], add_genera
                                                     **special_tokens))
 
 
-def _within_deadline(render):
+def render_probe(source: str, variables: dict, now, pick: int, deadline: float) -> tuple[str, list[str]]:
+    """One render with the clock set to `now` and the `random` filter picking item `pick`, stopped
+    at `deadline` (time.monotonic()): the text, and the strings strftime_now returned."""
+    template = _compile_template(source)
+    dates: list[str] = []
+    token = _PROBE.set((now, pick, dates))
+    try:
+        return _within_deadline(lambda: template.render(**variables), deadline), dates
+    finally:
+        _PROBE.reset(token)
+
+
+def _within_deadline(render, deadline: float | None = None):
     from jinja2.exceptions import TemplateError
 
-    deadline = time.monotonic() + RENDER_SECONDS
+    deadline = time.monotonic() + RENDER_SECONDS if deadline is None else deadline
 
     def on_line(frame, event, arg):
         if event == "line" and time.monotonic() > deadline:

@@ -196,7 +196,7 @@ def tainted_names(tree: nodes.Template, refs: Callable[..., bool]) -> frozenset[
     return frozenset(tainted)
 
 
-def _keyword(text: str) -> bool:
+def trigger_word(text: str) -> bool:
     """A plain word or phrase (a trigger), as opposed to a format marker or punctuation."""
     s = text.strip()
     if not re.search(r"[^\W\d_]", s) or any(c in "<>|[]{}" for c in s):
@@ -211,7 +211,7 @@ def content_keywords(test: nodes.Node, sym: Symbols, tainted: frozenset[str]) ->
     def take(node: nodes.Node) -> None:
         value = sym.fold(node)
         for v in (value if isinstance(value, tuple) else (value,)):
-            if isinstance(v, str) and _keyword(v):
+            if isinstance(v, str) and trigger_word(v):
                 found.append(v)
 
     for n in [test, *test.find_all(nodes.Node)]:
@@ -248,7 +248,7 @@ def compares_date(test: nodes.Node, tainted: frozenset[str]) -> bool:
 
 # -- what a template writes ----------------------------------------------------------------------
 
-_TURN = re.compile(
+TURN_RE = re.compile(
     r"<\|im_start\|>\s*(?P<a>\w+)|<\|start_header_id\|>\s*(?P<b>\w+)\s*<\|end_header_id\|>"
     r"|<start_of_turn>\s*(?P<c>\w+)|<\|(?P<d>system|user|assistant)\|>|(?P<e>\[INST\]|<<SYS>>)"
     r"|<｜(?P<f>User|Assistant|System)｜>|<\|turn>\s*(?P<g>\w+)"
@@ -258,7 +258,7 @@ REPLY_ROLES = frozenset({"assistant", "model", "bot", "gpt"})
 
 def turn_header(text: str) -> str | None:
     """The role of the first turn header `text` writes, if it writes one."""
-    m = _TURN.search(text)
+    m = TURN_RE.search(text)
     if not m:
         return None
     role = next(g for g in m.groups() if g)
