@@ -14,6 +14,7 @@ from typing import Any
 from ..formats.hubquant.summary import quantization_text
 from ..formats.truncation import present_note, stored_bytes
 from ..records import CheckpointRecord
+from ..safe_text import escape
 from ..units import plain_text
 from .hparams import HParams, Sourced, parameters_text, read_hparams
 
@@ -107,7 +108,7 @@ class ModelCard:
                        f"{html.escape(c)}</small></td></tr>" for a, b, c in self.rows())
         head = html.escape(f"{self.architecture or 'unknown'} · {parameters_text(self.parameters)} "
                            f"parameters · {_size(self.bytes)}{self._present_text()}")
-        return f"<b>{head}</b><table>{rows}</table>"
+        return escape(f"<b>{head}</b><table>{rows}</table>")  # (the kernel sends UTF-8)
 
 
 def _text(v: Any) -> str:

@@ -20,7 +20,7 @@ from ..checkpoint import Checkpoint
 from ..formats.truncation import end_note
 from ..hexview import SpanIndex
 from ..opener import as_checkpoint
-from ..safe_text import unescape_deep
+from ..safe_text import escape_deep, unescape_deep
 from ._fixes import FixOps
 from ._model import ModelOps
 from ._overview import overview
@@ -302,7 +302,7 @@ class BaseView(FixOps, ModelOps, SafeState, anywidget.AnyWidget):
 
         data["text/plain"] = summary_text(self.checkpoint)
         data["text/html"] = summary_html(self.checkpoint)
-        return data, meta
+        return escape_deep(data), meta  # the kernel sends it as UTF-8 JSON
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.checkpoint!r}>"
