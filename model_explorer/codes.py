@@ -168,8 +168,8 @@ CATALOG: dict[str, Code] = {
     "adapter_config_invalid": Code("error", "adapter_config.json lacks a field the adapter needs (r, lora_alpha, peft_type) or has a bad value.", "Write the missing field; PEFT's save_pretrained writes all of them."),
     # -- PyTorch zip / legacy / pickles ---------------------------------------------------------
     "dangerous_import": Code("error", "Loading the pickle would import a callable that can run code, write files or reach the network.", _TRUST),
-    "needs_author_classes": Code("warning", "A whole-model pickle builds objects of the author's classes the way pickle saves any object: loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.",
-                                 "Load it only with the author's code installed and trusted, then save the weights alone (torch.save(model.state_dict()) or safetensors); mx.repair(file, out_dir) writes a safetensors copy of its tensors without loading it."),
+    "needs_author_classes": Code("warning", "A pickle builds objects of classes outside the allow-list the way pickle saves any object (a whole model as torch.save(model) writes it, or only a configuration beside plain weights, as Lightning's hyperparameters): loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.",
+                                 "Load it only with that code installed and trusted, then save the weights alone (torch.save(model.state_dict()), or the checkpoint's own state dict, or safetensors); mx.repair(file, out_dir) writes a safetensors copy of its tensors without loading it."),
     "unknown_import": Code("warning", "Loading the pickle would import a name outside the allow-list."),
     "polyglot": Code("warning", "The file is valid as two formats at once (a pickle before or after a zip archive): a pickle reader and a zip reader see different contents."),
     "zip_prefix_bytes": Code("warning", "Bytes precede the zip archive."),
