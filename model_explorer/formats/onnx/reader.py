@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ...hexview import END_KIND
 from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
+from ..graph_roles import assign_roles
 from ..result import FileResult
 from .external import ExternalFiles, external_info
 from .quant import group_quantized
@@ -278,7 +279,9 @@ class _Walk:
                 rep.warning("onnx_duplicate_name", f"{path} names {name!r} again (first at byte "
                             f"{first.extra['info_span'][0]}); runtimes keep one of them.",
                             at, end - at, name)
-            name = f"{name} ({path})"
+            renamed, name = name, f"{name} ({path})"
+        else:
+            renamed = None
         if len(tensors) >= MAX_TENSORS:
             if len(tensors) == MAX_TENSORS:
                 rep.warning("onnx_too_many_tensors", f"The model holds more than {MAX_TENSORS} "
@@ -286,6 +289,8 @@ class _Walk:
             return
         label_tensor(rep, p, name, f"{path} > {name}")
         tensors[name] = self.record(p, name, graph, constant)
+        if renamed is not None:
+            tensors[name].extra["graph_name"] = renamed
 
     def record(self, p: Parsed, name: str, graph: str, constant: bool) -> TensorInfo:
         rep = self.rep
@@ -329,6 +334,7 @@ def read_onnx(source) -> FileResult:
                     min(16, source.size))
     result = w.result
     group_quantized(result, w.nodes)
+    assign_roles(result.tensors, ((r.op_type, r.inputs, r.outputs) for r in w.nodes))
     result.details["onnx"] = _summary(w)
     found = w.files.found()
     if found:

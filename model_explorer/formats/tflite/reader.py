@@ -19,8 +19,10 @@ import math
 from ...records import Quant, TensorInfo
 from ...spans import Report, short_repr
 from .. import MAX_RANK
+from ..graph_roles import assign_roles
 from ..result import FileResult
 from .flatbuf import Buffer, Malformed, Table, Vector
+from .operators import operators
 
 TENSOR_TYPES = ("F32", "F16", "I32", "U8", "I64", "STRING", "BOOL", "I16", "C64", "I8", "F64",
                 "C128", "U64", "RESOURCE", "VARIANT", "U32", "U16", "I4", "BF16", "I2", "U4",
@@ -67,6 +69,7 @@ class _Walk:
         self.buf, self.rep, self.result = buf, rep, result
         self.buffers: Vector | None = None
         self.listed = 0
+        self.names: dict[int, str] = {}  # tensor index -> name, in the subgraph being read
 
     def guarded(self, what: str, fn, *args) -> None:
         """One part of the model; a malformed part is a finding and the walk goes on."""
@@ -144,6 +147,7 @@ class _Walk:
         if ops is not None:
             self.rep.span(ops.pos, 4 + ops.nbytes, "count", f"{label} > operators", f"{ops.length} operators")
         activations = 0
+        self.names = {}
         for i in range(tensors.length):
             if self.listed >= MAX_TENSORS:
                 self.rep.error("tflite_too_many_tensors", f"{label} lists {tensors.length} tensors; "
@@ -155,6 +159,17 @@ class _Walk:
                 self.rep.error("tflite_malformed", f"{e} (tensor {i} of {label} skipped)", e.offset, e.length)
         self.result.details.setdefault("activations", 0)
         self.result.details["activations"] += activations
+        self.guarded(f"operators of {label}", self.operators, ops)
+
+    def operators(self, ops: Vector | None) -> None:
+        """Each stored tensor's role from the operators that take it (formats/graph_roles.py),
+        and the operator counts (details["ops"])."""
+        nodes = operators(ops, self.result.details.get("operator_codes", []), self.names)
+        counts = self.result.details.setdefault("ops", {})
+        for op, _, _ in nodes:
+            counts[op] = counts.get(op, 0) + 1
+        tensors = self.result.tensors
+        assign_roles({n: tensors[n] for n in self.names.values() if n in tensors}, nodes)
 
     def tensor(self, t: Table, g: int, i: int, label: str) -> bool:
         """One tensor; True when it owns bytes (and is listed)."""
@@ -163,6 +178,7 @@ class _Walk:
         name = name_field[0] if name_field else f"tensor_{i}"
         if g:
             name = f"subgraph{g}/{name}"
+        self.names[i] = name
         path = f"{label} > tensor {i} > {name}"
         shape_vec = t.vector(0, 4, "shape")
         shape: tuple[int, ...] = ()
