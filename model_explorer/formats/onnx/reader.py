@@ -20,6 +20,7 @@ from ..graph_roles import assign_roles
 from ..result import FileResult
 from .external import ExternalFiles, external_info
 from .quant import group_quantized
+from .quant_ops import group_quant_ops
 from .schema import ATTR_GRAPHS, Attribute, Entry, Graph, Model, Node
 from .tensor import Parsed, check_tensor, label_tensor, parse_tensor, payload
 from .wire import FIXED32, LEN, VARINT, Field, Paged, WireError, fields, signed64, text
@@ -333,6 +334,8 @@ def read_onnx(source) -> FileResult:
                     "fields, more than any real model; the walk stopped there.", 0,
                     min(16, source.size))
     result = w.result
+    for rec in w.nodes:  # by input position first: quant.py's naming rule only where none applies
+        group_quant_ops(result.tensors, rec, w.rep)
     group_quantized(result, w.nodes)
     assign_roles(result.tensors, ((r.op_type, r.inputs, r.outputs) for r in w.nodes))
     result.details["onnx"] = _summary(w)
