@@ -23,6 +23,7 @@ from .quant import group_quantized
 from .quant_ops import group_quant_ops
 from .schema import ATTR_GRAPHS, Attribute, Entry, Graph, Model, Node
 from .tensor import Parsed, check_tensor, label_tensor, parse_tensor, payload
+from .valueinfo import MAX_VALUES, value_info
 from .wire import FIXED32, LEN, VARINT, Field, Paged, WireError, fields, signed64, text
 
 MAX_GRAPH_DEPTH = 16       # If inside Loop inside If...: real models nest two or three deep
@@ -60,6 +61,7 @@ class _Walk:
         self.result = FileResult(source.name, source.size, self.rep)
         self.files = ExternalFiles(source.name)
         self.nodes: list[NodeRecord] = []
+        self.io: dict[str, list[dict]] = {"inputs": [], "outputs": []}  # the main graph's
         self.fields = 0
         self.labelled = 0
         self.graphs = 0
@@ -163,6 +165,17 @@ class _Walk:
             elif f.number == Graph.INITIALIZER:
                 if f.value is None:  # not cut by the end of the file
                     self.tensor(f.at, f.end, "", f"{path} > initializer", path)
+            elif f.number in (Graph.INPUT, Graph.OUTPUT) and depth == 0:
+                side = self.io["inputs" if f.number == Graph.INPUT else "outputs"]
+                if len(side) < MAX_VALUES:
+                    side.append(value_info(self, f))
+                    name = side[-1]["name"]
+                else:
+                    name = self.value_name(f)
+                if self.labelled < MAX_DETAILED_NODES:
+                    self.rep.span(f.tag_at, f.end - f.tag_at, "value",
+                                  f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
+                                  short_repr(name))
             elif f.number in (Graph.INPUT, Graph.OUTPUT) and self.labelled < MAX_DETAILED_NODES:
                 self.rep.span(f.tag_at, f.end - f.tag_at, "value",
                               f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
@@ -358,7 +371,10 @@ def _summary(w: _Walk) -> dict:
             if name in tensors:
                 users.setdefault(name, []).append((rec.op_type, i, _flag(rec.attrs.get("transB")),
                                                    rec.name))
-    return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users}
+    # graph inputs that are initializers (IR < 4 lists them as inputs) are weights, not inputs
+    inputs = [v for v in w.io["inputs"] if v["name"] not in tensors]
+    return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users,
+            "inputs": inputs, "outputs": w.io["outputs"]}
 
 
 def _flag(value: object) -> int:

@@ -12,7 +12,9 @@ MAX_OPERATORS = 200_000  # read per subgraph
 MAX_OPERANDS = 4096  # inputs or outputs kept per operator
 # builtin code (schema.fbs BuiltinOperator) -> the name graph_roles uses
 BUILTIN_NAMES = {
-    0: "Add", 2: "Concat", 3: "Conv", 4: "DepthwiseConv", 6: "Dequantize", 9: "FullyConnected",
+    0: "Add", 1: "AveragePool", 14: "Sigmoid", 17: "MaxPool", 19: "Relu", 21: "Relu6",
+    23: "ResizeBilinear", 28: "Tanh", 34: "Pad", 40: "ReduceMean", 45: "StridedSlice", 47: "Exp",
+    49: "Split", 54: "PRelu", 55: "Max", 57: "Min", 60: "Pad", 2: "Concat", 3: "Conv", 4: "DepthwiseConv", 6: "Dequantize", 9: "FullyConnected",
     16: "LSTM", 18: "Mul", 22: "Reshape", 24: "RNN", 25: "Softmax", 36: "Gather", 39: "Transpose",
     41: "Sub", 42: "Div", 43: "Squeeze", 50: "LogSoftmax", 53: "Cast", 64: "Where", 65: "Slice",
     67: "TransposeConv", 69: "Tile", 70: "Unsqueeze", 123: "Where", 126: "MatMul",
