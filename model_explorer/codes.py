@@ -168,8 +168,8 @@ CATALOG: dict[str, Code] = {
     "adapter_config_invalid": Code("error", "adapter_config.json lacks a field the adapter needs (r, lora_alpha, peft_type) or has a bad value.", "Write the missing field; PEFT's save_pretrained writes all of them."),
     # -- PyTorch zip / legacy / pickles ---------------------------------------------------------
     "dangerous_import": Code("error", "Loading the pickle would import a callable that can run code, write files or reach the network.", _TRUST),
-    "needs_author_classes": Code("warning", "A whole-model pickle builds objects of the author's classes the way pickle saves any object: loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.",
-                                 "Load it only with the author's code installed and trusted, then save the weights alone (torch.save(model.state_dict()) or safetensors); mx.repair(file, out_dir) writes a safetensors copy of its tensors without loading it."),
+    "needs_author_classes": Code("warning", "A pickle builds objects of classes outside the allow-list the way pickle saves any object (a whole model as torch.save(model) writes it, or only a configuration beside plain weights, as Lightning's hyperparameters): loading imports their modules and torch.load(weights_only=True) refuses it; no function of the file's choosing is called.",
+                                 "Load it only with that code installed and trusted, then save the weights alone (torch.save(model.state_dict()), or the checkpoint's own state dict, or safetensors); mx.repair(file, out_dir) writes a safetensors copy of its tensors without loading it."),
     "unknown_import": Code("warning", "Loading the pickle would import a name outside the allow-list."),
     "polyglot": Code("warning", "The file is valid as two formats at once (a pickle before or after a zip archive): a pickle reader and a zip reader see different contents."),
     "zip_prefix_bytes": Code("warning", "Bytes precede the zip archive."),
@@ -414,6 +414,7 @@ CATALOG: dict[str, Code] = {
     "onnx_external_path": Code("error", "An external data location is absolute or leaves the model's folder; it is not opened.",
                                "Re-save the model with onnx.save_model(..., save_as_external_data=True, location='model.onnx_data')."),
     "onnx_external_bad": Code("error", "An external data entry's offset or length is not a decimal number."),
+    "onnx_quant_unresolved": Code("warning", "A quantized operator's integer weight has a scale that is not a tensor stored in the file (the graph computes it): it cannot be dequantized, and its values are the integer codes, not the weights.", "Read the weight with the runtime that computes its scale, or export with constant (initializer) scales."),
     "onnx_quant_mismatch": Code("error", "A DequantizeLinear, MatMulInteger or MatMulNBits node's weight, scales and zero points do not fit together; the weight is shown as stored codes.", _RE_EXPORT),
     # -- other weight formats: CTranslate2, legacy GGML, TFLite, OpenVINO IR (formats/ctranslate2.py, ggml_legacy.py, tflite/, openvino/) --
     "ct2_unsupported_version": Code("error", "A CTranslate2 model.bin has a binary version this reader does not know (it knows 1 to 6).", "Convert the model again with a current ctranslate2 converter."),

@@ -44,6 +44,7 @@ class Scan:
     nonzero: int = 0
     nan: int = 0
     inf: int = 0
+    neg_inf: int = 0
     first_nan: int | None = None
     first_inf: int | None = None
     lo: float = math.inf
@@ -78,6 +79,7 @@ def scan(ckpt: CheckpointRecord, info: TensorInfo) -> Scan:
             if k and s.first_inf is None:
                 s.first_inf = start + int(np.argmax(inf))
             s.inf += k
+            s.neg_inf += int(np.count_nonzero(inf & (x < 0)))
             x = x[~(nan | inf)]
             if not x.size:
                 continue
@@ -156,15 +158,41 @@ def deep_check(ckpt: CheckpointRecord, progress: Callable[[int, int, str], None]
     return found
 
 
+def role_of(info: TensorInfo) -> str:
+    """What the tensor is for: the role a graph format's reader read from the operators that take
+    it (formats/graph_roles.py), else "scalar" for one element (a counter such as BatchNorm's
+    num_batches_tracked or an optimizer's step) and "weight" for the rest."""
+    role = info.extra.get("role") if info.extra else None
+    if role:
+        return role
+    return "scalar" if info.numel <= 1 or info.name.endswith("num_batches_tracked") else "weight"
+
+
+def _masks_only(role: str, s: Scan) -> bool:
+    """Inf where a mask puts it: any Inf in a mask, an index, a scalar or an unused constant; only
+    −inf in a Gather table (rows a mask picks). NaN never is."""
+    if s.nan or not s.inf:
+        return False
+    if role in ("mask", "index", "scalar", "unused"):
+        return True
+    return role == "table" and s.neg_inf == s.inf
+
+
 def _value_findings(plan: Plan, s: Scan, add, gemma: bool) -> None:
+    """A weight's values; masks, indices, scalars and constants no node takes are not weights
+    (`role_of`): no all-zero, constant or float16 finding on them, and Inf in a mask is meant."""
     info = plan.info
     name = info.name
-    if s.nan or s.inf:
+    role = role_of(info)
+    weight = role in ("weight", "bias", "table")
+    if (s.nan or s.inf) and not _masks_only(role, s):
         first = min(i for i in (s.first_nan, s.first_inf) if i is not None)
         off, ln, at = _where(plan, first)
         add("nan_inf", f"Tensor {name!r} holds {s.nan:,} NaN and {s.inf:,} Inf values "
             f"out of {s.count:,}; the first{at}.", info, off, ln, nan=s.nan, inf=s.inf, index=first)
-    if s.count and not s.nonzero:
+    if not weight or role == "bias":
+        pass  # not a weight; a zero bias is what converters write where the source had none
+    elif s.count and not s.nonzero:
         add("all_zero", f"Tensor {name!r} is all zeros ({s.count:,} elements).", info,
             info.offset, info.length)
     elif s.count > 1 and s.finite == s.count and s.lo == s.hi:
@@ -179,7 +207,8 @@ def _value_findings(plan: Plan, s: Scan, add, gemma: bool) -> None:
                 f"{s.hi:.4g}, {s.finite:,} elements); trained models keep norm scales between about "
                 f"{lo * 10:g} and {hi / 10:g} (SmolLM2-135M: 0.027 to 1.8), so this looks unscaled "
                 "or broken.", info, info.offset, info.length, mean_abs=mean_abs, min=s.lo, max=s.hi)
-    if info.label in ("F32", "BF16", "F64") and s.absmax > F16_MAX:
+    if weight and info.label in ("F32", "BF16", "F64") and s.absmax > F16_MAX and \
+            not (role == "table" and s.hi <= F16_MAX):  # rows of -FLT_MAX: a mask table
         off, ln, at = _where(plan, s.absmax_at)
         add("fp16_overflow", f"Tensor {name!r} ({info.label}) holds |x| = {s.absmax:g}, "
             f"beyond float16's largest value {F16_MAX:g}: a cast to float16 gives Inf{at}.",

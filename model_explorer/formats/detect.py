@@ -26,7 +26,8 @@ _FRAME = 0x95
 EXTENSIONS = {
     "safetensors": (".safetensors",),
     "gguf": (".gguf",),
-    "zip": (".bin", ".pt", ".pth", ".ckpt", ".zip", ".jit", ".ptl", ".torchscript", ".pth.tar"),
+    "zip": (".bin", ".pt", ".pth", ".ckpt", ".zip", ".jit", ".ptl", ".torchscript", ".jpt", ".ts",
+            ".pth.tar"),
     "torch_legacy": (".bin", ".pt", ".pth", ".ckpt", ".pth.tar"),
     "pickle": (".pkl", ".pickle", ".bin", ".pt", ".pth", ".ckpt", ".p"),
     "npy": (".npy",),

@@ -16,6 +16,7 @@ from ..formats.truncation import present_note, stored_bytes
 from ..records import CheckpointRecord
 from ..safe_text import escape
 from ..units import plain_text
+from .graph_facts import GRAPH_FACTS, graph_facts
 from .hparams import HParams, Sourced, parameters_text, read_hparams
 
 # (name, label) in the order a person reads them
@@ -26,7 +27,8 @@ SHOWN = (("architecture", "architecture"), ("model_type", "model type"), ("layer
          ("sliding_window", "sliding window"), ("sliding_layers", "sliding-window layers"),
          ("experts", "experts"), ("experts_per_token", "experts per token"),
          ("moe_intermediate", "expert intermediate size"), ("kv_lora_rank", "MLA kv_lora_rank"),
-         ("qk_rope_head_dim", "MLA qk_rope_head_dim"), ("tied_embeddings", "tied embeddings"))
+         ("qk_rope_head_dim", "MLA qk_rope_head_dim"), ("tied_embeddings", "tied embeddings"),
+         *GRAPH_FACTS)
 
 
 @dataclass
@@ -138,6 +140,11 @@ def card(ckpt: CheckpointRecord, memory_contexts: tuple[int, ...] | None = None)
     c = ModelCard(ckpt.source, ckpt.format, hp.architecture, hp.family, dict(hp.values), params,
                   expected, ckpt.dtype_mix(), quant,
                   present_bytes=present if present < expected else None)
+    graph = graph_facts(ckpt) if hp.architecture is None else None
+    if graph is not None:  # a graph file describes itself: no config.json needed
+        c.architecture = graph.architecture
+        for key, fact in graph.facts.items():
+            c.hparams.setdefault(key, fact)
     from .tokenizer_info import read_tokenizer
 
     t, _ = read_tokenizer(ckpt)

@@ -12,6 +12,7 @@ from typing import Any
 from ..formats.hubquant.summary import quantization_text
 from ..formats.truncation import present_note, stored_bytes
 from ..ggml import Keys
+from ..model.graph_facts import GRAPH_FACTS, graph_facts
 from ..records import CheckpointRecord, plain_value
 from ..units import format_bytes, plain_text
 
@@ -56,6 +57,12 @@ def _facts(ckpt: CheckpointRecord) -> list[list[Any]]:
         classes = config.get("architectures")
         value = ", ".join(map(str, classes)) if isinstance(classes, list) and classes else config.get("model_type")
         add("architecture", value, "config.json > architectures")
+    elif (graph := graph_facts(ckpt)) is not None:  # a graph file describes itself
+        add("architecture", graph.architecture)
+        for key, label in GRAPH_FACTS:
+            fact = graph.facts.get(key)
+            if fact is not None:
+                add(label, fact.value, f"{ckpt.format} {fact.key}")
     else:
         add("architecture", "not recorded (no config.json beside the weights)")
     n = ckpt.parameter_count  # from the columns: no tensor record is built

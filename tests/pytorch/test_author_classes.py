@@ -76,14 +76,78 @@ def test_torch_save_of_a_model_with_its_optimizer_and_a_tensor_subclass(tmp_path
     for name in (*ours, "torch.nn.modules.linear.Linear", "torch.optim.sgd.SGD",
                  "collections.defaultdict", "datetime.date"):
         assert name in f.extra["classes"], name
-    for text in (*ours, "weights_only=True", "weights_only=False", "import-time code", "byte"):
+    for text in (*ours, "weights_only=True", "weights_only=False", "import-time code", "byte",
+                 "a whole model"):
         assert text in f.message, text
+    assert not f.extra["weights_plain"]
     assert "state_dict" in f.fix and "mx.repair" in f.fix
     with zipfile.ZipFile(p) as z:  # the finding points at the GLOBAL of the first class
         info = next(i for i in z.infolist() if i.filename.endswith("data.pkl"))
         assert info.compress_type == zipfile.ZIP_STORED
     assert p.read_bytes()[f.offset:f.offset + 1] == b"c"
     assert main(["doctor", str(p)]) == 0 and main(["doctor", "--strict", str(p)]) == 1
+
+
+class HParams:  # a configuration object beside plain weights, as omegaconf's are in Lightning
+    def __init__(self):
+        self.lr = 0.01
+
+
+def _lightning(hparams):
+    import torch
+
+    state = collections.OrderedDict([("model.fc.weight", torch.randn(3, 2)),
+                                     ("model.bn.num_batches_tracked", torch.tensor(7))])
+    return {"epoch": 2, "global_step": 40, "pytorch-lightning_version": "2.4.0", "state_dict": state,
+            "optimizer_states": [], "hparams_name": "kwargs", "hyper_parameters": {"cfg": hparams}}
+
+
+def _lightning_hparams():
+    HParams.__qualname__ = HParams.__name__
+    try:
+        from omegaconf import OmegaConf  # what Lightning saves its hyperparameters as
+    except ImportError:
+        return HParams()
+    return OmegaConf.create({"lr": 0.001, "model": {"hidden": 4, "layers": [1, 2]}})
+
+
+def test_a_lightning_checkpoint_needs_the_classes_for_its_hyperparameters_only(tmp_path):
+    """Tensors in a plain state_dict, only the hyperparameters in objects (omegaconf's, with
+    typing.Any as their type annotations): no "whole model", no warning of its own for typing.Any,
+    and the message says the state dict alone loads with weights_only=True, which torch confirms."""
+    import torch
+
+    p = tmp_path / "epoch=2.ckpt"
+    ckpt_value = _lightning(_lightning_hparams())
+    torch.save(ckpt_value, p)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        torch.load(p, weights_only=True)
+    ckpt = mx.open(p)
+    assert not ckpt.errors and [f.code for f in ckpt.warnings] == ["needs_author_classes"], \
+        [str(f) for f in ckpt.findings]
+    assert verdict(ckpt, p) == "needs_classes"
+    f = ckpt.warnings[0]
+    assert "whole model" not in f.message
+    assert f.extra["weights_plain"] and f.extra["object_keys"] == ["hyper_parameters"]
+    for text in ("key 'state_dict'", "key 'hyper_parameters'", "weights_only=True",
+                 "torch.save(checkpoint['state_dict'], path)", "mx.repair"):
+        assert text in f.message, text
+    if "omegaconf.dictconfig.DictConfig" in f.extra["classes"]:
+        assert "typing.Any" in f.extra["classes"] and "references to typing.Any" in f.message
+    alone = tmp_path / "state.pt"  # what the message says: the state dict alone loads
+    torch.save(ckpt_value["state_dict"], alone)
+    assert set(torch.load(alone, weights_only=True)) == set(ckpt_value["state_dict"])
+    assert verdict(mx.open(alone), alone) == "safe"
+
+
+def test_a_type_annotation_called_is_still_a_call(tmp_path):
+    p = tmp_path / "call.pkl"
+    p.write_bytes(b"\x80\x02ctyping\nAny\n)R.")
+    assert verdict(mx.open(p), p) == "dangerous"
+    p.write_bytes(b"\x80\x02ctyping\nAny\n.")  # only referenced: no call
+    ckpt = mx.open(p)
+    assert verdict(ckpt, p) == "needs_classes" and not ckpt.errors
+    assert "whole model" not in ckpt.warnings[0].message
 
 
 def test_the_fix_it_names_works(tmp_path, capsys):

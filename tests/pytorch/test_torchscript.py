@@ -405,3 +405,12 @@ def test_torchscript_archive_over_http(served):
     assert [(f.code, f.offset) for f in remote.findings] == [(f.code, f.offset) for f in local.findings]
     assert remote.warnings[0].extra == local.warnings[0].extra
     assert len(server.requests) < 30, len(server.requests)  # 20 here; 64 file by file
+
+
+@pytest.mark.parametrize("ext", ["jpt", "ts", "ptl", "torchscript", "jit"])
+def test_torchscript_extensions_are_no_mismatch(archives, tmp_path, ext):
+    """TorchScript's own names for its archives (Triton's model.pt, DJL's .jpt, PyTorch Mobile's
+    .ptl, .ts and .torchscript) are a zip of torch's: no extension_mismatch."""
+    path = tmp_path / f"model.{ext}"
+    path.write_bytes(archives["linear_script"][0].read_bytes())
+    assert "extension_mismatch" not in {f.code for f in mx.open(path).findings}

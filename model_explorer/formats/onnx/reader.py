@@ -16,11 +16,14 @@ from dataclasses import dataclass, field
 from ...hexview import END_KIND
 from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
+from ..graph_roles import assign_roles
 from ..result import FileResult
 from .external import ExternalFiles, external_info
 from .quant import group_quantized
+from .quant_ops import group_quant_ops
 from .schema import ATTR_GRAPHS, Attribute, Entry, Graph, Model, Node
 from .tensor import Parsed, check_tensor, label_tensor, parse_tensor, payload
+from .valueinfo import MAX_VALUES, value_info
 from .wire import FIXED32, LEN, VARINT, Field, Paged, WireError, fields, signed64, text
 
 MAX_GRAPH_DEPTH = 16       # If inside Loop inside If...: real models nest two or three deep
@@ -58,6 +61,7 @@ class _Walk:
         self.result = FileResult(source.name, source.size, self.rep)
         self.files = ExternalFiles(source.name)
         self.nodes: list[NodeRecord] = []
+        self.io: dict[str, list[dict]] = {"inputs": [], "outputs": []}  # the main graph's
         self.fields = 0
         self.labelled = 0
         self.graphs = 0
@@ -161,6 +165,17 @@ class _Walk:
             elif f.number == Graph.INITIALIZER:
                 if f.value is None:  # not cut by the end of the file
                     self.tensor(f.at, f.end, "", f"{path} > initializer", path)
+            elif f.number in (Graph.INPUT, Graph.OUTPUT) and depth == 0:
+                side = self.io["inputs" if f.number == Graph.INPUT else "outputs"]
+                if len(side) < MAX_VALUES:
+                    side.append(value_info(self, f))
+                    name = side[-1]["name"]
+                else:
+                    name = self.value_name(f)
+                if self.labelled < MAX_DETAILED_NODES:
+                    self.rep.span(f.tag_at, f.end - f.tag_at, "value",
+                                  f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
+                                  short_repr(name))
             elif f.number in (Graph.INPUT, Graph.OUTPUT) and self.labelled < MAX_DETAILED_NODES:
                 self.rep.span(f.tag_at, f.end - f.tag_at, "value",
                               f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
@@ -278,7 +293,9 @@ class _Walk:
                 rep.warning("onnx_duplicate_name", f"{path} names {name!r} again (first at byte "
                             f"{first.extra['info_span'][0]}); runtimes keep one of them.",
                             at, end - at, name)
-            name = f"{name} ({path})"
+            renamed, name = name, f"{name} ({path})"
+        else:
+            renamed = None
         if len(tensors) >= MAX_TENSORS:
             if len(tensors) == MAX_TENSORS:
                 rep.warning("onnx_too_many_tensors", f"The model holds more than {MAX_TENSORS} "
@@ -286,6 +303,8 @@ class _Walk:
             return
         label_tensor(rep, p, name, f"{path} > {name}")
         tensors[name] = self.record(p, name, graph, constant)
+        if renamed is not None:
+            tensors[name].extra["graph_name"] = renamed
 
     def record(self, p: Parsed, name: str, graph: str, constant: bool) -> TensorInfo:
         rep = self.rep
@@ -328,7 +347,10 @@ def read_onnx(source) -> FileResult:
                     "fields, more than any real model; the walk stopped there.", 0,
                     min(16, source.size))
     result = w.result
+    for rec in w.nodes:  # by input position first: quant.py's naming rule only where none applies
+        group_quant_ops(result.tensors, rec, w.rep)
     group_quantized(result, w.nodes)
+    assign_roles(result.tensors, ((r.op_type, r.inputs, r.outputs) for r in w.nodes))
     result.details["onnx"] = _summary(w)
     found = w.files.found()
     if found:
@@ -349,7 +371,10 @@ def _summary(w: _Walk) -> dict:
             if name in tensors:
                 users.setdefault(name, []).append((rec.op_type, i, _flag(rec.attrs.get("transB")),
                                                    rec.name))
-    return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users}
+    # graph inputs that are initializers (IR < 4 lists them as inputs) are weights, not inputs
+    inputs = [v for v in w.io["inputs"] if v["name"] not in tensors]
+    return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users,
+            "inputs": inputs, "outputs": w.io["outputs"]}
 
 
 def _flag(value: object) -> int:

@@ -129,6 +129,12 @@ TOLERATED_EXACT = {
     "torch.nn.parameter.UninitializedParameter", "torch.nn.parameter.UninitializedBuffer",
 }
 TORCH_MODULE_CLASSES = "torch.nn.modules."
+# Type annotations a configuration object stores as values (omegaconf's `ref_type`, `key_type`
+# and `element_type` are `typing.Any`): importing one runs no code of the file's choosing, and
+# only a reference to it is no call. Judged with the author's classes (`needs_classes`) when
+# only referenced; a call of one stays a call.
+TYPE_MARKERS = {f"typing.{n}" for n in ("Any", "Optional", "Union", "List", "Dict", "Tuple", "Set",
+                                        "FrozenSet", "Sequence", "Mapping", "Type", "Literal")}
 
 _FILES = "writes files"
 _NET = "opens network connections"

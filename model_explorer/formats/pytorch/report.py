@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...spans import Report
-from .policy import author_class_candidate, tolerated_when_invoked
+from .holders import holders
+from .policy import TYPE_MARKERS, author_class_candidate, tolerated_when_invoked
 from .torchscript import is_class
 from .values import Global, PickleRun, render
 
@@ -30,10 +31,15 @@ def judge_calls(imports: list[Global]) -> None:
     how `torch.save(model)` stores the model's own classes) is not, when its name is an
     author's class (`author_class_candidate`): it needs the author's code, a warning of its own;
     nor is a tolerated class (torch's nn modules, the standard library's data classes), even
-    called. A name is judged as a whole: an import of it that is neither decides."""
+    called; nor a type annotation only referenced (`TYPE_MARKERS`: omegaconf stores typing.Any),
+    which goes with those classes. A name is judged as a whole: an import of it that is neither
+    decides."""
     plain: set[str] = set()
     for g in imports:
         if g.severity != "warning":
+            continue
+        if g.invoked is None and not g.computed and g.dotted in TYPE_MARKERS:
+            g.author_class = True
             continue
         if g.invoked is not None and not g.computed and author_class_candidate(g.dotted) and \
                 (not g.called or tolerated_when_invoked(g.dotted)):
@@ -61,9 +67,10 @@ def call_text(func: Any, args: Any) -> str:
     return f"{render(func, 3, 120)}({inner})"
 
 
-def import_findings(rep: Report, imports: list[Global]) -> None:
+def import_findings(rep: Report, imports: list[Global], root: Any = None) -> None:
     """One finding per distinct callable outside the allow-list, at its first import (an
-    error import first). Light on memory: a pickle can name a million distinct callables."""
+    error import first). Light on memory: a pickle can name a million distinct callables.
+    `root`, the unpickled value, says where the author's objects sit beside the tensors."""
     first: dict[str, Global] = {}
     repeats: dict[str, int] = {}
     called: set[str] = set()
@@ -86,7 +93,7 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
             kept.extend(g.calls[:2 - len(kept)])
     classes = [(n, g) for n, g in first.items() if g.severity == "warning" and g.author_class]
     if classes:
-        _author_classes_finding(rep, classes)
+        _author_classes_finding(rep, classes, root, [g for g in imports if g.author_class])
     for name, g in first.items():
         if g.severity == "warning" and g.author_class:
             continue
@@ -116,24 +123,63 @@ def import_findings(rep: Report, imports: list[Global]) -> None:
         f.extra.update(callable=name, calls=[call_text(c[0], c[1]) for c in calls])
 
 
-def _author_classes_finding(rep: Report, classes: list[tuple[str, Global]]) -> None:
-    """One finding for the classes a whole-model pickle builds: what loading would import."""
+def _author_classes_finding(rep: Report, classes: list[tuple[str, Global]], root: Any,
+                            every: list[Global]) -> None:
+    """One finding for the classes a pickle builds as it saves any object, and the type
+    annotations it references: what loading would import, and whether the weights need them
+    (a whole model, as torch.save(model) writes it) or only other entries do (a Lightning
+    checkpoint's hyperparameters, as omegaconf objects)."""
     names = [n for n, _ in classes]
-    shown = ", ".join(names[:AUTHOR_CLASSES_SHOWN]) + (f" and {len(names) - AUTHOR_CLASSES_SHOWN} more"
-                                                       if len(names) > AUTHOR_CLASSES_SHOWN else "")
+    built = [n for n, g in classes if g.invoked is not None]
+    marks = [n for n, g in classes if g.invoked is None]
     first = min((g for _, g in classes), key=lambda g: g.offset)
     op, at = first.invoked or (first.opcode, first.offset)
-    f = rep.warning("needs_author_classes", "Expected plain data (tensors in dicts, a state_dict), "
-                    f"which torch.load(weights_only=True) loads; found objects of "
-                    f"{len(names)} class{'es' if len(names) > 1 else ''} outside the allow-list "
-                    f"({shown}), made the way pickle saves objects, by creating each one and handing "
-                    f"it its state (the first imported at byte {first.offset}, made by {op} at byte "
-                    f"{at}): a whole model, as torch.save(model) writes it. "
-                    "torch.load(weights_only=True) refuses it; torch.load(weights_only=False) "
-                    "imports those modules, running their import-time code and each class's __new__ "
-                    "and __setstate__, so it needs that code installed and trusted. No function of "
-                    "the file's choosing is called.", first.offset, 1)
-    f.extra.update(classes=names)
+    found = []
+    if built:
+        found.append(f"objects of {len(built)} class{'es' if len(built) > 1 else ''} outside the "
+                     f"allow-list ({_listed(built)}), made the way pickle saves objects, by creating "
+                     "each one and handing it its state")
+    if marks:
+        found.append(f"references to {_listed(marks)} (type annotations, stored and never called)")
+    where = holders(root, every) if root is not None else None
+    text = ("Expected plain data (tensors in dicts, a state_dict), which torch.load(weights_only="
+            f"True) loads; found {'; and '.join(found)} (the first imported at byte {first.offset}"
+            + (f", made by {op} at byte {at}" if first.invoked else "") + ")")
+    if where is not None and where.weights_plain:
+        tensors = where.tensors_plain
+        text += (f". The {tensors} tensor{'s' if tensors > 1 else ''} sit{'' if tensors > 1 else 's'} in "
+                 f"plain containers ({_keys(where.tensor_keys)}); only {_keys(where.object_keys)} "
+                 "need" + ("" if len(where.object_keys) > 1 else "s") + " those classes (a "
+                 "configuration or training state, as a PyTorch Lightning checkpoint keeps its "
+                 "hyperparameters in omegaconf objects), not the weights. torch.load(weights_only="
+                 "True) refuses the file as a whole; torch.load(weights_only=False) imports those "
+                 "modules, running their import-time code and each class's __new__ and "
+                 "__setstate__. The weights need none of it: mx.repair copies the tensors to "
+                 "safetensors without loading the file, and the state dict saved alone "
+                 f"(torch.save(checkpoint[{where.tensor_keys[0]!r}], path), in a process that "
+                 "trusts those classes) loads with torch.load(weights_only=True).")
+    else:
+        if where is None or where.tensors_in_objects or not where.complete:
+            text += ": a whole model, as torch.save(model) writes it: the tensors sit inside those objects."
+        else:
+            text += ". It holds no tensors in plain containers."
+        text += (" torch.load(weights_only=True) refuses it; torch.load(weights_only=False) "
+                 "imports those modules, running their import-time code and each class's __new__ "
+                 "and __setstate__, so it needs that code installed and trusted.")
+    text += " No function of the file's choosing is called."
+    f = rep.warning("needs_author_classes", text, first.offset, 1)
+    f.extra.update(classes=names, weights_plain=bool(where and where.weights_plain),
+                   object_keys=where.object_keys if where else [])
+
+
+def _listed(names: list[str]) -> str:
+    more = len(names) - AUTHOR_CLASSES_SHOWN
+    return ", ".join(names[:AUTHOR_CLASSES_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def _keys(keys: list[str]) -> str:
+    shown = ", ".join(repr(k) for k in keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
+    return shown if len(keys) > 1 else f"key {shown}" if keys and keys[0] != "(root)" else "the root"
 
 
 def verdict(imports: list[Global], rep: Report) -> str:
@@ -170,8 +216,8 @@ def pickle_details(runs: list[PickleRun], main: PickleRun | None, structure: Any
     imports = [g for r in runs for g in r.imports]
     judge_calls(imports)
     judged = [g for g in imports if not is_class(g.dotted)] if torchscript else imports
-    import_findings(rep, judged)
     main = main or (runs[0] if runs else None)
+    import_findings(rep, judged, main.value if main else None)
     return {
         "imports": import_rows(imports),
         "imports_total": len(imports),

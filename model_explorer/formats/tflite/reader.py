@@ -19,8 +19,10 @@ import math
 from ...records import Quant, TensorInfo
 from ...spans import Report, short_repr
 from .. import MAX_RANK
+from ..graph_roles import assign_roles
 from ..result import FileResult
 from .flatbuf import Buffer, Malformed, Table, Vector
+from .operators import operators
 
 TENSOR_TYPES = ("F32", "F16", "I32", "U8", "I64", "STRING", "BOOL", "I16", "C64", "I8", "F64",
                 "C128", "U64", "RESOURCE", "VARIANT", "U32", "U16", "I4", "BF16", "I2", "U4",
@@ -67,6 +69,9 @@ class _Walk:
         self.buf, self.rep, self.result = buf, rep, result
         self.buffers: Vector | None = None
         self.listed = 0
+        self.names: dict[int, str] = {}  # tensor index -> name, in the subgraph being read
+        self.io_wanted: set[int] = set()  # indices of the main subgraph's inputs and outputs
+        self.io_found: dict[int, dict] = {}
 
     def guarded(self, what: str, fn, *args) -> None:
         """One part of the model; a malformed part is a finding and the walk goes on."""
@@ -144,6 +149,11 @@ class _Walk:
         if ops is not None:
             self.rep.span(ops.pos, 4 + ops.nbytes, "count", f"{label} > operators", f"{ops.length} operators")
         activations = 0
+        self.names = {}
+        io = {k: _indices(sg.vector(n, 4, f"subgraph {k}")) for k, n in (("inputs", 1), ("outputs", 2))} \
+            if g == 0 else {}
+        self.io_wanted = {i for v in io.values() for i in v}
+        self.io_found: dict[int, dict] = {}
         for i in range(tensors.length):
             if self.listed >= MAX_TENSORS:
                 self.rep.error("tflite_too_many_tensors", f"{label} lists {tensors.length} tensors; "
@@ -155,6 +165,19 @@ class _Walk:
                 self.rep.error("tflite_malformed", f"{e} (tensor {i} of {label} skipped)", e.offset, e.length)
         self.result.details.setdefault("activations", 0)
         self.result.details["activations"] += activations
+        self.guarded(f"operators of {label}", self.operators, ops)
+        for key, indices in io.items():  # the model's inputs and outputs (the overview's)
+            self.result.details[key] = [self.io_found[i] for i in indices if i in self.io_found]
+
+    def operators(self, ops: Vector | None) -> None:
+        """Each stored tensor's role from the operators that take it (formats/graph_roles.py),
+        and the operator counts (details["ops"])."""
+        nodes = operators(ops, self.result.details.get("operator_codes", []), self.names)
+        counts = self.result.details.setdefault("ops", {})
+        for op, _, _ in nodes:
+            counts[op] = counts.get(op, 0) + 1
+        tensors = self.result.tensors
+        assign_roles({n: tensors[n] for n in self.names.values() if n in tensors}, nodes)
 
     def tensor(self, t: Table, g: int, i: int, label: str) -> bool:
         """One tensor; True when it owns bytes (and is listed)."""
@@ -163,6 +186,7 @@ class _Walk:
         name = name_field[0] if name_field else f"tensor_{i}"
         if g:
             name = f"subgraph{g}/{name}"
+        self.names[i] = name
         path = f"{label} > tensor {i} > {name}"
         shape_vec = t.vector(0, 4, "shape")
         shape: tuple[int, ...] = ()
@@ -174,6 +198,11 @@ class _Walk:
                      f"{len(shape)} dims: {list(shape)}", tensor=name)
         code = t.scalar(1, "b", what="type")
         dtype = TENSOR_TYPES[code] if 0 <= code < len(TENSOR_TYPES) else f"TYPE_{code}"
+        if i in self.io_wanted:
+            sig = t.vector(7, 4, "shape signature")  # -1 where the size is dynamic
+            dims = list(sig.numbers("i", MAX_RANK)) if sig is not None and sig.length == len(shape) else list(shape)
+            self.io_found[i] = {"name": name, "dtype": dtype, "shape": [d if d >= 0 else "?" for d in dims],
+                                "offset": t.pos, "length": t.inline_size}
         p = t.field_pos(1)
         if p is not None:
             rep.span(p, 1, "type", f"{path} > type", f"{code} ({dtype})", tensor=name)
@@ -268,6 +297,10 @@ class _Walk:
             info.quant = Quant(codec="affine", label=f"TFLITE_{info.dtype}", refusal=problem)
             return
         info.quant = _quant_record(info, scale, zero, qdim)
+
+
+def _indices(v: Vector | None) -> tuple:
+    return v.numbers("i", 64) if v is not None else ()
 
 
 def _quant_problem(info: TensorInfo, scale: Vector, zero: Vector | None, qdim: int) -> str:

@@ -1,0 +1,76 @@
+"""What a graph format says about its model, for the card and the overview: a graph file
+(ONNX, TFLite) describes itself without a config.json: who wrote it, its opset, its inputs and
+outputs with their shapes, and how many operators of which kinds it runs.
+
+Each fact is a `Sourced` pointing at the bytes it was read from where the reader kept them
+(a graph input's ValueInfoProto, a TFLite tensor table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..records import CheckpointRecord
+from .hparams import Sourced
+
+MAX_SHOWN = 6  # inputs, outputs or operator kinds spelled out
+GRAPH_FACTS = (("producer", "producer"), ("description", "description"), ("opset", "opset"), ("inputs", "inputs"),
+               ("outputs", "outputs"), ("operators", "operators"))
+
+
+@dataclass
+class GraphFacts:
+    architecture: str  # one line: "ONNX graph: 689 nodes of 35 kinds, written by spox"
+    facts: dict[str, Sourced] = field(default_factory=dict)
+
+
+def graph_facts(ckpt: CheckpointRecord) -> GraphFacts | None:
+    """The facts of the first graph file of `ckpt`, None when it holds no graph format."""
+    if ckpt.format not in ("onnx", "tflite") or not ckpt.files:
+        return None
+    path = ckpt.files[0]
+    details = ckpt.details.get("files", {}).get(path, {})
+    graph = details.get("onnx", {}) if ckpt.format == "onnx" else details
+    facts: dict[str, Sourced] = {}
+    meta = ckpt.metadata
+    if ckpt.format == "onnx":
+        producer = " ".join(str(meta[k]) for k in ("onnx.producer_name", "onnx.producer_version")
+                            if meta.get(k))
+        if producer:
+            facts["producer"] = Sourced(producer, "onnx", "producer_name", path)
+        if meta.get("onnx.opset_import"):
+            facts["opset"] = Sourced(meta["onnx.opset_import"], "onnx", "opset_import", path)
+    elif meta.get("tflite.description"):
+        facts["description"] = Sourced(meta["tflite.description"], "tflite", "description", path)
+    for side in ("inputs", "outputs"):
+        values = graph.get(side) or []
+        if values:
+            first = values[0]
+            facts[side] = Sourced(_values_text(values), ckpt.format, side, path,
+                                  first.get("offset"), first.get("length"))
+    ops = graph.get("ops") or {}
+    total = sum(ops.values())
+    if total:
+        kinds = sorted(ops.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{k} × {n}" for k, n in kinds[:MAX_SHOWN])
+        more = f", {len(kinds) - MAX_SHOWN} more kinds" if len(kinds) > MAX_SHOWN else ""
+        facts["operators"] = Sourced(f"{total:,} ({shown}{more})", ckpt.format, "nodes", path)
+    name = "ONNX" if ckpt.format == "onnx" else "TFLite"
+    text = f"{name} graph" + (f": {total:,} operators of {len(ops)} kinds" if total else "")
+    if "producer" in facts and ckpt.format == "onnx":
+        text += f", written by {facts['producer'].value}"
+    return GraphFacts(text, facts)
+
+
+def _values_text(values: list[dict]) -> str:
+    parts = [f"{v.get('name') or '?'} {v.get('dtype') or '?'} {_shape(v.get('shape'))}"
+             for v in values[:MAX_SHOWN]]
+    if len(values) > MAX_SHOWN:
+        parts.append(f"{len(values) - MAX_SHOWN} more")
+    return "; ".join(parts)
+
+
+def _shape(shape) -> str:
+    if shape is None:
+        return "(shape not recorded)"
+    return "[" + ", ".join(str(d) for d in shape) + "]"
