@@ -18,6 +18,7 @@ from .formats.gguf_split import read_splits
 from .formats.hubquant.summary import quant_summary
 from .formats.result import FileResult
 from .formats.shards import read_index
+from .http_ranges import RangeProblem
 from .spans import Finding, Report
 from .tensormap import report_lazily
 
@@ -79,6 +80,7 @@ def assemble(path: str, make: Callable[[str], Checkpoint] = Checkpoint) -> Check
         mlx.group_mlx(ckpt, mlx.quantization_config(ckpt.metadata.get("config.json")))
     if ckpt.format in ("safetensors", "gguf"):
         ckpt.details["quantization"] = quant_summary(ckpt)
+    ckpt.findings.extend(ckpt.sources.notes())  # how remote bytes came: ranges ignored or wrong
     ckpt.findings.sort(key=lambda f: ("error", "warning", "info").index(f.severity))
     return ckpt
 
@@ -87,7 +89,12 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     """Detect one file's format from its bytes, read it and merge it into the checkpoint."""
     src = sources.open_source(path)
     ckpt.sources.add(src)
-    head = bytes(src.read(0, 512))  # a tar's magic is at byte 257
+    try:
+        head = bytes(src.read(0, 512))  # a tar's magic is at byte 257
+    except RangeProblem:  # the server sent other bytes: the source's note says which
+        result = FileResult(src.name, src.size, Report(src.name))
+        _merge(ckpt, result)
+        return result
     kind = detect(head, src.size)
     if kind in ("unknown", "zip"):  # HDF5, Keras and Flax are told apart by identify (more bytes)
         kind = _identified(src, kind)
@@ -157,6 +164,8 @@ def _read_safely(reader, src, kind: str) -> FileResult:
     """A reader that fails is a finding on its file, never an exception out of mx.open."""
     try:
         return reader(src)
+    except RangeProblem:  # the source's note says what the server sent instead of the range
+        return FileResult(src.name, src.size, Report(src.name))
     except Exception as e:  # noqa: BLE001 - any bug, RecursionError or MemoryError included
         tb = traceback.extract_tb(e.__traceback__)
         frame = tb[-1] if tb else None

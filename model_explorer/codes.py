@@ -326,6 +326,12 @@ CATALOG: dict[str, Code] = {
                               "pip install 'checkpoint-model-explorer[hub]'"),
     "hub_bucket": Code("error", "The hf:// path names a storage bucket (hf://buckets/...), not a model, dataset or Space repo: bucket files are not read through the Hub here.",
                        "Download the files (huggingface_hub's HfFileSystem or `hf download`) and open the local copy."),
+    # -- plain HTTP(S) range reads (http_ranges.py) ------------------------------------------------
+    "http_bad_range": Code("error", "The server answered a range request with other bytes than the ones asked for (a Content-Range for another range or file size, a body of the wrong length, an encoded body): none of them was used.",
+                           "Read the file from a server (or proxy) that answers Range requests correctly, or download it and open the local copy."),
+    "http_no_ranges": Code("info", "The server ignores Range requests: it answered with the whole file, which was read once and kept (small files only)."),
+    "http_no_ranges_refused": Code("error", "The server ignores Range requests, and the file is too large to download from its start for each read: reads past the first bytes were refused.",
+                                   "Download the file ($size bytes) and open the local copy, or serve it from a server that answers Range requests (206)."),
     # -- TorchScript code (issue 30, formats/pytorch/torchscript.py) ------------------------------
     "torchscript_call": Code("error", "A TorchScript archive's code calls an operator that reads or writes files or reaches other processes or machines (aten::save, aten::from_file, c10d, RPC, load_library); torch.jit.load compiles it and loading or running the model calls it.",
                              "Do not load it with torch.jit.load or torch.load; mx.repair(file, out_dir) writes its tensors as safetensors without running it."),

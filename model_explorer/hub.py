@@ -33,6 +33,7 @@ from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from .http_ranges import check_content_range
 from .limits import MAX_INDEX_BYTES
 from .spans import Finding
 
@@ -277,6 +278,13 @@ class HubRepo:
                         break
                 if r.status_code == 200 and start > 0:  # the whole file from byte 0
                     raise HubError("hub_http_error", f"{self.root}/{rel}: the Hub ignored a range request.")
+                size = self.files.get(rel)
+                why = check_content_range(r.headers.get("content-range"), start, min(end, size), size) \
+                    if r.status_code == 206 and size is not None and start < size else None
+                if why is not None or (r.status_code == 206 and len(data) < min(end, size or end) - start):
+                    raise HubError("http_bad_range", f"{self.root}/{rel}: the answer to a request for "
+                                   f"bytes {start} to {end}: {why or f'a body of {len(data)} bytes'}. "
+                                   "Those bytes are not the ones asked for, so none of them was used.")
                 self.stats.add(bytes=len(data))
                 return bytes(data[:end - start])
         raise HubError("hub_http_error", f"{self.root}/{rel}: too many redirects.")

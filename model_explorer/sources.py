@@ -101,7 +101,12 @@ class LocalSource:
 
 
 class RemoteSource:
-    """A file read through fsspec with HTTP range requests (or the backend's equivalent)."""
+    """A file read through fsspec with HTTP range requests (or the backend's equivalent).
+
+    Over HTTP(S) every answer is checked before its bytes are used (http_ranges.py): a server
+    that ignores Range, or answers with other bytes, never gives a value. `notes` holds the
+    findings about how the bytes came (the open lists them); `requests` and `bytes_read` count
+    what went over the network."""
 
     def __init__(self, url: str) -> None:
         import fsspec
@@ -118,14 +123,19 @@ class RemoteSource:
             raise OSError(f"the server does not say how large {url!r} is, so it cannot be read in ranges")
         self.size = int(size)
         self._prefix = b""
+        self._whole: bytes | None = None  # the whole file, when a server that ignores Range sent it
+        self._http = _is_http(url)
         self.bytes_read = 0
         self.requests = 0
+        self.notes: list = []
 
     def read(self, offset: int, length: int) -> bytes:
         if offset >= self.size or length <= 0:
             return b""
         offset = max(0, offset)
         end = min(self.size, offset + length)
+        if self._whole is not None:
+            return self._whole[offset:end]
         if end <= REMOTE_FIRST_READ:  # small reads near the start share one request
             self.prefix(end)
         if end <= len(self._prefix):
@@ -133,6 +143,10 @@ class RemoteSource:
         return self._fetch(offset, end)
 
     def _fetch(self, start: int, end: int) -> bytes:
+        if self._whole is not None:
+            return self._whole[start:end]
+        if self._http:
+            return self._fetch_http(start, end)
         try:
             data = self._fs.cat_file(self._path, start=start, end=end)
         except OSError:
@@ -141,14 +155,58 @@ class RemoteSource:
             raise OSError(f"reading bytes {start} to {end} of {self.name!r} failed: {e}") from e
         self.requests += 1
         self.bytes_read += len(data)
-        return data[:end - start]  # a server that ignores Range sends more
+        return data[:end - start]
+
+    def _fetch_http(self, start: int, end: int) -> bytes:
+        from . import http_ranges
+
+        try:
+            answer = http_ranges.get_range(self._fs, self._path, start, end, self.size)
+        except http_ranges.RangeProblem as e:
+            self.requests += 1
+            self._note(e.finding(self.name))
+            raise
+        except OSError:
+            raise
+        except Exception as e:  # aiohttp's own errors
+            raise OSError(f"reading bytes {start} to {end} of {self.name!r} failed: {e}") from e
+        self.requests += 1
+        self.bytes_read += answer.sent
+        if answer.ignored_range:
+            self._ignored_range(answer, start, end)
+        return answer.data
+
+    def _ignored_range(self, answer, start: int, end: int) -> None:
+        from .spans import Finding
+
+        if answer.whole is not None:
+            self._whole = answer.whole
+            self._note(Finding.of("http_no_ranges", f"The server ignores Range requests: asked for "
+                                  f"bytes {start} to {end}, it answered 200 with the whole file. The "
+                                  f"file is {self.size:,} bytes, so it was downloaded once and every "
+                                  "read is served from that copy.", file=self.name, offset=start,
+                                  length=end - start, size=self.size))
+        else:
+            self._note(Finding.of("http_no_ranges", f"The server ignores Range requests: asked for "
+                                  f"bytes {start} to {end}, it answered 200 with the whole file; the "
+                                  f"range was cut from the stream, {answer.sent:,} bytes sent for "
+                                  f"{end - start:,}. Reads further than a few MB into this "
+                                  f"{self.size:,}-byte file are refused.", file=self.name, offset=start,
+                                  length=end - start, size=self.size))
+
+    def _note(self, finding) -> None:
+        if all(f.code != finding.code for f in self.notes):
+            self.notes.append(finding)
 
     def prefix(self, n: int) -> bytes:
         """The first `n` bytes (fewer at the end of the file), fetched by doubling."""
         n = min(n, self.size)
+        if self._whole is not None:
+            return self._whole
         if n > len(self._prefix):
             want = min(self.size, max(n, 2 * len(self._prefix), REMOTE_FIRST_READ))
-            self._prefix += self._fetch(len(self._prefix), want)
+            more = self._fetch(len(self._prefix), want)
+            self._prefix = self._whole if self._whole is not None else self._prefix + more
         return self._prefix
 
     def close(self) -> None:
@@ -172,6 +230,8 @@ class HubSource(RemoteSource):
         self._prefix = self._repo.head(url)
         self.bytes_read = len(self._prefix)
         self.requests = 0
+        self._whole = None
+        self.notes = []
 
     def _fetch(self, start: int, end: int) -> bytes:
         data = self._repo.read(self.name, start, end)
@@ -214,6 +274,10 @@ class SourceSet:
 
     def __contains__(self, file: str) -> bool:
         return file in self._open
+
+    def notes(self) -> list:
+        """What the sources found about how their bytes came (a server that ignores Range...)."""
+        return [f for src in self._open.values() for f in getattr(src, "notes", ())]
 
     def release_pages(self) -> None:
         """Drop the mapped pages of every local file (see LocalSource.release_pages)."""

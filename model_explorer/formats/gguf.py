@@ -32,6 +32,7 @@ from ..records import TensorInfo
 from ..sources import basename
 from ..spans import Report, short_repr
 from . import MAX_RANK
+from .gguf_strings import FAST_FIRST_WINDOW, FAST_MAX_WINDOW, FAST_MIN_RUN, short_run
 from .result import FileResult
 from .truncation import find_truncation, report_truncation
 
@@ -371,7 +372,11 @@ def _read_array(cur: _Cursor, key: str, rep: Report, depth: int):
 
 
 def _walk_strings(cur: _Cursor, etype, count, key, type_pos, rep) -> GGUFArray:
-    """Skip `count` length-prefixed strings, recording where each starts (the hot loop)."""
+    """Skip `count` length-prefixed strings, recording where each starts (the hot loop).
+
+    Runs of short strings (a vocabulary, its merges) are found with numpy (gguf_strings.py); a
+    string it cannot vouch for is stepped over here, with every check, and numpy resumes after
+    it. The offsets are the same either way: each one is where the previous string ends."""
     first, size = cur.pos, cur.size
     if count * 8 > size - first:
         rep.error("array_past_end", f"Array {key!r} says {count} strings, which need at least "
@@ -382,20 +387,36 @@ def _walk_strings(cur: _Cursor, etype, count, key, type_pos, rep) -> GGUFArray:
     unpack = struct.Struct(cur.bo + "Q").unpack_from
     pos, buf = first, cur.buf
     buflen = len(buf)
-    for _ in range(count):
-        if pos + 8 > buflen:
-            cur.pos = pos
-            cur.need(8, f"string in array {key!r}")
-            buf = cur.buf
-            buflen = len(buf)
-        append(pos)
-        pos += 8 + unpack(buf, pos)[0]
-        if pos > size:
-            cur.pos = offsets[-1]
-            rep.error("string_past_end", f"A string in array {key!r} at byte {offsets[-1]} says "
-                      f"it is {pos - offsets[-1] - 8} bytes long, past the end of the file.",
-                      offsets[-1], 8)
-            raise _Stop()
+    done, window, slow_until, slow = 0, FAST_FIRST_WINDOW, 0, FAST_MIN_RUN
+    while done < count:
+        if done >= slow_until:
+            run, after = short_run(buf, pos, count - done, min(buflen, size), window, cur.bo)
+            if len(run):
+                offsets.frombytes(run.tobytes())
+                done += len(run)
+                window = min(FAST_MAX_WINDOW, max(FAST_FIRST_WINDOW, 2 * (after - pos)))
+                pos = after
+            if len(run) < FAST_MIN_RUN:  # long strings, or few left: step over some here first,
+                slow_until = done + slow  # more each time numpy comes back with little
+                slow = min(2 * slow, 1 << 16)
+            else:
+                slow = FAST_MIN_RUN
+            continue
+        for _ in range(min(count, slow_until) - done):
+            if pos + 8 > buflen:
+                cur.pos = pos
+                cur.need(8, f"string in array {key!r}")
+                buf = cur.buf
+                buflen = len(buf)
+            append(pos)
+            pos += 8 + unpack(buf, pos)[0]
+            if pos > size:
+                cur.pos = offsets[-1]
+                rep.error("string_past_end", f"A string in array {key!r} at byte {offsets[-1]} says "
+                          f"it is {pos - offsets[-1] - 8} bytes long, past the end of the file.",
+                          offsets[-1], 8)
+                raise _Stop()
+        done = min(count, slow_until)
     cur.pos = pos
     cur.need(0, "")
     return GGUFArray(cur.source, etype, count, first, pos - first, cur.bo, string_offsets=offsets)

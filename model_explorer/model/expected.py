@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from . import families
+from .gguf_tables import constants
 from .hparams import HParams
 from .load_rules import INV_FREQ, LoadRules, legacy_rename
 
@@ -193,9 +194,8 @@ def _gguf_llama(hp: HParams, max_layers: int) -> Expected | None:
 @lru_cache(maxsize=64)
 def gguf_known(arch: str) -> re.Pattern | None:
     """A pattern matching every tensor name llama.cpp knows for `arch` (gguf-py's tables)."""
-    try:
-        import gguf
-    except ImportError:
+    gguf = constants()
+    if gguf is None:
         return None
     which = next((a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == arch), None)
     if which is None or which not in gguf.MODEL_TENSORS:

@@ -25,6 +25,7 @@ from .. import sources
 from ..records import CheckpointRecord, plain_value
 from ..spans import Finding
 from .findings import model_finding
+from .gguf_tables import constants
 from .sidefiles import MAX_SIDE_FILE, model_dir, side_json, side_path, side_text
 
 # sentence-transformers: its loader class, and the task its Transformer module loads with
@@ -248,9 +249,8 @@ def _gguf(ckpt: CheckpointRecord) -> Layout | None:
 
 
 def _llama_cpp_knows(arch: str) -> bool:
-    try:
-        import gguf
-    except ImportError:
+    gguf = constants()
+    if gguf is None:
         return True  # nothing to say it does not
     return arch in set(gguf.MODEL_ARCH_NAMES.values())
 

@@ -397,3 +397,46 @@ def test_smollm2_sample_matches_gguf_py():
     tokens = ckpt.metadata["tokenizer.ggml.tokens"].value
     assert len(tokens) == 49152 and tokens[0] == "<|endoftext|>"
     assert ckpt.dtype_mix()["Q4_1"] > 100
+
+
+def _offsets_by_hand(blob: bytes, first: int, count: int, bo: str) -> list[int]:
+    out, pos = [], first
+    for _ in range(count):
+        out.append(pos)
+        pos += 8 + struct.unpack_from(bo + "Q", blob, pos)[0]
+    return out
+
+
+@pytest.mark.parametrize("bo", ["<", ">"])
+def test_string_arrays_walked_with_numpy_keep_every_offset(tmp_path, bo):
+    """The vocabulary walk finds runs of short strings with numpy: empty strings, strings of 256
+    bytes and more, NUL bytes inside text (seven in a row look like a short length) and
+    thousands of ordinary tokens give the same offsets as a walk string by string."""
+    rng = np.random.default_rng(0)
+    tokens = [f"\u0120tok{i}" for i in range(5000)]
+    for i in rng.choice(5000, 300, replace=False):
+        tokens[i] = rng.choice(["", "x" * 256, "y" * 1000, "a\0\0\0\0\0\0\0\0b", "\0" * 7,
+                                "\0" * 9 + "z", "é" * 200])
+    b = GGUFBuilder(byteorder=bo).kv("general.architecture", STRING, "llama")
+    b.kv("tokenizer.ggml.tokens", ARRAY, tokens, STRING).kv("tokenizer.ggml.merges", ARRAY, ["a b"] * 3000, STRING)
+    blob = b.build()
+    ckpt = open_gguf(tmp_path, blob)
+    assert not ckpt.errors
+    arr = ckpt.metadata["tokenizer.ggml.tokens"].value
+    first = b.offsets["kv:tokenizer.ggml.tokens"] + 8 + len("tokenizer.ggml.tokens") + 4 + 4 + 8
+    assert list(arr._string_offsets) == _offsets_by_hand(blob, first, len(tokens), bo)
+    assert arr.to_list() == tokens and arr[4999] == tokens[4999]
+    assert ckpt.metadata["tokenizer.ggml.merges"].value.to_list() == ["a b"] * 3000
+
+
+def test_a_string_cut_short_inside_a_run_of_short_ones(tmp_path):
+    """A length that runs past the end, met in the middle of short strings, is the same finding
+    at the same byte as before the walk used numpy."""
+    b = GGUFBuilder().kv("tokenizer.ggml.tokens", ARRAY, [f"t{i}" for i in range(2000)], STRING)
+    blob = bytearray(b.build())
+    first = b.offsets["kv:tokenizer.ggml.tokens"] + 8 + len("tokenizer.ggml.tokens") + 4 + 4 + 8
+    at = _offsets_by_hand(bytes(blob), first, 1500, "<")[-1]
+    blob[at:at + 8] = struct.pack("<Q", 10**9)  # string 1499 claims a gigabyte
+    ckpt = open_gguf(tmp_path, bytes(blob))
+    f = next(f for f in ckpt.errors if f.code == "string_past_end")
+    assert (f.offset, f.length) == (at, 8)

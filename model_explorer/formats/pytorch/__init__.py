@@ -373,7 +373,7 @@ def read_torch_legacy(source, embedded: EmbeddedFiles | None = None) -> FileResu
         m = PickleMachine(rep, f"legacy {label}", REDUCERS if torch_data else None,
                           table.load if torch_data else None, watch=WATCH)
         m.at_file_end = True  # each pickle may run to the end: running out of bytes is the cut
-        run = m.run(source, pos, source.size - pos)
+        run = m.run(source, pos, source.size - pos, open_ended=True)
         runs.append(run)
         if not run.stopped:
             break
@@ -497,7 +497,7 @@ def read_pickle(source, embedded: EmbeddedFiles | None = None) -> FileResult:
     while pos < source.size and len(runs) < MAX_PICKLES:
         label = "pickle" if not runs else f"pickle {len(runs) + 1}"
         m = PickleMachine(rep, label, REDUCERS, watch=WATCH)
-        run = m.run(source, pos, source.size - pos)
+        run = m.run(source, pos, source.size - pos, open_ended=True)
         runs.append(run)
         if not run.stopped:
             break

@@ -77,14 +77,16 @@ class PickleMachine(ImportTracking):
             self._warned.add(code)
             self.report.add(code, message, offset, length)
 
-    def run(self, source, start: int, length: int, loader_view: bool = False) -> PickleRun:
+    def run(self, source, start: int, length: int, loader_view: bool = False,
+            open_ended: bool = False) -> PickleRun:
         """Walk the pickle starting at absolute `start`; never reads past start + length.
-        With `loader_view`, read the bytes as the C unpickler does (see LoaderReading)."""
+        With `loader_view`, read the bytes as the C unpickler does (see LoaderReading);
+        `open_ended`: the pickle ends somewhere before start + length (read as it goes)."""
         self.base = start
         self.length = length
         self.work_left = 2 * length + (1 << 20)
         run = self.run_info = PickleRun(start, start)
-        f = open_region(source, start, length)
+        f = open_region(source, start, length, open_ended)
         loader = None
         if loader_view:
             f = loader = LoaderReading(f)
@@ -144,7 +146,7 @@ class PickleMachine(ImportTracking):
         if run.past_cap:
             self._report_cap(run)
         if run.irregular_frames and not loader_view:
-            self._compare_loader_view(source, start, length, run)
+            self._compare_loader_view(source, start, length, run, open_ended)
         return run
 
     def _imports_past_cap(self, op, arg, pos: int, ops) -> int:
@@ -187,16 +189,17 @@ class PickleMachine(ImportTracking):
             except StopIteration:
                 return count
 
-    def _compare_loader_view(self, source, start: int, length: int, run: PickleRun) -> None:
+    def _compare_loader_view(self, source, start: int, length: int, run: PickleRun,
+                             open_ended: bool = False) -> None:
         """Read the pickle again as torch.load's unpickler does; what only it sees is judged too."""
-        if length > WHOLE_READ_MAX:
+        if (run.end - start if open_ended else length) > WHOLE_READ_MAX:
             self.report.warning("pickle_frame_unchecked", "The frames of this pickle are "
                                 "irregular, but it is too large to read a second time the way "
                                 "the loader does; imports only the loader sees are not checked.",
                                 start, 1)
             return
         other = PickleMachine(Report(self.report.file), self.label, self.reducers, spans=False)
-        seen = other.run(source, start, length, loader_view=True)
+        seen = other.run(source, start, length, loader_view=True, open_ended=open_ended)
         known = {(g.offset, g.dotted) for g in run.imports}
         hidden = [g for g in seen.imports if (g.offset, g.dotted) not in known]
         if not hidden:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-WINDOW = 64 * 1024
+from ...blockcache import Blocks
 
 
 class Malformed(Exception):
@@ -23,24 +23,20 @@ class Malformed(Exception):
 
 
 class Buffer:
-    """Random-access little-endian reads from a byte source, a window at a time."""
+    """Random-access little-endian reads from a byte source, through cached blocks: tables,
+    vtables and vectors are scattered over the file and visited out of order, and each block is
+    read once while it is kept (blockcache.py), over http as on disk."""
 
     def __init__(self, source) -> None:
         self.source = source
         self.size = source.size
-        self._base = 0
-        self._buf = b""
+        self._blocks = Blocks(source)
 
     def raw(self, pos: int, n: int, what: str) -> bytes:
         if pos < 0 or n < 0 or pos + n > self.size:
             raise Malformed(f"The {what} at byte {pos} ({n} bytes) lies outside the file "
                             f"({self.size} bytes).", max(0, min(pos, self.size)), 0)
-        rel = pos - self._base
-        if rel < 0 or rel + n > len(self._buf):
-            self._base = pos
-            self._buf = bytes(self.source.read(pos, min(max(n, WINDOW), self.size - pos)))
-            rel = 0
-        return self._buf[rel:rel + n]
+        return self._blocks.read(pos, n) if n else b""
 
     def unpack(self, fmt: str, pos: int, what: str):
         st = struct.Struct("<" + fmt)
