@@ -146,6 +146,15 @@ def adapter_deltas(adapter: Any, base: Any = None, plot: bool = False):
     return table
 
 
+def diff(a: Any, b: Any, values: bool = True, tokenizers: bool = True):
+    """Compare two checkpoints (paths, URLs or open Checkpoints) tensor by tensor; returns a pandas
+    DataFrame, one row per tensor (checks/diff.py says what each column means)."""
+    from .checks import diff as compare
+
+    with opened(a) as ca, opened(b) as cb:
+        return compare.diff(ca, cb, values, tokenizers)
+
+
 def _layer_source(source: Any):
     """A per-tensor table as is; anything else as an open checkpoint, for a moment."""
     import pandas as pd
