@@ -81,7 +81,7 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
         repos = hub.HubRepos()  # this open's listings: its reads never see another open's
         repos.add(repo)
     with hub.reading(repos):
-        if not sources.exists(path):
+        if not sources.exists(sources.container(path)):  # (a member's archive: its reader finds the member)
             raise FileNotFoundError(f"No such file or directory: {path!r}")
         with no_gc():  # the parse: many small records, no cycles (gcpause.py)
             ckpt = assemble(path, OpenCheckpoint)

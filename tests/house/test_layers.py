@@ -14,7 +14,7 @@ PACKAGE = ROOT / "model_explorer"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("spans", "sources", "records", "dtypes", "ggml", "codes", "units", "gcpause",
-                "assets", "hexview", "samples", "tensormap", "hub", "limits", "safe_text")),
+                "assets", "hexview", "samples", "tensormap", "hub", "limits", "safe_text", "subsources")),
     ("formats", ("formats",)),
     ("tensors", ("tensors",)),
     ("checkpoint", ("checkpoint", "assemble")),
