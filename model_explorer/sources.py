@@ -14,6 +14,8 @@ import re
 from typing import Protocol
 from urllib.parse import quote, unquote
 
+from .subsources import split_member
+
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 # Remote header reads grow by doubling from this size, so a parser that walks a header
@@ -353,6 +355,8 @@ def _hub_repo(path: str):
 
 
 def exists(path: str) -> bool:
+    """Whether the path names a file or folder (a member of an archive, `pkg.whl!/pkg/model.pt`,
+    is no file here: `container` names its archive)."""
     if not is_remote(path):
         return os.path.exists(_local_path(path))
     if _is_hub(path):
@@ -367,6 +371,12 @@ def exists(path: str) -> bool:
         return bool(fs.exists(p))
     except Exception:
         return False
+
+
+def container(path: str) -> str:
+    """The file that holds `path`: the archive of an archive member (subsources.py), else itself."""
+    member = split_member(path)
+    return path if member is None else member[0]
 
 
 def isdir(path: str) -> bool:

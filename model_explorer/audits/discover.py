@@ -73,8 +73,25 @@ def group_folder(directory: str, found: dict[str, Identified], join=os.path.join
         m = _GGUF_SPLIT.search(n)
         if m and m[1] != "00001":
             continue  # a later split: the first one brings its siblings
-        out.append(join(directory, n))
+        out.extend(with_members(join(directory, n), found[n]))
     return out, paths
+
+
+def with_members(path: str, ident: Identified) -> list[str]:
+    """A model file, and when it is an archive of models (a wheel, a .nemo, a .mar) each model
+    inside it by its path in the archive (`pkg.whl!/pkg/model.pt`), audited as a model of its own."""
+    if ident.kind != "model_archive":
+        return [path]
+    from ..formats.archive import model_paths
+
+    try:
+        src = sources.open_source(path)
+    except OSError:
+        return [path]  # its own row says what is wrong
+    try:
+        return [path, *model_paths(src)]
+    finally:
+        src.close()
 
 
 # -- a local folder ------------------------------------------------------------------------------
@@ -319,7 +336,8 @@ def _local_given(source: str, plan: Plan, limit: int | None) -> None:
         plan.add_model(source)  # its row says what is wrong
         return
     if auditable(ident, os.path.basename(source)):
-        plan.add_model(source)
+        for m in with_members(source, ident):
+            plan.add_model(m)
     else:
         plan.files.append(skip_entry(source, ident, size, None))
 

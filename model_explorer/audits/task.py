@@ -61,7 +61,8 @@ def fingerprint(source: str) -> dict[str, Any]:
     elif sources.is_remote(source):
         entries = _remote_entries(source)
     else:
-        path = source[7:] if source.startswith("file://") else source
+        given = source[7:] if source.startswith("file://") else source
+        path = sources.container(given)  # a member of an archive (pkg.whl!/m.pt): the archive's
         if path.endswith(".index.json"):
             path = os.path.dirname(os.path.abspath(path))
         if os.path.isdir(path):
@@ -72,7 +73,7 @@ def fingerprint(source: str) -> dict[str, Any]:
                     entries.append((e.name, st.st_size, st.st_mtime_ns))
         else:
             st = os.stat(path)
-            entries = [(os.path.basename(path), st.st_size, st.st_mtime_ns)]
+            entries = [(os.path.basename(path) if path == given else given, st.st_size, st.st_mtime_ns)]
     key = hashlib.sha1(json.dumps(entries).encode()).hexdigest()[:20]
     return {"key": key, "files": len(entries), "bytes": sum(e[1] for e in entries)}
 

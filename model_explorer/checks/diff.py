@@ -19,7 +19,6 @@ from ..model import families
 from ..model.config_gguf import NORMS_PLUS_ONE, QK_PERMUTED
 from ..model.hparams import read_hparams
 from ..model.tokenizer_compare import compare_tokenizers
-from ..opener import opened
 from ..records import CheckpointRecord, TensorInfo
 from ..safe_text import escape_deep
 from ..tensors import names
@@ -155,8 +154,9 @@ def _wide(t: TensorInfo) -> bool:
     return t.dtype in ("F64", "I64", "U64", "I32", "U32")
 
 
-def diff(a, b, values: bool = True, tokenizers: bool = True):
-    """Compare two checkpoints (paths, URLs or open Checkpoints); returns a pandas DataFrame.
+def diff(ca: CheckpointRecord, cb: CheckpointRecord, values: bool = True, tokenizers: bool = True):
+    """Compare two open checkpoints; returns a pandas DataFrame (`mx.diff`, in opener.py, opens
+    paths and URLs first).
 
     One row per tensor: status "removed" (only in a), "added" (only in b), "shape" (shapes
     differ), "dtype" (dtypes differ, e.g. a quantized layer against its float base; values
@@ -168,56 +168,55 @@ def diff(a, b, values: bool = True, tokenizers: bool = True):
     `table.attrs["findings"]` a `tokenizer_mismatch` finding when they encode one differently.
     """
 
-    with opened(a) as ca, opened(b) as cb:
-        if crossformat.applies(ca, cb):  # tf_model.h5 / flax_model.msgpack against PyTorch names
-            return _crossformat_table(ca, cb, values, tokenizers)
-        pairs, gguf_side = _pairs(ca, cb)
-        onnx_flips, onnx_note = set(), None
-        if "onnx" in (ca.format, cb.format):  # initializer names as the exporter left them
-            pairs, onnx_flips, onnx_note = onnx_pairs(ca, cb)
-        permute, shifted = None, False
-        if gguf_side:
-            g = ca if gguf_side == "a" else cb
-            if _arch(g) in QK_PERMUTED:
-                permute = _heads(g)
-            shifted = _arch(g) in NORMS_PLUS_ONE
-        rows = []
-        for na, nb, stack_row in pairs:
-            ta, tb = ca.tensors.get(na) if na else None, cb.tensors.get(nb) if nb else None
-            row_a, row_b = (stack_row, None) if gguf_side == "a" else (None, stack_row)
-            shape_a = list(ta.shape[1:] if row_a is not None else ta.shape) if ta else None
-            shape_b = list(tb.shape[1:] if row_b is not None else tb.shape) if tb else None
-            row = {"name": na if na is not None else nb, "name_b": nb if row_b is None else f"{nb}[{row_b}]",
-                   "dtype_a": ta.label if ta else None, "dtype_b": tb.label if tb else None,
-                   "shape_a": shape_a, "shape_b": shape_b, "max_abs_diff": None, "rel_l2": None, "cosine": None}
-            if row_a is not None:
-                row["name"] = f"{na}[{row_a}]"
-            flip = ta is not None and tb is not None and stack_row is None and (
-                (na, nb) in onnx_flips or _flipped(ca, ta, cb, tb))
-            if ta is None or tb is None:
-                row["status"] = "added" if ta is None else "removed"
-            elif shape_a != shape_b and not flip:
-                row["status"] = "shape"
-            else:
-                row["status"] = "dtype" if ta.label != tb.label else "same"
-                if values:
-                    ha = hb = None
-                    gname = na if gguf_side == "a" else nb
-                    if permute:
-                        heads = names.rope_heads(gname, *permute)
-                        ha, hb = (heads, None) if gguf_side == "a" else (None, heads)
-                    shift = 1.0 if shifted and gname.endswith("norm.weight") else 0.0
-                    sa, sb = (shift, 0.0) if gguf_side == "a" else (0.0, shift)
-                    try:
-                        row.update(compare(ca, ta, cb, tb, ha, hb, flip_b=flip, row_a=row_a, row_b=row_b,
-                                           shift_a=sa, shift_b=sb))
-                    except ValueError as e:
-                        row["status"] = f"unreadable: {e}"
-                    _settle(row)
-            rows.append(row)
-        table = _table(rows, ca, cb, tokenizers)
-        table.attrs["onnx_names"] = onnx_note  # how each ONNX name was matched
-        return table
+    if crossformat.applies(ca, cb):  # tf_model.h5 / flax_model.msgpack against PyTorch names
+        return _crossformat_table(ca, cb, values, tokenizers)
+    pairs, gguf_side = _pairs(ca, cb)
+    onnx_flips, onnx_note = set(), None
+    if "onnx" in (ca.format, cb.format):  # initializer names as the exporter left them
+        pairs, onnx_flips, onnx_note = onnx_pairs(ca, cb)
+    permute, shifted = None, False
+    if gguf_side:
+        g = ca if gguf_side == "a" else cb
+        if _arch(g) in QK_PERMUTED:
+            permute = _heads(g)
+        shifted = _arch(g) in NORMS_PLUS_ONE
+    rows = []
+    for na, nb, stack_row in pairs:
+        ta, tb = ca.tensors.get(na) if na else None, cb.tensors.get(nb) if nb else None
+        row_a, row_b = (stack_row, None) if gguf_side == "a" else (None, stack_row)
+        shape_a = list(ta.shape[1:] if row_a is not None else ta.shape) if ta else None
+        shape_b = list(tb.shape[1:] if row_b is not None else tb.shape) if tb else None
+        row = {"name": na if na is not None else nb, "name_b": nb if row_b is None else f"{nb}[{row_b}]",
+               "dtype_a": ta.label if ta else None, "dtype_b": tb.label if tb else None,
+               "shape_a": shape_a, "shape_b": shape_b, "max_abs_diff": None, "rel_l2": None, "cosine": None}
+        if row_a is not None:
+            row["name"] = f"{na}[{row_a}]"
+        flip = ta is not None and tb is not None and stack_row is None and (
+            (na, nb) in onnx_flips or _flipped(ca, ta, cb, tb))
+        if ta is None or tb is None:
+            row["status"] = "added" if ta is None else "removed"
+        elif shape_a != shape_b and not flip:
+            row["status"] = "shape"
+        else:
+            row["status"] = "dtype" if ta.label != tb.label else "same"
+            if values:
+                ha = hb = None
+                gname = na if gguf_side == "a" else nb
+                if permute:
+                    heads = names.rope_heads(gname, *permute)
+                    ha, hb = (heads, None) if gguf_side == "a" else (None, heads)
+                shift = 1.0 if shifted and gname.endswith("norm.weight") else 0.0
+                sa, sb = (shift, 0.0) if gguf_side == "a" else (0.0, shift)
+                try:
+                    row.update(compare(ca, ta, cb, tb, ha, hb, flip_b=flip, row_a=row_a, row_b=row_b,
+                                       shift_a=sa, shift_b=sb))
+                except ValueError as e:
+                    row["status"] = f"unreadable: {e}"
+                _settle(row)
+        rows.append(row)
+    table = _table(rows, ca, cb, tokenizers)
+    table.attrs["onnx_names"] = onnx_note  # how each ONNX name was matched
+    return table
 
 
 def _settle(row: dict) -> None:

@@ -41,6 +41,7 @@ EXTENSIONS = {
     "tflite": (".tflite", ".lite"),
     "openvino": (".xml",),
     "ctranslate2": (".bin",),
+    "archive": (".whl", ".zip", ".nemo", ".mar", ".tar", ".riva", ".egg"),
 }
 NPY_MAGIC = b"\x93NUMPY"
 TORCH_TAR_MEMBERS = ("sys_info", "storages", "tensors", "pickle")
@@ -169,6 +170,7 @@ LABELS = {
     "flax_msgpack": "Flax msgpack", "openvino": "OpenVINO IR", "pt2": "PyTorch export archive",
     "json": "JSON", "text": "text", "image": "image", "sentencepiece": "SentencePiece model",
     "zip_archive": "zip archive", "tar_archive": "tar archive", "compressed": "compressed file",
+    "model_archive": "archive holding models",
     "empty": "empty file", "unknown": "unrecognised bytes",
 }
 _JSON_START = re.compile(r'\ufeff?\s*(\{\s*["}]|\[\s*["{\[\]\d\-tfn])')
@@ -213,23 +215,54 @@ def _tar_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
     members than that goes to the reader, which lists them all. A tar whose regular members
     include a pickle (the first bytes of each read) goes to the reader too, which judges it."""
     offset = 0
+    pickles = False
     for _ in range(TAR_HEADERS):
         header = bytes(read(offset, 512)) if offset + 512 <= size else b""
         if len(header) < 512 or not header.strip(b"\0"):
-            return _it("tar_archive", OTHER)  # the end of the archive
+            break  # the end of the archive
         name = header[:100].split(b"\0", 1)[0].decode("latin-1").removeprefix("./")
         if name in TORCH_TAR_MEMBERS:
-            break
+            return _it("torch_tar", WEIGHTS, "torch_tar")
         try:
             length = int(header[124:136].split(b"\0", 1)[0].strip() or b"0", 8)
         except ValueError:
-            break  # a malformed header: the reader says what is wrong
+            return _it("torch_tar", WEIGHTS, "torch_tar")  # a malformed header: the reader says what
         if header[156:157] in (b"0", b"\0", b"7") and length > 0:
             head = bytes(read(offset + 512, min(length, 512, max(0, size - offset - 512))))
-            if pickle_prefix(head, length).is_pickle:  # pickle.load runs it whatever its name
-                return _it("torch_tar", WEIGHTS, "torch_tar", label="tar archive holding pickles")
+            if member_model_kind(head, name, length):  # a .nemo: model_weights.ckpt beside its config
+                return _it("model_archive", WEIGHTS, "archive")
+            pickles = pickles or pickle_prefix(head, length).is_pickle  # pickle.load runs it whatever its name
         offset += 512 + -(-length // 512) * 512
-    return _it("torch_tar", WEIGHTS, "torch_tar")
+    else:
+        return _it("torch_tar", WEIGHTS, "torch_tar")  # more members than walked: the reader lists them
+    if pickles:
+        return _it("torch_tar", WEIGHTS, "torch_tar", label="tar archive holding pickles")
+    return _it("tar_archive", OTHER)
+
+
+# Names an archive member holding a model may have when its bytes are a zip or a tar (a zip or
+# tar of anything else is no model: a wheel may hold jars and zips of data).
+ARCHIVE_MODEL_NAMES = (".pt", ".pth", ".bin", ".ckpt", ".pth.tar", ".jit", ".ptl", ".torchscript",
+                       ".keras", ".nemo", ".mar", ".riva")
+# What a member's bytes may be for the member to count as a model (npy/npz are data, and a plain
+# pickle is judged wherever it is, but it is no model of its own).
+MEMBER_MODEL_KINDS = ("safetensors", "gguf", "zip", "torch_legacy", "torch_tar", "onnx", "ggml",
+                      "tflite", "openvino", "ctranslate2", "hdf5")
+
+
+def member_model_kind(head: bytes, name: str, size: int) -> str:
+    """The `detect` kind of an archive member that holds a model, from its first bytes (512 at
+    least) and, for a zip or tar inside the archive, its name; "" for any other member."""
+    if not head or name.endswith("/"):
+        return ""
+    kind = detect(head, size)
+    if kind == "unknown" and any(head[o:o + 8] == HDF5_MAGIC for o in HDF5_OFFSETS):
+        kind = "hdf5"
+    if kind == "openvino" and not name.lower().endswith(".xml"):
+        return ""
+    if kind in ("zip", "torch_tar") and not name.lower().endswith(ARCHIVE_MODEL_NAMES):
+        return ""
+    return kind if kind in MEMBER_MODEL_KINDS else ""
 
 
 def zip_names(read: Callable[[int, int], bytes], size: int) -> list[str] | None:
@@ -307,25 +340,56 @@ def zip_pickle_members(read: Callable[[int, int], bytes], size: int,
     return out
 
 
+def zip_model_members(read: Callable[[int, int], bytes], size: int,
+                      members: list[tuple[str, int, int, int]]) -> list[str]:
+    """The names of the members that hold a model (`member_model_kind`), among the first
+    ZIP_MEMBERS_SNIFFED whose names a model file has, then the first others."""
+    named = [m for m in members if m[0].lower().endswith(ARCHIVE_MODEL_NAMES + _MODEL_NAMES)]
+    rest = [m for m in members if m not in named]
+    out = []
+    for name, method, compressed, local in (named + rest)[:ZIP_MEMBERS_SNIFFED]:
+        head = zip_member_head(read, size, method, compressed, local)
+        if member_model_kind(head, name, max(len(head) + 1, compressed)):
+            out.append(name)
+    return out
+
+
+_MODEL_NAMES = (".safetensors", ".gguf", ".onnx", ".tflite", ".h5", ".hdf5", ".xml", ".ggml")
+
+
+def _torch_data_pkl(names: list[str]) -> bool:
+    """Where torch looks for data.pkl: beside the first entry's folder, or at the top."""
+    first = names[0].split("/", 1)[0] if names else ""
+    return any(n in (f"{first}/data.pkl", "data.pkl") or n.endswith("/data.pkl") and n.count("/") == 1
+               for n in names)
+
+
 def _zip_kind(read: Callable[[int, int], bytes], size: int) -> Identified:
-    """torch.save (data.pkl), TorchScript (code/ beside data.pkl), torch.export, Keras 3, or a
-    zip that is none of them. A zip whose directory cannot be read goes to the torch reader,
-    which says what is wrong with it."""
+    """torch.save (data.pkl), TorchScript (code/ beside data.pkl), torch.export, Keras 3, an
+    archive of model files (a wheel, a TorchServe .mar, a zipped folder), or a zip that is none
+    of them. A zip whose directory cannot be read goes to the torch reader, which says what is
+    wrong with it."""
     members = zip_members(read, size)
     if members is None:
         return _it("zip", WEIGHTS, "zip")
     names = [m[0] for m in members]
-    if any(n.endswith(".pkl") for n in names):
+    pickles = any(n.endswith(".pkl") for n in names)
+    if pickles and _torch_data_pkl(names):
         if any("/code/" in f"/{n}" for n in names):
             return _it("torchscript", WEIGHTS, "zip")
         return _it("zip", WEIGHTS, "zip")
     if names and all(n.endswith(".npy") for n in names):
         return _it("npz", WEIGHTS, "npz")
-    if any(n.endswith(("archive_format", "serialized_exported_program.json")) or "/models/" in n
-           for n in names):
+    if any(n.endswith(("archive_format", "serialized_exported_program.json")) for n in names):
         return _it("pt2", WEIGHTS)
     if any(n.endswith(".weights.h5") for n in names):
         return _it("keras", WEIGHTS, "keras")
+    if zip_model_members(read, size, members):
+        return _it("model_archive", WEIGHTS, "archive")
+    if pickles:
+        return _it("zip", WEIGHTS, "zip")
+    if any("/models/" in n and n.endswith(".json") for n in names):
+        return _it("pt2", WEIGHTS)
     if zip_pickle_members(read, size, members):  # pickle.load runs a member whatever its name
         return _it("zip", WEIGHTS, "zip", label="zip archive holding pickles")
     return _it("zip_archive", OTHER)

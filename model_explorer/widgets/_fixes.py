@@ -109,7 +109,7 @@ class FixOps:
 
     def _op_fix_compare(self):
         """mx.diff of the source and the fixed copy, as text."""
-        from ..checks.diff import diff
+        from ..opener import diff
 
         table = diff(self.checkpoint.source, self._fixed_target())
         return {"text": table.to_string() if hasattr(table, "to_string") else str(table)}, None

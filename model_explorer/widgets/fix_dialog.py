@@ -9,12 +9,18 @@ descriptions), never as HTML.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
 
 from ..formats.gguf_split import _SPLIT as SPLIT_NAME  # one pattern for split names
+from ..opener import diff
 from ..repairs import RepairError, repair, repair_plan
+
+EXPLORE: Callable[[Any], Any] | None = None
+"""What "Open in Explorer" shows the fixed copy in: `widgets/__init__.py` sets it to `explore`.
+This module may not import the Explorer, whose Fix… button imports this module."""
 
 
 def fixed_name(source: str) -> str:
@@ -105,11 +111,6 @@ class FixDialog(w.VBox):
     def _show(self, what: str) -> None:
         from IPython.display import display
 
-        import model_explorer as mx
-
+        fixed = self.report.dest if len(self.report.files) != 1 else self.report.files[0]
         with self.out:
-            if what == "explore":
-                display(mx.explore(self.report.dest if len(self.report.files) != 1 else self.report.files[0]))
-            else:
-                display(mx.diff(self.source, self.report.dest if len(self.report.files) != 1
-                                else self.report.files[0]))
+            display(EXPLORE(fixed) if what == "explore" else diff(self.source, fixed))

@@ -311,21 +311,9 @@ def test_a_folder_over_http_is_identified_by_range_reads(served):
 
 
 def test_a_tar_is_torchs_legacy_format_only_when_it_holds_its_members(tmp_path):
-    import io
-    import tarfile
-
-    from pytorch.test_containers import torch_tar  # tests/ is on the path
-
-    def tar_of(members: list[tuple[str, bytes]]) -> bytes:
-        out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w") as tar:
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-        return out.getvalue()
-
     import torch
+    from pytorch.helpers import tar_of  # tests/ is on the path
+    from pytorch.test_containers import torch_tar
 
     legacy = torch_tar({"w": torch.ones(3)})
     files = {"legacy.tar": legacy, "images.tar": tar_of([("a.png", b"\x89PNG" * 300), ("b.txt", b"hi")]),

@@ -16,15 +16,7 @@ import realfiles
 
 import model_explorer as mx
 
-
-def _need(path):
-    if path is None:
-        pytest.skip("the package that ships this checkpoint is not installed (make dev installs it)")
-    return str(path)
-
-
-def _loud(findings):
-    return [f"{f.severity} {f.code}: {f.message}" for f in findings if f.severity in ("warning", "error")]
+_need, _loud = realfiles.need, realfiles.loud
 
 
 @pytest.fixture(scope="module")

@@ -160,3 +160,17 @@ def dump_bytes(obj, **kw) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf, **kw)
     return buf.getvalue()
+
+
+def tar_of(members: list[tuple[str, bytes]]) -> bytes:
+    """A plain tar of (name, bytes) members, built in memory."""
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()

@@ -25,6 +25,19 @@ def test_dialog_writes_next_to_the_source(tmp_path):
     assert d.bar.value == 100 and not d.compare.disabled
     assert tree_hashes(src) == before
     assert fixed_name(src) == str(tmp_path / "model.fixed-2")
+    # Both buttons work from the dialog alone (it imports neither the Explorer nor the public face).
+    shown = []
+    import IPython.display
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(IPython.display, "display", shown.append)
+    try:
+        d._show("explore")
+        d._show("diff")
+    finally:
+        monkey.undo()
+    assert type(shown[0]).__name__ == "Explorer" and shown[0].checkpoint.source == report.dest
+    assert set(shown[1]["status"]) == {"added", "removed"}  # the prefix stripped: every name differs
 
 
 def test_names_for_files(tmp_path):

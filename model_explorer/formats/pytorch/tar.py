@@ -52,7 +52,7 @@ def read_torch_tar(source) -> FileResult:
 
     rep = Report(source.name)
     result = FileResult(source.name, source.size, rep)
-    members, cut = _list_members(source, rep)
+    members, cut = list_members(source, rep)
     by_name: dict[str, list[_Member]] = {}
     for m in members:
         by_name.setdefault(m.name, []).append(m)
@@ -158,7 +158,7 @@ def _quiet_if_cut(m: _Member, rep: Report, read, source, *args):
     return out
 
 
-def _list_members(source, rep: Report) -> tuple[list[_Member], str | None]:
+def list_members(source, rep: Report) -> tuple[list[_Member], str | None]:
     """Walk the 512-byte headers (ustar, with GNU long names and pax paths and sizes); and,
     for a file cut short, what it ends inside."""
     out: list[_Member] = []
