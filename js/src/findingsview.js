@@ -33,18 +33,22 @@ export function createFindingsView(ctx, opts = {}) {
   const ok = h("div", { className: "me-ok", text: "No findings: every check passed." });
   const layerBox = h("div", { className: "me-layer-findings-box" });
   let selectedEl = null;
+  const shown = new Set((model.get("files") || []).map((e) => e.file));
 
   /** One finding's line; clicking it (or Enter) selects its bytes and tensor. */
   function findingItem(f, sev) {
     const where = [];
     if (f.offset !== null && f.offset !== undefined) where.push(`byte ${f.offset}${f.length ? ` (+${f.length})` : ""}`);
-    if (f.file) where.push(baseName(f.file));
+    // A file the hexdump can show is named; a folder (a finding about the model as a whole) is not.
+    if (f.file && shown.has(f.file)) where.push(baseName(f.file));
     const item = h("div", { className: `me-finding me-sev-${sev}`, tabIndex: 0, attrs: { role: "button" } },
       h("span", { className: "me-code", text: f.code }),
       f.origin === "layers" ? h("span", { className: "me-finding-origin", text: `${f.statistics} ${f.stat}`,
         title: `From the Layers tab: the layer profile of ${f.statistics} ${f.stat} statistics` }) : null,
       h("span", { className: "me-message", text: f.message }),
-      where.length ? h("span", { className: "me-where me-muted", text: where.join(" in ") }) : null);
+      where.length ? h("span", { className: "me-where me-muted", text: where.join(" in ") }) : null,
+      // The catalog's fix (codes.py, carried by every finding dict): what to do about it.
+      f.fix ? h("div", { className: "me-finding-fix", text: `Fix: ${f.fix}` }) : null);
     const pick = () => {
       if (selectedEl) selectedEl.classList.remove("me-selected");
       item.classList.add("me-selected");

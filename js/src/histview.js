@@ -69,6 +69,8 @@ export function createHistogramView(ctx, opts = {}) {
       body.append(h("div", { className: "me-muted me-hist-note", text: stats.note }));
       return;
     }
+    // A file cut inside this tensor: the values are of the rows or blocks that are there only.
+    if (stats.partial) body.append(h("div", { className: "me-hist-partial", text: stats.partial }));
     if (stats.hist && stats.hist.counts && stats.hist.counts.length) drawHistogram(body, stats.hist, log, "me-values");
     else body.append(h("div", { className: "me-muted", text: "No finite values to plot." }));
     const rows = [["min", stats.min], ["max", stats.max], ["mean", stats.mean], ["std", stats.std],
@@ -97,7 +99,7 @@ export function createHistogramView(ctx, opts = {}) {
       title.textContent = `${name}${data.dtype ? ` · ${data.dtype}` : ""}${shape}`;
       const took = typeof data.seconds === "number" ? ` (${data.seconds.toFixed(3)} s)` : "";
       note.textContent = data.error || data.note ? "" : data.exact ? `exact: every value read${took}` : `sampled: ${data.sample || "a sample of the values"}${took}`;
-      exactBtn.hidden = Boolean(data.error || data.note || data.exact || data.offline);
+      exactBtn.hidden = Boolean(data.error || data.note || data.exact || data.offline || data.partial);
     } catch (err) {
       if (my !== token) return;
       stats = { error: `Statistics failed: ${err.message}` };

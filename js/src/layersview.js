@@ -176,7 +176,12 @@ export function createLayersView(ctx) {
     }
     const marks = markIndex(s);
     const flagged = new Set((s.marks || []).map((m) => m.layer));
-    status.textContent = `${s.exact ? "exact" : "sampled"} ${s.stat} of ${groupDigits(s.tensor_count)} tensors in ${s.layers.length} layers; ${flagged.size ? `${flagged.size} layer${flagged.size === 1 ? "" : "s"} marked` : "no layer stands out"}.`;
+    // Tensors whose values could not be read (a file cut short before them) are no "nothing stands out".
+    const none = s.unread && s.unread >= s.tensor_count;
+    const verdict = none ? "no value could be read, so nothing can be compared"
+      : flagged.size ? `${flagged.size} layer${flagged.size === 1 ? "" : "s"} marked` : "no layer stands out";
+    status.textContent = `${s.exact ? "exact" : "sampled"} ${s.stat} of ${groupDigits(s.tensor_count)} tensors in ${s.layers.length} layers; ${verdict}.`;
+    if (s.unread_note) body.append(h("div", { className: `me-layers-unread${none ? " me-error" : " me-muted"}`, text: s.unread_note }));
     const grid = h("div", { className: "me-layers-grid", attrs: { role: "grid", "aria-label": `${s.stat} by layer and role`,
       "aria-rowcount": s.layers.length + 1, "aria-colcount": s.roles.length + 1 },
       style: { gridTemplateColumns: `auto repeat(${s.roles.length}, 34px)` } });

@@ -15,7 +15,7 @@ export function createMapView(ctx) {
   const legend = h("div", { className: "me-legend" });
   const status = h("div", { className: "me-muted me-map-status", text: "Loading the file map…" });
   const bars = h("div", { className: "me-map-bars" });
-  root.append(h("div", { className: "me-toolbar" }, modeBtn), legend, bars, status);
+  root.append(h("div", { className: "me-toolbar" }, modeBtn), legend, bars, status, sideFiles(ctx));
 
   function segColor(seg) {
     return mode === "dtype" ? paletteColor(seg[2]) : paletteColor(seg[3]);
@@ -96,4 +96,25 @@ export function createMapView(ctx) {
     rpc.request("map").then(({ data }) => { payload = data; draw(); }, (e) => { status.textContent = `The file map cannot be shown: ${e.message}`; });
   }
   return { el: root, load };
+}
+
+/**
+ * The files beside the weights that a finding points at (config.json, modeling_*.py, tokenizer
+ * files, generation_config.json, README.md) and the code auto_map runs: each a row whose click
+ * shows its bytes in the hexdump. @param {import("./context.js").Ctx} ctx
+ */
+function sideFiles(ctx) {
+  const side = (ctx.model.get("files") || []).filter((f) => f.side);
+  const box = h("div", { className: "me-side-files", hidden: !side.length },
+    h("div", { className: "me-pane-title", text: `Other files the findings point at (${side.length})` }));
+  for (const f of side) {
+    const n = f.findings || 0;
+    const row = h("button", { className: "me-side-file", title: f.file },
+      h("span", { className: "me-side-name", text: f.name }),
+      h("span", { className: "me-muted", text: ` ${formatBytes(f.size)}, ${n ? `${n} finding${n === 1 ? "" : "s"}` : "code a finding names"}` }));
+    row.dataset.file = f.file;
+    row.addEventListener("click", () => ctx.select({ file: f.file, offset: 0, length: 0, from: "map" }));
+    box.append(row);
+  }
+  return box;
 }

@@ -31,6 +31,7 @@ export function createModelView(ctx) {
       table.append(row);
     }
     root.append(table);
+    if ((card.auto_map || []).length) root.append(autoMap(card.auto_map));
     if (card.tokenizer) root.append(h("div", { className: "me-model-tok", text: `tokenizer: ${card.tokenizer.summary}` }));
     if (card.adapter) root.append(h("div", { text: `adapter: ${card.adapter.summary}` }));
     if ((card.memory || []).length) {
@@ -47,6 +48,26 @@ export function createModelView(ctx) {
     }
     if (card.template || card.chat_example) root.append(createTemplateView(ctx, card.template, card.chat_example));
     if (card.tokenizer) root.append(inspector(Boolean(card.offline)));
+  }
+
+  /** What config.json's auto_map names and the code file each runs (read, never imported). */
+  function autoMap(entries) {
+    const t = h("table", { className: "me-model-automap" },
+      h("tr", {}, h("th", { text: "auto_map" }), h("th", { text: "names" }), h("th", { text: "code it runs" })));
+    for (const e of entries) {
+      const code = h("td", { className: "me-automap-code", text: e.code_name || "another repository's: not read here" });
+      const row = h("tr", { tabIndex: 0, attrs: { role: "button" } },
+        h("td", { text: `${e.side} > ${e.auto_class}` }), h("td", { text: e.ref }), code);
+      // The row shows the auto_map entry's bytes; the code cell shows the code file's.
+      row.addEventListener("click", () => ctx.select({ file: e.file, offset: e.offset, length: e.length, from: "model" }));
+      if (e.code) {
+        code.classList.add("me-link");
+        code.addEventListener("click", (ev) => { ev.stopPropagation(); ctx.select({ file: e.code, offset: 0, length: 0, from: "model" }); });
+      }
+      t.append(row);
+    }
+    return h("div", { className: "me-model-custom" },
+      h("div", { className: "me-pane-title", text: "Custom code: transformers runs these files with trust_remote_code=True" }), t);
   }
 
   // Answers to typing are drawn only if no later keystroke asked again; a failed request says why.

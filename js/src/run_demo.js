@@ -62,7 +62,7 @@ export function agreementLabel(agreement) {
 /** The status line: what is happening, with the source name. */
 export function statusLine(status, source) {
   const words = {
-    idle: "ready", loading: "dequantizing", generating: "generating", converting: "converting",
+    idle: "ready", loading: "loading the model", generating: "generating", converting: "converting",
     comparing: "comparing quantizations", error: "failed", tracing: "tracing", "comparing runs": "comparing runs",
   };
   return `${source}: ${words[status] || status}`;
@@ -240,7 +240,11 @@ export function renderRunDemo({ model, el: root }) {
     if (s.prompt_tokens !== undefined) parts.push(`prompt ${s.prompt_tokens} tokens (${formatTps(s.prefill_tps) || "-"} prefill)`);
     if (s.tokens !== undefined) parts.push(`${s.tokens} generated (${s.stop_reason})`);
     if (s.peak_memory_bytes) parts.push(`peak memory ${formatBytes(s.peak_memory_bytes)}`);
-    if (s.load_seconds) parts.push(`load ${formatSeconds(s.load_seconds)}`);
+    if (s.first_token_seconds !== undefined && s.first_token_seconds !== null) {
+      parts.push(`first token after ${formatSeconds(s.first_token_seconds)}${s.includes_load ? ` (the first run: this includes loading the model, ${formatSeconds(s.load_seconds)})` : ""}`);
+    }
+    if (s.includes_load === false) parts.push("the model was loaded by an earlier run");
+    else if (s.load_seconds && s.includes_load === undefined) parts.push(`load ${formatSeconds(s.load_seconds)}`);
     stats.textContent = parts.join(" · ");
   }
   const syncOutput = () => { output.textContent = model.get("output"); };
@@ -271,7 +275,8 @@ export function renderRunDemo({ model, el: root }) {
 
   function onMessage(msg) {
     if (!msg || typeof msg !== "object") return;
-    if (msg.type === "generate_start") { output.textContent = ""; tps.textContent = ""; }
+    // A new run clears the last run's lines.
+    if (msg.type === "generate_start") { output.textContent = ""; tps.textContent = ""; stats.textContent = ""; error.textContent = ""; }
     else if (msg.type === "token") { output.append(document.createTextNode(msg.text)); tps.textContent = formatTps(msg.tps); }
     else if (msg.type === "error") { error.textContent = msg.message; }
     else if (msg.type === "notice") { barLabel.textContent = msg.message; }

@@ -11,7 +11,8 @@ export function createSummaryView(ctx) {
   const root = h("div", { className: "me-summary" },
     h("span", { className: "me-format", text: s.format || "unknown" }),
     h("span", { className: "me-files", text: fileText, title: (s.files || []).join("\n") }),
-    h("span", { className: "me-stat", text: formatBytes(s.total_size) }),
+    // "95.0 MiB of 4.4 GiB (2.1 %), cut short" for a file cut short (formats/truncation.py words it).
+    h("span", { className: `me-stat me-size${s.cut_short ? " me-cut" : ""}`, text: s.size_text || formatBytes(s.total_size) }),
     h("span", { className: "me-stat", text: `${s.tensor_count ?? 0} tensors` }),
     h("span", { className: "me-stat", text: `${humanCount(s.parameter_count)} params` }),
     // A shard index that promises more tensors than the shards hold says so up front.

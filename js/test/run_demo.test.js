@@ -50,7 +50,7 @@ test("agreement label says how many agree and how long the shared prefix is", ()
 
 test("status line names the source and the state", () => {
   assert.equal(statusLine("idle", "model.gguf"), "model.gguf: ready");
-  assert.equal(statusLine("loading", "m"), "m: dequantizing");
+  assert.equal(statusLine("loading", "m"), "m: loading the model"); // llama.cpp dequantizes nothing
   assert.equal(statusLine("weird", "m"), "m: weird");
 });
 

@@ -105,3 +105,11 @@ def present_note(present: int | None, expected: int, size=format_bytes) -> str:
     if present is None or present >= expected:
         return ""
     return f", {size(present)} present ({percent(present, expected)} %)"
+
+
+def size_words(present: int, expected: int, size=format_bytes) -> str:
+    """The size a view shows for the whole model: "95.0 MiB of 4.4 GiB (2.1 %), cut short" when a
+    file is cut short, else "95.0 MiB"; `size` formats a byte count."""
+    if present >= expected:
+        return size(present)
+    return f"{size(present)} of {size(expected)} ({percent(present, expected)} %), cut short"

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..records import CheckpointRecord
 from ..safe_text import escape_deep
+from ..units import format_bytes
 from .hparams import HParams, read_hparams
 
 KV_BYTES = {"f32": 4.0, "float32": 4.0, "f16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
@@ -189,6 +190,19 @@ def estimate(ckpt: CheckpointRecord, context: int | None = None, batch: int = 1,
         est.device_bytes, est.fits = device, est.total_bytes <= device
         est.max_context = max_context(ckpt, device, batch, kv_dtype)
     return est
+
+
+def llamacpp_text(ckpt: CheckpointRecord, context: int) -> str:
+    """What llama.cpp will hold for a run at `context` tokens, in words: the file mapped (its pages
+    read as each block is reached, shared with the page cache), its f16 KV cache and the compute
+    buffers of one prefill chunk (an estimate)."""
+    hp = read_hparams(ckpt)
+    kv, _, _ = kv_cache_bytes(hp, context, 1, "f16")
+    act = _activations(hp, context, 1, PREFILL_CHUNK)
+    weights = stored_bytes(ckpt)
+    return (f"the mapped file {format_bytes(weights)} (read as each block is reached, shared with the page "
+            f"cache), KV cache {format_bytes(kv)} (f16, {context:,} tokens), compute buffers about "
+            f"{format_bytes(act)}: about {format_bytes(weights + kv + act)} in all")
 
 
 def max_context(ckpt: CheckpointRecord, device_bytes: int, batch: int = 1, kv_dtype: str = "f16") -> int:

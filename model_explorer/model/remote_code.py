@@ -79,6 +79,16 @@ def _read(path: str) -> bytes | None:
     return read_range(path, 0, min(size, MAX_PY_FILE)) if size else b""
 
 
+def auto_map(ckpt: CheckpointRecord) -> list[dict]:
+    """What auto_map names, for the Model tab: per entry the config file that names it (and the
+    bytes of its auto_map), the auto class, the reference and the code file it runs (None when the
+    code is not in the folder: another repository's, or missing)."""
+    files = _py_files(ckpt)
+    return [{"side": t.side, "auto_class": t.auto_class, "ref": t.ref, **t.loc,
+             "code": None if t.repo else files.get(t.module),
+             "code_name": None if t.repo else f"{t.module}.py"} for t in _targets(ckpt)]
+
+
 def check(ckpt: CheckpointRecord) -> list[Finding]:
     targets = _targets(ckpt)
     if not targets:  # without auto_map, loading runs none of the folder's Python

@@ -128,3 +128,17 @@ def config(ckpt: CheckpointRecord) -> dict:
     """config.json as a dict ({} when absent or unreadable)."""
     c = ckpt.metadata.get("config.json")
     return c if isinstance(c, dict) else {}
+
+
+def finding_files(ckpt: CheckpointRecord, findings: list[Finding]) -> list[str]:
+    """Every file beside the checkpoint's own that a finding points at (config.json,
+    modeling_*.py, tokenizer files, generation_config.json, README.md...), and the code files a
+    finding names (`extra["files"]`: what auto_map runs), in finding order; never a folder."""
+    own = set(ckpt.files)
+    out: list[str] = []
+    for f in findings:
+        for path in [f.file, *(f.extra.get("files") or [])]:
+            if isinstance(path, str) and path and path not in own and path not in out \
+                    and not sources.isdir(path) and sources.exists(path):
+                out.append(path)
+    return out

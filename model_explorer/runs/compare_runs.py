@@ -30,7 +30,7 @@ import numpy as np
 from ..runtime.decoder import LAYER_MODULES
 from ..runtime.memory_budget import WontFit
 from .config_diff import config_differences, config_rows
-from .metrics import activation_diff, kl_per_position, kld_summary, perplexity
+from .metrics import activation_diff, flatness, kl_per_position, kld_summary, perplexity
 from .trace import (
     DEFAULT_PROMPT,
     OUTER,
@@ -62,6 +62,7 @@ from .verdict import (
     logits_agree,
     onset,
     tokens_text,
+    top1_note,
     where,
 )
 
@@ -151,9 +152,11 @@ class RunDiff:
         """{"kind": "agree" | "drift" | "jump", "sentence"}: the comparison's conclusion in words,
         the same in the summary, the CLI and the view."""
         first = self.first_divergence
-        if first is not None:
-            return {"kind": first["kind"], "sentence": first["sentence"]}
-        return {"kind": AGREE, "sentence": agreement_sentence(self.rows, self.top1_agreement, self.kld["max"])}
+        note = top1_note(self.top1_agreement, self.kld["max"], flatness(self.logits_a), self.logits_a.shape[-1])
+        sentence = first["sentence"] if first is not None else \
+            agreement_sentence(self.rows, self.top1_agreement, self.kld["max"])
+        return {"kind": first["kind"] if first is not None else AGREE,
+                "sentence": f"{sentence} {note}" if note else sentence}
 
     @property
     def kl_divergence(self) -> np.ndarray:

@@ -43,6 +43,16 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
+def flatness(logits: np.ndarray) -> float:
+    """The mean over positions of the next-token distribution's entropy over its largest possible
+    value log(vocabulary): 1 for a uniform distribution (random weights), near 0 for a confident one."""
+    x = np.asarray(logits)
+    if x.ndim < 2 or x.shape[-1] < 2 or not x.size:
+        return 0.0
+    lp = log_softmax(x)
+    return float(np.mean(-np.sum(np.exp(lp) * lp, axis=-1)) / math.log(x.shape[-1]))
+
+
 def kld_summary(kl: np.ndarray) -> dict[str, float]:
     """llama-perplexity's figures: mean, median, 99th percentile (linear interpolation between
     sorted values, as its `percentile`), max."""

@@ -91,7 +91,7 @@ def where(row: dict[str, Any]) -> str:
 def explain(row: dict[str, Any], rows: list[dict[str, Any]], config_diff: dict[str, list[Any]] | None = None,
             kind: str = JUMP) -> str:
     """A sentence on what the divergence at `row` most likely comes from."""
-    text = _explain_drift(row, rows) if kind == DRIFT else _explain_weights(row, rows)
+    text = _explain_drift(row, rows) if kind == DRIFT else _explain_weights(row, rows, onset(rows) is not row)
     if config_diff:  # the same bytes under two recipes part ways too: say so first
         return (f"the two configurations differ ({config_text(config_diff)}), which alone can make "
                 f"{where(row)} differ; otherwise: {text}")
@@ -106,8 +106,12 @@ def _explain_drift(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             "precision throughout, or a small change to every weight.")
 
 
-def _explain_weights(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def _explain_weights(row: dict[str, Any], rows: list[dict[str, Any]], drifted: bool = False) -> str:
+    """`drifted`: the points before `row` already differ a little (a drift before the jump), so
+    the sentence never says that everything before it agrees."""
     at = where(row)
+    before = "far more than the small difference before it" if drifted else "while everything before it agrees"
+    its_input = "while its input differs only a little" if drifted else "while its input agrees"
     if math.isinf(row["rel_l2"]):
         return f"NaN or Inf appear at {at} in one run only: look at {row['tensor']} for NaN/Inf values."
     same_layer = {r["module"]: r for r in rows if r["layer"] == row["layer"]}
@@ -118,14 +122,15 @@ def _explain_weights(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                 "itself differs (rope_theta or RoPE scaling, the head layout, the attention scale or "
                 f"the mask), or the output projection {row['tensor']}.")
     if row["module"] in ("attn_norm", "ffn_norm", "final_norm"):
-        return (f"the input of {at} agrees but its output does not: the norm weight {row['tensor']} or "
+        head = f"{at} differs far more than its input" if drifted else f"the input of {at} agrees but its output does not"
+        return (f"{head}: the norm weight {row['tensor']} or "
                 "rms_norm_eps differs.")
     if row["module"] in ("q", "k"):
-        return (f"{at} differs while its input agrees: the weight {row['tensor']} differs (another "
+        return (f"{at} differs {its_input}: the weight {row['tensor']} differs (another "
                 "layer's weight, or q/k rows left in llama.cpp's interleaved RoPE order).")
     names = row.get("tensors") or [row["tensor"]]
     which = f"the weight {names[0]}" if len(names) == 1 else f"one of its weights ({', '.join(names)})"
-    return f"{at} differs while everything before it agrees: {which} differs."
+    return f"{at} differs {before}: {which} differs."
 
 
 # -- sentences ------------------------------------------------------------------------------------
@@ -171,8 +176,8 @@ def divergence_sentence(first: dict[str, Any], rows: list[dict[str, Any]] | None
     else:
         jump = f"relative L2 {r:.3g}, {r / before:,.0f}x the largest before it ({before:.3g})"
     drift = first.get("drift_from")
-    also = (f" The runs already drift apart from {where(drift)} on (relative L2 {drift['rel_l2']:.2g} there)."
-            if drift else "")
+    also = (f" Before the jump the runs already differ a little, from {where(drift)} on (relative L2 "
+            f"{drift['rel_l2']:.2g} there), as rounding or quantization makes them." if drift else "")
     return f"The runs part at {where(first)} ({jump}): weight {first['tensor']}{place}{file}. {why}{also}"
 
 
@@ -188,3 +193,19 @@ def _basename(path: str) -> str:
 def tokens_text(tokens: list[str]) -> str:
     """Token texts quoted one by one ("Ġthe" "Ġcat"), escapes shown, never a list."""
     return " ".join(json.dumps(t, ensure_ascii=False) for t in tokens) or "none"
+
+
+FLAT = 0.9  # entropy at least this share of log(vocabulary): a nearly flat next-token distribution
+SMALL_KLD = 0.05  # nats: a KLD at most this is small beside a low top-1 agreement
+
+
+def top1_note(top1_agreement: float, kld_max: float, flatness: float, vocab: int) -> str:
+    """Why a low top-1 agreement sits beside a small KLD: the next-token distribution is nearly flat
+    (random weights), so the most likely token leads by a hair and any difference reorders it;
+    "" when that is not the case."""
+    if top1_agreement >= 1.0 or not math.isfinite(kld_max) or kld_max > SMALL_KLD or flatness < FLAT:
+        return ""
+    return (f"Top-1 agreement is {top1_agreement:.0%} although the KLD is at most {kld_max:.2g} nats: the "
+            f"next-token distribution is nearly flat (its entropy is {flatness:.0%} of the most {vocab:,} "
+            "tokens allow, as with random weights), so the most likely token leads by a hair and small "
+            "differences reorder it. The KLD is the measure to read here.")

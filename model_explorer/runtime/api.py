@@ -345,18 +345,24 @@ def engine_plan(source: str | os.PathLike | None = None, device: str = "auto", c
     """Which engine `load_model(source, device)` will run and why, with the memory it will take,
     said before anything is loaded (the run cell shows it): llama.cpp for a GGUF when a binding
     loads, torch on a GPU, else numpy in memory, streamed, or refused (memory_budget.plan)."""
+    from ..model.memory import llamacpp_text
     from ..opener import open as open_checkpoint
     from ..samples import sample_path
 
     path = os.fspath(source) if source is not None else sample_path()
     if _wants_llamacpp(path, device, None, False):
-        return "llama.cpp: a GGUF and a llama.cpp binding that loads; it runs the file's own blocks"
+        with open_checkpoint(path) as ckpt:
+            return ("llama.cpp: a GGUF and a llama.cpp binding that loads; it runs the file's own blocks, "
+                    "quantized as stored. It will hold " + llamacpp_text(ckpt, context))
     be = get_backend(device, None, "float32")
     if be.name != "numpy":
         return f"torch on {be.device}: weights held on the device"
+    # device "cpu" asks for the numpy reference where "auto" would run llama.cpp: say so
+    other = (". Device \"auto\" would run llama.cpp instead (the file's own quantized blocks: faster, "
+             "less memory)." if device == "cpu" and _wants_llamacpp(path, "auto", None, False) else "")
     with open_checkpoint(path) as ckpt:
         # the config says which layers stream block by block; without it, the upper bound
-        return "numpy on the CPU, " + memory_budget.plan(ckpt, context, cfg=config_of(ckpt)).text
+        return "numpy on the CPU, " + memory_budget.plan(ckpt, context, cfg=config_of(ckpt)).text + other
 
 
 def _auto_weights(be, ckpt, cfg: ModelConfig):

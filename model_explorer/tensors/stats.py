@@ -53,6 +53,8 @@ class TensorStats:
     inf: int
     hist: dict
     scales: dict | None = None
+    # A tensor a cut file holds only part of: which part these values are from (tensors/partial.py).
+    partial: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(asdict(self))

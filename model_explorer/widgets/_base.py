@@ -17,10 +17,12 @@ import traitlets
 
 from ..assets import MISSING_BUILD, asset
 from ..checkpoint import Checkpoint
-from ..formats.truncation import end_note
+from ..formats.truncation import end_note, size_words, stored_bytes
 from ..hexview import SpanIndex
+from ..model.sidefiles import finding_files
 from ..opener import as_checkpoint
 from ..safe_text import escape_deep, unescape_deep
+from ..tensors.partial import partial_stats
 from ._fixes import FixOps
 from ._model import ModelOps
 from ._overview import overview
@@ -284,7 +286,10 @@ class BaseView(FixOps, ModelOps, SafeState, anywidget.AnyWidget):
         try:
             st = self.checkpoint.stats(name, bins=int(bins), exact=bool(exact))
         except ValueError as e:
-            return {"name": name, "error": str(e)}, None
+            # A file cut inside this tensor: the rows or blocks that are there, marked partial.
+            st = partial_stats(self.checkpoint, name, bins=int(bins))
+            if st is None:
+                return {"name": name, "error": str(e)}, None
         except ImportError as e:
             return {"name": name, "error": f"Statistics are not available: {e}"}, None
         out = st.to_dict()
@@ -317,6 +322,9 @@ def initial_state(ckpt: Checkpoint) -> dict[str, Any]:
     summary["file_count"] = len(ckpt.files)
     summary["dtypes"] = dict(list(summary["dtypes"].items())[:12])
     summary["overview"] = overview(ckpt)
+    present, expected = stored_bytes(ckpt)
+    summary["size_text"] = size_words(present, expected)  # a cut file says so in the top bar
+    summary["cut_short"] = present < expected
     findings = [f.to_dict() for f in ckpt.findings[:MAX_FINDINGS_SENT]]
     # Declared kinds: a lazily opened index builds no file's spans for its legend.
     spans = ckpt.spans
@@ -334,4 +342,18 @@ def initial_state(ckpt: Checkpoint) -> dict[str, Any]:
                              "size": ckpt.byte_source(index).size})
         except OSError:
             pass
+    # Side files are files: a finding in config.json, modeling_*.py, a tokenizer file... shows
+    # that file's bytes in the hexdump, and the Files tab lists it.
+    pointed: dict[str, int] = {}
+    for f in ckpt.findings[:MAX_FINDINGS_SENT]:
+        pointed[f.file or ""] = pointed.get(f.file or "", 0) + 1
+    for path in finding_files(ckpt, ckpt.findings[:MAX_FINDINGS_SENT]):
+        if any(e["file"] == path for e in files):
+            continue
+        try:
+            size = ckpt.byte_source(path).size
+        except OSError:
+            continue
+        files.append({"file": path, "name": os.path.basename(path), "size": size, "side": True,
+                      "findings": pointed.get(path, 0)})
     return {"summary": summary, "findings": findings, "legend": legend, "files": files}

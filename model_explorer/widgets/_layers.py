@@ -213,7 +213,20 @@ def layer_summary(table, stat: str, exact: bool = False, found: list | None = No
         "counts": counts,
         "marks": marks,
         "tensor_count": int(len(table)),
+        **unread(table),
     }
+
+
+def unread(table) -> dict[str, Any]:
+    """{"unread": n, "unread_note": why} for the tensors whose values could not be read (a file cut
+    short before them): the heatmap has no value there, and that is not "nothing stands out"."""
+    errors = [e for e in (table["error"] if "error" in table else []) if isinstance(e, str) and e]
+    if not errors:
+        return {"unread": 0, "unread_note": None}
+    n = len(table)
+    head = (f"None of the {n:,} tensors' values could be read" if len(errors) >= n else
+            f"{len(errors):,} of {n:,} tensors' values could not be read (hatched)")
+    return {"unread": len(errors), "unread_note": f"{head}: {errors[0]}"}
 
 
 def report_profiles(rows: list[dict]) -> dict[str, Any]:

@@ -52,6 +52,9 @@ class ModelOps:
         out["rows"] = _plain(rows)
         out["text"] = c.text()
         out["template"] = _plain(self._template_view())
+        from ..model.remote_code import auto_map
+
+        out["auto_map"] = _plain(auto_map(self.checkpoint))  # the custom code loading would run
         self.start_cross_check()
         return out, None
 

@@ -223,6 +223,23 @@ class RunDemo(RunsJobs, SafeState, anywidget.AnyWidget):
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.on_msg(self._on_msg)
+        self._plan_engine()
+
+    @t.observe("device")
+    def _device_changed(self, _change) -> None:
+        if not hasattr(self, "source"):  # set in __init__, which plans once it is done
+            return
+        if self._model is None or self._model_key != (self.source, self.device):
+            self._plan_engine()
+
+    def _plan_engine(self) -> None:
+        """Before Generate: which engine the device picks, why, and the memory it will take."""
+        from ..runtime.api import engine_plan
+
+        try:
+            self.engine = engine_plan(self.source, self.device)
+        except Exception as e:  # noqa: BLE001 - a plan that cannot be made is said, never a broken cell
+            self.engine = f"not known before loading ({type(e).__name__}: {e})"
 
     # -- messages from the browser ---------------------------------------------------------------
 
@@ -311,14 +328,16 @@ class RunDemo(RunsJobs, SafeState, anywidget.AnyWidget):
         self.status = "loading"
         self.engine = engine_plan(self.source, self.device)
         self.dequant, self.dequant_summary = [], ""
-        self.progress = {"label": "dequantizing", "done": 0, "total": 0}
+        # llama.cpp maps the file and keeps its blocks quantized: nothing is dequantized
+        label = "loading into llama.cpp" if self.engine.startswith("llama.cpp") else "dequantizing"
+        self.progress = {"label": label, "done": 0, "total": 0}
         last = [0.0]
 
         def progress(done: int, total: int, _name: str) -> None:
             now = time.perf_counter()
             if done == total or now - last[0] > 0.05:  # a few updates a second are plenty
                 last[0] = now
-                self.progress = {"label": "dequantizing", "done": int(done), "total": int(total)}
+                self.progress = {"label": label, "done": int(done), "total": int(total)}
 
         model = load_model(self.source, self.device, progress=progress)
         self._model, self._model_key = model, (self.source, self.device)
@@ -336,14 +355,20 @@ class RunDemo(RunsJobs, SafeState, anywidget.AnyWidget):
         self._job_load()
 
     def _job_generate(self) -> None:
+        # A new run clears the last run's lines before anything else (loading included).
+        self.output, self.stats, self.error = "", {}, ""
+        self.send({"type": "generate_start"})
+        clicked = time.perf_counter()
+        loads = self._model is None or self._model_key != (self.source, self.device)
         model = self._model_for_settings()
         self.status = "generating"
-        self.output = ""
-        self.send({"type": "generate_start"})
         pieces: list[str] = []
         started = time.perf_counter()
+        first: list[float] = []
 
         def stream(piece: str) -> bool:
+            if not first:  # time to first token, from the click (the load counts on a first run)
+                first.append(time.perf_counter() - clicked)
             pieces.append(piece)
             elapsed = time.perf_counter() - started
             self.send({"type": "token", "text": piece, "count": len(pieces),
@@ -356,7 +381,8 @@ class RunDemo(RunsJobs, SafeState, anywidget.AnyWidget):
         self.stats = {"device": r.device, "tokens": len(r.tokens), "prompt_tokens": len(r.prompt_tokens),
                       "decode_tps": r.decode_tps, "prefill_tps": r.prefill_tps,
                       "peak_memory_bytes": r.peak_memory_bytes, "load_seconds": model.load_seconds,
-                      "stop_reason": r.stop_reason}
+                      "stop_reason": r.stop_reason, "first_token_seconds": first[0] if first else None,
+                      "includes_load": loads}
         self.send({"type": "generate_done", "stats": self.stats, "text": r.text})
         if r.stop_reason == "stopped":
             self.send({"type": "notice", "message": "Stopped."})

@@ -133,7 +133,35 @@ def test_the_sentence_compares_the_jump_with_the_largest_error_before_it():
     assert "every earlier point agreed exactly" in divergence_sentence({**first, "previous_max": 0.0})
     assert "agreed within float32 rounding (3e-06 at most)" in divergence_sentence({**first, "previous_max": 3e-6})
     after = divergence_sentence({**first, "drift_from": {"layer": None, "module": "embed", "rel_l2": 0.004}})
-    assert after.endswith("The runs already drift apart from embed on (relative L2 0.004 there).")
+    assert after.endswith("Before the jump the runs already differ a little, from embed on (relative L2 0.004 "
+                          "there), as rounding or quantization makes them.")
+
+
+def test_a_jump_after_a_drift_never_says_everything_before_it_agrees():
+    """Issue 39 item 12: one sentence said "everything before it agrees" and "already drift apart"."""
+    from model_explorer.runs.verdict import explain
+
+    rows = [{"layer": None, "module": "embed", "rel_l2": 0.004, "tensor": "e"},
+            {"layer": 0, "module": "ffn_out", "rel_l2": 0.9, "tensor": "w", "tensors": ["w"]}]
+    text = explain(rows[1], rows)
+    assert "everything before it agrees" not in text and "far more than the small difference before it" in text
+    assert "everything before it agrees" in explain(rows[1], [{**rows[0], "rel_l2": 0.0}, rows[1]])
+
+
+def test_a_low_top1_beside_a_small_kld_is_a_flat_distribution():
+    import numpy as np
+
+    from model_explorer.runs.metrics import flatness
+    from model_explorer.runs.verdict import top1_note
+
+    rng = np.random.default_rng(0)
+    flat = rng.standard_normal((8, 1000)) * 0.01  # random weights: every token nearly as likely
+    assert flatness(flat) > 0.99 and flatness(np.eye(8, 1000) * 50) < 0.1
+    note = top1_note(0.25, 3e-4, flatness(flat), 1000)
+    assert note.startswith("Top-1 agreement is 25% although the KLD is at most 0.0003 nats: the next-token "
+                           "distribution is nearly flat") and "random weights" in note
+    assert top1_note(0.25, 0.8, 0.99, 1000) == "" and top1_note(1.0, 0.0, 0.99, 1000) == ""
+    assert top1_note(0.25, 3e-4, 0.3, 1000) == ""  # a confident model: not this explanation
 
 
 def test_a_cell_clicked_in_the_explorers_run_tab_selects_the_tensor_there(base, swapped):

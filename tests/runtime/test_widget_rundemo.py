@@ -181,3 +181,32 @@ def test_loading_says_which_engine_and_its_memory(tiny_gguf, tmp_path):
     w, _ = make(tiny_gguf, tmp_path)
     click(w, "dequantize")
     assert w.engine.startswith("numpy on the CPU, fits") and "available" in w.engine
+
+
+def test_before_generate_the_run_tab_says_the_engine_and_its_memory(tiny_gguf, tmp_path):
+    """Issue 39 item 11: said when the widget is made, before anything loads."""
+    w, _ = make(tiny_gguf, tmp_path)
+    assert w._model is None and w.engine.startswith("numpy on the CPU, fits") and "float32" in w.engine
+
+
+def test_cpu_says_when_auto_would_run_llamacpp(tiny_gguf, monkeypatch):
+    from model_explorer.runtime import api
+
+    monkeypatch.setattr(api, "_wants_llamacpp", lambda path, device, backend, keep: device == "auto")
+    auto = api.engine_plan(tiny_gguf, "auto", context=64)
+    assert auto.startswith("llama.cpp:") and "the mapped file" in auto and "KV cache" in auto
+    assert "compute buffers about" in auto and "(f16, 64 tokens)" in auto
+    cpu = api.engine_plan(tiny_gguf, "cpu", context=64)
+    assert cpu.startswith("numpy on the CPU, ") and cpu.endswith('Device "auto" would run llama.cpp instead '
+                                                                  "(the file's own quantized blocks: faster, less memory).")
+
+
+def test_a_run_clears_the_last_one_and_says_its_first_token_time(tiny_gguf, tmp_path):
+    w, sent = make(tiny_gguf, tmp_path, prompt="hello", chat=False, max_new_tokens=3)
+    click(w, "generate")
+    first = dict(w.stats)
+    assert first["includes_load"] is True and 0 < first["first_token_seconds"]
+    w.error = "an old error"
+    click(w, "generate")
+    assert w.stats["includes_load"] is False and w.error == ""
+    assert w.stats["first_token_seconds"] < first["first_token_seconds"] + first["load_seconds"]

@@ -37,7 +37,8 @@ def test_profile_marks_the_zeroed_and_the_scaled_layer(llama):
     assert s["layers"] == list(range(6))
     assert s["roles"] == ["attn_norm", "ffn_norm", "q", "k", "v", "o", "gate", "up", "down"]
     assert {k for k in s} == {"stat", "exact", "label", "layers", "roles", "values", "shown", "z",
-                              "names", "counts", "marks", "tensor_count"}
+                              "names", "counts", "marks", "tensor_count", "unread", "unread_note"}
+    assert s["unread"] == 0 and s["unread_note"] is None
     for key in ("values", "shown", "z", "counts"):
         assert len(s[key]) == 6 and all(len(row) == 9 for row in s[key]), key
     marks = {(m["layer"], m["role"], m["kind"]) for m in s["marks"]}

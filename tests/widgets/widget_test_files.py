@@ -93,6 +93,33 @@ def small_gguf(path: Path) -> Path:
     return path
 
 
+def cut_gguf(path: Path, layers: int = 3) -> Path:
+    """A GGUF cut a third of the way into output.weight (Q8_0 [64, 64]: 21 whole rows left); the
+    `layers` blocks written after it are gone."""
+    import gguf
+
+    import model_explorer as mx
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("cut test model")
+    w.add_block_count(layers)
+    rng = np.random.default_rng(1)
+    w.add_tensor("token_embd.weight", rng.standard_normal((32, 64)).astype(np.float32))
+    q8 = gguf.quants.quantize(rng.standard_normal((64, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    w.add_tensor("output.weight", q8, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    for i in range(layers):
+        w.add_tensor(f"blk.{i}.attn_q.weight", rng.standard_normal((64, 64)).astype(np.float16))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(64, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    info = mx.open(path).tensors["output.weight"]
+    with open(path, "r+b") as f:
+        f.truncate(info.offset + info.length // 3)
+    return path
+
+
 def sharded(directory: Path) -> Path:
     """Three shards in the index: one missing, one with an orphan tensor, and a missing tensor."""
     directory.mkdir(parents=True, exist_ok=True)
