@@ -79,7 +79,9 @@ def write_index(out: Path, names: list[str]) -> None:
     items = "\n".join(f'<li><a href="{n}.html">{html.escape(n)}</a>: {html.escape(COURSE[n])}</li>' for n in names)
     (out / "index.html").write_text(f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>model_explorer course</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;line-height:1.5}}</style>
+<meta name="color-scheme" content="light dark">
+<style>body{{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;padding:0 1em;line-height:1.5}}
+@media (prefers-color-scheme: dark){{body{{background:#111;color:#ddd}}a{{color:#8ab4f8}}}}</style>
 </head><body>
 <h1>model_explorer: a short course on checkpoint files</h1>
 <p>Each notebook was executed when this site was built; the widgets render from their saved state
