@@ -24,6 +24,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from lessons import COURSE, NOTEBOOK_DIR, execute  # noqa: E402
+from outputs import tidy  # noqa: E402
+from scrub import scrub  # noqa: E402
 
 NODE_MODULES = HERE / "node_modules"
 HTML_MANAGER_DIST = NODE_MODULES / "@jupyter-widgets" / "html-manager" / "dist"
@@ -43,9 +45,8 @@ def copy_static(out: Path, static_model_js: Path) -> None:
     static = out / "_static"
     static.mkdir(parents=True, exist_ok=True)
     shutil.copy2(REQUIRE_JS, static / "require.js")
-    for f in HTML_MANAGER_DIST.iterdir():  # embed-amd.js and the fonts its CSS refers to
-        if f.is_file() and not f.name.endswith((".map", ".LICENSE.txt")) and not f.name.startswith(("embed.js", "libembed")):
-            shutil.copy2(f, static / f.name)
+    # The widget manager alone: the icon fonts its CSS names (2.9 MB) are never requested by a page.
+    shutil.copy2(HTML_MANAGER_DIST / "embed-amd.js", static / "embed-amd.js")
     (static / "anywidget").mkdir(exist_ok=True)
     shutil.copy2(Path(anywidget.__file__).parent / "nbextension" / "index.js", static / "anywidget" / "index.js")
     for name in ("offline_widgets.js", "anywidget_offline.js"):
@@ -69,8 +70,8 @@ def render(name: str, out: Path, prev: str | None, nxt: str | None) -> float:
     exporter.mathjax_url = ""
     resources = {"metadata": {"name": name}, "me_offline_json": script_json(recorded),
                  "me_prev": prev, "me_next": nxt}
-    body, _ = exporter.from_notebook_node(run.notebook, resources=resources)
-    (out / f"{name}.html").write_text(body, encoding="utf-8")
+    body, _ = exporter.from_notebook_node(tidy(run.notebook), resources=resources)
+    (out / f"{name}.html").write_text(scrub(body), encoding="utf-8")
     return run.seconds
 
 
@@ -78,7 +79,9 @@ def write_index(out: Path, names: list[str]) -> None:
     items = "\n".join(f'<li><a href="{n}.html">{html.escape(n)}</a>: {html.escape(COURSE[n])}</li>' for n in names)
     (out / "index.html").write_text(f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>model_explorer course</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;line-height:1.5}}</style>
+<meta name="color-scheme" content="light dark">
+<style>body{{font-family:system-ui,sans-serif;max-width:50em;margin:2em auto;padding:0 1em;line-height:1.5}}
+@media (prefers-color-scheme: dark){{body{{background:#111;color:#ddd}}a{{color:#8ab4f8}}}}</style>
 </head><body>
 <h1>model_explorer: a short course on checkpoint files</h1>
 <p>Each notebook was executed when this site was built; the widgets render from their saved state

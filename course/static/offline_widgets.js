@@ -38,6 +38,25 @@
     return model;
   }
 
+  const EXACT_NEEDS_KERNEL = "exact statistics read every value: they need a live kernel (make lab)";
+
+  /** What "Compute exact" shows offline: the exact statistics recorded at build time, the
+   * recorded ones when they already read every value, or the sample with the reason. */
+  function exactStats(blob, name) {
+    const exact = (blob.exact_stats || {})[name];
+    if (exact && !exact.error) return exact;
+    const sampled = (blob.stats || {})[name];
+    if (!sampled) return null;
+    if (sampled.exact || (sampled.count && sampled.count === sampled.total)) return { ...sampled, exact: true };
+    return needsKernel(sampled);
+  }
+
+  function needsKernel(stats) {
+    if (stats.error || stats.note || stats.exact) return stats;
+    const sample = stats.sample || "a sample of the values";
+    return { ...stats, offline: true, sample: `${sample}; ${EXACT_NEEDS_KERNEL}` };
+  }
+
   function reply(widgetModel, res, buffers) {
     widgetModel.trigger("msg:custom", res, buffers || []);
   }
@@ -50,10 +69,11 @@
       fail("This page was saved without a kernel; run the notebook in Jupyter to explore further.");
       return;
     }
+    const args = msg.args || {};
     if (msg.op === "stats") {
       const blob = recordedData().blobs[recordedData().models[widgetModel.model_id]];
-      const stats = (blob.stats || {})[(msg.args || {}).name];
-      if (stats && !(msg.args || {}).exact) {
+      const stats = args.exact ? exactStats(blob, args.name) : (blob.stats || {})[args.name];
+      if (stats) {
         setTimeout(() => reply(widgetModel, { type: "res", id: msg.id, ok: true, data: stats }), 0);
         return;
       }
@@ -61,11 +81,39 @@
     const forward = (res, buffers) => {
       if (res && res.id === msg.id) {
         model.off("msg:custom", forward);
+        if (msg.op === "stats" && args.exact && res.ok && res.data) res = { ...res, data: needsKernel(res.data) };
         reply(widgetModel, res, buffers);
       }
     };
     model.on("msg:custom", forward);
     model.send(msg);
+  }
+
+  // The run cell's buttons send actions ({type: "generate"}, ...) that only a kernel can carry
+  // out: offline each one answers, in the cell's own error line, why nothing runs and how to run
+  // it; a result recorded when the page was built stays drawn below.
+  const ACTIONS = {
+    dequantize: "Dequantize", generate: "Generate", compare: "Compare quantizations",
+    compare_backends: "Compare backends", compare_runs: "Compare with…", trace: "Trace",
+  };
+  const RECORDED = { dequantize: "dequant", generate: "output", compare: "comparison",
+    compare_backends: "backends", compare_runs: "runs", trace: "runs" };
+
+  function hasValue(v) {
+    if (v === null || v === undefined || v === "") return false;
+    if (Array.isArray(v)) return v.length > 0;
+    if (typeof v === "object") return Object.keys(v).length > 0;
+    return true;
+  }
+
+  /** The reason shown for an action this page cannot run, or null for a message it ignores. */
+  function needsKernelText(widgetModel, content) {
+    const action = ACTIONS[content.type];
+    if (!action) return null;
+    const recorded = hasValue(widgetModel.get(RECORDED[content.type]));
+    return `${action} runs the model, which needs a live kernel: this page was saved when the course was built` +
+      (recorded ? " (the result below was recorded then)" : "") +
+      ". Run it with `make lab` and this notebook in JupyterLab.";
   }
 
   /** Called by the anywidget wrapper with @jupyter-widgets/base, before any model exists. */
@@ -76,6 +124,11 @@
     proto.send = function (content, callbacks, buffers) {
       if (this.comm === undefined && content && content.type === "req") {
         answer(this, content);
+        return;
+      }
+      const reason = this.comm === undefined && content ? needsKernelText(this, content) : null;
+      if (reason) {
+        setTimeout(() => this.trigger("msg:custom", { type: "error", message: reason }, []), 0);
         return;
       }
       return send.call(this, content, callbacks, buffers);

@@ -12,13 +12,12 @@ def heatmap(values: np.ndarray, label: str, title: str, marks=(), cmap: str = "v
     """values: (layers, len(LAYER_MODULES)); marks: (layer, module, text) written on their cells;
     vmin/vmax: the colour scale's ends (default: the values' own range).
 
-    A Figure outside pyplot's list: a notebook shows the returned figure once, a script saves it.
-    pyplot is imported only so that Jupyter's inline backend registers its figure display."""
-    import matplotlib.pyplot  # noqa: F401
-    from matplotlib.figure import Figure
+    A Figure outside pyplot's list (figures.new_figure): a notebook shows it as an image, once;
+    a script saves it."""
+    from ..figures import new_figure
 
     layers = values.shape[0]
-    fig = Figure(figsize=(7.5, 1.2 + 0.28 * max(layers, 4)))
+    fig = new_figure(figsize=(7.5, 1.2 + 0.28 * max(layers, 4)))
     ax = fig.add_subplot(1, 1, 1)
     shown = np.ma.masked_invalid(values)
     image = ax.imshow(shown, aspect="auto", cmap=cmap, interpolation="nearest", vmin=vmin, vmax=vmax)

@@ -3,7 +3,9 @@ with every request that is not a local file aborted, show the widgets from their
 and hovering, expanding and stepping work with no kernel behind them.
 
 Builds the site for two notebooks (the tour's Explorer and the safetensors lesson's standalone
-views) into a temp folder with the real `course/build.sh`.
+views) into a temp folder with the real `course/build.sh`. The page checks and the walk run on
+every page of that build, or of a whole site already built (`COURSE_SITE=site` after `make
+course`), so the whole course is checked without building it again here.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from labserver import require as _need  # noqa: E402
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
+    if os.environ.get("COURSE_SITE"):  # a whole site already built: check it, build nothing
+        return Path(os.environ["COURSE_SITE"]).resolve()
     _need(os.path.exists(CHROMIUM), "Chromium is not installed (apt-get install -y chromium)")
     _need(shutil.which("npm") is not None, "npm is not installed")
     out = tmp_path_factory.mktemp("site")
@@ -40,8 +44,13 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+def pages_of(site: Path) -> list[str]:
+    return sorted(p.stem for p in site.glob("*.html") if p.stem != "index")
+
+
 @pytest.fixture(scope="module")
-def browser(site):
+def browser():
+    _need(os.path.exists(CHROMIUM), "Chromium is not installed (apt-get install -y chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -52,12 +61,15 @@ def browser(site):
 class OfflinePage:
     """A page on which everything that is not a local file is aborted, and remembered."""
 
-    def __init__(self, browser, site: Path, name: str) -> None:
-        self.page = browser.new_page(viewport={"width": 1300, "height": 900})
+    def __init__(self, browser, site: Path, name: str, width: int = 1300) -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": 900})
         self.blocked: list[str] = []
         self.errors: list[str] = []
         self.page.route("**/*", self._route)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        self.page.on("requestfailed", lambda r: r.url.startswith(LOCAL)
+                     and self.errors.append(f"missing: {r.url}"))
         self.page.goto((site / f"{name}.html").as_uri())
 
     def _route(self, route) -> None:
@@ -70,11 +82,11 @@ class OfflinePage:
 
 
 @pytest.fixture
-def lesson(browser, site):
+def lesson(browser, request):
     pages = []
 
-    def open_page(name: str) -> OfflinePage:
-        p = OfflinePage(browser, site, name)
+    def open_page(name: str, width: int = 1300, root: Path | None = None) -> OfflinePage:
+        p = OfflinePage(browser, root or request.getfixturevalue("site"), name, width)
         pages.append(p)
         return p
 
@@ -153,3 +165,97 @@ def test_tour_explorer_renders_from_saved_state(lesson):
 def _artifact(name: str) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS / name
+
+
+# -- every page of the site ---------------------------------------------------------------------
+
+WIDGET_VIEWS = 'script[type="application/vnd.jupyter.widget-view+json"]'
+
+
+def test_every_page_draws_its_widgets_and_images_offline(lesson, site):
+    """Each page, opened from file:// with the network cut: every saved widget draws, every image
+    loads, no script or console error, no request leaves the machine (checked by `lesson`)."""
+    for name in pages_of(site):
+        page = lesson(name, root=site).page
+        page.wait_for_load_state("load")
+        views = page.locator(WIDGET_VIEWS).count()
+        if views:  # the manager replaces each view's script with the drawn widget
+            page.wait_for_function("n => [...document.querySelectorAll('.widget-subarea > .lm-Widget')]"
+                                   ".filter(w => w.childElementCount > 0).length >= n", arg=views, timeout=30_000)
+        images = page.evaluate("[...document.images].map(i => [i.complete && i.naturalWidth > 0, i.src.slice(0, 40)])")
+        assert all(ok for ok, _ in images), f"{name}: an image did not load: {images}"
+
+
+def test_every_figure_is_an_image_and_no_output_is_blank(site):
+    for name in pages_of(site):
+        html = (site / f"{name}.html").read_text(encoding="utf-8")
+        assert "&lt;Figure size" not in html, f"{name} prints a figure as text"
+        assert "<pre></pre>" not in html, f"{name} has a blank output"
+
+
+def test_pages_name_nothing_of_the_machine_that_built_them(site):
+    sys.path.insert(0, str(ROOT / "course"))
+    from scrub import leaks
+
+    for page in sorted(site.glob("*.html")):
+        assert leaks(page.read_text(encoding="utf-8")) == [], page.name
+
+
+def test_navigation_top_and_bottom_and_solutions_fold_with_their_output(site):
+    for name in pages_of(site):
+        html = (site / f"{name}.html").read_text(encoding="utf-8")
+        assert html.count('class="me-course-nav') == 2, name
+        assert html.count('href="index.html"') >= 2, name
+        assert 'prefers-color-scheme: dark' in html, name
+        folds = [f.split("</details>", 1)[0] for f in html.split('<details class="me-solution">')[1:]]
+        assert folds, f"{name}: no folded solution"
+        for fold in folds:  # the whole cell: its code and what it printed unfold together
+            assert "jp-CodeCell" in fold and "jp-InputArea" in fold, name
+        if name == "08_debugging_a_conversion":
+            outside = "".join(f.split("</details>", 1)[-1] for f in html.split('<details class="me-solution">'))
+            assert "merge fault: layer 12" in "".join(folds) and "merge fault: layer 12" not in outside
+
+
+def test_only_assets_the_pages_use_are_shipped(site):
+    shipped = {p.relative_to(site / "_static").as_posix() for p in (site / "_static").rglob("*") if p.is_file()}
+    assert shipped == {"require.js", "embed-amd.js", "anywidget/index.js", "anywidget_offline.js",
+                       "offline_widgets.js", "me_static_model.js"}
+
+
+def test_wide_outputs_scroll_inside_a_narrow_page(lesson, site):
+    """At 500 px the page itself does not scroll sideways: the hexdump and the tables scroll
+    inside their cell; at 1,400 px the Explorer's table shows its last column."""
+    narrow = lesson("00_tour", width=500).page
+    narrow.locator(".me-explorer .me-hexdump .me-b").first.wait_for(timeout=20_000)
+    assert narrow.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    wide = lesson("00_tour", width=1400).page
+    explorer = wide.locator(".me-explorer").first
+    explorer.wait_for(timeout=20_000)
+    explorer.locator(".me-tab", has_text="Tensors").click()
+    offset = explorer.locator(".me-table-head .me-col-offset").first
+    offset.wait_for(timeout=10_000)
+    box, edge = offset.bounding_box(), explorer.bounding_box()
+    assert box["x"] + box["width"] <= edge["x"] + edge["width"] + 1, "the offset column is cut"
+
+
+def test_run_cell_buttons_say_they_need_a_kernel(lesson):
+    page = lesson("00_tour").page
+    demo = page.locator(".me-rundemo").first
+    demo.wait_for(timeout=20_000)
+    for label in ("Generate", "Dequantize", "Trace"):
+        demo.get_by_role("button", name=label, exact=True).click()
+        error = demo.locator(".me-rd-error")
+        page.wait_for_function("el => el.textContent.includes('make lab')", arg=error.element_handle())
+        assert label in error.inner_text() and "live kernel" in error.inner_text()
+
+
+def test_compute_exact_never_shows_less_offline(lesson):
+    page = lesson("00_tour").page
+    hist = page.locator(".me-hist, .me-histogram").first
+    hist.wait_for(timeout=20_000)
+    button = hist.locator(".me-exact")
+    if button.is_visible():
+        button.click()
+        note = hist.locator(".me-toolbar")
+        page.wait_for_function("el => /exact: every value read|live kernel/.test(el.textContent)",
+                               arg=note.element_handle(), timeout=10_000)

@@ -109,3 +109,17 @@ def test_notebook_runs_top_to_bottom(name):
                                                              "mx.RunDemo"} or last.endswith(".show()"):
             kinds = {k for out in cell.outputs for k in out.get("data", {})}
             assert WIDGET_VIEW in kinds, f"{last} showed no widget"
+    assert figures_as_text(code) == [], "a figure printed as text, not drawn as an image"
+
+
+def figures_as_text(cells) -> list[str]:
+    """Outputs that show a matplotlib figure as its repr ('<Figure size 750x960 with 2 Axes>'),
+    with no image beside it."""
+    bad = []
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if data.get("text/plain", "").lstrip().startswith("<Figure") and "image/png" not in data \
+                    and "image/svg+xml" not in data:
+                bad.append(f"{cell.source.strip().splitlines()[-1]}: {data['text/plain']}")
+    return bad

@@ -64,6 +64,15 @@ def test_the_table_plot_and_json_cover_every_layer_and_module(traced):
     assert fig.axes and "absmax" in fig.axes[0].get_title()
 
 
+def test_a_plot_shows_itself_as_an_image_in_a_notebook(traced):
+    """IPython without matplotlib's inline backend (nbclient before any plt.figure()) printed the
+    bare Figure as '<Figure size ... with 2 Axes>'; the figure carries its own PNG."""
+    from IPython.core.formatters import DisplayFormatter
+
+    data, _ = DisplayFormatter().format(traced.plot())
+    assert data["image/png"].startswith(b"\x89PNG")
+
+
 def test_a_massive_activation_is_found_at_its_token_and_channel(base, traced):
     token = traced.ids[5]
     embed = base.state["model.embed_tokens.weight"].copy()
