@@ -38,6 +38,9 @@ COURSE = {
     "10_real_sizes": "A big conversion debugged in bounded memory: the run's memory plan, a planted fault "
                      "found by compare_runs streaming layer by layer, a refusal with the figures, and the "
                      "massive activations a trained model has and random weights do not.",
+    "11_safe_to_chat": "Safe to load, safe to chat with: a chat template that adds an instruction only "
+                       "for some conversations, bidi text in a model card, a generation config that never "
+                       "lets the model stop, and auto_map code, each read at its bytes beside lesson 03.",
 }
 CELL_TIMEOUT = 170  # seconds; the whole notebook must stay under 3 minutes on 2 cores
 

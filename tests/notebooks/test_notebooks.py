@@ -50,6 +50,9 @@ EXPECTED = {
                       "streamed (holding it whole would take", "refused before loading: a run over 64 tokens",
                       "random weights: 0", "all at the first token: True",
                       "first divergence: 2 v blk.2.attn_v.weight"],
+    "11_safe_to_chat": ["chat_template_content_gate   tokenizer_config.json", "bidi_override: '⟨U+202E⟩admin",
+                        "generation_stop_suppressed   generation_config.json", "remote_code_exec: \"os.system(",
+                        "remote_code_exec: Do not load this repository with trust_remote_code=True."],
 }
 
 
