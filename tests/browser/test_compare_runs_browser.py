@@ -175,3 +175,39 @@ def test_compare_with_in_the_run_tab_and_a_click_selects_the_weight(page, made):
     assert "Traceback" not in err.inner_text()
     print(f"notebook opened and ran in {page.opened_s:.1f} s; Compare with… drawn in {compare_s:.1f} s")
     assert not page.errors, page.errors
+
+
+def test_the_run_tab_says_what_it_will_do_and_each_run_starts_clean(page):
+    """Issue 39 item 11: before Generate, the engine, why and its memory; a first run says its
+    first token includes the load, a second that the model was loaded before; each run clears
+    the last one's text."""
+    ex = page.locator(".me-explorer").first
+    ex.locator(".me-tab", has_text="Run").click()
+    demo = ex.locator(".me-panel-run .me-rundemo")
+    demo.wait_for(timeout=30_000)
+    engine = demo.locator(".me-rd-engine")
+    page.wait_for_function("el => el.textContent.startsWith('engine: ')", arg=engine.element_handle(),
+                           timeout=30_000)
+    said = engine.inner_text()
+    assert ("numpy on the CPU" in said or "llama.cpp" in said or "torch" in said) and "B" in said, said
+    assert "dequantizing" not in demo.inner_text().lower() or "numpy" in said
+    tokens = demo.locator("input[type='number']").first
+    tokens.fill("3")  # a few tokens are enough
+    tokens.dispatch_event("change")
+    stats = demo.locator(".me-rd-status").filter(has_text="first token after")
+    demo.get_by_role("button", name="Generate").click()
+    stats.first.wait_for(timeout=90_000)
+    assert "the first run: this includes loading the model" in stats.first.inner_text()
+    first_output = demo.locator(".me-rd-output").inner_text()
+    demo.get_by_role("button", name="Generate").click()
+    page.wait_for_function("el => el.textContent.includes('the model was loaded by an earlier run')",
+                           arg=demo.element_handle(), timeout=90_000)
+    assert demo.locator(".me-rd-output").inner_text() == first_output  # greedy: the same, not appended
+    assert not page.errors, page.errors
+
+
+def test_the_verdict_never_says_agree_and_drift_apart_at_once(page):
+    """Issue 39 item 12: one sentence, consistent with itself."""
+    view = page.locator(".jp-CodeCell").nth(1).locator(".me-runs")
+    text = view.locator(".me-runs-first").inner_text()
+    assert not ("everything before it agrees" in text and "drift apart" in text), text
