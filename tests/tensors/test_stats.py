@@ -14,7 +14,7 @@ from model_explorer.tensors import stats as stats_mod
 from .conftest import pack_mlx, write_gguf, write_safetensors
 
 FIELDS = ["name", "dtype", "shape", "total", "count", "exact", "sample", "min", "max", "mean", "std",
-          "zeros", "nan", "inf", "hist", "scales"]
+          "zeros", "nan", "inf", "hist", "scales", "partial"]
 
 
 @pytest.fixture
