@@ -158,3 +158,16 @@ def test_a_folder_of_onnx_files_opens_model_onnx(tmp_path):
     assert ckpt.format == "onnx" and "big.weight" in ckpt.tensors
     (f,) = [f for f in ckpt.findings if f.code == "several_models"]
     assert "model_fp16.onnx" in f.message
+
+
+def test_three_initializers_of_one_name_are_three_tensors(tmp_path):
+    """The rename of a repeated name is unique: a third `w` must not overwrite the second."""
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.full(2, float(k), np.float32), "w") for k in range(3)]
+    path = tmp_path / "dup.onnx"
+    onnx.save_model(helper.make_model(helper.make_graph([], "g", [], [], inits)), str(path))
+    ckpt = mx.open(str(path))
+    assert len(ckpt.tensors) == 3
+    assert sorted(float(ckpt.read(n)[0]) for n in ckpt.tensors) == [0.0, 1.0, 2.0]
+    assert all(ckpt.tensors[n].extra.get("graph_name", n) == "w" for n in ckpt.tensors)

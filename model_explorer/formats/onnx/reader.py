@@ -293,7 +293,7 @@ class _Walk:
                 rep.warning("onnx_duplicate_name", f"{path} names {name!r} again (first at byte "
                             f"{first.extra['info_span'][0]}); runtimes keep one of them.",
                             at, end - at, name)
-            renamed, name = name, f"{name} ({path})"
+            renamed, name = name, _unused(tensors, f"{name} ({path})")
         else:
             renamed = None
         if len(tensors) >= MAX_TENSORS:
@@ -375,6 +375,17 @@ def _summary(w: _Walk) -> dict:
     inputs = [v for v in w.io["inputs"] if v["name"] not in tensors]
     return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users,
             "inputs": inputs, "outputs": w.io["outputs"]}
+
+
+def _unused(tensors, name: str) -> str:
+    """`name`, or `name #2`, `name #3`...: the first one no tensor has yet (a third initializer
+    of the same name in the same graph must not overwrite the second)."""
+    if name not in tensors:
+        return name
+    n = 2
+    while f"{name} #{n}" in tensors:
+        n += 1
+    return f"{name} #{n}"
 
 
 def _flag(value: object) -> int:
