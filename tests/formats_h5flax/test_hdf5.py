@@ -160,3 +160,21 @@ def test_over_http_in_few_requests(served):
     assert len(server.requests) <= 4, server.requests
     for name in ckpt.tensors:
         np.testing.assert_array_equal(ckpt.read(name), local.read(name))
+
+
+def test_a_renamed_dataset_keeps_its_own_spans(tmp_path):
+    """A Keras name another dataset already took: the second dataset is named by its path, and
+    its data span carries that name and its own bytes, not the first one's."""
+    path = tmp_path / "clash.h5"
+    with h5py.File(path, "w") as f:
+        f["kernel:0"] = np.zeros(4, np.float32)  # a root dataset whose path is the Keras name below
+        g = f.create_group("layer")
+        g.attrs["weight_names"] = np.array([b"kernel:0"])
+        g["kernel:0"] = np.ones(8, np.float32)
+    ckpt = mx.open(str(path))
+    assert sorted(ckpt.tensors) == ["kernel:0", "layer/kernel:0"]
+    _, offsets = _datasets(path)
+    for name, info in ckpt.tensors.items():
+        data = [s for s in ckpt.spans_for(str(path)) if s.kind == "tensor_data" and s.tensor == name]
+        assert [(s.offset, s.length) for s in data] == [(info.offset, info.length)], name
+    assert ckpt.tensors["layer/kernel:0"].offset == offsets["layer/kernel:0"][0]

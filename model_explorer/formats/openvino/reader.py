@@ -69,11 +69,14 @@ def read_openvino(source) -> FileResult:
         return result
     result.companions.append(bin_src)
     infos: dict[str, TensorInfo] = {}  # Const layer id -> its tensor
+    names: set[str] = set()
     for layer in consts:
-        info = _const_tensor(layer, source, bin_src, rep)
+        # the name is settled before the spans are tagged with it (a second `w` is `w#<id>`)
+        name = layer.name or f"const_{layer.id}"
+        name = f"{name}#{layer.id}" if name in names else name
+        names.add(name)
+        info = _const_tensor(layer, name, source, bin_src, rep)
         if info is not None:
-            if info.name in result.tensors:
-                info.name = f"{info.name}#{layer.id}"
             result.tensors[info.name] = infos[layer.id] = info
     graph = _Graph(net, infos)
     for layer in consts:
@@ -141,8 +144,7 @@ def _shape(text: str) -> tuple[int, ...] | None:
     return dims if len(dims) <= MAX_RANK and all(d >= 0 for d in dims) else None
 
 
-def _const_tensor(layer: Layer, xml, bin_src, rep: Report) -> TensorInfo | None:
-    name = layer.name or f"const_{layer.id}"
+def _const_tensor(layer: Layer, name: str, xml, bin_src, rep: Report) -> TensorInfo | None:
     at = layer.data_at if layer.data_at is not None else layer.start
     data_len = element_end(xml, at) - at
     rep.span(layer.start, max(layer.end, at + data_len) - layer.start, "tensor_info",
