@@ -30,6 +30,7 @@ import numpy as np
 
 from ..model.config import UnsupportedModel
 from ..runtime.decoder import LAYER_MODULES, MODULES, drain
+from ..runtime.streamed import StreamedMatrix
 
 MASSIVE_RATIO = 1000.0
 TOP = 5  # largest |x| kept per module
@@ -115,12 +116,22 @@ def nonfinite_weight(model, layer: int | None, module: str) -> str | None:
     else:
         held = _held(model.config, w.layer(layer), module)
     for part, array, rows in held:
-        if array is None or not (isinstance(array, np.ndarray) or hasattr(array, "detach")):
-            continue
-        a = np.asarray(b.to_numpy(array))
-        if not np.isfinite(a if rows is None else a[rows]).all():
+        if _holds_nonfinite(b, array, rows):
             return w.name(part, layer)
     return None
+
+
+def _holds_nonfinite(backend, array, rows: slice | None) -> bool:
+    """Whether `array` (its `rows`) holds NaN or Inf: a streamed matrix is read block by block
+    from the file, never whole; a requantized matrix never holds them (such stay float32)."""
+    if isinstance(array, StreamedMatrix):
+        lo, hi, _ = (rows or slice(None)).indices(array.shape[0])
+        return any(not np.isfinite(block[max(0, lo - start):max(0, hi - start)]).all()
+                   for start, block in array.blocks() if start < hi and start + len(block) > lo)
+    if array is None or not (isinstance(array, np.ndarray) or hasattr(array, "detach")):
+        return False
+    a = np.asarray(backend.to_numpy(array))
+    return not np.isfinite(a if rows is None else a[rows]).all()
 
 
 # -- loading and input ids (shared with compare_runs) ------------------------------------------
