@@ -89,7 +89,7 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
     ckpt.sources.add(src)
     head = bytes(src.read(0, 512))  # a tar's magic is at byte 257
     kind = detect(head, src.size)
-    if kind in ("unknown", "zip"):  # HDF5, Keras and Flax are told apart by identify (more bytes)
+    if kind in ("unknown", "zip"):  # a Keras zip, an HDF5 user block: identify reads more bytes
         kind = _identified(src, kind)
     named = kind
     if kind == "unknown":
@@ -121,7 +121,7 @@ def _identified(src, kind: str) -> str:
         reads_as = identify(src.read, src.size, src.name).reads_as
     except OSError:
         return kind
-    return reads_as if reads_as in ("hdf5", "keras", "flax_msgpack") else kind
+    return reads_as if reads_as in READERS else kind
 
 
 def _unread(src, head: bytes) -> Report:
@@ -181,6 +181,8 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
         ckpt.sources.add(src)
         ckpt.files.append(src.name)
         ckpt.sizes[src.name] = src.size
+    if result.structure is not None:  # a graph file's operators, inputs and outputs
+        ckpt.structures[result.file] = result.structure
     ckpt.spans.extend(result.report.spans)
     if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
         ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans),

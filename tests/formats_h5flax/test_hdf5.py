@@ -178,3 +178,16 @@ def test_a_renamed_dataset_keeps_its_own_spans(tmp_path):
         data = [s for s in ckpt.spans_for(str(path)) if s.kind == "tensor_data" and s.tensor == name]
         assert [(s.offset, s.length) for s in data] == [(info.offset, info.length)], name
     assert ckpt.tensors["layer/kernel:0"].offset == offsets["layer/kernel:0"][0]
+
+
+def test_detect_names_hdf5_and_flax_by_their_first_bytes(tmp_path):
+    """detect() names every kind a reader takes that its head shows, so assemble hard-codes none."""
+    from model_explorer.formats.detect import detect
+
+    from .builders import flax_model_msgpack
+
+    h5 = tf_model_h5(tmp_path / "tf_model.h5")
+    fx = flax_model_msgpack(tmp_path / "flax_model.msgpack")
+    assert detect(h5.read_bytes()[:512], h5.stat().st_size) == "hdf5"
+    assert detect(fx.read_bytes()[:512], fx.stat().st_size) == "flax_msgpack"
+    assert mx.open(str(h5)).format == "hdf5" and mx.open(str(fx)).format == "flax"

@@ -162,3 +162,22 @@ def test_a_renamed_const_keeps_its_own_spans(tmp_path):
         layer_at = xml.index('id="1"' if name == "w" else 'id="2"')
         info = next(s for s in own if s.kind == "tensor_info")
         assert info.offset < layer_at < info.end, (name, info)
+
+
+def test_the_net_is_kept_as_a_structure_record(irs):
+    """Every layer with its bytes and its inputs by edge ("layer id:port"), the Parameters as
+    inputs, the Results as outputs, the edges: from the one parse."""
+    xml = irs["fp32"]
+    ckpt = mx.open(str(xml))
+    g = ckpt.structures[str(xml)]
+    assert g.format == "openvino" and g.file == str(xml)
+    raw = xml.read_bytes()
+    assert len(g.nodes) == raw.count(b"<layer ") and len(g.edges) == raw.count(b"<edge ")
+    for n in g.nodes:
+        assert raw[n.at:n.at + 7] == b"<layer " and f'type="{n.op_type}"'.encode() in raw[n.at:n.at + n.length]
+    ids = {n.name: raw[n.at:n.at + n.length].split(b'id="')[1].split(b'"')[0].decode() for n in g.nodes}
+    fed = {f"{e.src}:{e.src_port}" for e in g.edges}
+    assert all(i in fed for n in g.nodes for i in n.inputs)
+    assert [v.dtype for v in g.inputs] == ["f32"] and g.inputs[0].shape == ("?", "?")  # dynamic sizes
+    assert len(g.outputs) == 1 and any(n.op_type == "Result" for n in g.nodes)
+    assert all(ids[n.name] for n in g.nodes)

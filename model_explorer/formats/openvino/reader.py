@@ -20,6 +20,7 @@ from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
 from .. import MAX_RANK
 from ..result import FileResult
+from ..structure import GraphEdge, GraphStructure, GraphValue, OpRecord
 from .xmlwalk import Layer, Net, Refused, element_end, walk
 
 ELEMENT_TYPES = {"f32": ("F32", 32), "f16": ("F16", 16), "bf16": ("BF16", 16), "f64": ("F64", 64),
@@ -62,6 +63,7 @@ def read_openvino(source) -> FileResult:
         rep.error("openvino_duplicate_layer", f"Two layers have id {layer_id!r}; edges to it are "
                   "ambiguous, the second is used.", at, 6)
     _graph_spans(net, source, rep)
+    result.structure = _structure(net, source.name)
     consts = [layer for layer in net.layers.values() if layer.type == "Const"]
     result.details.update(layers=len(net.layers), consts=len(consts), edges=len(net.edges))
     bin_src = _open_bin(source, rep) if consts else None
@@ -100,6 +102,37 @@ def _graph_spans(net: Net, xml, rep: Report) -> None:
     for src, sport, dst, dport, at in net.edges:
         rep.span(at, element_end(xml, at) - at, "edge", f"edge {src}:{sport} > {dst}:{dport}",
                  f"layer {src} port {sport} to layer {dst} port {dport}")
+
+
+def _structure(net: Net, xml_name: str) -> GraphStructure:
+    """The net's layers as operators ("layer id:port" names their values), Parameters as its
+    inputs, Results as its outputs, and the edges, all with their bytes in the XML."""
+    feeds: dict[str, dict[str, str]] = {}
+    made: dict[str, list[str]] = {}
+    for src, sport, dst, dport, _at in net.edges:
+        feeds.setdefault(dst, {})[dport] = f"{src}:{sport}"
+        made.setdefault(src, [])
+        if f"{src}:{sport}" not in made[src]:
+            made[src].append(f"{src}:{sport}")
+    nodes = [OpRecord(layer.type, "", [v for _, v in sorted(feeds.get(layer.id, {}).items(), key=_port)],
+                      made.get(layer.id, []), dict(layer.data), layer.name, layer.start,
+                      max(0, layer.end - layer.start), "net") for layer in net.layers.values()]
+
+    def value(layer: Layer) -> GraphValue:
+        text = layer.data.get("shape")
+        shape = None if text is None else tuple(int(d) if d.strip().isdigit() else d.strip()
+                                                for d in text.split(",") if d.strip())[:MAX_RANK]
+        return GraphValue(layer.name, layer.data.get("element_type"), shape, layer.start,
+                          max(0, layer.end - layer.start))
+
+    return GraphStructure("openvino", xml_name, nodes,
+                          [value(x) for x in net.layers.values() if x.type == "Parameter"],
+                          [value(x) for x in net.layers.values() if x.type == "Result"],
+                          [GraphEdge(*e) for e in net.edges])
+
+
+def _port(item: tuple[str, str]) -> tuple[int, str]:
+    return (int(item[0]), "") if item[0].isdigit() else (1 << 30, item[0])
 
 
 def _line_col_offset(source, line: int, col: int) -> int:
