@@ -28,8 +28,8 @@ class Pairing:
 
     A point that only one run records, or whose shapes differ, is `unpaired`, not a NaN row."""
 
-    def __init__(self, ref: dict | None = None, lead_is_b: bool = True) -> None:
-        self.ref: dict[Point, np.ndarray] = {} if ref is None else ref
+    def __init__(self, lead_is_b: bool = True) -> None:
+        self.ref: dict[Point, np.ndarray] = {}
         self.rows: list[dict[str, Any]] = []
         self.unpaired: list[dict[str, Any]] = []
         self.lead_is_b = lead_is_b
