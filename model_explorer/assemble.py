@@ -99,8 +99,8 @@ def _read_file(path: str, ckpt: Checkpoint) -> FileResult:
         _merge(ckpt, result)
         return result
     kind = detect(head, src.size)
-    if kind in ("unknown", "zip", "torch_tar"):  # HDF5, Keras, Flax and archives of models are
-        kind = _identified(src, kind)            # told apart by identify (more bytes)
+    if kind in ("unknown", "zip", "torch_tar"):  # a Keras zip, an HDF5 user block, an archive of
+        kind = _identified(src, kind)            # models: identify reads more bytes
     named = kind
     if kind == "unknown":
         # Bytes that match nothing (a bad magic, a file cut short) are read by the format the
@@ -142,7 +142,7 @@ def _identified(src, kind: str) -> str:
         reads_as = identify(src.read, src.size, src.name).reads_as
     except OSError:
         return kind
-    return reads_as if reads_as in ("hdf5", "keras", "flax_msgpack", "archive") else kind
+    return reads_as if reads_as in READERS else kind
 
 
 def _unread(src, head: bytes) -> Report:
@@ -204,6 +204,8 @@ def _merge(ckpt: Checkpoint, result: FileResult) -> None:
         ckpt.sources.add(src)
         ckpt.files.append(src.name)
         ckpt.sizes[src.name] = src.size
+    if result.structure is not None:  # a graph file's operators, inputs and outputs
+        ckpt.structures[result.file] = result.structure
     ckpt.spans.extend(result.report.spans)
     if result.lazy_spans is not None:  # the builder only: the FileResult itself can go
         ckpt.spans.defer(result.file, partial(_build_spans, ckpt, result.file, result.lazy_spans),

@@ -243,6 +243,8 @@ class CheckpointRecord:
         self.sizes: dict[str, int] = {}
         # Format-specific details the views use (GGUF kv list, shard map, pickle imports...).
         self.details: dict[str, Any] = {}
+        # file -> its graph (formats/structure.GraphStructure) for ONNX, OpenVINO and TFLite
+        self.structures: dict[str, Any] = {}
         self.derived = DerivedFacts()  # what the model layer works out once (never in details)
         self.sources = SourceSet()
 

@@ -66,8 +66,11 @@ COMPRESSED_MAGICS = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"BZ
 
 def detect(head: bytes, size: int) -> str:
     """One of "safetensors", "gguf", "zip", "npz", "npy", "torch_tar", "torch_legacy",
-    "pickle", "onnx", "ggml", "tflite", "openvino", "ctranslate2", "unknown". `head` is the first
-    64 bytes, or 512 to recognise a tar or an OpenVINO XML."""
+    "pickle", "onnx", "ggml", "tflite", "openvino", "ctranslate2", "hdf5", "flax_msgpack",
+    "unknown": every kind a reader takes that its first bytes name. `head` is the first 64 bytes,
+    or 512 to recognise a tar or an OpenVINO XML. A Keras archive is a zip ("zip": its central
+    directory says so, `identify`), and an HDF5 file behind a user block of 512 bytes or more
+    starts past `head` ("unknown": `identify` reads further)."""
     if head[:4] == b"GGUF":
         return "gguf"
     other = _detect_other(head)
@@ -92,6 +95,12 @@ def detect(head: bytes, size: int) -> str:
         return "onnx"
     if pickle_prefix(head, size).is_pickle:
         return "pickle"
+    # last, as identify asked them before: an HDF5 signature behind a user block could sit
+    # inside another container's bytes (a Keras zip stores its .weights.h5 uncompressed)
+    if any(head[o:o + 8] == HDF5_MAGIC for o in HDF5_OFFSETS):
+        return "hdf5"
+    if _is_flax_msgpack(head):
+        return "flax_msgpack"
     return "unknown"
 
 
@@ -400,14 +409,8 @@ def _other_kind(head: bytes, name: str) -> Identified:
     the rest."""
     if head[:4] in GGML_MAGICS:  # 'ggla', a LoRA adapter of the GGML era (the others are read)
         return _it("ggml", WEIGHTS, label=f"legacy GGML ({GGML_MAGICS[head[:4]]})")
-    if any(head[o:o + 8] == HDF5_MAGIC for o in HDF5_OFFSETS):
-        return _it("hdf5", WEIGHTS, "hdf5")
     if head[4:6] == b"ET" and head[6:8].isdigit():
         return _it("executorch", WEIGHTS)
-    if _is_onnx(head):
-        return _it("onnx", WEIGHTS)
-    if _is_flax_msgpack(head):
-        return _it("flax_msgpack", WEIGHTS, "flax_msgpack")
     if _is_sentencepiece(head):
         return _it("sentencepiece", SIDE)
     for magic, what in IMAGE_MAGICS:

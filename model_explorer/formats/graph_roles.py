@@ -20,7 +20,7 @@ Ops are named as ONNX names them; the TFLite reader maps its builtin codes to th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 ROLES = ("weight", "bias", "table", "mask", "index", "scalar", "unused")
 # (op, input index) that take a bias
@@ -53,7 +53,7 @@ PASS_THROUGH = {"Add", "Sub", "Mul", "Div", "Reshape", "Expand", "Unsqueeze", "S
 HOPS = 4
 
 
-def assign_roles(tensors: dict, nodes: Iterable[tuple[str, list[str], list[str]]]) -> None:
+def assign_roles(tensors: Mapping, nodes: Iterable[tuple[str, list[str], list[str]]]) -> None:
     """Set `extra["role"]` of each tensor in `tensors` from the (op, inputs, outputs) of the
     graph's nodes (a tensor listed under another name than the graph's has it in
     `extra["graph_name"]`)."""

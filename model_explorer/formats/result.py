@@ -8,6 +8,7 @@ from typing import Any
 
 from ..records import TensorInfo
 from ..spans import Report
+from .structure import GraphStructure
 
 
 @dataclass
@@ -28,3 +29,5 @@ class FileResult:
     # the first time a view asks for this file's spans.
     lazy_spans: Callable[[Any], tuple[list, list]] | None = None
     lazy_span_kinds: tuple[str, ...] = ()  # the kinds of span lazy_spans can make (the legend)
+    # A graph format's operators, inputs and outputs (ONNX, OpenVINO, TFLite): structure.py.
+    structure: GraphStructure | None = None

@@ -59,10 +59,13 @@ def audit_template(source: str) -> list[TemplateHit]:
     env = parse_env()
     try:
         tree = env.parse(source)
-        loc = Locator(env, source)
-        Audit(tree, loc, hits).run()
     except (TemplateSyntaxError, RecursionError, MemoryError):
         return hits + _unparsed_escape(source, "does not parse")
+    try:
+        Audit(tree, Locator(env, source), hits).run()
+    except (RecursionError, MemoryError):  # parsed, but nested past what the walk can follow
+        if not any(h.code == "chat_template_escape" for h in hits):
+            hits += _unparsed_escape(source, "nested too deep to audit whole")
     hits.sort(key=lambda h: (h.start, h.code))
     return hits
 

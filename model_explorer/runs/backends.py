@@ -44,7 +44,7 @@ def weight_bytes_per_token(model) -> int:
 
     float32 backends read their dequantized arrays; llama.cpp reads the GGUF's stored blocks.
     """
-    if isinstance(model.weights, llamacpp.EngineWeights):
+    if model.is_engine:  # llama.cpp reads the GGUF's own blocks
         from ..opener import open as open_checkpoint
 
         with open_checkpoint(model.weights.report.gguf_path) as ckpt:

@@ -6,13 +6,13 @@
     d.kld                   # {"mean", "median", "p99", "max"} of KL(P_a || P_b) per position, nats
     d.top1_agreement        # share of positions whose most likely next token agrees
     mx.compare_runs(a, b, text=open("eval.txt").read()).perplexity   # {"a": ..., "b": ...}
-    d.show()                # the widget: heatmap, first divergence explained (runs_widget.py)
+    d.show()                # the widget: heatmap, first divergence explained (widgets/runs_view.py)
 
 Both run through the same decoder (runtime/decoder.py), so an HF folder, a GGUF (llama.cpp's q/k row
 order undone at load), a Hub-quantized or an MLX folder record the same named points, and each
 point maps to the weight tensors feeding it in each checkpoint (trace.module_tensors).
 
-The verdict (runs_verdict.py): the runs agree when their logits are equal within float32 noise;
+The verdict (verdict.py): the runs agree when their logits are equal within float32 noise;
 otherwise `first_divergence` names the first point whose difference leaves float noise, a jump
 when it steps up from agreement (a wrong weight, a RoPE base, a norm epsilon) and a drift when
 it is there from the start or comes from rounding and grows slowly (quantization, a lower
@@ -23,28 +23,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from ..runtime.decoder import LAYER_MODULES
+from ..runtime.decoder import LAYER_MODULES, drain
 from ..runtime.memory_budget import WontFit
 from .config_diff import config_differences, config_rows
-from .metrics import activation_diff, flatness, kl_per_position, kld_summary, perplexity
-from .trace import (
-    DEFAULT_PROMPT,
-    OUTER,
-    finite,
-    load,
-    module_tensors,
-    nonfinite_weight,
-    prompt_ids,
-    run,
-    steps,
-    tensor_place,
-    token_bound,
-    token_texts,
-)
+from .metrics import flatness, kl_per_position, kld_summary, perplexity
+from .pairing import Pairing, together
+from .side import DEFAULT_PROMPT, DecoderSide, Point, Side, load, token_bound
+from .trace import finite
 from .verdict import (
     AGREE,
     JUMP,
@@ -65,30 +55,6 @@ from .verdict import (
     top1_note,
     where,
 )
-
-
-class _Keep:
-    """Recorder of run a: every activation, as host numpy (copied off a torch device)."""
-
-    def __init__(self, backend) -> None:
-        self.backend, self.acts = backend, {}
-        self.copy = getattr(backend, "name", "") != "numpy"
-
-    def __call__(self, layer, module, x) -> None:
-        a = self.backend.to_numpy(x)
-        self.acts[(layer, module)] = np.array(a, copy=True) if self.copy else np.asarray(a)
-
-
-class _Compare:
-    """Recorder of run b: each activation against a's at the same point, which is then dropped."""
-
-    def __init__(self, backend, ref: dict) -> None:
-        self.backend, self.ref, self.rows = backend, ref, []
-
-    def __call__(self, layer, module, x) -> None:
-        b = np.asarray(self.backend.to_numpy(x))
-        self.rows.append({"layer": layer, "module": module,
-                          **activation_diff(self.ref.pop((layer, module), None), b)})
 
 
 @dataclass
@@ -115,16 +81,19 @@ class RunDiff:
     text: str | None = None
     # {field: [a, b]}: hyperparameters in which the two forward passes differ (config_differences)
     config_diff: dict[str, list[Any]] = field(default_factory=dict)
+    places_a: dict[str, dict[str, Any]] = field(default_factory=dict)  # a's tensor -> file/offset/length
+    # points not compared: {"layer", "module", "why"} ("only a records it", "shapes differ: ...")
+    unpaired: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def agree(self) -> bool:
         """The logits are equal within float32 noise: top-1 agreement 100 % and KL at most
-        runs_verdict.NOISE_KLD nats at every position."""
+        verdict.NOISE_KLD nats at every position."""
         return logits_agree(self.top1_agreement, self.kld["max"])
 
     @property
     def first_divergence(self) -> dict[str, Any] | None:
-        """Where the runs part, None when they agree (runs_verdict.py): {"kind": "jump" | "drift",
+        """Where the runs part, None when they agree (verdict.py): {"kind": "jump" | "drift",
         "layer", "module", "cosine", "rel_l2", "max_abs", "previous_max", "tensor", "tensor_a",
         "tensors", "file", "offset", "length", "explanation", "sentence"}, plus "drift_from"
         ({"layer", "module", "rel_l2"}) when a drift starts before the jump. A jump is the first
@@ -158,9 +127,10 @@ class RunDiff:
         return {"kind": first["kind"] if first is not None else AGREE,
                 "sentence": f"{sentence} {note}" if note else sentence}
 
-    @property
+    @cached_property
     def kl_divergence(self) -> np.ndarray:
-        """KL(P_a || P_b) per position, nats."""
+        """KL(P_a || P_b) per position, nats (a float64 log-softmax of both logits: computed
+        once, not on every look at the verdict)."""
         return kl_per_position(self.logits_a, self.logits_b)
 
     @property
@@ -226,6 +196,10 @@ class RunDiff:
             lines.append(f"{head}{where(first)}{on} (cosine {first['cosine']:.4f}, relative L2 "
                          f"{first['rel_l2']:.3g}), tensor {first['tensor']} at byte {first.get('offset')}: "
                          f"{first['explanation']}")
+        if self.unpaired:
+            shown = "; ".join(f"{where(u)}: {u['why']}" for u in self.unpaired[:3])
+            more = f" (and {len(self.unpaired) - 3} more)" if len(self.unpaired) > 3 else ""
+            lines.append(f"{len(self.unpaired)} point(s) not compared: {shown}{more}")
         if self.config_diff:
             lines.append("configurations differ:")
             lines += [f"  {name}: a {va}, b {vb}" for name, va, vb in config_rows(self.config_diff)]
@@ -251,7 +225,8 @@ class RunDiff:
         {"a", "b", "layers": [0..n-1], "modules": LAYER_MODULES, "ids", "tokens",
          "metrics": {"cosine"|"rel_l2"|"max_abs": [[value per module] per layer]},
          "tensors": [[b's weight name per module] per layer], "tensors_a": the same for a,
-         "places": {b's tensor name: {"file", "offset", "length"}},
+         "places": {b's tensor name: {"file", "offset", "length"}}, "places_a": the same for a,
+         "unpaired": [{"layer", "module", "why"}]: points not compared,
          "outer": [{"module": "embed"|"final_norm"|"logits", "cosine", "rel_l2", "max_abs", "tensor"}],
          "first_divergence": {...} | None, "kld": {"mean", "median", "p99", "max"},
          "top1_agreement", "perplexity": {"a", "b"} | None, "tokenizer_mismatch": {...} | None,
@@ -271,7 +246,7 @@ class RunDiff:
                 "ids": list(self.ids), "tokens": list(self.tokens),
                 "metrics": {k: [[finite(float(v)) for v in row] for row in self.matrix(k)] for k in metrics},
                 "tensors": names("tensor"), "tensors_a": names("tensor_a"),
-                "places": {n: {k: v for k, v in p.items() if k != "tensor"} for n, p in self.places.items()},
+                "places": _bare(self.places), "places_a": _bare(self.places_a), "unpaired": list(self.unpaired),
                 "outer": [{"module": r["module"], **{k: finite(r[k]) for k in metrics}, "tensor": r["tensor"]}
                           for r in self.rows if r["layer"] is None],
                 "first_divergence": clean(self.first_divergence), "kld": clean(self.kld),
@@ -290,23 +265,8 @@ def _jsonable(v: Any) -> Any:
     return v if v is None or isinstance(v, (bool, int, str, list, dict)) else repr(v)
 
 
-def _names(model) -> dict[tuple[int | None, str], str | None]:
-    points = [(None, "embed")] + [(i, m) for i in range(model.config.num_layers) for m in LAYER_MODULES]
-    points += [(None, m) for m in OUTER[1:]]
-    return {p: (module_tensors(model, *p) or [None])[0] for p in points}
-
-
-def _kinds(model, names: dict) -> dict[str, str]:
-    """How each named weight is stored (F32, BF16, Q8_0, ...): a step where a and b store the
-    weight differently is rounding (runs_verdict.restored)."""
-    w = getattr(model, "weights", None)
-    tensors = w.ckpt.tensors if w is not None and hasattr(w, "ckpt") else {}
-    out = {}
-    for name in names.values():
-        info = tensors.get(name) if name else None
-        if info is not None:
-            out[name] = info.label
-    return out
+def _bare(places: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {n: {k: v for k, v in p.items() if k != "tensor"} for n, p in places.items()}
 
 
 def _check_shapes(ca, cb) -> None:
@@ -316,16 +276,40 @@ def _check_shapes(ca, cb) -> None:
                              "their runs cannot be compared module by module.")
 
 
-def tokenizer_mismatch(a_tokens: list[str], mb, text: str | None, ids: list[int]) -> dict[str, Any] | None:
+def tokenizer_mismatch(a_tokens: list[str], side_b: Side, text: str | None, ids: list[int]) -> dict[str, Any] | None:
     """Where b's tokenizer splits `text` differently from a's ids (None: the same, or no text)."""
-    if text is None or mb.tokenizer is None:
-        return None
-    theirs = mb.encode_prompt(text)
-    if theirs == ids:
+    theirs = None if text is None else side_b.encode(text)
+    if theirs is None or theirs == ids:
         return None
     at = next((i for i, (x, y) in enumerate(zip(ids, theirs)) if x != y), min(len(ids), len(theirs)))
     return {"position": at, "a_ids": ids, "b_ids": theirs, "a_tokens": a_tokens[at:at + 4],
-            "b_tokens": token_texts(mb, theirs[at:at + 4])}
+            "b_tokens": side_b.tokens(theirs[at:at + 4])}
+
+
+@dataclass
+class _Facts:
+    """What the comparison keeps of a side once its run is over (its weights may be gone)."""
+
+    label: str
+    config: Any
+    gguf: bool | None
+    tokens: list[str]
+    names: dict[Point, str | None]  # the weight each point depends on most directly
+    feeding: dict[Point, list[str]]  # every weight feeding each point
+    kinds: dict[str, str]  # how each named weight is stored (F32, Q8_0): rounding, not a fault
+    places: dict[str, dict[str, Any]]
+
+    @classmethod
+    def of(cls, side: Side, ids: list[int], nonfinite: Point | None = None) -> _Facts:
+        """`side`'s facts; `nonfinite`: the point where its NaN/Inf first appear, which is then
+        blamed on the weight that holds one, if one does."""
+        feeding = {p: side.weights(p) for p in side.points()}
+        names = {p: (w or [None])[0] for p, w in feeding.items()}
+        if nonfinite is not None and nonfinite in names:
+            names[nonfinite] = side.nonfinite_weight(nonfinite) or names[nonfinite]
+        kinds = {n: k for n in names.values() if n and (k := side.kind(n)) is not None}
+        places = {n: side.place(n) for n in names.values() if n}
+        return cls(side.label, side.config, side.gguf, side.tokens(ids), names, feeding, kinds, places)
 
 
 def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = None, *,
@@ -335,13 +319,14 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     of it is computed too) or `prompt` (default: a plain sentence) tokenized by a's tokenizer; b's
     tokenizer is only checked against it (RunDiff.tokenizer_mismatch).
 
-    The two runs go in lock step, layer by layer: a runs a layer, b runs the same layer and
-    compares it, and a's activations of that layer are dropped, so two streamed models (each
-    read from its files a block at a time) compare in the memory of about one layer of each.
-    When b does not fit beside a (memory_budget refuses it), a runs first and goes, then b.
+    The two runs go in lock step, layer by layer: b runs a layer, and a is advanced to the same
+    layer as b's points arrive; each of a's activations is dropped once compared, so two streamed
+    models (each read from its files a block at a time) compare in the memory of about one layer
+    of each. When b does not fit beside a (memory_budget refuses it), a runs first and goes, then b.
     stream: as in load_model (None: block by block when a model does not fit). progress: called
     as progress(label, layers done, layers) ("running a and b" in lock step, else "running a"
-    then "running b"); False stops (RunStopped). None shows a progress bar when a run streams."""
+    then "running b"); False stops (RunStopped). None shows a progress bar when a run streams.
+    Points one run records and the other does not (or of another shape) are `RunDiff.unpaired`."""
     if text is not None and (prompt is not None or ids is not None):
         raise ValueError("text= is the input the perplexity is measured on: give it alone, without "
                          "prompt= or ids=")
@@ -349,109 +334,68 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     if words is None and ids is None:
         words = DEFAULT_PROMPT
     positions = token_bound(words, ids)
-    ma, owned = load(a, device, stream, positions)
-    mb = None
+    side_a = _open(a, device, stream, positions)
+    side_b = None
     try:
-        token_ids = prompt_ids(ma, words, ids)
-        side_a = _Side(ma, token_ids)
-        mb, owned_b = _load_beside(b, ma, device, stream, positions)
-        if mb is not None:
+        token_ids = side_a.ids(words, ids)
+        facts_a = _Facts.of(side_a, token_ids)
+        side_b = _open_beside(b, side_a, device, stream, positions)
+        if side_b is not None:
             try:
-                keep, cmp, logits_a, logits_b, facts_b = _lockstep(ma, mb, side_a, token_ids, words, ids, progress)
+                checked = _checked_b(side_b, facts_a, token_ids, words, ids)
+                cmp, logits_a, logits_b = together(side_a, side_b, token_ids, progress)
+                facts_b = _facts_b(side_b, cmp, token_ids)
             finally:
-                if owned_b:
-                    mb.close()
+                side_b.close()
         else:  # one after the other: a's activations are kept until b has compared them
-            keep = _Keep(ma.backend)
-            logits_a = run(ma, token_ids, keep, progress, "running a")
+            cmp = Pairing()
+            logits_a = drain(side_a.steps(token_ids, cmp.keep, progress, "running a"))
     finally:
-        if owned:
-            ma.close()
-    if mb is None:
-        del ma  # when loaded here, a's weights go before b's arrive
-        mb, owned_b = load(b, device, stream, positions)
+        side_a.close()
+    if side_b is None:
+        del side_a  # when loaded here, a's weights go before b's arrive
+        side_b = _open(b, device, stream, positions)
         try:
-            cmp, logits_b, facts_b = _run_b(mb, side_a, keep, token_ids, words, ids, progress)
+            checked = _checked_b(side_b, facts_a, token_ids, words, ids)
+            logits_b = drain(side_b.steps(token_ids, cmp, progress, "running b"))
+            cmp.finish()
+            facts_b = _facts_b(side_b, cmp, token_ids)
         finally:
-            if owned_b:
-                mb.close()
+            side_b.close()
     for row in cmp.rows:
         key = (row["layer"], row["module"])
-        row["tensor"], row["tensor_a"] = facts_b.names.get(key), side_a.names.get(key)
+        row["tensor"], row["tensor_a"] = facts_b.names.get(key), facts_a.names.get(key)
         row["tensors"] = facts_b.feeding.get(key, [])
-        row["kind"], row["kind_a"] = facts_b.kinds.get(row["tensor"]), side_a.kinds.get(row["tensor_a"])
-    return RunDiff(side_a.label, facts_b.label, facts_b.num_layers, token_ids, side_a.tokens, cmp.rows,
-                   logits_a, logits_b, facts_b.places, facts_b.mismatch, text, facts_b.config_diff)
+        row["kind"], row["kind_a"] = facts_b.kinds.get(row["tensor"]), facts_a.kinds.get(row["tensor_a"])
+    config_diff, mismatch = checked
+    return RunDiff(facts_a.label, facts_b.label, facts_b.config.num_layers, token_ids, facts_a.tokens, cmp.rows,
+                   logits_a, logits_b, facts_b.places, mismatch, text, config_diff, facts_a.places, cmp.unpaired)
 
 
-def _load_beside(b, ma, device: str, stream: bool | None, positions: int):
-    """(b loaded while a is held, owned), or (None, False) when b is a itself or does not fit
-    beside a: then the runs go one after the other."""
-    if b is ma:
-        return None, False
+def _open(source, device: str, stream: bool | None, positions: int) -> Side:
+    """The Side that runs `source`: the one place a comparison's engine is chosen."""
+    return DecoderSide(*load(source, device, stream, positions))
+
+
+def _open_beside(b, side_a: DecoderSide, device: str, stream: bool | None, positions: int) -> Side | None:
+    """b's side loaded while a is held, or None when b is a itself or does not fit beside a:
+    then the runs go one after the other."""
+    if b is side_a.model:
+        return None
     try:
-        return load(b, device, stream, positions)
+        return _open(b, device, stream, positions)
     except WontFit:
-        return None, False
+        return None
 
 
-class _Side:
-    """What the comparison keeps of a model once its run is over (its weights may be gone)."""
-
-    def __init__(self, model, token_ids: list[int]) -> None:
-        self.names = _names(model)
-        self.label, self.config, self.tokens = str(model.source), model.config, token_texts(model, token_ids)
-        self.kinds = _kinds(model, self.names)
-        self.gguf = getattr(model.weights, "gguf", None)
-        self.num_layers = model.config.num_layers
-
-
-def _checked_b(mb, side_a: _Side, token_ids, words, ids) -> tuple[dict, dict | None]:
+def _checked_b(side_b: Side, facts_a: _Facts, token_ids, words, ids) -> tuple[dict, dict | None]:
     """b's config differences and tokenizer mismatch against a, before b runs."""
-    _check_shapes(side_a.config, mb.config)
-    config_diff = config_differences(side_a.config, mb.config, same_format=side_a.gguf == getattr(mb.weights, "gguf", None))
-    return config_diff, tokenizer_mismatch(side_a.tokens, mb, words if ids is None else None, token_ids)
+    _check_shapes(facts_a.config, side_b.config)
+    config_diff = config_differences(facts_a.config, side_b.config, same_format=facts_a.gguf == side_b.gguf)
+    return config_diff, tokenizer_mismatch(facts_a.tokens, side_b, words if ids is None else None, token_ids)
 
 
-def _facts_b(mb, cmp: _Compare, config_diff: dict, mismatch: dict | None) -> _Side:
-    """b's side after its run: the weights feeding each point, the one holding a NaN/Inf, and
-    where each named weight lies in b's files."""
-    facts = _Side(mb, [])
-    facts.feeding = {p: module_tensors(mb, *p) for p in facts.names}
+def _facts_b(side_b: Side, cmp: Pairing, token_ids) -> _Facts:
+    """b's facts after its run, its first NaN/Inf that a does not have blamed on its weight."""
     broken = next((r for r in cmp.rows if r["nonfinite_b"] and not r["nonfinite_a"]), None)
-    if broken is not None:  # point at the weight that holds the NaN/Inf, if one does
-        key = (broken["layer"], broken["module"])
-        facts.names[key] = nonfinite_weight(mb, *key) or facts.names[key]
-        facts.kinds = _kinds(mb, facts.names)
-    facts.places = {n: tensor_place(mb, n) for n in facts.names.values() if n}
-    facts.config_diff, facts.mismatch = config_diff, mismatch
-    return facts
-
-
-def _run_b(mb, side_a: _Side, keep: _Keep, token_ids, words, ids, progress):
-    config_diff, mismatch = _checked_b(mb, side_a, token_ids, words, ids)
-    cmp = _Compare(mb.backend, keep.acts)
-    logits_b = run(mb, token_ids, cmp, progress, "running b")
-    return cmp, logits_b, _facts_b(mb, cmp, config_diff, mismatch)
-
-
-def _lockstep(ma, mb, side_a: _Side, token_ids, words, ids, progress):
-    """Both runs layer by layer: a's layer, then b's, which compares it and drops a's copy."""
-    config_diff, mismatch = _checked_b(mb, side_a, token_ids, words, ids)
-    keep = _Keep(ma.backend)
-    cmp = _Compare(mb.backend, keep.acts)
-    run_a = steps(ma, token_ids, keep, progress=False)  # b's run reports for both
-    run_b = steps(mb, token_ids, cmp, progress, "running a and b")
-    logits: dict[str, np.ndarray] = {}
-    try:
-        while len(logits) < 2:
-            for key, gen in (("a", run_a), ("b", run_b)):
-                if key not in logits:
-                    try:
-                        next(gen)
-                    except StopIteration as done:
-                        logits[key] = done.value
-    finally:
-        run_a.close()
-        run_b.close()
-    return keep, cmp, logits["a"], logits["b"], _facts_b(mb, cmp, config_diff, mismatch)
+    return _Facts.of(side_b, [], None if broken is None else (broken["layer"], broken["module"]))

@@ -22,215 +22,17 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..model.config import UnsupportedModel
 from ..runtime.decoder import LAYER_MODULES, MODULES, drain
+from .side import RunStopped, open_side, token_bound
 
 MASSIVE_RATIO = 1000.0
 TOP = 5  # largest |x| kept per module
 MEDIAN_SAMPLE = 4096  # values the median |x| is taken from (evenly spaced over the activation)
-DEFAULT_PROMPT = "The library opens at nine in the morning and closes at six in the evening."
-OUTER = ("embed", "final_norm", "logits")  # the points outside the layers (layer None)
-
-# The weight parts (runtime/weights.py names) whose values feed each module's activation, the
-# one a divergence points at first; fused and mixture-of-experts families are mapped below.
-MODULE_PARTS = {
-    "embed": ("embed",), "attn_norm": ("attn_norm",),
-    # MLA (DeepSeek) makes q from q_b (or q) over a low-rank q_a, k and v from kv_b over kv_a
-    "q": ("q", "q_b", "q_a", "q_bias", "q_a_bias", "q_norm", "q_a_norm"),
-    "k": ("k", "kv_b", "kv_a", "k_bias", "kv_a_bias", "k_norm", "kv_a_norm"),
-    "v": ("v", "kv_b", "kv_a", "v_bias", "kv_a_bias"), "attn_out": ("o", "o_bias", "sinks"),
-    "attn_residual": ("attn_out_norm", "o"), "ffn_norm": ("ffn_norm",),
-    "ffn_out": ("down", "gate", "up", "gate_up", "router"), "residual": ("ffn_out_norm", "down"),
-    "final_norm": ("norm",), "logits": ("lm_head",),
-}
-
-
-def module_tensors(model, layer: int | None, module: str) -> list[str]:
-    """The checkpoint's names of the weights that feed `module` of `layer`, most direct first."""
-    from ..runtime.experts import expert_names, fused_names, is_moe, shared_names
-    from ..runtime.weights import layer_parts
-
-    w = getattr(model, "weights", None)
-    if w is None or not hasattr(w, "name"):
-        return []  # an engine (llama.cpp) holds no weights of ours
-    cfg = model.config
-    parts = MODULE_PARTS[module]
-    if layer is None:
-        if module == "logits" and w.tied:
-            return [w.name("embed")]
-        return [w.name(p) for p in parts]
-    have = layer_parts(cfg, layer)
-    if cfg.fused_projections and module in ("q", "k", "v"):
-        parts = ("qkv",) + parts[1:]
-    names = [w.name(p, layer) for p in parts if p in have]
-    if module == "ffn_out" and is_moe(cfg, layer):  # the experts behind the router, quantized or not
-        fused = fused_names(cfg, layer)
-        names += ([fused["gate_up"], fused["down"]] if fused else
-                  [n for triple in expert_names(cfg, layer) for n in triple])
-        names += [n for n in (shared_names(cfg, layer) or ())[:3] if n]
-    return [n for n in names if n in w.ckpt.tensors]
-
-
-def tensor_place(model, name: str | None) -> dict[str, Any]:
-    """{"tensor", "file", "offset", "length"} of a weight in the checkpoint, for the hexdump."""
-    info = model.weights.ckpt.tensors.get(name) if name else None
-    if info is None:
-        return {"tensor": name, "file": None, "offset": None, "length": None}
-    return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
-
-
-def _held(cfg, layer: dict, module: str) -> list[tuple[str, Any, slice | None]]:
-    """(part, held array, its rows) of the weights feeding `module`, as the decoder holds them:
-    q, k, v fused into one matrix (rows in that order), gate and up into another."""
-    qs, kvs, inter = cfg.q_size, cfg.kv_size, cfg.intermediate_size
-    fused = cfg.fused_projections
-    rows = {"q": slice(0, qs), "k": slice(qs, qs + kvs), "v": slice(qs + kvs, None)}
-    if module in rows:
-        return [("qkv" if fused else module, layer["qkv"], rows[module]),
-                (f"{module}_bias", layer["qkv_bias"], rows[module]), (f"{module}_norm", layer.get(f"{module}_norm"), None)]
-    if module == "ffn_out":
-        return [("gate_up" if fused else "gate", layer["gate_up"], slice(0, inter)),
-                ("gate_up" if fused else "up", layer["gate_up"], slice(inter, None)), ("down", layer["down"], None)]
-    parts = {"attn_norm": ("attn_norm",), "attn_out": ("o", "o_bias"), "attn_residual": ("attn_out_norm",),
-             "ffn_norm": ("ffn_norm",), "residual": ("ffn_out_norm",)}[module]
-    return [(p, layer.get(p), None) for p in parts]
-
-
-def nonfinite_weight(model, layer: int | None, module: str) -> str | None:
-    """The name of the weight feeding `module` that holds NaN or Inf, as loaded; None if none does
-    (or it is held requantized, where NaN/Inf never are: such matrices stay float32)."""
-    w, b = model.weights, model.backend
-    if not hasattr(w, "layer"):
-        return None
-    if layer is None:
-        top = {"embed": ("embed", w.embed), "final_norm": ("norm", w.norm),
-               "logits": ("embed" if w.tied else "lm_head", w.lm_head)}[module]
-        held = [(top[0], top[1], None)]
-    else:
-        held = _held(model.config, w.layer(layer), module)
-    for part, array, rows in held:
-        if array is None or not (isinstance(array, np.ndarray) or hasattr(array, "detach")):
-            continue
-        a = np.asarray(b.to_numpy(array))
-        if not np.isfinite(a if rows is None else a[rows]).all():
-            return w.name(part, layer)
-    return None
-
-
-# -- loading and input ids (shared with compare_runs) ------------------------------------------
-
-def token_bound(prompt: str | None, ids) -> int:
-    """At most how many positions a run over `ids` or `prompt` has, known before any tokenizer
-    is loaded: a byte-level tokenizer never makes more tokens than bytes, and a few are added
-    (BOS, a template's markers). The memory plan of the run is made for this many."""
-    if ids is not None:
-        return max(1, len(ids))
-    return len((DEFAULT_PROMPT if prompt is None else prompt).encode()) + 8
-
-
-def load(source, device: str = "cpu", stream: bool | None = None, tokens: int = 2048):
-    """(model, owned): a Model as it is, or anything `load_model` takes, loaded on our decoder
-    (on the CPU: in memory when it fits, else streamed layer by layer, else refused before
-    loading, planned for `tokens` positions: runtime/memory_budget.py)."""
-    from ..runtime.api import Model, load_model
-
-    if isinstance(source, Model):
-        model, owned = source, False
-    else:
-        if not isinstance(source, (str, os.PathLike)) and source is not None:
-            raise TypeError(f"expected a path or a loaded model (mx.load_model), not {type(source).__name__}")
-        model, owned = load_model(source, device=device, backend="torch" if device != "cpu" else None,
-                                  stream=stream, context=tokens), True
-    if hasattr(model.backend, "forward"):
-        raise UnsupportedModel(f"{model.source!r} runs on {model.device}, which computes the forward pass "
-                               "itself and cannot be traced; load it with backend='numpy' or 'torch'.")
-    return model, owned
-
-
-def prompt_ids(model, prompt: str | None, ids) -> list[int]:
-    """Token ids: `ids` as given, else the prompt (default: a plain sentence) tokenized."""
-    if ids is not None:
-        if prompt is not None:
-            raise ValueError("give either prompt= or ids=, not both")
-        return model._check_ids(ids)
-    text = DEFAULT_PROMPT if prompt is None else prompt
-    got = model.encode_prompt(text)
-    if not got:
-        raise ValueError(f"the prompt {text!r} encodes to no tokens")
-    return model._check_ids(got)
-
-
-class RunStopped(Exception):
-    """A run's `progress` callback returned False: the pass ended between two layers."""
-
-
-def with_progress(recorder, progress, label: str, layers: int):
-    """`recorder`, also calling progress(label, layers done, layers) as each layer ends; a False
-    from progress stops the pass there (RunStopped), the way the widgets' Stop button works."""
-    if not progress:
-        return recorder
-
-    def record(layer, module, x) -> None:
-        recorder(layer, module, x)
-        if module == "residual" and layer is not None and progress(label, layer + 1, layers) is False:
-            raise RunStopped(f"{label} stopped after layer {layer} of {layers}")
-    return record
-
-
-class _Bar:
-    """A tqdm bar over the layers of a streamed run (minutes at real sizes), in a script's
-    terminal or a notebook's output, when the caller gave no progress callback."""
-
-    def __init__(self, label: str, layers: int) -> None:
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=layers, desc=label, unit="layer", file=sys.stderr, leave=False)
-
-    def __call__(self, label: str, done: int, total: int) -> bool:
-        self.bar.update(done - self.bar.n)
-        return True
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def _progress_for(model, progress, label: str):
-    """(the progress callback, a bar to close): the caller's; else a bar when the run streams;
-    progress=False: none."""
-    plan = getattr(model, "run_plan", None)
-    if progress is None and plan is not None and plan.streams:
-        bar = _Bar(label, model.config.num_layers)
-        return bar, bar
-    return progress, None
-
-
-def run(model, ids: list[int], recorder, progress=None, label: str = "tracing") -> np.ndarray:
-    """One forward pass over the whole sequence with `recorder` set; float32 numpy logits.
-    progress(label, layers done, layers) is called after each layer (False stops the pass);
-    None shows a progress bar when the run streams, False nothing."""
-    return drain(steps(model, ids, recorder, progress, label))
-
-
-def steps(model, ids: list[int], recorder, progress=None, label: str = "tracing"):
-    """`run` one layer at a time: a generator yielding each layer's index as it ends and
-    returning the float32 numpy logits (compare_runs advances two of them in lock step)."""
-    dec = model.decoder
-    progress, bar = _progress_for(model, progress, label)
-    dec.recorder = with_progress(recorder, progress, label, model.config.num_layers)
-    try:
-        logits = yield from dec.steps(ids, model.new_cache(len(ids)))
-        return model.backend.to_numpy(logits)
-    finally:
-        dec.recorder = None
-        if bar is not None:
-            bar.close()
-
 
 def finite(value) -> Any:
     """JSON has no NaN or Infinity: None stands for them."""
@@ -305,15 +107,14 @@ def top_indices(a: np.ndarray, cols: int, k: int) -> np.ndarray:
 
 
 class StatsRecorder:
-    """The decoder's recorder for a trace: statistics per call; the activation too if `keep`."""
+    """A side's recorder for a trace: statistics per call; the activation too if `keep`."""
 
-    def __init__(self, backend, keep: bool = False, top: int = TOP) -> None:
-        self.backend, self.keep, self.top = backend, keep, top
+    def __init__(self, keep: bool = False, top: int = TOP) -> None:
+        self.keep, self.top = keep, top
         self.stats: list[ModuleStats] = []
         self.activations: dict[tuple[int | None, str], np.ndarray] = {}
 
-    def __call__(self, layer, module, x) -> None:
-        a = np.asarray(self.backend.to_numpy(x))
+    def __call__(self, layer, module, a: np.ndarray) -> None:
         self.stats.append(activation_stats(layer, module, a, self.top))
         if self.keep:
             self.activations[(layer, module)] = np.array(a, dtype=np.float32, copy=True)
@@ -439,11 +240,6 @@ class Trace:
                 f"{len(self.stats)} activations, {len(self.massive)} massive{where}>")
 
 
-def token_texts(model, ids: list[int]) -> list[str]:
-    tok = model.tokenizer
-    return [tok.token_text(i) if tok is not None else str(i) for i in ids]
-
-
 def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = False, device: str = "cpu",
           stream: bool | None = None, progress=None,
           massive_ratio: float = MASSIVE_RATIO, top: int = TOP) -> Trace:
@@ -454,23 +250,20 @@ def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = Fals
     weights layer by layer when the model does not fit in memory (load_model's `stream`).
     progress: called as progress("tracing", layers done, layers) after each layer; returning
     False stops the pass (RunStopped). None shows a progress bar when the run streams."""
-    model, owned = load(source, device, stream, token_bound(prompt, ids))
+    side = open_side(source, device, stream, token_bound(prompt, ids))
     try:
-        token_ids = prompt_ids(model, prompt, ids)
-        rec = StatsRecorder(model.backend, keep, top)
-        logits = run(model, token_ids, rec, progress)
-        tensors = {(layer, m): module_tensors(model, layer, m)
-                   for layer in [None, *range(model.config.num_layers)]
-                   for m in (OUTER if layer is None else LAYER_MODULES)}
-        out = Trace(model.source, model.config.architecture, model.config.num_layers, token_ids,
-                    token_texts(model, token_ids), rec.stats, tensors, logits, rec.activations, massive_ratio)
+        token_ids = side.ids(prompt, ids)
+        rec = StatsRecorder(keep, top)
+        logits = drain(side.steps(token_ids, rec, progress))
+        tensors = {p: side.weights(p) for p in side.points()}
+        out = Trace(side.label, side.config.architecture, side.num_layers, token_ids,
+                    side.tokens(token_ids), rec.stats, tensors, logits, rec.activations, massive_ratio)
         first = out._first_nonfinite()
         if first is not None:
-            out.nonfinite_tensor = nonfinite_weight(model, first.layer, first.module)
+            out.nonfinite_tensor = side.nonfinite_weight((first.layer, first.module))
         return out
     finally:
-        if owned:
-            model.close()
+        side.close()
 
 
-__all__ = ["trace", "Trace", "ModuleStats", "MASSIVE_RATIO", "MODULES"]
+__all__ = ["trace", "Trace", "ModuleStats", "MASSIVE_RATIO", "MODULES", "RunStopped"]

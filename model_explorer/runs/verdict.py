@@ -53,8 +53,8 @@ def find_divergence(rows: list[dict[str, Any]], logits_differ: bool = True) -> t
     for row in rows:
         r = row["rel_l2"]
         if math.isnan(r):
-            continue  # not compared (a point one run did not record)
-        if onset is None and r > NOISE_REL:
+            continue  # not compared
+        if onset is None and leaves_noise(row):
             onset = row
             if (agreed and r >= STEP_MIN and not restored(row)) or r >= JUMP_FLOOR:
                 return row, JUMP
@@ -63,6 +63,11 @@ def find_divergence(rows: list[dict[str, Any]], logits_differ: bool = True) -> t
         agreed = agreed or onset is None
         worst = max(worst, r)
     return (onset, DRIFT) if onset is not None else None
+
+
+def leaves_noise(row: dict[str, Any]) -> bool:
+    """The point's relative L2 is above float32 rounding (NaN: not compared, never above)."""
+    return row["rel_l2"] > NOISE_REL  # a NaN compares False
 
 
 def restored(row: dict[str, Any]) -> bool:
@@ -91,14 +96,14 @@ def where(row: dict[str, Any]) -> str:
 def explain(row: dict[str, Any], rows: list[dict[str, Any]], config_diff: dict[str, list[Any]] | None = None,
             kind: str = JUMP) -> str:
     """A sentence on what the divergence at `row` most likely comes from."""
-    text = _explain_drift(row, rows) if kind == DRIFT else _explain_weights(row, rows, onset(rows) is not row)
+    text = _explain_drift(row) if kind == DRIFT else _explain_weights(row, rows, onset(rows) is not row)
     if config_diff:  # the same bytes under two recipes part ways too: say so first
         return (f"the two configurations differ ({config_text(config_diff)}), which alone can make "
                 f"{where(row)} differ; otherwise: {text}")
     return text
 
 
-def _explain_drift(row: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def _explain_drift(row: dict[str, Any]) -> str:
     if restored(row):
         return (f"the weight {row['tensor']} is stored as {row['kind']} in b, {row['tensor_a']} as {row['kind_a']} "
                 "in a: rounding, which every later point adds a little to (quantization, a lower precision).")
@@ -139,14 +144,14 @@ VERDICT_TITLES = {AGREE: "the runs agree", DRIFT: "the runs drift apart", JUMP: 
 
 
 def onset(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first point whose relative L2 leaves float noise."""
-    return next((r for r in rows if not math.isnan(r["rel_l2"]) and r["rel_l2"] > NOISE_REL), None)
+    """The first point whose relative L2 leaves float noise (find_divergence's rule)."""
+    return next((r for r in rows if leaves_noise(r)), None)
 
 
 def agreement_sentence(rows: list[dict[str, Any]], top1_agreement: float, kld_max: float) -> str:
     """The verdict when the runs agree: the logits within float noise, and how close the points came."""
     worst = max((r["rel_l2"] for r in rows if not math.isnan(r["rel_l2"])), default=0.0)
-    if top1_agreement == 1.0 and kld_max <= NOISE_KLD:
+    if logits_agree(top1_agreement, kld_max):
         logits = f"top-1 agreement 100%, KLD at most {kld_max:.2g} nats, the float32 noise floor {NOISE_KLD:g}"
     else:  # every point within noise, yet an argmax flipped: a near tie rounded two ways
         logits = (f"no point differs beyond float32 rounding (relative L2 {NOISE_REL:g}); a top-1 that "

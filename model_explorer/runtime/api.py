@@ -21,14 +21,13 @@ from ..model.tokenizer import StreamDecoder, Tokenizer
 from . import memory_budget
 from . import process_memory as memory
 from .decoder import Decoder, KVCache
-from .describe import config_of, decoder_refusal, describe
-from .engines import get_backend
+from .describe import config_of, describe
+from .engines import auto_weights, get_backend, is_engine, wants_llamacpp
 from .engines import torch_wquant as wquant
-from .engines.torch_engine import TorchBackend
 from .memory_budget import RunPlan, WontFit
 from .sampling import choose
 from .streamed import StreamedWeights
-from .weights import DequantReport, Weights, layer_bits_per_weight, layer_labels
+from .weights import DequantReport, Weights
 
 PREFILL_CHUNK = 512
 
@@ -110,8 +109,12 @@ class Model:
 
     def __post_init__(self) -> None:
         # An engine (llama.cpp) runs the whole forward pass itself; arrays get our decoder.
-        engine = hasattr(self.backend, "forward")
-        self.decoder = self.backend if engine else Decoder(self.config, self.weights, self.backend)
+        self.decoder = self.backend if self.is_engine else Decoder(self.config, self.weights, self.backend)
+
+    @property
+    def is_engine(self) -> bool:
+        """Whether the backend runs the forward pass itself (llama.cpp): no weights of ours."""
+        return is_engine(self.backend)
 
     def close(self) -> None:
         """Close the checkpoint's files (a keep_quantized model cannot generate after this)."""
@@ -306,7 +309,7 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     if keep_quantized and weights not in ("auto", "float32"):
         raise ValueError("keep_quantized=True dequantizes the file's blocks layer by layer; it does "
                          f"not combine with weights={weights!r}, which holds requantized matrices.")
-    if _wants_llamacpp(path, device, backend, keep_quantized):
+    if wants_llamacpp(path, device, backend, keep_quantized):
         if weights != "auto":
             raise ValueError("llama.cpp runs the GGUF's own blocks; leave weights='auto' for it.")
         return _load_llamacpp(path, context, cache_dir)
@@ -317,7 +320,7 @@ def load_model(source: str | os.PathLike | None = None, device: str = "auto", *,
     try:
         cfg, tokenizer, tokenizer_problem = describe(ckpt, path)
         if weights == "auto" and not keep_quantized:
-            be = _auto_weights(be, ckpt, cfg)
+            be = auto_weights(be, ckpt, cfg)
         run_plan = None
         if be.name == "numpy":
             run_plan = memory_budget.plan(ckpt, context, stream, cfg=cfg)
@@ -350,7 +353,7 @@ def engine_plan(source: str | os.PathLike | None = None, device: str = "auto", c
     from ..samples import sample_path
 
     path = os.fspath(source) if source is not None else sample_path()
-    if _wants_llamacpp(path, device, None, False):
+    if wants_llamacpp(path, device, None, False):
         with open_checkpoint(path) as ckpt:
             return ("llama.cpp: a GGUF and a llama.cpp binding that loads; it runs the file's own blocks, "
                     "quantized as stored. It will hold " + llamacpp_text(ckpt, context))
@@ -359,40 +362,14 @@ def engine_plan(source: str | os.PathLike | None = None, device: str = "auto", c
         return f"torch on {be.device}: weights held on the device"
     # device "cpu" asks for the numpy reference where "auto" would run llama.cpp: say so
     other = (". Device \"auto\" would run llama.cpp instead (the file's own quantized blocks: faster, "
-             "less memory)." if device == "cpu" and _wants_llamacpp(path, "auto", None, False) else "")
+             "less memory)." if device == "cpu" and wants_llamacpp(path, "auto", None, False) else "")
     with open_checkpoint(path) as ckpt:
         # the config says which layers stream block by block; without it, the upper bound
         return "numpy on the CPU, " + memory_budget.plan(ckpt, context, cfg=config_of(ckpt)).text + other
 
 
-def _auto_weights(be, ckpt, cfg: ModelConfig):
-    """On CUDA, hold the layer matrices at the file's precision: torch's weight-only kernels for
-    4- and 8-bit files, bfloat16 for a bfloat16 file."""
-    if getattr(be, "name", None) != "torch" or be.device != "cuda":
-        return be
-    kind = wquant.kind_for_bits(layer_bits_per_weight(ckpt, cfg))
-    if kind == "int4" and not wquant.int4_supported(be.torch, be.device):
-        kind = "int8"
-    if kind == "float32" and layer_labels(ckpt, cfg) == {"BF16"}:
-        kind = "bfloat16"  # held as stored: half the bytes, the GPU's bfloat16 matmuls, no rounding
-    return be if kind == "float32" else TorchBackend(be.device, kind)
-
-
-def _wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized: bool) -> bool:
-    from .engines import available_devices, llamacpp
-
-    if backend == llamacpp.ENGINE:
-        if not llamacpp.installed():
-            raise RuntimeError(f"backend='llama.cpp' needs a llama.cpp binding ({llamacpp.missing()}).")
-        if keep_quantized or device not in ("auto", "cpu"):
-            raise ValueError("backend='llama.cpp' runs on the CPU and always keeps the weights "
-                             "quantized; leave device and keep_quantized at their defaults.")
-        return True
-    if not (backend is None and device == "auto" and not keep_quantized and llamacpp.installed()
-            and path.endswith(".gguf")):
-        return False
-    # the engine is chosen before the numpy decoder's reader can refuse the architecture
-    return available_devices() == ["cpu"] or decoder_refusal(path) is not None
+# the choice lives in engines/ (these names stay for callers of the module)
+_auto_weights, _wants_llamacpp = auto_weights, wants_llamacpp
 
 
 def _load_llamacpp(path: str, context: int, cache_dir: str | None) -> Model:

@@ -9,9 +9,10 @@ GELU MLP, learned positions, partial rotary, per-layer windows and RoPE bases, a
 the parallel residual, embedding/residual/attention/logit scales. DeepSeek's latent attention
 (mla.py) makes q, k, v its own way; mixtures of experts are experts.py; RoPE tables rope.py.
 
-Tracing (mx.trace, mx.compare_runs): a `recorder` set on the Decoder is called as
+Tracing (mx.trace, mx.compare_runs): a `recorder` handed to `steps` is called as
 `recorder(layer, module, activation)` at the named points of MODULES (layer None for the
-embedding, final norm and logits); with none set, recording costs one attribute test per point.
+embedding, final norm and logits); it lives for that pass only, never on the Decoder, so a
+pass that stops half way leaves nothing behind; without one, recording costs one test per point.
 """
 
 from __future__ import annotations
@@ -75,8 +76,6 @@ class Decoder:
 
     def __init__(self, cfg: ModelConfig, weights, backend) -> None:
         self.cfg, self.weights, self.backend = cfg, weights, backend
-        # recorder(layer, module, activation): see the module docstring; None when not tracing.
-        self.recorder = None
         self._ropes = {False: RopeTables(cfg, backend)}
         if cfg.local_rope_theta is not None:  # Gemma 3: sliding layers rotate with a base of their own
             self._ropes[True] = RopeTables(cfg, backend, local=True)
@@ -101,9 +100,10 @@ class Decoder:
         """
         return drain(self.steps(token_ids, cache, last_only))
 
-    def steps(self, token_ids, cache: KVCache, last_only: bool = False):
+    def steps(self, token_ids, cache: KVCache, last_only: bool = False, recorder=None):
         """`forward` one layer at a time: a generator that yields each layer's index when the
-        layer is done and returns the logits (two runs go in lock step: runs/compare_runs.py)."""
+        layer is done and returns the logits (two runs go in lock step: runs/compare_runs.py).
+        recorder(layer, module, activation) is called at each named point (MODULES)."""
         cfg, b, w = self.cfg, self.backend, self.weights
         T = len(token_ids)
         start = cache.length
@@ -119,7 +119,7 @@ class Decoder:
                                            self.cfg.sliding_window if slides else None)
             return masks[slides]
 
-        rec = self.recorder
+        rec = recorder
         x = b.embed(w.embed, b.ids(token_ids))
         if cfg.embed_scale != 1.0:
             x = x * float(cfg.embed_scale)
@@ -133,6 +133,10 @@ class Decoder:
             if rec:
                 rec(i, "attn_norm", h)
             q, k, v = self._qkv(i, layer, h)
+            if rec:  # before RoPE: what the projections (and q/k norms) made of this layer's input
+                rec(i, "q", q)
+                rec(i, "k", k)
+                rec(i, "v", v)
             if cfg.positions == "rope" and (cfg.rope_layers is None or cfg.rope_layers[i]):
                 local = len(ropes) > 1 and cfg.sliding_layers is not None and cfg.sliding_layers[i]
                 cos, sin = ropes[local]
@@ -185,7 +189,7 @@ class Decoder:
 
     def _qkv(self, i: int, layer: dict, h):
         """q (T, heads, head_dim), k (T, kv_heads, head_dim), v (T, kv_heads, head_dim) before
-        RoPE, q/k normed where the family says (recorded as they are)."""
+        RoPE, q/k normed where the family says."""
         if self.cfg.kv_lora_rank:  # DeepSeek's latent attention
             return mla.qkv(self, i, layer, h)
         cfg, b, eps = self.cfg, self.backend, self.cfg.rms_norm_eps
@@ -197,12 +201,7 @@ class Decoder:
         elif cfg.qk_norm == "head":  # Qwen3: each head on its own
             q = b.rms_norm(q.reshape(T * nh, hd), layer["q_norm"], eps)
             k = b.rms_norm(k.reshape(T * nkv, hd), layer["k_norm"], eps)
-        q, k = q.reshape(T, nh, hd), k.reshape(T, nkv, hd)
-        if self.recorder:  # before RoPE: what the projections (and q/k norms) made of this layer's input
-            self.recorder(i, "q", q)
-            self.recorder(i, "k", k)
-            self.recorder(i, "v", v)
-        return q, k, v
+        return q.reshape(T, nh, hd), k.reshape(T, nkv, hd), v
 
     def _attend(self, i: int, layer: dict, q, k, v, cache: KVCache, start: int, mask):
         """Softmax attention of q over the cached keys and values (k, v appended first):

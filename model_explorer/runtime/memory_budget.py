@@ -123,7 +123,7 @@ def needs(ckpt, tokens: int, cfg=None) -> tuple[int, int]:
     fixed = est.demo_total_bytes - est.demo_weights_bytes  # KV (float32), activations, the process
     vocab, width = _head_shape(ckpt)
     logits = 4 * tokens * vocab  # every position's logits
-    whole_layers = [n for i, n in _layer_numels(ckpt).items() if cfg is None or not streams_by_blocks(cfg, i)]
+    whole_layers = [n for i, n in _layer_numels(ckpt).items() if cfg is None or not streams_by_blocks(ckpt, cfg, i)]
     layer = max([LAYER_COPIES * 4 * n for n in whole_layers] + [BUFFERS * BLOCK_BYTES])
     return est.demo_total_bytes, fixed + layer + logits
 

@@ -111,9 +111,4 @@ def qkv(decoder, i: int, layer: dict, h):
     kv = kv.reshape(T, nh, nope + cfg.value_head_dim)
     k_pe = b.zeros((T, nh, rope)) + latent[:, rank:].reshape(T, 1, rope)  # one rotary key for every head
     k = b.concat([k_pe, kv[..., :nope]], -1)
-    v = kv[..., nope:]
-    if decoder.recorder:
-        decoder.recorder(i, "q", q)
-        decoder.recorder(i, "k", k)
-        decoder.recorder(i, "v", v)
-    return q, k, v
+    return q, k, kv[..., nope:]

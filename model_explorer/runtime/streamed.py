@@ -28,7 +28,7 @@ from ..tensors.names import unpermute_qk
 from . import layouts
 from .dequant_report import DequantRow
 from .experts import is_moe
-from .weights import Weights
+from .weights import Weights, matrix_parts, part_name
 
 # float32 bytes of one block of rows: large enough for BLAS to run near its full rate, small
 # enough to count for nothing in the memory plan (two of them: one multiplied, one decoded).
@@ -162,36 +162,17 @@ class StreamedWeights(Weights):
         self._lock = threading.Lock()
         super().__init__(ckpt, cfg, backend, keep_quantized=True, progress=progress)
 
-    # -- which matrices stream by blocks ---------------------------------------------------------
-
-    def _piece(self, part: str, layer: int | None) -> _Piece | None:
-        """`part` as rows of the file, or None when its rows are not the decoder's rows."""
-        name = self.name(part, layer)
-        info = self.ckpt.tensors.get(name)
-        if info is None or len(info.shape) != 2 or info.stride is not None and _strided(self.ckpt, info):
-            return None
-        if not self.gguf and not layouts.row_local(self.cfg, part, layer, bool(info.quant)):
-            return None
-        rows = int(info.shape[0])
-        if self.gguf and self.cfg.gguf_qk_permuted and part in ("q", "k"):
-            heads = self.cfg.num_heads if part == "q" else self.cfg.num_kv_heads
-            if heads <= 0 or rows % (2 * heads):
-                return None
-            return _Piece(name, rows, rows // heads, True)
-        return _Piece(name, rows, 1, False)
+    # -- which matrices stream by blocks (row_pieces decides; the memory plan reads it too) ------
 
     def _joined(self, i: int, label: str, parts: tuple[str, ...]):
-        pieces = [self._piece(p, i) for p in parts]
-        if any(p is None for p in pieces):
+        pieces = row_pieces(self.ckpt, self.cfg, i, parts)
+        if pieces is None:
             return super()._joined(i, label, parts)
-        width = {int(self.ckpt.tensors[p.name].shape[1]) for p in pieces if p is not None}
-        if len(width) != 1:
-            return super()._joined(i, label, parts)
-        return StreamedMatrix(self, [p for p in pieces if p is not None], width.pop(), f"layer {i} {label}")
+        return StreamedMatrix(self, pieces, int(self.ckpt.tensors[pieces[0].name].shape[1]), f"layer {i} {label}")
 
     def _array(self, part: str, layer: int | None = None):
         if part in ("embed", "lm_head") and layer is None:
-            piece = self._piece(part, None)
+            piece = row_piece(self.ckpt, self.cfg, part, None)
             if piece is not None:
                 return StreamedMatrix(self, [piece], int(self.ckpt.tensors[piece.name].shape[1]), part)
         return super()._array(part, layer)
@@ -261,9 +242,42 @@ def _strided(ckpt, info) -> bool:
         return True
 
 
-def streams_by_blocks(cfg, layer: int) -> bool:
-    """Whether a streamed pass multiplies layer `layer`'s matrices block by block (else it
-    decodes the layer whole, one layer at a time): what the memory plan counts."""
+def row_piece(ckpt, cfg, part: str, layer: int | None) -> _Piece | None:
+    """`part` as rows of the file, or None when its rows are not the decoder's rows (not 2-D,
+    strided in the file, transposed or regrouped on load, heads that do not divide its rows)."""
+    gguf = ckpt.format == "gguf"
+    name = part_name(cfg, part, layer, gguf)
+    info = ckpt.tensors.get(name)
+    if info is None or len(info.shape) != 2 or info.stride is not None and _strided(ckpt, info):
+        return None
+    # llama.cpp's converter stored GPT-2's Conv1D as [out, in] and NeoX's q/k/v grouped already
+    if not gguf and not layouts.row_local(cfg, part, layer, bool(info.quant)):
+        return None
+    rows = int(info.shape[0])
+    if gguf and cfg.gguf_qk_permuted and part in ("q", "k"):
+        heads = cfg.num_heads if part == "q" else cfg.num_kv_heads
+        if heads <= 0 or rows % (2 * heads):
+            return None
+        return _Piece(name, rows, rows // heads, True)
+    return _Piece(name, rows, 1, False)
+
+
+def row_pieces(ckpt, cfg, layer: int, parts: tuple[str, ...]) -> list[_Piece] | None:
+    """The pieces of the layer matrix stacking `parts` by rows, or None when a streamed pass
+    decodes it whole (a part is not rows of the file, or the parts differ in width)."""
+    pieces = [row_piece(ckpt, cfg, p, layer) for p in parts]
+    if any(p is None for p in pieces):
+        return None
+    found = [p for p in pieces if p is not None]
+    widths = {int(ckpt.tensors[p.name].shape[1]) for p in found}
+    return found if len(widths) == 1 else None
+
+
+def streams_by_blocks(ckpt, cfg, layer: int) -> bool:
+    """Whether a streamed pass multiplies every matrix of layer `layer` block by block (else
+    part of it is decoded whole, and the memory plan counts the whole layer): the same
+    `row_pieces` StreamedWeights builds its matrices from. Experts and latent attention are
+    decoded whole."""
     if is_moe(cfg, layer) or cfg.kv_lora_rank:
         return False
-    return all(layouts.row_local(cfg, p, layer, False) for p in ("qkv", "o", "gate_up", "down"))
+    return all(row_pieces(ckpt, cfg, layer, parts) is not None for parts in matrix_parts(cfg).values())

@@ -160,13 +160,7 @@ class Weights:
 
     def name(self, part: str, layer: int | None = None) -> str:
         """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
-        if self.gguf:  # llama.cpp names tensors by role, nearly the same in every architecture
-            fam = families.family(self.cfg.architecture)
-            return gguf_part_name(part, layer, fam.gguf_parts if fam else None)
-        if part == "router":
-            return moe.router_name(self.cfg, layer)
-        # the family's own names (Gemma 2's pre_feedforward_layernorm, GPT-2's, NeoX's, MLA's)
-        return layouts.name(self.cfg, part, layer) or tensor_name(part, layer, self.gguf)
+        return part_name(self.cfg, part, layer, self.gguf)
 
     def _top_parts(self) -> list[str]:
         """The tensors outside the layers, the output projection excepted."""
@@ -323,11 +317,10 @@ class Weights:
     def _build_layer(self, i: int) -> dict:
         b = self.backend
         sparse = is_moe(self.cfg, i)
-        fused = self.cfg.fused_projections  # stored fused, in the order the decoder splits them
-        qkv = None if self.cfg.kv_lora_rank and not fused else \
-            self._joined(i, "qkv", ("qkv",) if fused else ("q", "k", "v"))
-        gate_up = None if sparse and not fused else \
-            self._joined(i, "gate_up", ("gate_up",) if fused else ("gate", "up"))
+        fused = self.cfg.fused_projections
+        stacked = matrix_parts(self.cfg)
+        qkv = None if self.cfg.kv_lora_rank and not fused else self._joined(i, "qkv", stacked["qkv"])
+        gate_up = None if sparse and not fused else self._joined(i, "gate_up", stacked["gate_up"])
         bias = None
         if self.cfg.attention_bias and self.cfg.fused_projections:
             bias = self._array("qkv_bias", i)
@@ -339,14 +332,14 @@ class Weights:
             return self._array(part, i) if part in parts else None
 
         layer = {"attn_norm": maybe("attn_norm"), "qkv": qkv,
-                 "qkv_bias": bias, "o": self._joined(i, "o", ("o",)),
+                 "qkv_bias": bias, "o": self._joined(i, "o", stacked["o"]),
                 "o_bias": maybe("o_bias"), "q_norm": maybe("q_norm"), "k_norm": maybe("k_norm"),
                 "attn_out_norm": maybe("attn_out_norm"), "ffn_norm": maybe("ffn_norm"),
                 "ffn_out_norm": maybe("ffn_out_norm"), "attn_norm_bias": maybe("attn_norm_bias"),
                 "ffn_norm_bias": maybe("ffn_norm_bias"), "gate_up_bias": maybe("gate_up_bias"),
                 "down_bias": maybe("down_bias"), "sinks": maybe("sinks"),
                 "gate_up": None if sparse else gate_up,
-                "down": None if sparse else self._joined(i, "down", ("down",)),
+                "down": None if sparse else self._joined(i, "down", stacked["down"]),
                 "router": None, "experts": None, "shared": None, "shared_gate": None}
         if self.cfg.kv_lora_rank:
             layer.update(mla.build(self, i))
@@ -368,6 +361,25 @@ class Weights:
             held += [v for k, v in layer.items() if v is not None and k not in ("experts", "shared")]
             held += [m for pair in (layer.get("experts") or []) + [layer.get("shared")] if pair for m in pair]
         return sum(int(a.nbytes) for a in held)
+
+
+def part_name(cfg: ModelConfig, part: str, layer: int | None, gguf: bool) -> str:
+    """The checkpoint's name for a part ("q", "down", "embed"...) of layer `layer`."""
+    if gguf:  # llama.cpp names tensors by role, nearly the same in every architecture
+        fam = families.family(cfg.architecture)
+        return gguf_part_name(part, layer, fam.gguf_parts if fam else None)
+    if part == "router":
+        return moe.router_name(cfg, layer)
+    # the family's own names (Gemma 2's pre_feedforward_layernorm, GPT-2's, NeoX's, MLA's)
+    return layouts.name(cfg, part, layer) or tensor_name(part, layer, gguf)
+
+
+def matrix_parts(cfg: ModelConfig) -> dict[str, tuple[str, ...]]:
+    """A layer's matrices as the decoder holds them, each the stored parts stacked by rows in
+    this order (stored fused where the family fuses them, in the order the decoder splits them)."""
+    fused = cfg.fused_projections
+    return {"qkv": ("qkv",) if fused else ("q", "k", "v"), "o": ("o",),
+            "gate_up": ("gate_up",) if fused else ("gate", "up"), "down": ("down",)}
 
 
 def tensor_name(part: str, layer: int | None, gguf: bool) -> str:

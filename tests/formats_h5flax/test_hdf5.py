@@ -160,3 +160,34 @@ def test_over_http_in_few_requests(served):
     assert len(server.requests) <= 4, server.requests
     for name in ckpt.tensors:
         np.testing.assert_array_equal(ckpt.read(name), local.read(name))
+
+
+def test_a_renamed_dataset_keeps_its_own_spans(tmp_path):
+    """A Keras name another dataset already took: the second dataset is named by its path, and
+    its data span carries that name and its own bytes, not the first one's."""
+    path = tmp_path / "clash.h5"
+    with h5py.File(path, "w") as f:
+        f["kernel:0"] = np.zeros(4, np.float32)  # a root dataset whose path is the Keras name below
+        g = f.create_group("layer")
+        g.attrs["weight_names"] = np.array([b"kernel:0"])
+        g["kernel:0"] = np.ones(8, np.float32)
+    ckpt = mx.open(str(path))
+    assert sorted(ckpt.tensors) == ["kernel:0", "layer/kernel:0"]
+    _, offsets = _datasets(path)
+    for name, info in ckpt.tensors.items():
+        data = [s for s in ckpt.spans_for(str(path)) if s.kind == "tensor_data" and s.tensor == name]
+        assert [(s.offset, s.length) for s in data] == [(info.offset, info.length)], name
+    assert ckpt.tensors["layer/kernel:0"].offset == offsets["layer/kernel:0"][0]
+
+
+def test_detect_names_hdf5_and_flax_by_their_first_bytes(tmp_path):
+    """detect() names every kind a reader takes that its head shows, so assemble hard-codes none."""
+    from model_explorer.formats.detect import detect
+
+    from .builders import flax_model_msgpack
+
+    h5 = tf_model_h5(tmp_path / "tf_model.h5")
+    fx = flax_model_msgpack(tmp_path / "flax_model.msgpack")
+    assert detect(h5.read_bytes()[:512], h5.stat().st_size) == "hdf5"
+    assert detect(fx.read_bytes()[:512], fx.stat().st_size) == "flax_msgpack"
+    assert mx.open(str(h5)).format == "hdf5" and mx.open(str(fx)).format == "flax"

@@ -158,3 +158,46 @@ def test_a_folder_of_onnx_files_opens_model_onnx(tmp_path):
     assert ckpt.format == "onnx" and "big.weight" in ckpt.tensors
     (f,) = [f for f in ckpt.findings if f.code == "several_models"]
     assert "model_fp16.onnx" in f.message
+
+
+def test_three_initializers_of_one_name_are_three_tensors(tmp_path):
+    """The rename of a repeated name is unique: a third `w` must not overwrite the second."""
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.full(2, float(k), np.float32), "w") for k in range(3)]
+    path = tmp_path / "dup.onnx"
+    onnx.save_model(helper.make_model(helper.make_graph([], "g", [], [], inits)), str(path))
+    ckpt = mx.open(str(path))
+    assert len(ckpt.tensors) == 3
+    assert sorted(float(ckpt.read(n)[0]) for n in ckpt.tensors) == [0.0, 1.0, 2.0]
+    assert all(ckpt.tensors[n].extra.get("graph_name", n) == "w" for n in ckpt.tensors)
+
+
+def test_the_graph_is_kept_as_a_structure_record(tmp_path):
+    """Every node of every (sub)graph with its subgraph path, its bytes and all its inputs; the
+    main graph's inputs and outputs: on the FileResult and on the checkpoint, from the one parse."""
+    from onnx import helper
+
+    path = models.plain_model(tmp_path / "plain.onnx")
+    ckpt = mx.open(str(path))
+    g = ckpt.structures[str(path)]
+    assert g.format == "onnx" and g.complete
+    model = onnx.load(str(path))
+    main = [n.op_type for n in model.graph.node]
+    assert [n.op_type for n in g.nodes if n.graph == "graph"] == main
+    branches = {n.graph for n in g.nodes} - {"graph"}
+    assert branches == {"graph > node 2 If > then_branch", "graph > node 2 If > else_branch"}
+    raw = path.read_bytes()
+    matmul = next(n for n in g.nodes if n.op_type == "MatMul")
+    assert matmul.inputs == ["x", "linear.weight"] and matmul.outputs == ["y0"]
+    want = next(n for n in model.graph.node if n.op_type == "MatMul").SerializeToString()
+    assert raw[matmul.at:matmul.at + matmul.length].endswith(want)
+    assert [v.name for v in g.inputs] == ["x", "cond"] and [v.name for v in g.outputs] == ["y"]
+    assert g.inputs[0].shape == (1, 8) and g.op_counts()["MatMul"] == 1
+    # a node with more inputs than the old cap of 4096 keeps every one
+    many = [f"v{i}" for i in range(5000)]
+    wide = helper.make_model(helper.make_graph([helper.make_node("Concat", many, ["out"], axis=0)], "g",
+                                               [], []))
+    onnx.save_model(wide, str(tmp_path / "wide.onnx"))
+    (node,) = mx.open(str(tmp_path / "wide.onnx")).structures[str(tmp_path / "wide.onnx")].nodes
+    assert node.inputs == many

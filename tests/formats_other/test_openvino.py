@@ -147,3 +147,37 @@ def test_a_folder_opens_its_ir_not_the_bin_alone(irs, tmp_path):
     assert ckpt.format == "openvino" and ckpt.errors == []
     assert ckpt.files == [str(tmp_path / "openvino_model.xml"), str(tmp_path / "openvino_model.bin")]
     assert ckpt.tensors["w_i8"].label == "OV_I8"
+
+
+def test_a_renamed_const_keeps_its_own_spans(tmp_path):
+    """Two Consts named `w`: the second is `w#2`, and the spans of its layer name `w#2`, not `w`."""
+    second = CONST.format(shape="4", offset="16", size="16").replace('id="1"', 'id="2"')
+    xml = _net(CONST.format(shape="4", offset="0", size="16") + second)
+    ckpt = _ir(tmp_path, xml)
+    assert set(ckpt.tensors) == {"w", "w#2"}
+    spans = [s for f in ckpt.files for s in ckpt.spans_for(f) if s.tensor]
+    for name in ("w", "w#2"):
+        own = [s for s in spans if s.tensor == name]
+        assert {s.kind for s in own} >= {"tensor_info", "tensor_data"}
+        layer_at = xml.index('id="1"' if name == "w" else 'id="2"')
+        info = next(s for s in own if s.kind == "tensor_info")
+        assert info.offset < layer_at < info.end, (name, info)
+
+
+def test_the_net_is_kept_as_a_structure_record(irs):
+    """Every layer with its bytes and its inputs by edge ("layer id:port"), the Parameters as
+    inputs, the Results as outputs, the edges: from the one parse."""
+    xml = irs["fp32"]
+    ckpt = mx.open(str(xml))
+    g = ckpt.structures[str(xml)]
+    assert g.format == "openvino" and g.file == str(xml)
+    raw = xml.read_bytes()
+    assert len(g.nodes) == raw.count(b"<layer ") and len(g.edges) == raw.count(b"<edge ")
+    for n in g.nodes:
+        assert raw[n.at:n.at + 7] == b"<layer " and f'type="{n.op_type}"'.encode() in raw[n.at:n.at + n.length]
+    ids = {n.name: raw[n.at:n.at + n.length].split(b'id="')[1].split(b'"')[0].decode() for n in g.nodes}
+    fed = {f"{e.src}:{e.src_port}" for e in g.edges}
+    assert all(i in fed for n in g.nodes for i in n.inputs)
+    assert [v.dtype for v in g.inputs] == ["f32"] and g.inputs[0].shape == ("?", "?")  # dynamic sizes
+    assert len(g.outputs) == 1 and any(n.op_type == "Result" for n in g.nodes)
+    assert all(ids[n.name] for n in g.nodes)

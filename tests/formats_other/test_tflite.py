@@ -210,3 +210,18 @@ def test_real_models_a_package_ships_equal_the_interpreter(path):
         np.testing.assert_array_equal(ckpt.read(name).reshape(want.shape), want.astype(np.float32 if want.dtype.kind == "f" else want.dtype))
         compared += 1
     assert compared > 50
+
+
+def test_the_operators_are_kept_as_a_structure_record(model):
+    """Each operator with its subgraph, its bytes, every input and output by tensor name ("" for
+    an optional input left out); the main subgraph's inputs and outputs."""
+    ckpt = mx.open(str(model))
+    g = ckpt.structures[str(model)]
+    assert g.format == "tflite" and g.complete
+    (op,) = g.nodes
+    w = next(iter(ckpt.tensors))
+    assert (op.op_type, op.inputs, op.outputs, op.graph) == ("FullyConnected", ["input", w, ""], ["output"],
+                                                            "subgraph 0 (main)")
+    assert op.at > 0 and op.length > 0 and op.at + op.length <= model.stat().st_size
+    assert [v.name for v in g.inputs] == ["input"] and [v.name for v in g.outputs] == ["output"]
+    assert g.inputs[0].dtype == "F32"

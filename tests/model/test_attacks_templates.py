@@ -200,3 +200,19 @@ def test_a_hostile_template_costs_the_audit_linear_time():
 
     (big,) = audit_template("{# " + "x" * MAX_PARSED + " #}{{ cycler.__init__.__globals__ }}")
     assert big.code == "chat_template_escape" and "too long to parse" in big.message
+
+
+def test_a_template_that_parses_but_nests_too_deep_is_not_called_unparsed(monkeypatch):
+    """A RecursionError in the audit, after the parse: the hits found before it stay, in order,
+    and the escape names are looked for with why the audit stopped, not "does not parse"."""
+    from model_explorer.model import template_audit
+
+    def deep(self):
+        self.hits.append(template_audit.TemplateHit("chat_template_include", 30, 40, "late"))
+        raise RecursionError
+
+    monkeypatch.setattr(template_audit.Audit, "run", deep)
+    hits = audit_template("\u202e{{ x.__globals__ }}" + CHATML)
+    assert [h.start for h in hits] == sorted(h.start for h in hits)
+    escape = next(h for h in hits if h.code == "chat_template_escape")
+    assert "does not parse" not in escape.message and "too deep" in escape.message

@@ -250,16 +250,16 @@ def test_configuration_values_read_as_words_not_reprs():
 
 def _held_points(monkeypatch) -> list[int]:
     """How many of a's activations are held each time b compares one."""
-    from model_explorer.runs import compare_runs as cr
+    from model_explorer.runs import pairing
 
     held: list[int] = []
-    original = cr._Compare.__call__
+    original = pairing.Pairing.__call__
 
     def counting(self, layer, module, x):
         held.append(len(self.ref))
         return original(self, layer, module, x)
 
-    monkeypatch.setattr(cr._Compare, "__call__", counting)
+    monkeypatch.setattr(pairing.Pairing, "__call__", counting)
     return held
 
 
@@ -301,3 +301,66 @@ def test_a_lock_step_run_stops_when_asked(base):
 
     with pytest.raises(RunStopped):
         mx.compare_runs(base.folder, base.folder, prompt=TEXT, progress=lambda label, done, total: done < 2)
+
+
+def test_points_without_a_partner_are_reported_not_dropped():
+    """A point only one run records, or whose shapes differ, is listed as unpaired, not a NaN
+    row the verdict skips."""
+    from model_explorer.runs.pairing import Pairing
+
+    p = Pairing()
+    p.keep(None, "embed", np.ones((2, 4), np.float32))
+    p.keep(0, "k", np.ones((2, 4), np.float32))
+    p.keep(0, "only_a", np.ones(3, np.float32))
+    p(None, "embed", np.ones((2, 4), np.float32))
+    p(0, "q", np.ones((2, 4), np.float32))
+    p(0, "k", np.ones((2, 5), np.float32))
+    p.finish()
+    assert [(r["layer"], r["module"]) for r in p.rows] == [(None, "embed")]
+    assert {(u["layer"], u["module"]): u["why"] for u in p.unpaired} == {
+        (0, "q"): "only b records it", (0, "k"): "shapes differ: a [2, 4], b [2, 5]",
+        (0, "only_a"): "only a records it"}
+
+
+class _OneCall:
+    """A side that runs its whole pass inside its first step, as llama.cpp's eval callback
+    fires inside one decode call."""
+
+    per_layer = False
+
+    def __init__(self, side) -> None:
+        self.side = side
+
+    def __getattr__(self, name):
+        return getattr(self.side, name)
+
+    def steps(self, ids, recorder, progress=None, label=""):
+        from model_explorer.runtime.decoder import drain
+
+        logits = drain(self.side.steps(ids, recorder, progress, label))
+        yield self.side.num_layers - 1
+        return logits
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_a_side_that_cannot_yield_per_layer_leads_holding_one_layer_of_the_other(base, monkeypatch, which):
+    from model_explorer.runs.pairing import together
+    from model_explorer.runs.side import open_side
+    from model_explorer.runtime.decoder import LAYER_MODULES
+
+    folder = base.copy("one_call_swapped", _swapped(base))
+    d = mx.compare_runs(base.folder, folder, prompt=TEXT)
+    a, b = open_side(base.folder), open_side(folder)
+    a, b = (_OneCall(a), b) if which == "a" else (a, _OneCall(b))
+    held = _held_points(monkeypatch)
+    try:
+        cmp, logits_a, logits_b = together(a, b, d.ids, progress=False)
+    finally:
+        a.close()
+        b.close()
+    assert max(held) <= len(LAYER_MODULES) + 1
+    assert not cmp.unpaired
+    keys = ("layer", "module", "cosine", "rel_l2", "max_abs")
+    assert [{k: r[k] for k in keys} for r in cmp.rows] == [{k: r[k] for k in keys} for r in d.rows]
+    assert np.array_equal(logits_a, d.logits_a) and np.array_equal(logits_b, d.logits_b)
+    assert d.unpaired == [] and "not compared" not in d.summary()

@@ -96,8 +96,20 @@ def test_ids_and_loaded_models_are_traced_too(base, traced):
     model = mx.load_model(base.folder, device="cpu")
     t = mx.trace(model, ids=traced.ids)
     assert [s.norm for s in t.stats] == [s.norm for s in traced.stats]
-    assert model.decoder.recorder is None  # the recorder is taken off again
+    assert not hasattr(model.decoder, "recorder")  # handed to each pass, never left on the decoder
     with pytest.raises(ValueError, match="either prompt= or ids="):
         mx.trace(model, prompt="x", ids=[1, 2])
     with pytest.raises(ValueError, match="outside the vocabulary"):
         mx.trace(model, ids=[10**6])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stored_nan_is_blamed_on_its_weight_streamed_or_not(base, stream):
+    """A NaN stored in layer 2's up projection: the trace names that weight, not the module's
+    main weight (down), whether its matrices are held or read block by block from the file."""
+    w = base.weight(2, "mlp.up_proj").copy()
+    w[5, 7] = np.nan
+    folder = base.copy("nan_up", {"model.layers.2.mlp.up_proj.weight": w})
+    t = mx.trace(folder, prompt=TEXT, stream=stream, progress=False)
+    first = t.first_nonfinite
+    assert (first["layer"], first["module"], first["tensor"]) == (2, "ffn_out", "model.layers.2.mlp.up_proj.weight")

@@ -105,6 +105,43 @@ def test_the_plan_streams_when_only_that_fits_and_refuses_with_the_figures(sampl
         assert words in refused.text
 
 
+def _strided_llama(folder) -> str:
+    """A tiny Llama saved by torch.save with every q projection a transposed view (strides
+    [1, n] in the pickle): its rows are not rows of the file, so a streamed pass decodes it whole."""
+    import os
+
+    import torch
+    from conftest import random_state, tiny_config, write_hf_dir
+
+    cfg = tiny_config("llama")
+    state = random_state(cfg, seed=1)
+    write_hf_dir(str(folder), cfg, state)
+    os.remove(folder / "model.safetensors")
+    tensors = {k: torch.from_numpy(np.ascontiguousarray(v.T)).T if k.endswith("q_proj.weight")
+               else torch.from_numpy(v) for k, v in state.items()}
+    torch.save(tensors, folder / "pytorch_model.bin")
+    return str(folder)
+
+
+def test_the_plan_counts_whole_what_the_stream_decodes_whole(tmp_path, monkeypatch):
+    """The memory plan reads the decision the streamed weights build their matrices from: a
+    layer whose q projection is strided in the file is decoded whole, and counted whole."""
+    pytest.importorskip("torch")
+    from model_explorer.runtime import streamed
+
+    monkeypatch.setattr(memory_budget, "BLOCK_BYTES", 1024)  # so a whole layer outweighs the blocks
+    folder = _strided_llama(tmp_path / "strided")
+    model = load_model(folder, device="cpu", stream=True)
+    ckpt, cfg = model.weights.ckpt, model.config
+    for i in range(cfg.num_layers):
+        layer = model.weights.layer(i)
+        by_blocks = all(isinstance(layer[p], StreamedMatrix) for p in ("qkv", "o", "gate_up", "down"))
+        assert not by_blocks and isinstance(layer["o"], StreamedMatrix)
+        assert streamed.streams_by_blocks(ckpt, cfg, i) is by_blocks
+    assert memory_budget.needs(ckpt, 8, cfg) == memory_budget.needs(ckpt, 8)  # every layer counted whole
+    model.close()
+
+
 def test_load_model_refuses_before_loading_when_nothing_fits(sample, monkeypatch):
     monkeypatch.setenv("MODEL_EXPLORER_MEMORY_AVAILABLE", "64MiB")
     with pytest.raises(WontFit) as e:

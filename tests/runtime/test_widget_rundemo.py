@@ -192,7 +192,7 @@ def test_before_generate_the_run_tab_says_the_engine_and_its_memory(tiny_gguf, t
 def test_cpu_says_when_auto_would_run_llamacpp(tiny_gguf, monkeypatch):
     from model_explorer.runtime import api
 
-    monkeypatch.setattr(api, "_wants_llamacpp", lambda path, device, backend, keep: device == "auto")
+    monkeypatch.setattr(api, "wants_llamacpp", lambda path, device, backend, keep: device == "auto")
     auto = api.engine_plan(tiny_gguf, "auto", context=64)
     assert auto.startswith("llama.cpp:") and "the mapped file" in auto and "KV cache" in auto
     assert "compute buffers about" in auto and "(f16, 64 tokens)" in auto

@@ -48,10 +48,11 @@ def read_window(win: Window, result: FileResult) -> None:
     chunked: list[TensorInfo] = []
     for node in walker.nodes:
         if node.dataset:
-            info = _tensor(node, names.get(node.path, node.path), win, result)
+            # the name is settled before the spans and findings are tagged with it: a Keras
+            # name another dataset's path already took falls back to this dataset's own path
+            name = names.get(node.path, node.path)
+            info = _tensor(node, node.path if name in result.tensors else name, win, result)
             if info is not None:
-                if info.name in result.tensors:
-                    info.name = node.path
                 result.tensors[info.name] = info
                 if info.quant is not None:
                     chunked.append(info)

@@ -23,6 +23,7 @@ dequantized: `onnx_quant_unresolved` says so and the codes stay as the integers 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import MutableMapping
 
 from ...records import TensorInfo
 from .quant import MS_DOMAIN, _attach, _get, _mismatch, _taken
@@ -38,7 +39,7 @@ OPS = {
 }
 
 
-def group_quant_ops(tensors: dict, rec, rep) -> None:
+def group_quant_ops(tensors: MutableMapping, rec, rep) -> None:
     """Group each stored integer weight of a quantized op with its scale and zero point."""
     spec = OPS.get(rec.op_type)
     if spec is None or rec.domain not in spec[1]:

@@ -11,13 +11,13 @@ grouped with their scales (quant.py) and an export compared with its source (che
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 
 from ...hexview import END_KIND
 from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
 from ..graph_roles import assign_roles
 from ..result import FileResult
+from ..structure import GraphStructure, GraphValue, OpRecord
 from .external import ExternalFiles, external_info
 from .quant import group_quantized
 from .quant_ops import group_quant_ops
@@ -31,23 +31,8 @@ MAX_FIELDS = 5_000_000     # fields walked in all: a file of millions of empty f
 MAX_LABELLED_NODES = 100_000
 MAX_DETAILED_NODES = 20_000  # nodes whose inputs, outputs and attributes are labelled too
 MAX_TENSORS = 300_000
-MAX_NODE_NAMES = 4096      # inputs or outputs kept per node
 PACKED_INTS = ("I4", "U4", "I2", "U2")  # decoded by tensors/schemes/onnx_quant.py
 MAX_INTS = 64              # values kept of a repeated int attribute
-
-
-@dataclass
-class NodeRecord:
-    """What the grouping and the diff need of one node."""
-
-    op_type: str
-    domain: str
-    inputs: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    attrs: dict[str, object] = field(default_factory=dict)
-    name: str = ""
-    at: int = 0
-    length: int = 0
 
 
 class _Budget(Exception):
@@ -60,7 +45,7 @@ class _Walk:
         self.rep = Report(source.name)
         self.result = FileResult(source.name, source.size, self.rep)
         self.files = ExternalFiles(source.name)
-        self.nodes: list[NodeRecord] = []
+        self.nodes: list[OpRecord] = []  # every node of every graph, in file order
         self.io: dict[str, list[dict]] = {"inputs": [], "outputs": []}  # the main graph's
         self.fields = 0
         self.labelled = 0
@@ -196,7 +181,7 @@ class _Walk:
 
     def node(self, f: Field, path: str, index: int, depth: int) -> None:
         data = self.data
-        rec = NodeRecord("", "", at=f.tag_at, length=f.end - f.tag_at)
+        rec = OpRecord("", "", at=f.tag_at, length=f.end - f.tag_at, graph=path)
         subgraphs: list[tuple[str, int, int, int]] = []
         value: tuple[int, int] | None = None
         detail = self.labelled < MAX_DETAILED_NODES
@@ -204,11 +189,12 @@ class _Walk:
         for g in self.each(f.at, f.end, f"{path} > node {index}"):
             if g.wire != LEN:
                 continue
-            if g.number == Node.INPUT and len(rec.inputs) < MAX_NODE_NAMES:
+            # every input and output is kept: the walk's field budget bounds them all
+            if g.number == Node.INPUT:
                 rec.inputs.append(text(data, g))
                 if detail:
                     parts.append((g, "value", f"input {len(rec.inputs) - 1}", rec.inputs[-1]))
-            elif g.number == Node.OUTPUT and len(rec.outputs) < MAX_NODE_NAMES:
+            elif g.number == Node.OUTPUT:
                 rec.outputs.append(text(data, g))
                 if detail:
                     parts.append((g, "value", f"output {len(rec.outputs) - 1}", rec.outputs[-1]))
@@ -245,7 +231,7 @@ class _Walk:
             self.rep.span(gtag, gat - gtag, "length", f"{here} > {name}", f"{gend - gat:,} bytes")
             self.graph(gat, gend, f"{here} > {name}", depth + 1)
 
-    def attribute(self, f: Field, rec: NodeRecord, subgraphs: list, where: str):
+    def attribute(self, f: Field, rec: OpRecord, subgraphs: list, where: str):
         """Keep the attribute's number(s) in rec.attrs; queue its graphs; return where its
         tensor is (a Constant's value, else None) and the attribute's name."""
         data = self.data
@@ -293,7 +279,7 @@ class _Walk:
                 rep.warning("onnx_duplicate_name", f"{path} names {name!r} again (first at byte "
                             f"{first.extra['info_span'][0]}); runtimes keep one of them.",
                             at, end - at, name)
-            renamed, name = name, f"{name} ({path})"
+            renamed, name = name, _unused(tensors, f"{name} ({path})")
         else:
             renamed = None
         if len(tensors) >= MAX_TENSORS:
@@ -352,6 +338,10 @@ def read_onnx(source) -> FileResult:
     group_quantized(result, w.nodes)
     assign_roles(result.tensors, ((r.op_type, r.inputs, r.outputs) for r in w.nodes))
     result.details["onnx"] = _summary(w)
+    result.structure = GraphStructure(
+        "onnx", source.name, w.nodes,
+        [_value(v) for v in result.details["onnx"]["inputs"]], [_value(v) for v in w.io["outputs"]],
+        complete=not any(f.code == "onnx_too_many_fields" for f in w.rep.findings))
     found = w.files.found()
     if found:
         result.details["external_files"] = found
@@ -375,6 +365,23 @@ def _summary(w: _Walk) -> dict:
     inputs = [v for v in w.io["inputs"] if v["name"] not in tensors]
     return {"ops": ops, "nodes": len(w.nodes), "graphs": w.graphs, "users": users,
             "inputs": inputs, "outputs": w.io["outputs"]}
+
+
+def _value(v: dict) -> GraphValue:
+    shape = v.get("shape")
+    return GraphValue(v.get("name", ""), v.get("dtype"), None if shape is None else tuple(shape),
+                      v.get("offset"), v.get("length"))
+
+
+def _unused(tensors, name: str) -> str:
+    """`name`, or `name #2`, `name #3`...: the first one no tensor has yet (a third initializer
+    of the same name in the same graph must not overwrite the second)."""
+    if name not in tensors:
+        return name
+    n = 2
+    while f"{name} #{n}" in tensors:
+        n += 1
+    return f"{name} #{n}"
 
 
 def _flag(value: object) -> int:

@@ -20,6 +20,7 @@ from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
 from .. import MAX_RANK
 from ..result import FileResult
+from ..structure import GraphEdge, GraphStructure, GraphValue, OpRecord
 from .xmlwalk import Layer, Net, Refused, element_end, walk
 
 ELEMENT_TYPES = {"f32": ("F32", 32), "f16": ("F16", 16), "bf16": ("BF16", 16), "f64": ("F64", 64),
@@ -62,6 +63,7 @@ def read_openvino(source) -> FileResult:
         rep.error("openvino_duplicate_layer", f"Two layers have id {layer_id!r}; edges to it are "
                   "ambiguous, the second is used.", at, 6)
     _graph_spans(net, source, rep)
+    result.structure = _structure(net, source.name)
     consts = [layer for layer in net.layers.values() if layer.type == "Const"]
     result.details.update(layers=len(net.layers), consts=len(consts), edges=len(net.edges))
     bin_src = _open_bin(source, rep) if consts else None
@@ -69,11 +71,14 @@ def read_openvino(source) -> FileResult:
         return result
     result.companions.append(bin_src)
     infos: dict[str, TensorInfo] = {}  # Const layer id -> its tensor
+    names: set[str] = set()
     for layer in consts:
-        info = _const_tensor(layer, source, bin_src, rep)
+        # the name is settled before the spans are tagged with it (a second `w` is `w#<id>`)
+        name = layer.name or f"const_{layer.id}"
+        name = f"{name}#{layer.id}" if name in names else name
+        names.add(name)
+        info = _const_tensor(layer, name, source, bin_src, rep)
         if info is not None:
-            if info.name in result.tensors:
-                info.name = f"{info.name}#{layer.id}"
             result.tensors[info.name] = infos[layer.id] = info
     graph = _Graph(net, infos)
     for layer in consts:
@@ -97,6 +102,37 @@ def _graph_spans(net: Net, xml, rep: Report) -> None:
     for src, sport, dst, dport, at in net.edges:
         rep.span(at, element_end(xml, at) - at, "edge", f"edge {src}:{sport} > {dst}:{dport}",
                  f"layer {src} port {sport} to layer {dst} port {dport}")
+
+
+def _structure(net: Net, xml_name: str) -> GraphStructure:
+    """The net's layers as operators ("layer id:port" names their values), Parameters as its
+    inputs, Results as its outputs, and the edges, all with their bytes in the XML."""
+    feeds: dict[str, dict[str, str]] = {}
+    made: dict[str, list[str]] = {}
+    for src, sport, dst, dport, _at in net.edges:
+        feeds.setdefault(dst, {})[dport] = f"{src}:{sport}"
+        made.setdefault(src, [])
+        if f"{src}:{sport}" not in made[src]:
+            made[src].append(f"{src}:{sport}")
+    nodes = [OpRecord(layer.type, "", [v for _, v in sorted(feeds.get(layer.id, {}).items(), key=_port)],
+                      made.get(layer.id, []), dict(layer.data), layer.name, layer.start,
+                      max(0, layer.end - layer.start), "net") for layer in net.layers.values()]
+
+    def value(layer: Layer) -> GraphValue:
+        text = layer.data.get("shape")
+        shape = None if text is None else tuple(int(d) if d.strip().isdigit() else d.strip()
+                                                for d in text.split(",") if d.strip())[:MAX_RANK]
+        return GraphValue(layer.name, layer.data.get("element_type"), shape, layer.start,
+                          max(0, layer.end - layer.start))
+
+    return GraphStructure("openvino", xml_name, nodes,
+                          [value(x) for x in net.layers.values() if x.type == "Parameter"],
+                          [value(x) for x in net.layers.values() if x.type == "Result"],
+                          [GraphEdge(*e) for e in net.edges])
+
+
+def _port(item: tuple[str, str]) -> tuple[int, str]:
+    return (int(item[0]), "") if item[0].isdigit() else (1 << 30, item[0])
 
 
 def _line_col_offset(source, line: int, col: int) -> int:
@@ -141,8 +177,7 @@ def _shape(text: str) -> tuple[int, ...] | None:
     return dims if len(dims) <= MAX_RANK and all(d >= 0 for d in dims) else None
 
 
-def _const_tensor(layer: Layer, xml, bin_src, rep: Report) -> TensorInfo | None:
-    name = layer.name or f"const_{layer.id}"
+def _const_tensor(layer: Layer, name: str, xml, bin_src, rep: Report) -> TensorInfo | None:
     at = layer.data_at if layer.data_at is not None else layer.start
     data_len = element_end(xml, at) - at
     rep.span(layer.start, max(layer.end, at + data_len) - layer.start, "tensor_info",

@@ -6,10 +6,10 @@ builtin operator named as ONNX names it where formats/graph_roles.py needs it.
 
 from __future__ import annotations
 
+from ..structure import OpRecord
 from .flatbuf import Table, Vector
 
 MAX_OPERATORS = 200_000  # read per subgraph
-MAX_OPERANDS = 4096  # inputs or outputs kept per operator
 # builtin code (schema.fbs BuiltinOperator) -> the name graph_roles uses
 BUILTIN_NAMES = {
     0: "Add", 1: "AveragePool", 14: "Sigmoid", 17: "MaxPool", 19: "Relu", 21: "Relu6",
@@ -28,10 +28,10 @@ def op_name(code) -> str:
     return BUILTIN_NAMES.get(code, f"builtin {code}")
 
 
-def operators(ops: Vector | None, codes: list, names: dict[int, str]) -> list[tuple[str, list[str], list[str]]]:
-    """(op, input names, output names) per operator; a tensor index is named by `names` (the
-    listed and the activation tensors), "" when left out or unknown."""
-    out: list[tuple[str, list[str], list[str]]] = []
+def operators(ops: Vector | None, codes: list, names: dict[int, str], graph: str = "") -> list[OpRecord]:
+    """The operators of one subgraph, each with every input and output named by `names` (the
+    listed and the activation tensors; "" when left out or unknown) and its bytes."""
+    out: list[OpRecord] = []
     if ops is None:
         return out
     for k in range(min(ops.length, MAX_OPERATORS)):
@@ -39,7 +39,8 @@ def operators(ops: Vector | None, codes: list, names: dict[int, str]) -> list[tu
         index = t.scalar(0, "I", what="opcode index")
         code = codes[index] if index < len(codes) else None
         ins, outs = t.vector(1, 4, "operator inputs"), t.vector(2, 4, "operator outputs")
-        out.append((op_name(code) if code is not None else f"opcode {index}",
-                    [names.get(i, "") for i in (ins.numbers("i", MAX_OPERANDS) if ins else ())],
-                    [names.get(i, "") for i in (outs.numbers("i", MAX_OPERANDS) if outs else ())]))
+        out.append(OpRecord(op_name(code) if code is not None else f"opcode {index}", "",
+                            [names.get(i, "") for i in (ins.numbers("i") if ins else ())],
+                            [names.get(i, "") for i in (outs.numbers("i") if outs else ())],
+                            name=f"operator {k}", at=t.pos, length=t.inline_size, graph=graph))
     return out

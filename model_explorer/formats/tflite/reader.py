@@ -21,6 +21,7 @@ from ...spans import Report, short_repr
 from .. import MAX_RANK
 from ..graph_roles import assign_roles
 from ..result import FileResult
+from ..structure import GraphStructure, GraphValue
 from .flatbuf import Buffer, Malformed, Table, Vector
 from .operators import operators
 
@@ -72,6 +73,7 @@ class _Walk:
         self.names: dict[int, str] = {}  # tensor index -> name, in the subgraph being read
         self.io_wanted: set[int] = set()  # indices of the main subgraph's inputs and outputs
         self.io_found: dict[int, dict] = {}
+        self.structure = result.structure = GraphStructure("tflite", result.file)
 
     def guarded(self, what: str, fn, *args) -> None:
         """One part of the model; a malformed part is a finding and the walk goes on."""
@@ -153,7 +155,7 @@ class _Walk:
         io = {k: _indices(sg.vector(n, 4, f"subgraph {k}")) for k, n in (("inputs", 1), ("outputs", 2))} \
             if g == 0 else {}
         self.io_wanted = {i for v in io.values() for i in v}
-        self.io_found: dict[int, dict] = {}
+        self.io_found = {}
         for i in range(tensors.length):
             if self.listed >= MAX_TENSORS:
                 self.rep.error("tflite_too_many_tensors", f"{label} lists {tensors.length} tensors; "
@@ -165,19 +167,24 @@ class _Walk:
                 self.rep.error("tflite_malformed", f"{e} (tensor {i} of {label} skipped)", e.offset, e.length)
         self.result.details.setdefault("activations", 0)
         self.result.details["activations"] += activations
-        self.guarded(f"operators of {label}", self.operators, ops)
+        self.guarded(f"operators of {label}", self.operators, ops, label)
         for key, indices in io.items():  # the model's inputs and outputs (the overview's)
             self.result.details[key] = [self.io_found[i] for i in indices if i in self.io_found]
+            getattr(self.structure, key).extend(_value(v) for v in self.result.details[key])
 
-    def operators(self, ops: Vector | None) -> None:
+    def operators(self, ops: Vector | None, label: str) -> None:
         """Each stored tensor's role from the operators that take it (formats/graph_roles.py),
-        and the operator counts (details["ops"])."""
-        nodes = operators(ops, self.result.details.get("operator_codes", []), self.names)
+        the operator counts (details["ops"]), and the operators kept (result.structure)."""
+        nodes = operators(ops, self.result.details.get("operator_codes", []), self.names, label)
+        self.structure.nodes.extend(nodes)
+        if ops is not None and ops.length > len(nodes):
+            self.structure.complete = False
         counts = self.result.details.setdefault("ops", {})
-        for op, _, _ in nodes:
-            counts[op] = counts.get(op, 0) + 1
+        for n in nodes:
+            counts[n.op_type] = counts.get(n.op_type, 0) + 1
         tensors = self.result.tensors
-        assign_roles({n: tensors[n] for n in self.names.values() if n in tensors}, nodes)
+        assign_roles({n: tensors[n] for n in self.names.values() if n in tensors},
+                     ((n.op_type, n.inputs, n.outputs) for n in nodes))
 
     def tensor(self, t: Table, g: int, i: int, label: str) -> bool:
         """One tensor; True when it owns bytes (and is listed)."""
@@ -297,6 +304,10 @@ class _Walk:
             info.quant = Quant(codec="affine", label=f"TFLITE_{info.dtype}", refusal=problem)
             return
         info.quant = _quant_record(info, scale, zero, qdim)
+
+
+def _value(v: dict) -> GraphValue:
+    return GraphValue(v["name"], v["dtype"], tuple(v["shape"]), v["offset"], v["length"])
 
 
 def _indices(v: Vector | None) -> tuple:

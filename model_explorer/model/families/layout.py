@@ -89,7 +89,7 @@ def layout(fam: Family, hp: Any, config: dict, max_layers: int) -> dict[str, tup
         ctx = _int(hp.get("context"))
         if ctx is None:
             return None
-        out["transformer.wpe.weight"] = (ctx, h)
+        out[fam.part_names["pos_embed"]] = (ctx, h)
 
     def norm(name: str, width: int = h) -> None:
         out[name + ".weight"] = (width,)
@@ -108,8 +108,8 @@ def layout(fam: Family, hp: Any, config: dict, max_layers: int) -> dict[str, tup
     for i in range(min(n_layers, max_layers)):
         p = f"{fam.blocks}{i}."
         if fam.attention == "conv1d":
-            norm(p + "ln_1")
-            norm(p + "ln_2")
+            norm(_own(fam, "attn_norm", i))
+            norm(_own(fam, "ffn_norm", i))
         elif fam.norms != "post":
             norm(p + "input_layernorm")
         if fam.attention != "conv1d":
@@ -118,26 +118,32 @@ def layout(fam: Family, hp: Any, config: dict, max_layers: int) -> dict[str, tup
             norm(p + "pre_feedforward_layernorm")
         if fam.norms in ("sandwich", "post"):
             norm(p + "post_feedforward_layernorm")
-        if not _attention(out, fam, config, p, h, heads, hd, q, kv, qkv_bias, o_bias, linear, norm, hp):
+        if not _attention(out, fam, i, h, heads, hd, q, kv, qkv_bias, o_bias, linear, hp):
             return None
         if fam.sinks:
             out[p + "self_attn.sinks"] = (heads,)
-        if not _feed_forward(out, fam, config, p, h, f, i in moe, mlp_bias, linear, hp):
+        if not _feed_forward(out, fam, config, i, h, f, i in moe, mlp_bias, linear, hp):
             return None
     norm(fam.final_norm)
     out[fam.head] = (vocab, h)
     return out
 
 
-def _attention(out, fam, config, p, h, heads, hd, q, kv, qkv_bias, o_bias, linear, norm, hp) -> bool:
-    a = p + "self_attn."
+def _own(fam: Family, part: str, i: int) -> str:
+    """The family's own name of a layer part (its row's part_names), without ".weight"."""
+    return fam.part_names[part].format(i=i).removesuffix(".weight")
+
+
+def _attention(out, fam, i, h, heads, hd, q, kv, qkv_bias, o_bias, linear, hp) -> bool:
+    a = f"{fam.blocks}{i}.self_attn."
     if fam.attention == "conv1d":  # [in, out]
-        out[p + "attn.c_attn.weight"], out[p + "attn.c_attn.bias"] = (h, 3 * h), (3 * h,)
-        out[p + "attn.c_proj.weight"], out[p + "attn.c_proj.bias"] = (h, h), (h,)
+        qkv, o = _own(fam, "qkv", i), _own(fam, "o", i)
+        out[qkv + ".weight"], out[qkv + ".bias"] = (h, 3 * h), (3 * h,)
+        out[o + ".weight"], out[o + ".bias"] = (h, h), (h,)
         return True
     if fam.attention == "per_head":
-        linear(p + "attention.query_key_value", 3 * h, h, qkv_bias)
-        linear(p + "attention.dense", h, h, o_bias)
+        linear(_own(fam, "qkv", i), 3 * h, h, qkv_bias)
+        linear(_own(fam, "o", i), h, h, o_bias)
         return True
     if fam.attention == "mla":
         rank_q, rank_kv = _int(hp.get("q_lora_rank")), _int(hp.get("kv_lora_rank"))
@@ -146,14 +152,14 @@ def _attention(out, fam, config, p, h, heads, hd, q, kv, qkv_bias, o_bias, linea
         if not all((rank_kv, rope, nope, v)):
             return False
         if rank_q:
-            linear(a + "q_a_proj", rank_q, h, qkv_bias)
-            out[a + "q_a_layernorm.weight"] = (rank_q,)
-            linear(a + "q_b_proj", heads * (nope + rope), rank_q)
+            linear(_own(fam, "q_a", i), rank_q, h, qkv_bias)
+            out[fam.part_names["q_a_norm"].format(i=i)] = (rank_q,)
+            linear(_own(fam, "q_b", i), heads * (nope + rope), rank_q)
         else:
             linear(a + "q_proj", heads * (nope + rope), h)
-        linear(a + "kv_a_proj_with_mqa", rank_kv + rope, h, qkv_bias)
-        out[a + "kv_a_layernorm.weight"] = (rank_kv,)
-        linear(a + "kv_b_proj", heads * (nope + v), rank_kv)
+        linear(_own(fam, "kv_a", i), rank_kv + rope, h, qkv_bias)
+        out[fam.part_names["kv_a_norm"].format(i=i)] = (rank_kv,)
+        linear(_own(fam, "kv_b", i), heads * (nope + v), rank_kv)
         linear(a + "o_proj", h, heads * v, o_bias)
         return True
     if fam.attention == "fused":
@@ -169,15 +175,16 @@ def _attention(out, fam, config, p, h, heads, hd, q, kv, qkv_bias, o_bias, linea
     return True
 
 
-def _feed_forward(out, fam, config, p, h, f, is_moe, mlp_bias, linear, hp) -> bool:
-    m = p + "mlp."
+def _feed_forward(out, fam, config, i, h, f, is_moe, mlp_bias, linear, hp) -> bool:
+    m = f"{fam.blocks}{i}.mlp."
     if fam.mlp == "conv1d":  # [in, out]
-        out[m + "c_fc.weight"], out[m + "c_fc.bias"] = (h, f), (f,)
-        out[m + "c_proj.weight"], out[m + "c_proj.bias"] = (f, h), (h,)
+        up, down = _own(fam, "gate_up", i), _own(fam, "down", i)
+        out[up + ".weight"], out[up + ".bias"] = (h, f), (f,)
+        out[down + ".weight"], out[down + ".bias"] = (f, h), (h,)
         return True
     if fam.mlp == "plain":
-        linear(m + "dense_h_to_4h", f, h, True)
-        linear(m + "dense_4h_to_h", h, f, True)
+        linear(_own(fam, "gate_up", i), f, h, True)
+        linear(_own(fam, "down", i), h, f, True)
         return True
     if fam.mlp == "fused_gated":
         linear(m + "gate_up_proj", 2 * f, h)
@@ -187,7 +194,6 @@ def _feed_forward(out, fam, config, p, h, f, is_moe, mlp_bias, linear, hp) -> bo
     if fam.has_experts and is_moe:
         if n_exp is None:
             return False
-        i = int(p[len(fam.blocks):-1])
         ef = f if fam.expert_width_key == "intermediate_size" else _int(hp.get("moe_intermediate")) or f
         router, gate, up, down = fam.expert_names
         linear(router.format(i=i)[:-len(".weight")], n_exp, h, fam.mlp == "fused_experts")

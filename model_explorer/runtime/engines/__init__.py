@@ -1,5 +1,10 @@
-"""The engines a model runs on, and the choice between them: numpy (numpy_engine.py), torch
-(torch_engine.py) and llama.cpp (llamacpp.py, for GGUFs).
+"""The engines a model runs on, and the choice between them, made here only: numpy
+(numpy_engine.py), torch (torch_engine.py) and llama.cpp (llamacpp.py, for GGUFs).
+
+`wants_llamacpp` decides whether llama.cpp runs a file, `get_backend` which array backend our
+decoder runs on, `auto_weights` at what precision torch holds the layer matrices on CUDA;
+`is_engine` is the one way to ask whether a backend runs the forward pass itself (llama.cpp)
+or hands arrays to our decoder.
 
 The decoder (runtime/decoder.py) is written once against the numpy and torch engines' shared
 interface, so it runs on numpy (CPU, always available) or on torch (CUDA, MPS, or torch's CPU
@@ -14,6 +19,10 @@ import platform
 import re
 import sys
 
+from ..describe import decoder_refusal
+from ..weights import layer_bits_per_weight, layer_labels
+from . import llamacpp
+from . import torch_wquant as wquant
 from .numpy_engine import NumpyBackend
 from .torch_engine import TorchBackend
 
@@ -90,3 +99,39 @@ def get_backend(device: str = "auto", backend: str | None = None, weights: str =
         raise RuntimeError(f"torch is installed but sees no {device!r} device here; "
                            f"available: {', '.join(available_devices())}.")
     return TorchBackend(device, weights)
+
+
+def is_engine(backend) -> bool:
+    """Whether `backend` runs the whole forward pass itself (llama.cpp), so no weight, layer or
+    activation of ours exists; else it is an array backend our decoder runs on."""
+    return isinstance(backend, llamacpp.LlamaCppEngine)
+
+
+def wants_llamacpp(path: str, device: str, backend: str | None, keep_quantized: bool) -> bool:
+    """Whether llama.cpp runs `path`: asked for by name, or a GGUF on a CPU-only machine (the
+    faster engine there), or one whose architecture our decoder refuses."""
+    if backend == llamacpp.ENGINE:
+        if not llamacpp.installed():
+            raise RuntimeError(f"backend='llama.cpp' needs a llama.cpp binding ({llamacpp.missing()}).")
+        if keep_quantized or device not in ("auto", "cpu"):
+            raise ValueError("backend='llama.cpp' runs on the CPU and always keeps the weights "
+                             "quantized; leave device and keep_quantized at their defaults.")
+        return True
+    if not (backend is None and device == "auto" and not keep_quantized and llamacpp.installed()
+            and path.endswith(".gguf")):
+        return False
+    # the engine is chosen before the numpy decoder's reader can refuse the architecture
+    return available_devices() == ["cpu"] or decoder_refusal(path) is not None
+
+
+def auto_weights(be, ckpt, cfg):
+    """On CUDA, hold the layer matrices at the file's precision: torch's weight-only kernels for
+    4- and 8-bit files, bfloat16 for a bfloat16 file."""
+    if getattr(be, "name", None) != "torch" or be.device != "cuda":
+        return be
+    kind = wquant.kind_for_bits(layer_bits_per_weight(ckpt, cfg))
+    if kind == "int4" and not wquant.int4_supported(be.torch, be.device):
+        kind = "int8"
+    if kind == "float32" and layer_labels(ckpt, cfg) == {"BF16"}:
+        kind = "bfloat16"  # held as stored: half the bytes, the GPU's bfloat16 matmuls, no rounding
+    return be if kind == "float32" else TorchBackend(be.device, kind)
