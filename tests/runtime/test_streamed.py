@@ -111,7 +111,7 @@ def _strided_llama(folder) -> str:
     import os
 
     import torch
-    from conftest import random_state, tiny_config, write_hf_dir
+    from runtime.conftest import random_state, tiny_config, write_hf_dir  # tests/ is on the path
 
     cfg = tiny_config("llama")
     state = random_state(cfg, seed=1)
