@@ -425,6 +425,8 @@ CATALOG: dict[str, Code] = {
                                "Re-save the model with onnx.save_model(..., save_as_external_data=True, location='model.onnx_data')."),
     "onnx_external_bad": Code("error", "An external data entry's offset or length is not a decimal number."),
     "onnx_quant_unresolved": Code("warning", "A quantized operator's integer weight has a scale that is not a tensor stored in the file (the graph computes it): it cannot be dequantized, and its values are the integer codes, not the weights.", "Read the weight with the runtime that computes its scale, or export with constant (initializer) scales."),
+    "onnx_quant_bias_codes": Code("warning", "A QLinearConv bias is stored as int32 codes in units of x_scale * w_scale; its values are shown as those codes, not the bias.",
+                                  "Multiply the codes by the node's x_scale and w_scale (inputs 1 and 4) to read the bias."),
     "onnx_quant_mismatch": Code("error", "A DequantizeLinear, MatMulInteger or MatMulNBits node's weight, scales and zero points do not fit together; the weight is shown as stored codes.", _RE_EXPORT),
     # -- other weight formats: CTranslate2, legacy GGML, TFLite, OpenVINO IR (formats/ctranslate2.py, ggml_legacy.py, tflite/, openvino/) --
     "ct2_unsupported_version": Code("error", "A CTranslate2 model.bin has a binary version this reader does not know (it knows 1 to 6).", "Convert the model again with a current ctranslate2 converter."),

@@ -141,6 +141,27 @@ def test_qlinear_matmul_conv_and_qattention_weights(tmp_path):
     np.testing.assert_allclose(ckpt.read("qw"), _expect(qw, ref["qw_scale"], ref["qw_zp"], ()), rtol=1e-6)
 
 
+def test_a_qlinear_conv_int32_bias_is_said_to_be_codes(tmp_path):
+    """Its scale is x_scale * w_scale, which no codec here applies: the codes are shown as what
+    they are, with a finding, never as the bias."""
+    M, C = 2, 3
+    f = np.float32
+    bias = np.array([1000, -250], np.int32)
+    inits = [numpy_helper.from_array(_codes((M, C, 1, 1)), "w"), numpy_helper.from_array(f(0.05), "w_scale"),
+             numpy_helper.from_array(np.int8(0), "w_zp"), numpy_helper.from_array(f(0.1), "x_scale"),
+             numpy_helper.from_array(np.uint8(128), "x_zp"), numpy_helper.from_array(f(0.5), "y_scale"),
+             numpy_helper.from_array(np.uint8(0), "y_zp"), numpy_helper.from_array(bias, "bias")]
+    node = helper.make_node("QLinearConv", ["x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp",
+                                            "bias"], ["c"])
+    model = _model([node], inits, [value("x", TP.UINT8, [1, C, 2, 2])], [value("c", TP.UINT8, None)])
+    path = _save(tmp_path, model)
+    _run(path, {"x": _codes((1, C, 2, 2), np.uint8)})  # onnxruntime takes the op as built
+    ckpt = mx.open(path)
+    (found,) = [x for x in ckpt.findings if x.code == "onnx_quant_bias_codes"]
+    assert found.tensor == "bias" and "x_scale * w_scale" in found.message and found.fix
+    assert ckpt.read("bias").tolist() == bias.tolist()  # the codes, said to be codes
+
+
 def test_a_weight_whose_scale_is_computed_says_so(tmp_path):
     b = _codes((3, 2))
     inits = [numpy_helper.from_array(b, "B")]

@@ -44,6 +44,8 @@ def group_quant_ops(tensors: MutableMapping, rec, rep) -> None:
     spec = OPS.get(rec.op_type)
     if spec is None or rec.domain not in spec[1]:
         return
+    if rec.op_type == "QLinearConv":
+        _bias_codes(tensors, rec, rep)
     for w_at, s_at, z_at in spec[0]:
         w = _get(tensors, rec, w_at)
         if w is None or _taken(w) or w.dtype not in CODES or not w.shape:
@@ -112,3 +114,15 @@ def _unresolved(rep, rec, w: TensorInfo, scale: str) -> None:
                 f"scale {scale!r} is not a tensor stored in the file (the graph computes it, or "
                 "it is missing): it cannot be dequantized here, and its values are the integer "
                 "codes, not the weights.", rec.at, rec.length, w.name)
+
+
+def _bias_codes(tensors: MutableMapping, rec, rep) -> None:
+    """QLinearConv's bias (input 8) is int32 in units of x_scale * w_scale, a product this
+    reader's codecs do not apply: said, so the codes never pass for the bias itself."""
+    b = _get(tensors, rec, 8)
+    if b is None or _taken(b) or b.dtype != "I32":
+        return
+    rep.warning("onnx_quant_bias_codes", f"{b.name!r} ({b.dtype} {list(b.shape)}) is the bias of "
+                f"QLinearConv node {rec.name or rec.outputs[:1]!r}: int32 codes in units of "
+                "x_scale * w_scale (inputs 1 and 4). The values shown are those codes, not the "
+                "bias; multiply by both scales to read it.", rec.at, rec.length, b.name)
