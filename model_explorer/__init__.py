@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 # Heavier parts load on first use, so `import model_explorer` stays cheap for the CLI.
 _LAZY = {
     "diff": "model_explorer.opener",
+    "graph": "model_explorer.opener",
     "explore": "model_explorer.widgets",
     "Explorer": "model_explorer.widgets",
     "HexDump": "model_explorer.widgets",

@@ -222,6 +222,19 @@ def diff_text(table) -> str:
         return shown.to_string(index=False)
 
 
+def cmd_graph(args) -> int:
+    """The graph the file records: the grouped outline, or every operator with --nodes."""
+    import model_explorer as mx
+
+    ckpt = _open(args.source)
+    g = mx.graph(ckpt)
+    print(g.outline(args.depth))
+    if args.nodes:
+        cols = ["id", "op", "group", "parameters", "offset", "length"]
+        print(g.nodes[cols].to_string(index=False, max_rows=args.nodes))
+    return EXIT_OK
+
+
 def cmd_generate(args) -> int:
     from .cli_generate import run_generate
 
@@ -269,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("b")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_diff)
+
+    s = sub.add_parser("graph", help="the operators a graph file (ONNX, OpenVINO, TFLite) records, by group")
+    s.add_argument("source")
+    s.add_argument("--depth", type=int, default=2, help="group levels shown (default 2)")
+    s.add_argument("--nodes", type=int, default=0, metavar="N", help="also list the first N operators")
+    s.set_defaults(func=cmd_graph)
 
     s = sub.add_parser("generate", help="run the dequantize-and-generate demo")
     s.add_argument("source", nargs="?", default=None, help="default: the bundled SmolLM2 sample")

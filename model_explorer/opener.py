@@ -118,6 +118,15 @@ def card(source: Any):
         return make_card(ckpt)
 
 
+def graph(source: Any):
+    """The graph the files record (model/graph.py): `.nodes` and `.edges` as DataFrames, each
+    operator with the weights it reads and the bytes of its record; `.outline()` in words."""
+    from .model.graph import graph_of
+
+    with opened(source) as ckpt:
+        return graph_of(ckpt)
+
+
 def memory(source: Any, context: int | None = None, batch: int = 1, kv_dtype: str = "f16",
            fits: str | int | None = None):
     """Memory to run the model at `context` tokens (model/memory.py): weights as stored and as
