@@ -201,7 +201,8 @@ class ModelConfig:
                                  and self.expert_intermediate_size > 0):
             problems.append(f"{self.experts} experts with {self.experts_per_token} per token and "
                             f"expert width {self.expert_intermediate_size} cannot route")
-        if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0):
+        if self.rotary_dim is not None and not (  # (no head_dim when a file gives no heads)
+                self.head_dim and 0 < self.rotary_dim <= self.head_dim and self.rotary_dim % 2 == 0):
             problems.append(f"the rotary part of each head ({self.rotary_dim} of head_dim {self.head_dim}) "
                             "must be a positive even number of dimensions")
         if self.local_rope_theta is not None and not self.local_rope_theta > 0:
