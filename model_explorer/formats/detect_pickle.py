@@ -66,7 +66,7 @@ def _walk(head: bytes, size: int) -> PicklePrefix:
     marks: list[list[bool]] = []
     memo: dict[object, bool] = {}
     ops = imports = structure = 0
-    why, pos = "", 0
+    why, pos, first_import = "", 0, ""
     try:
         for op, arg, at in pickletools.genops(stream):
             name, pos = op.name, at or 0
@@ -84,6 +84,8 @@ def _walk(head: bytes, size: int) -> PicklePrefix:
                 break
             ops += 1
             imports += name in ("GLOBAL", "INST", "STACK_GLOBAL")
+            if name == "GLOBAL" and not first_import:
+                first_import = str(arg)
             structure += name in _STRUCTURE_OPS
             if ops >= _PICKLE_OPS_WALKED:
                 break
@@ -94,8 +96,19 @@ def _walk(head: bytes, size: int) -> PicklePrefix:
         if ops and stream.tell() >= len(head) and size > len(head):
             why = ""  # cut by the end of `head`, not by garbage
     ok = imports > 0 and ops >= 2 or structure > 0 and ops >= 2 and not why \
-        or ops >= _PICKLE_OPS_WALKED and structure > 0
+        or ops >= _PICKLE_OPS_WALKED and structure > 0 or _dangerous(first_import)
     return PicklePrefix(ok, ops, imports, False, pos, why)
+
+
+def _dangerous(dotted: str) -> bool:
+    """A GLOBAL whose name the import policy calls dangerous ("builtins eval"): alone before
+    garbage it is still what pickle.load imports first, and no text starts that way by chance
+    (one import is too little to tell a pickle from "cat\ndog\n" otherwise)."""
+    if not dotted:
+        return False
+    from .pytorch.policy import classify  # (the policy, only when a lone import asks)
+
+    return classify(*dotted.split(" ", 1))[0] == "error"
 
 
 def _stack_step(op, arg, stack: list[bool], marks: list[list[bool]], memo: dict) -> str:

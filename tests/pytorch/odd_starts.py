@@ -29,6 +29,8 @@ def odd_start_pickles(marker) -> dict[str, bytes]:
                                 b"\ntRX."),  # BINUNICODE with a length no file has
         "string_first": b"S'os'\nS'system'\n\x93S'" + cmd + b"'\n\x85R.",
         "mark_first": b"(cos\nsystem\nS'" + cmd + b"'\no.",
+        # fickling's spelling: STRING with no newline, so pickle.load imports eval, then fails
+        "global_then_unterminated_string": b"cbuiltins\neval\nS\"print('x')\"\x85R.",
         "builtins_import_bypass": (b"cbuiltins\n__import__\nS'os'\n\x85Rp0\n0cbuiltins\ngetattr\n"
                                    b"g0\nS'system'\n\x86Rp1\n0g1\nS'" + cmd + b"'\n\x85R."),
     }
