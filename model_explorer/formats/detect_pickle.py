@@ -50,8 +50,9 @@ def pickle_prefix(head: bytes, size: int) -> PicklePrefix:
 
     The opcodes are walked with a model of the stack, the mark stack and the memo (pickletools
     decodes them). A pickle is: a clean STOP (after structure, or ending a tiny file: "N." is
-    a pickle of None, "N.B." the start of a text); or a prefix that imports a dotted name (then
-    garbage after it changes nothing: `pickle.load` has imported it); or one that runs to the
+    a pickle of None, "N.B." the start of a text); or a prefix of two or more opcodes that
+    imports a dotted name (then garbage after it changes nothing: `pickle.load` has imported
+    it); or a lone first GLOBAL the import policy calls dangerous; or a prefix that runs to the
     end of `head` with structure, in a file that goes on. Text that starts with an opcode letter
     ("In this repo", "Version 2", "NOTICE") fails within its first lines: a line is not an
     integer, a stack runs empty, a MARK is missing."""
