@@ -259,7 +259,7 @@ export function createLayersView(ctx) {
     return h("div", { className: "me-layers-legend me-muted" },
       h("div", {}, h("span", { className: "me-layers-ramp", attrs: { "aria-hidden": "true" } }),
         h("span", { text: ` blue below, red above the role's median (${s.label}, ±4 at the ends); hatched: no value` })),
-      h("div", {}, ...Object.entries(GLYPHS).map(([k, g]) => h("span", { className: "me-layers-key", text: `${g} ${KIND_WORDS[k]}` }))));
+      h("div", { className: "me-layers-keys" }, ...Object.entries(GLYPHS).map(([k, g]) => h("span", { className: "me-layers-key", text: `${g} ${KIND_WORDS[k]}` }))));
   }
 
   async function pick(name) {
