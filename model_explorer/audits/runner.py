@@ -170,6 +170,7 @@ def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=N
     skipped: set[str] = set()
     bar = _Progress(len(models), sys.stderr.isatty() if progress is None else progress, client)
     keys: dict[str, list[str]] = {}  # task key -> the models it audits, to name the retried
+    started = time.time() - 1.0  # (the scheduler stamps its events with its own clock)
     opts["keys"] = keys
     try:
         _run(client, models, opts, rows, findings, skipped, bar, layer_stat, _on_result)
@@ -181,7 +182,7 @@ def audit(sources, out=None, sarif=None, html=None, deep: bool = False, client=N
             models += more
             _run(client, more, opts, rows, findings, skipped, bar, layer_stat, _on_result)
             read = files_read(models, rows, skipped, previous)
-        for src, n in retried(client, keys).items():
+        for src, n in retried(client, keys, started).items():
             if src in rows:
                 rows[src]["retries"] = n
     finally:
@@ -292,25 +293,25 @@ def _run(client, models, opts, rows, findings, skipped, bar, layer_stat, on_resu
         fut.release()
 
 
-def retried(client, keys: dict[str, list[str]]) -> dict[str, int]:
+def retried(client, keys: dict[str, list[str]], since: float) -> dict[str, int]:
     """source -> how many times a task auditing it was started again because its worker died
-    (the scheduler's remove-worker events list the tasks it was processing; Dask reschedules
-    them). Nothing on the in-process runner."""
+    (the scheduler's remove-worker events since `since` list the tasks it was processing; Dask
+    reschedules them). The scheduler logs each such event under the worker's topic and under
+    "all": only "all" is read. Nothing on the in-process runner."""
     get_events = getattr(client, "get_events", None)
     if get_events is None or not keys:
         return {}
     try:
-        events = get_events()
+        events = get_events("all")
     except Exception:  # noqa: BLE001 - a scheduler that cannot say: nothing is claimed
         return {}
     out: dict[str, int] = {}
-    for log in (events or {}).values():
-        for _, msg in log:
-            if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
-                continue
-            for key in msg.get("processing-tasks") or ():
-                for src in keys.get(key, ()):
-                    out[src] = out.get(src, 0) + 1
+    for stamp, msg in events or ():
+        if stamp < since or not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            continue  # (an earlier audit on this cluster used the same keys)
+        for key in msg.get("processing-tasks") or ():
+            for src in keys.get(key, ()):
+                out[src] = out.get(src, 0) + 1
     return out
 
 

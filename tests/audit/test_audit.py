@@ -182,7 +182,7 @@ def test_killed_worker_loses_nothing(tree, cluster, tmp_path):
     assert killed.is_set()
     assert len(models) == 12 and models["source"].is_unique and sorted(rows) == sorted(models["source"])
     assert (models["status"] == "ok").all()
-    assert models["retries"].sum() >= 1  # the killed worker's models, rescheduled by Dask
+    assert models["retries"].sum() >= 1 and models["retries"].max() == 1  # one kill: once each
     assert "retried after a worker died" in result.summary
     baseline = mx.audit(str(tree[0]), client=cluster, progress=False)
     assert models.drop(columns=VOLATILE).equals(baseline.models.drop(columns=VOLATILE))
@@ -208,3 +208,20 @@ def test_dask_gives_the_in_process_answer(cluster, tmp_path):
         # openvino_model.bin goes with its XML
         assert here.skipped.equals(there.skipped) and len(here.skipped) == 1
     assert len(here.models) == 21 and not marker.exists()
+
+
+def test_retries_count_this_audits_remove_worker_events_once():
+    """The scheduler logs a removed worker under its own topic and under "all": read once, and
+    only since this audit began (an earlier audit on the cluster used the same keys)."""
+    from model_explorer.audits.runner import retried
+
+    class Client:
+        def get_events(self, topic=None):
+            assert topic == "all"
+            return [(5.0, {"action": "remove-worker", "processing-tasks": {"audit-0-a"}}),
+                    (15.0, {"action": "remove-worker", "processing-tasks": {"audit-0-a", "deep-1-b"}}),
+                    (16.0, {"action": "add-worker"})]
+
+    keys = {"audit-0-a": ["m1", "m2"], "deep-1-b": ["m3"]}
+    assert retried(Client(), keys, since=10.0) == {"m1": 1, "m2": 1, "m3": 1}
+    assert retried(object(), keys, since=0.0) == {}  # the in-process runner has no events
