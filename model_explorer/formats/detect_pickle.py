@@ -25,9 +25,10 @@ _STRUCTURE_OPS = frozenset({
     "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "EMPTY_SET", "DICT", "LIST", "TUPLE", "TUPLE1",
     "TUPLE2", "TUPLE3", "FROZENSET", "APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS",
     "BUILD", "REDUCE", "NEWOBJ", "NEWOBJ_EX", "OBJ", "INST", "GLOBAL", "STACK_GLOBAL"})
-_STRING_OPS = frozenset({"UNICODE", "STRING", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8",
+# Opcodes that push a string / store the top of the stack in the memo (the VM reads these too).
+STRING_OPS = frozenset({"UNICODE", "STRING", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8",
                          "SHORT_BINSTRING", "BINSTRING"})
-_PUT_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+PUT_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
 _GET_OPS = frozenset({"GET", "BINGET", "LONG_BINGET"})
 _NAME = re.compile(r"[A-Za-z_][\w.]*")
 _GLOBAL_ARG = re.compile(r"[A-Za-z_][\w.]* [A-Za-z_][\w.]*")  # "module name", as genops gives it
@@ -115,7 +116,7 @@ def _dangerous(dotted: str) -> bool:
 def _stack_step(op, arg, stack: list[bool], marks: list[list[bool]], memo: dict) -> str:
     """Apply one opcode to the model, in place; what is wrong with it, or ""."""
     name = op.name
-    if name in _PUT_OPS or name == "MEMOIZE":
+    if name in PUT_OPS or name == "MEMOIZE":
         if not stack:
             return "stores an empty stack in the memo"
         memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
@@ -155,5 +156,5 @@ def _stack_step(op, arg, stack: list[bool], marks: list[list[bool]], memo: dict)
             marks.append(stack[:])
             stack.clear()
         else:
-            stack.append(name in _STRING_OPS and _NAME.fullmatch(str(arg)) is not None)
+            stack.append(name in STRING_OPS and _NAME.fullmatch(str(arg)) is not None)
     return ""

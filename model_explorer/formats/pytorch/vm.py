@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...spans import Report, Span, short_repr
+from ..detect_pickle import PUT_OPS, STRING_OPS
 from .frames import LoaderReading
 from .imports import ImportTracking
 from .opcodes import DISPATCH, NO_FRAME, Stop
@@ -33,9 +34,7 @@ from .values import Global, PickleRun, Unknown, op_value
 MAX_OPCODES = 5_000_000
 MAX_OPCODE_SPANS = 250_000  # about 270 bytes each with their paths: ~70 MB at most
 MAX_OPCODES_SCANNED = 500_000_000  # past MAX_OPCODES, opcodes walked for their imports only
-_STRING_OPS = frozenset({"UNICODE", "STRING", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8",
-                         "SHORT_BINSTRING", "BINSTRING"})
-_MEMO_OPS = frozenset({"PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "FRAME"})
+_MEMO_OPS = PUT_OPS | {"MEMOIZE", "FRAME"}  # what leaves the strings before STACK_GLOBAL in place
 
 Reducer = Callable[["PickleMachine", tuple, int], Any]
 
@@ -173,7 +172,7 @@ class PickleMachine(ImportTracking):
             elif name == "STOP":
                 run.stopped = True
                 return count + 1
-            if name in _STRING_OPS:
+            if name in STRING_OPS:
                 strings = (strings + [arg])[-2:]
             elif name not in _MEMO_OPS:
                 strings = []
