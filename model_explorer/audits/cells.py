@@ -91,14 +91,23 @@ def clean_rows(rows: list[dict], schema) -> list[dict]:
     return [clean_row(r, schema) for r in rows]
 
 
-def writable(row: dict, findings: list[dict], model_schema, finding_schema,
-             schemas=None) -> tuple[dict, list[dict]]:
-    """The model row and its findings as Arrow takes them; a row Arrow refuses becomes an
-    UNWRITABLE row saying why, a finding it refuses one saying so. `model_schema` and
-    `finding_schema` are the (name, type) specs; `schemas` their Arrow schemas (None: no
-    pyarrow, nothing to check)."""
-    if schemas is None:
-        return row, findings
+def writable(models: list[tuple[dict, list[dict]]], model_schema, finding_schema,
+             schemas=None) -> list[tuple[dict, list[dict]]]:
+    """(model row, its findings) pairs as Arrow takes them: converted whole first (one call), and
+    only when that fails one model at a time, where a row Arrow refuses becomes an UNWRITABLE row
+    saying why and a finding it refuses one saying so. `model_schema` and `finding_schema` are the
+    (name, type) specs; `schemas` their Arrow schemas (None: no pyarrow, nothing to check)."""
+    if schemas is None or not models:
+        return models
+    arrow_models, arrow_findings = schemas
+    if not _refused([m for m, _ in models], arrow_models) and \
+            not _refused([f for _, found in models for f in found], arrow_findings):
+        return models
+    return [_one_writable(row, found, model_schema, finding_schema, schemas) for row, found in models]
+
+
+def _one_writable(row: dict, findings: list[dict], model_schema, finding_schema,
+                  schemas) -> tuple[dict, list[dict]]:
     arrow_models, arrow_findings = schemas
     why = _refused([row], arrow_models)
     if why:

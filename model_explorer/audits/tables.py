@@ -163,16 +163,16 @@ def build(models: list[str], rows: dict, findings: dict, skipped: set, previous:
         prev_rows = {r["source"]: r for r in previous.models.to_dict("records")}
         for r in previous.findings.to_dict("records"):
             prev_findings.setdefault(r["source"], []).append(r)
+    fresh = [(clean_row(rows[src], MODEL_SCHEMA), clean_rows(findings.get(src, []), FINDING_SCHEMA))
+             for src in models if src in rows and not (src in skipped and src in prev_rows)]
+    fresh_iter = iter(writable(fresh, MODEL_SCHEMA, FINDING_SCHEMA, _arrow_schemas()))
     out_rows, out_findings = [], []
-    arrow = _arrow_schemas()
     for src in models:
         if src in skipped and src in prev_rows:
             out_rows.append(prev_rows[src])
             out_findings.extend(prev_findings.get(src, []))
         elif src in rows:
-            row, found = writable(clean_row(rows[src], MODEL_SCHEMA),
-                                  clean_rows(findings.get(src, []), FINDING_SCHEMA),
-                                  MODEL_SCHEMA, FINDING_SCHEMA, arrow)
+            row, found = next(fresh_iter)
             out_rows.append(row)
             out_findings.extend(found)
     return normalize(Tables(_models_frame(out_rows), _findings_frame(out_findings), skipped_frame(files or [])))
