@@ -100,8 +100,10 @@ def test_payload_past_the_emulation_cap_is_still_dangerous(tmp_path, monkeypatch
     # memo-fed STACK_GLOBAL past the cap: the names are not followed, so it is a computed import
     p.write_bytes(filler + b"\x8c\x02os\x94\x8c\x06system\x94h\x00h\x01\x93N\x85R.")
     ckpt = mx.open(p)
-    assert any(f.code == "dangerous_import" and "computed" in f.message for f in ckpt.findings) \
-        or verdict(p) == "dangerous"
+    found = [f for f in ckpt.findings if f.code == "dangerous_import"]
+    assert len(found) == 1 and "computes while loading" in found[0].message
+    assert found[0].offset == len(filler) + 18  # the STACK_GLOBAL itself, after 18 bytes of pushes
+    assert verdict(p) == "dangerous"
 
 
 def test_name_that_says_pickle_over_bytes_that_are_not(tmp_path):
