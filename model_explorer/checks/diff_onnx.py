@@ -7,9 +7,12 @@ In the order tried, most reliable first:
 2. an anonymous initializer (torch's TorchScript exporter names a weight it transposed for MatMul
    `onnx::MatMul_123`) taken by a MatMul/Gemm/Conv node that the exporter named after its module
    (`/model/layers.0/mlp/fc1/MatMul`): the module's `.weight`, when its shape is the same or the
-   transpose;
+   transpose; a module path that does not name a tensor is tried without its leading scopes (a
+   wrapper module exported around the model adds one: `/model/model/layers.0/...`);
 3. what is left, by values: the one tensor left on the other side with the same or transposed
    shape whose sum and sum of squares agree (within 2 %), and only when exactly one does.
+A square matrix fits both ways, so its orientation is read from its first rows: the same
+orientation when they point the same way (cosine > 0.9, whatever the scale), else the transpose.
 What is not matched: weights the exporter folded into others (a BatchNorm into its Conv, a scale
 into a MatMul), split (an LSTM's gates sliced into several initializers) or shared between tied
 layers; they show as added / removed.
@@ -23,7 +26,7 @@ import re
 import numpy as np
 
 from ..records import CheckpointRecord, TensorInfo
-from ..tensors.read import iter_chunks
+from ..tensors.read import iter_chunks, read
 
 SUFFIX = re.compile(r"(_quantized|_Q\d+)$")
 MODULE_NODE = re.compile(r"^/(.+)/(MatMul|Gemm|Conv|ConvTranspose|Gather)[^/]*$")
@@ -47,13 +50,36 @@ def _fits(x: TensorInfo, y: TensorInfo) -> str | None:
     return None
 
 
-def _by_module(name: str, users: dict[str, list]) -> str | None:
-    """The `.weight` of the module whose node takes this tensor, from the node's name."""
+def _by_module(name: str, users: dict[str, list], known) -> str | None:
+    """The `.weight` of the module whose node takes this tensor, from the node's name: the longest
+    tail of the module path that names a tensor in `known` (else the whole path)."""
     for _op, index, _trans, node in users.get(name, ()):
         m = MODULE_NODE.match(node or "")
         if m and index in (0, 1):
-            return m[1].replace("/", ".") + ".weight"
+            parts = m[1].split("/")
+            for start in range(len(parts)):
+                candidate = ".".join(parts[start:]) + ".weight"
+                if candidate in known:
+                    return candidate
+            return ".".join(parts) + ".weight"
     return None
+
+
+def _orientation(ca: CheckpointRecord, x: TensorInfo, cb: CheckpointRecord, y: TensorInfo) -> str | None:
+    """_fits, with a square matrix's orientation read from its first rows (see the docstring)."""
+    fit = _fits(x, y)
+    if fit != "same" or len(x.shape) != 2 or x.shape[0] != x.shape[1] or x.shape[0] < 2:
+        return fit
+    rows = slice(0, min(4, int(x.shape[0])))
+    try:
+        a = np.asarray(read(ca, x, rows=rows), dtype=np.float64).ravel()
+        b = np.asarray(read(cb, y, rows=rows), dtype=np.float64).ravel()
+    except (ValueError, OSError):
+        return fit
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    if norm == 0 or not math.isfinite(norm):
+        return fit
+    return "same" if float(np.dot(a, b)) / norm > 0.9 else "flip"
 
 
 def _fingerprint(ckpt: CheckpointRecord, t: TensorInfo) -> tuple[float, float] | None:
@@ -100,7 +126,7 @@ def onnx_pairs(a: CheckpointRecord, b: CheckpointRecord):
     for n, t in onnx_side.tensors.items():
         if n in taken:
             continue
-        m = _by_module(n, users)
+        m = _by_module(n, users, other.tensors)
         if m is None and other_users:
             continue
         if m is not None and m in other.tensors and m not in used and _fits(t, other.tensors[m]):
@@ -110,7 +136,7 @@ def onnx_pairs(a: CheckpointRecord, b: CheckpointRecord):
     pairs = []
     for n, t in onnx_side.tensors.items():
         m = taken.get(n)
-        if m is not None and _fits(t, other.tensors[m]) == "flip":
+        if m is not None and _orientation(onnx_side, t, other, other.tensors[m]) == "flip":
             flipped.add((n, m) if onnx_side is a else (m, n))
         pairs.append((n, m, None) if onnx_side is a else (m, n, None))
     rest = [(None, m, None) if onnx_side is a else (m, None, None) for m in other.tensors if m not in used]

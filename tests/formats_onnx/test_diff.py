@@ -118,3 +118,37 @@ def test_fp16_export_against_its_float_safetensors(exported, tmp_path):
     table = mx.diff(str(exported / "model.safetensors"), str(tmp_path / "model_fp16.onnx"), tokenizers=False)
     assert set(table["status"]) == {"dtype"} and set(table["dtype_b"]) == {"F16"}
     assert (table["rel_l2"] < 1e-3).all()
+
+
+class Wrapped(torch.nn.Module):
+    """A square Linear inside a wrapper module, exported the way people export a model's forward:
+    the node names carry the wrapper's scope (`/model/sq/MatMul`), the checkpoint's names don't."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = torch.nn.Module()
+        self.model.sq = torch.nn.Linear(8, 8, bias=False)
+        self.model.out = torch.nn.Linear(8, 3, bias=False)
+
+    def forward(self, x):
+        return self.model.out(torch.relu(self.model.sq(x)))
+
+
+def test_square_weight_under_a_wrapper_scope_is_paired_transposed(tmp_path):
+    from onnx import numpy_helper
+    from safetensors.torch import save_file
+
+    torch.manual_seed(1)
+    model = Wrapped().eval()
+    save_file(model.model.state_dict(), str(tmp_path / "model.safetensors"))  # names without the wrapper
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.zeros(1, 8),), str(tmp_path / "model.onnx"), dynamo=False,
+                          opset_version=17)
+    proto = onnx.load(str(tmp_path / "model.onnx"))
+    weight = model.model.sq.weight.detach().numpy()
+    holder = next(t.name for t in proto.graph.initializer
+                  if numpy_helper.to_array(t).shape == (8, 8) and np.array_equal(numpy_helper.to_array(t), weight.T))
+    table = mx.diff(str(tmp_path / "model.safetensors"), str(tmp_path / "model.onnx"), tokenizers=False)
+    row = _rows(table)[("sq.weight", holder)]
+    assert row["status"] == "same" and row["max_abs_diff"] == 0.0
+    assert "sq.weight" in table.attrs["onnx_names"]["module"] or holder in table.attrs["onnx_names"]["module"]
