@@ -147,12 +147,15 @@ def test_edges_weights_groups_and_bytes_of_a_built_graph(tmp_path):
         assert proto.op_type == row["op"], row
 
 
-def test_weight_only_checkpoints_have_no_file_graph_yet(tmp_path):
+def test_weights_that_name_no_block_part_draw_no_graph(tmp_path):
+    """A weight-only file gets the family's block graph (test_block_graph.py); tensors named
+    "layers.N.weight" name no part of a block, so each is unused, with the reason."""
     from audit.synth import small_tensors, write_safetensors
 
     path = write_safetensors(tmp_path / "w.safetensors", small_tensors(0))
     g = mx.graph(path)
-    assert len(g.nodes) == 0 and "weights only" in g.outline()
+    assert len(g.nodes) == 0 and "no graph file" in g.outline()
+    assert set(g.unused) == set(small_tensors(0)) and all("no part" in g.reasons[n] for n in g.unused)
 
 
 def test_cli_graph_prints_the_outline(tmp_path):

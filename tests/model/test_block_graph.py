@@ -1,0 +1,120 @@
+"""mx.graph of a weight-only checkpoint: the family's block graph (issue 40). Against the
+reference libraries: transformers' own model (its parameters, its modules per layer), the
+safetensors library's key list and gguf-py's tensor list of the real files; every tensor sits on
+exactly one node, a tied head says so, edges run in data-flow order."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import model_explorer as mx
+from model_explorer.model.decoder_points import MODULES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the real files
+import realfiles  # noqa: E402
+
+
+def _once(g) -> Counter:
+    """How many nodes read each tensor, the tied head's read of the embedding left out."""
+    return Counter(w for _, row in g.nodes.iterrows() if row["op"] != "Linear (tied)" for w in row["weights"])
+
+
+def _data_flow_order(g) -> None:
+    """Every edge runs from an earlier node to a later one: the table is in data-flow order."""
+    at = {node_id: i for i, node_id in enumerate(g.nodes["id"])}
+    assert g.nodes["id"].is_unique
+    assert all(at[s] < at[t] for s, t in zip(g.edges["source"], g.edges["target"]))
+
+
+def _weighted_per_layer(g) -> Counter:
+    """Nodes that read a weight, per layer."""
+    rows = g.nodes[g.nodes["layer"].map(lambda v: v is not None) & g.nodes["weights"].map(bool)]
+    return Counter(rows["layer"])
+
+
+def _leaf_modules_with_parameters(layer) -> int:
+    return sum(1 for _, m in layer.named_modules()
+               if not list(m.children()) and list(m.parameters(recurse=False)))
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_transformers_llama_block_graph(tmp_path, tied):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                   num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied)
+    model = transformers.LlamaForCausalLM(cfg)
+    model.save_pretrained(tmp_path)
+    g = mx.graph(str(tmp_path))
+    stored = set(mx.open(str(tmp_path)).tensors)
+    params = {n for n, _ in model.named_parameters()}  # transformers lists a tied head once
+    assert stored == params
+    once = _once(g)
+    assert set(once) == stored and set(once.values()) == {1} and not g.unused
+    assert g.tied == ("model.embed_tokens.weight" if tied else None)
+    if tied:
+        assert "tied" in g.outline()
+    head = g.node_at(None, "logits")
+    assert head["weights"] == (["model.embed_tokens.weight"] if tied else ["lm_head.weight"])
+    want = _leaf_modules_with_parameters(model.model.layers[0])
+    assert _weighted_per_layer(g) == Counter({i: want for i in range(3)})
+    assert sorted(set(g.nodes["group"]) - {""}) == [f"layers.{i}" for i in range(3)]
+    _data_flow_order(g)
+    # every point of the decoder finds its node, and the projection's weights are on it
+    for i in range(3):
+        for module in MODULES[1:-2]:
+            assert g.node_at(i, module) is not None, (i, module)
+    assert g.node_at(1, "q")["weights"] == ["model.layers.1.self_attn.q_proj.weight"]
+    assert set(g.node_at(2, "ffn_out")["weights"]) == {"model.layers.2.mlp.down_proj.weight"}
+    assert g.node_at(None, "embed")["weights"] == ["model.embed_tokens.weight"]
+    # the residual adds: the block's input reaches both adds
+    ins = g.node_at(1, "attn_residual")["inputs"]
+    assert g.node_at(0, "residual")["id"] in ins
+
+
+def test_real_minilm_block_graph():
+    safetensors = pytest.importorskip("safetensors")
+    transformers = pytest.importorskip("transformers")
+    folder = realfiles.need(realfiles.minilm_folder())
+    with safetensors.safe_open(str(Path(folder, "model.safetensors")), "np") as f:
+        keys = set(f.keys())
+    g = mx.graph(folder)
+    once = _once(g)
+    assert set(once) == keys and set(once.values()) == {1} and not g.unused
+    assert g.tied is None  # an encoder has no head to tie
+    config = transformers.AutoConfig.from_pretrained(folder)
+    with __import__("torch").device("meta"):
+        model = transformers.AutoModel.from_config(config)
+    want = _leaf_modules_with_parameters(model.encoder.layer[0])
+    assert _weighted_per_layer(g) == Counter({i: want for i in range(config.num_hidden_layers)})
+    _data_flow_order(g)
+
+
+def test_real_gemma3_gguf_block_graph(tmp_path):
+    """The tensor list is our reader's (checked against GGUFReader in the foundation tests; its
+    40 s parse of Gemma's 262k-token vocabulary is not repeated here); the expectation per block
+    is transformers' Gemma 3 decoder layer (its modules with parameters) and every name is one
+    gguf-py's table lists for gemma3."""
+    gguf = pytest.importorskip("gguf")
+    transformers = pytest.importorskip("transformers")
+    path = realfiles.need(realfiles.gemma3_gguf(tmp_path))
+    names = set(mx.open(path).tensors)
+    arch = next(a for a, n in gguf.MODEL_ARCH_NAMES.items() if n == "gemma3")
+    templates = [gguf.TENSOR_NAMES[t] for t in gguf.MODEL_TENSORS[arch]]
+    known = {t.format(bid=i) + leaf for t in templates for i in range(18) for leaf in (".weight", ".bias")}
+    assert names <= known
+    g = mx.graph(path)
+    once = _once(g)
+    assert set(once) == names and set(once.values()) == {1} and not g.unused
+    assert "output.weight" not in names and g.tied == "token_embd.weight" and "tied" in g.outline()
+    cfg = transformers.Gemma3TextConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=1, head_dim=16)
+    with __import__("torch").device("meta"):
+        layer = transformers.Gemma3ForCausalLM(cfg).model.layers[0]
+    want = _leaf_modules_with_parameters(layer)
+    assert _weighted_per_layer(g) == Counter({i: want for i in range(18)})
+    assert "layers.0 .. layers.17 (18 alike, each)" in g.outline()
+    _data_flow_order(g)
