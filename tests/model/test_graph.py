@@ -164,5 +164,43 @@ def test_cli_graph_prints_the_outline(tmp_path):
     with contextlib.redirect_stdout(out):
         assert main(["graph", path, "--nodes", "5"]) == 0
     text = out.getvalue()
-    assert text.startswith("5 operators, ") and "layer: 2 operators (MatMul x1, Add x1)" in text
+    assert text.startswith("onnx graph: 5 operators of 5 kinds")  # the description, above the outline
+    assert "\n5 operators, " in text and "layer: 2 operators (MatMul x1, Add x1)" in text
+    assert "  input  X F32 [1, 4]" in text and "  output Y F32 [1, 3]" in text
     assert "/layer/MatMul" in text
+
+
+def test_describe_graph_against_onnx(tmp_path):
+    """Producer, opset, inputs and outputs (dtype, shape, the bytes of their ValueInfoProto) and
+    the operator histogram (subgraphs included), each as onnx.load reads the file."""
+    onnx = pytest.importorskip("onnx")
+    from collections import Counter
+
+    from model_explorer.model.graph_facts import describe_graph
+
+    path, raw = _small_onnx(tmp_path)
+    model = onnx.load(path)
+    (d,) = describe_graph(mx.open(path))
+    assert d["format"] == "onnx" and d["producer"] == (" ".join(filter(None, (model.producer_name,
+                                                                               model.producer_version))) or None)
+    assert d["opset"] == "ai.onnx 17"
+
+    def ops(graph) -> Counter:
+        out: Counter = Counter()
+        for n in graph.node:
+            out[n.op_type] += 1
+            for a in n.attribute:
+                if a.HasField("g"):
+                    out += ops(a.g)
+        return out
+
+    assert d["operators"] == dict(ops(model.graph)) and d["nodes"] == sum(ops(model.graph).values())
+    for side, values in (("inputs", model.graph.input), ("outputs", model.graph.output)):
+        assert [v["name"] for v in d[side]] == [v.name for v in values]
+        for v, ref in zip(d[side], values):
+            t = ref.type.tensor_type
+            assert v["dtype"] == {"FLOAT": "F32", "BOOL": "BOOL"}[onnx.TensorProto.DataType.Name(t.elem_type)]
+            assert v["shape"] == [x.dim_value for x in t.shape.dim]
+            proto = onnx.ValueInfoProto()
+            proto.ParseFromString(raw[v["offset"]:v["offset"] + v["length"]][2:])
+            assert proto.name == ref.name

@@ -76,6 +76,11 @@ def test_keras_sequential(tmp_path):
     node = g.nodes[g.nodes["name"] == "hidden"].iloc[0]
     raw = open(path, "rb").read()
     assert raw[node["offset"]:node["offset"] + node["length"]] == b'"hidden"'  # its name in config.json
+    from model_explorer.model.graph_facts import describe_graph
+
+    (d,) = describe_graph(mx.open(path))
+    assert d["format"] == "keras" and keras.__version__ in d["producer"]
+    assert d["operators"] == {"InputLayer": 1, "Dense": 2}
 
 
 def test_real_fer_keras2_hdf5():
