@@ -81,8 +81,14 @@ class Part:
 
 
 def module_of(name: str) -> str:
-    """The module a tensor belongs to: its name without the leaf word (weight, bias, scales...)."""
-    return LEAVES.sub("", name)
+    """The module a tensor belongs to: its name without the leaf words (weight, bias, scales...;
+    bitsandbytes writes two: q_proj.weight.absmax)."""
+    for _ in range(3):
+        cut = LEAVES.sub("", name)
+        if cut == name:
+            break
+        name = cut
+    return name
 
 
 def classify(name: str, sandwich_norms: bool = False) -> Part | None:

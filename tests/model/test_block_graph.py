@@ -41,13 +41,21 @@ def _leaf_modules_with_parameters(layer) -> int:
                if not list(m.children()) and list(m.parameters(recurse=False)))
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_transformers_llama_block_graph(tmp_path, tied):
+@pytest.mark.parametrize("tied,saved", [(False, "safetensors"), (True, "safetensors"), (False, "sharded"),
+                                         (True, "state dict")])
+def test_transformers_llama_block_graph(tmp_path, tied, saved):
+    """save_pretrained's safetensors (one file, or shards with an index), torch.save's state dict."""
     transformers = pytest.importorskip("transformers")
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
                                    num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=tied)
     model = transformers.LlamaForCausalLM(cfg)
-    model.save_pretrained(tmp_path)
+    if saved == "state dict":
+        cfg.save_pretrained(tmp_path)
+        state = {k: v for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
+        __import__("torch").save(state, tmp_path / "pytorch_model.bin")
+    else:
+        model.save_pretrained(tmp_path, max_shard_size="20KB" if saved == "sharded" else "5GB")
+    assert (len(list(tmp_path.glob("*.safetensors"))) > 1) == (saved == "sharded")
     g = mx.graph(str(tmp_path))
     stored = set(mx.open(str(tmp_path)).tensors)
     params = {n for n, _ in model.named_parameters()}  # transformers lists a tied head once
@@ -118,3 +126,26 @@ def test_real_gemma3_gguf_block_graph(tmp_path):
     assert _weighted_per_layer(g) == Counter({i: want for i in range(18)})
     assert "layers.0 .. layers.17 (18 alike, each)" in g.outline()
     _data_flow_order(g)
+
+
+@pytest.mark.parametrize("scheme", ["gptq", "awq", "bnb4", "bnb8", "ct_pack"])
+def test_hub_quantized_llama_block_graph(tmp_path, scheme):
+    """A Hub-quantized folder in the names each quantizer writes (tests/quant_format/layouts.py):
+    a weight (its codes, scales, zeros and quant state) sits on its projection's node, so a block has
+    as many weighted nodes as transformers' Llama layer has modules with parameters."""
+    transformers = pytest.importorskip("transformers")
+    from quant_format import layouts
+
+    tensors, quant = getattr(layouts, scheme)()
+    folder = layouts.write(tmp_path / scheme, tensors, quant)
+    g, ckpt = mx.graph(str(folder)), mx.open(str(folder))
+    once = _once(g)  # the reader joins a weight's codes, scales and zeros into one logical tensor
+    assert set(once) == set(ckpt.tensors) and set(once.values()) == {1} and not g.unused
+    c = layouts.config(None)
+    cfg = transformers.LlamaConfig(vocab_size=c["vocab_size"], hidden_size=c["hidden_size"],
+                                   intermediate_size=c["intermediate_size"], num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    with __import__("torch").device("meta"):
+        layer = transformers.LlamaForCausalLM(cfg).model.layers[0]
+    assert _weighted_per_layer(g) == Counter({0: _leaf_modules_with_parameters(layer)})
+    assert g.node_at(0, "q")["name"] == "model.layers.0.self_attn.q_proj"
