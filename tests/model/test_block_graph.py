@@ -149,3 +149,48 @@ def test_hub_quantized_llama_block_graph(tmp_path, scheme):
         layer = transformers.LlamaForCausalLM(cfg).model.layers[0]
     assert _weighted_per_layer(g) == Counter({0: _leaf_modules_with_parameters(layer)})
     assert g.node_at(0, "q")["name"] == "model.layers.0.self_attn.q_proj"
+
+
+FAMILIES = {  # model_type -> (config class, model class, config beyond the small shape)
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=32, n_layer=2, n_head=4, n_positions=32)),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", dict(num_local_experts=3, num_experts_per_tok=2)),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", dict(
+        n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, first_k_dense_replace=1,
+        q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, n_group=1,
+        topk_group=1, n_shared_experts=1)),
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_other_families_block_graphs(tmp_path, family):
+    """Fused Conv1D attention and a tied head (GPT-2), norms after each sublayer (OLMo 2), experts
+    (Mixtral), latent attention with dense then routed layers (DeepSeek-V3): every parameter
+    transformers saves on one node; a dense family's block has one weighted node per module with
+    parameters; a mixture's experts node holds every expert of its layer."""
+    transformers = pytest.importorskip("transformers")
+    cfg_name, model_name, extra = FAMILIES[family]
+    small = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2)
+    kw = extra if family == "gpt2" else {**small, **extra}
+    cfg = getattr(transformers, cfg_name)(**{**kw, "vocab_size": 64})
+    model = getattr(transformers, model_name)(cfg)
+    model.save_pretrained(tmp_path)
+    g = mx.graph(str(tmp_path))
+    once = _once(g)
+    assert set(once) == set(mx.open(str(tmp_path)).tensors) and set(once.values()) == {1} and not g.unused
+    _data_flow_order(g)
+    safetensors = pytest.importorskip("safetensors")
+    with safetensors.safe_open(str(tmp_path / "model.safetensors"), "np") as f:
+        saved = list(f.keys())  # transformers 5 holds experts fused and saves each one apart
+    layers = model.transformer.h if family == "gpt2" else model.model.layers
+    for i, layer in enumerate(layers):
+        experts = [n for n in saved if n.startswith(f"model.layers.{i}.") and ".experts." in n]
+        if experts:
+            node = g.nodes[(g.nodes["layer"] == i) & (g.nodes["op"] == "Experts")].iloc[0]
+            assert sorted(node["weights"]) == sorted(experts) and node["module"] == "ffn_out"
+        else:
+            assert _weighted_per_layer(g)[i] == _leaf_modules_with_parameters(layer), i
+        for module in ("q", "k", "v", "attn_out", "attn_residual", "ffn_out", "residual"):
+            assert g.node_at(i, module) is not None, (i, module)
+    assert (g.tied is not None) == (family == "gpt2")
