@@ -34,29 +34,27 @@ def graph_facts(ckpt: CheckpointRecord) -> GraphFacts | None:
     if ckpt.format not in ("onnx", "tflite") or not ckpt.files:
         return None
     path = ckpt.files[0]
-    details = ckpt.details.get("files", {}).get(path, {})
-    graph = details.get("onnx", {}) if ckpt.format == "onnx" else details
+    described = describe_graph(ckpt)
+    d = next((x for x in described if x["file"] == path), described[0] if described else None)
     facts: dict[str, Sourced] = {}
     meta = ckpt.metadata
     if ckpt.format == "onnx":
-        producer = " ".join(str(meta[k]) for k in ("onnx.producer_name", "onnx.producer_version")
-                            if meta.get(k))
-        if producer:
-            facts["producer"] = Sourced(producer, "onnx", "producer_name", path)
-        if meta.get("onnx.opset_import"):
-            facts["opset"] = Sourced(meta["onnx.opset_import"], "onnx", "opset_import", path)
+        if d and d["producer"]:
+            facts["producer"] = Sourced(d["producer"], "onnx", "producer_name", path)
+        if d and d["opset"]:
+            facts["opset"] = Sourced(d["opset"], "onnx", "opset_import", path)
     elif meta.get("tflite.description"):
         facts["description"] = Sourced(meta["tflite.description"], "tflite", "description", path)
     for side in ("inputs", "outputs"):
-        values = graph.get(side) or []
+        values = d[side] if d else []
         if values:
             first = values[0]
             facts[side] = Sourced(_values_text(values), ckpt.format, side, path,
                                   first.get("offset"), first.get("length"))
-    ops = graph.get("ops") or {}
+    ops = d["operators"] if d else {}
     total = sum(ops.values())
     if total:
-        kinds = sorted(ops.items(), key=lambda kv: -kv[1])
+        kinds = list(ops.items())
         shown = ", ".join(f"{k} × {n}" for k, n in kinds[:MAX_SHOWN])
         more = f", {len(kinds) - MAX_SHOWN} more kinds" if len(kinds) > MAX_SHOWN else ""
         facts["operators"] = Sourced(f"{total:,} ({shown}{more})", ckpt.format, "nodes", path)
@@ -97,7 +95,7 @@ def describe_graph(ckpt: CheckpointRecord) -> list[dict]:
         fmt = structure.format
         producer = " ".join(str(meta[k]) for k in PRODUCER_KEYS.get(fmt, ()) if meta.get(k)) or None
         opset = meta.get(OPSET_KEYS[fmt]) if fmt in OPSET_KEYS else None
-        ops = sorted(structure.op_counts().items(), key=lambda kv: (-kv[1], kv[0]))
+        ops = sorted(structure.op_counts().items(), key=lambda kv: -kv[1])  # ties: first seen first
         out.append({"file": file, "format": fmt, "producer": producer, "opset": opset,
                     "inputs": [v.as_dict() for v in structure.inputs],
                     "outputs": [v.as_dict() for v in structure.outputs],
