@@ -59,6 +59,8 @@ def keras_structure(text: str, file: str, where: tuple[int, int], raw: bytes | N
             hit = raw.find(needle, base + search)
             if hit >= 0:
                 at, length, search = where[0] + hit, len(needle), hit - base + len(needle)
+            else:  # out of order or escaped: the rest point at the config (no scan per layer)
+                base = None
         if sequential:
             inputs = [previous] if previous is not None and op != "InputLayer" else []
         else:

@@ -138,3 +138,21 @@ def test_real_silero_torchscript():
     torch = pytest.importorskip("torch")
     path = str(Path(realfiles.need(realfiles.silero_folder()), "silero_vad.jit"))
     _script_check(path, torch.jit.load(path))
+
+
+@pytest.mark.parametrize("config", [b"[" * 100_000, b'{"class_name": "Functional", "config": {"layers": 7}}',
+                                    b'{"config": {"layers": [1, "x", {"inbound_nodes": [[["a", "b"]]], "name": [1]},'
+                                    b' {"class_name": "Dense", "inbound_nodes": {"args": [[[[[]]]]]}}]}}',
+                                    b"\xff\xfe not json"])
+def test_a_hostile_keras_config_is_no_graph_and_no_traceback(tmp_path, config):
+    import zipfile
+
+    keras = _keras()
+    good = tmp_path / "good.keras"
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="d")]).save(str(good))
+    bad = tmp_path / "bad.keras"
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as out:
+        for info in src.infolist():
+            out.writestr(info, config if info.filename == "config.json" else src.read(info))
+    g = mx.graph(str(bad))  # weights still read; the graph is what the config allows, or none
+    assert len(g.nodes) <= 2
