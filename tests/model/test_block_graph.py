@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import model_explorer as mx
@@ -194,3 +195,34 @@ def test_other_families_block_graphs(tmp_path, family):
         for module in ("q", "k", "v", "attn_out", "attn_residual", "ffn_out", "residual"):
             assert g.node_at(i, module) is not None, (i, module)
     assert (g.tied is not None) == (family == "gpt2")
+
+
+@pytest.mark.parametrize("overrides", [{}, {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}])
+def test_every_trace_point_finds_its_node(tmp_path, overrides):
+    """mx.trace's points (layer, module) each find their node by the two columns, and the weight
+    the run names first for a point sits on that node or just upstream of it (q's projection
+    before its q norm, the output projection before the residual add)."""
+    from model.conftest import tiny_cfg, tiny_state, write_folder
+
+    cfg = tiny_cfg(**overrides)
+    state = tiny_state(cfg)
+    if overrides:  # Qwen3's q and k norms, [head_dim]
+        for i in range(cfg["num_hidden_layers"]):
+            for p in ("q", "k"):
+                state[f"model.layers.{i}.self_attn.{p}_norm.weight"] = np.ones(cfg["head_dim"], np.float32)
+    folder = write_folder(tmp_path, cfg, state)
+    t = mx.trace(folder, ids=[1, 2, 3])
+    g = mx.graph(folder)
+    into: dict[str, set[str]] = {}
+    for s, d in zip(g.edges["source"], g.edges["target"]):
+        into.setdefault(d, set()).add(s)
+    rows = {r["id"]: r for _, r in g.nodes.iterrows()}
+    assert t.tensors and g.node_at(None, "logits") is not None
+    for (layer, module), names in t.tensors.items():
+        row = g.node_at(layer, module)
+        assert row is not None, (layer, module)
+        near, frontier = {row["id"]}, {row["id"]}
+        for _ in range(3):
+            frontier = {s for n in frontier for s in into.get(n, ())}
+            near |= frontier
+        assert names[0] in {w for n in near for w in rows[n]["weights"]}, (layer, module, names[0])
