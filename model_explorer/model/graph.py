@@ -7,8 +7,9 @@ this module meets them in one record, `Graph`:
     nodes   one row per operator: id (unique), name, op, group (the scope path, "/"-joined, ""
             at the top), weights (the stored tensors it reads), parameters, inputs, outputs,
             file, offset, length (the bytes of its record in the file; a block graph's node: its
-            first weight's bytes), layer (the block it belongs to, an int, or None) and module
-            (the decoder's point it computes: "embed", "q", "attn_residual", "logits"...
+            first weight's bytes), layer (the block it belongs to, an int, or None; a file's
+            operator has one where its scope names it: "model/layers.3/mlp") and module (the
+            decoder's point it computes: "embed", "q", "attn_residual", "logits"...
             model/decoder_points.py MODULES; None elsewhere and for every node of a graph file)
     edges   one row per value passed from one operator to another: source, target, value
 
@@ -27,6 +28,7 @@ mx.trace or mx.compare_runs finds its node by the two columns.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,7 @@ NODE_COLUMNS = ["id", "name", "op", "group", "weights", "parameters", "inputs", 
                 "offset", "length", "layer", "module"]
 EDGE_COLUMNS = ["source", "target", "value"]
 MAIN_GRAPHS = ("graph", "net", "subgraph 0", "")
+LAYER_SCOPE = re.compile(r"(?:^|/)(?:layers|layer|h|blocks|blk)[._](\d{1,6})(?:/|$)")
 
 
 @dataclass
@@ -151,7 +154,8 @@ def _add_file(ckpt, file: str, structure, rows: list[dict], edges: list[dict]) -
         ids.add(node_id)
         reads = [w for w in (weight(n.graph, v) for v in n.inputs) if w]
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"
-        rows.append({"id": node_id, "name": n.name, "op": op, "group": _group(n.name, n.graph),
+        group = _group(n.name, n.graph)
+        rows.append({"id": node_id, "name": n.name, "op": op, "group": group, "layer": _layer_of(group),
                      "weights": reads, "parameters": sum(_numel(ckpt.tensors[w]) for w in reads),
                      "inputs": [v for v in n.inputs if v], "outputs": [v for v in n.outputs if v],
                      "file": file, "offset": n.at, "length": n.length})
@@ -197,6 +201,13 @@ def _group(name: str, graph: str) -> str:
     if name.startswith("/") and name.count("/") >= 2:
         parts += [p for p in name.split("/")[1:-1] if p]
     return "/".join(parts)
+
+
+def _layer_of(group: str) -> int | None:
+    """The block a file's operator belongs to, where its scope names one ("model/layers.3/mlp",
+    "encoder/layer.11", "transformer/h.0"): what an exporter writes, not a guess."""
+    m = LAYER_SCOPE.search(group)
+    return int(m[1]) if m else None
 
 
 def _numel(t) -> int:

@@ -204,3 +204,18 @@ def test_describe_graph_against_onnx(tmp_path):
             proto = onnx.ValueInfoProto()
             proto.ParseFromString(raw[v["offset"]:v["offset"] + v["length"]][2:])
             assert proto.name == ref.name
+
+
+def test_a_file_operator_knows_its_layer_from_its_scope(tmp_path):
+    """torch.onnx names nodes by module path: "/model/layers.3/mlp/MatMul" is layer 3's."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="/model/layers.3/mlp/Relu"),
+             helper.make_node("Neg", ["a"], ["y"], name="/model/norm/Neg")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "scoped.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = mx.graph(str(path))
+    assert list(g.nodes["layer"]) == [3, None] and list(g.nodes["module"]) == [None, None]
