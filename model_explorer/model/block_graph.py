@@ -82,7 +82,7 @@ def block_graph(ckpt: CheckpointRecord) -> BlockGraph:
     hp = read_hparams(ckpt)
     fam = families.lookup(hp.model_type)
     sandwich = fam is not None and fam.norms in ("sandwich", "post")
-    label = fam.label if fam is not None else (hp.model_type or "unknown family")
+    label = fam.label if fam is not None else (hp.architecture or hp.model_type or "unknown family")
     out = BlockGraph(f"{label} block graph")
     layers_said = hp.get("layers") if isinstance(hp.get("layers"), int) else None
     top: dict[str, list[str]] = {}

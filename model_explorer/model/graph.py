@@ -82,7 +82,7 @@ class Graph:
         for group, part in self.nodes.groupby(cut, sort=False):
             kinds = part["op"].value_counts()
             ops = ", ".join(f"{op} x{n}" for op, n in kinds.head(4).items())
-            more = f", {len(kinds) - 4} more kinds" if len(kinds) > 4 else ""
+            more = f", {len(kinds) - 4} more kind{'s' if len(kinds) > 5 else ''}" if len(kinds) > 4 else ""
             text = f"{len(part):,} {noun} ({ops}{more}), {int(part['parameters'].sum()):,} parameters"
             if text != text_of_run:
                 _close_run(lines, run, text_of_run)
