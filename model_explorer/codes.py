@@ -465,6 +465,8 @@ CATALOG: dict[str, Code] = {
     "openvino_xml_refused": Code("error", "An OpenVINO IR XML declares a DOCTYPE or entities, or nests too deeply: it is not parsed (an IR has none; XML bombs and external entities start this way).", "Do not open this file with an XML parser that expands entities; re-export the model with OpenVINO."),
     "openvino_bad_xml": Code("error", "An OpenVINO IR XML is not well-formed XML.", "Re-export the model with ov.save_model."),
     "openvino_ir_version": Code("warning", "An OpenVINO IR has a version other than 10 or 11."),
+    "openvino_graph_cycle": Code("error", "The IR's edges run round a loop, so no order runs each layer after its inputs; OpenVINO refuses the net (\"Attempt to access node ... that not in graph\").",
+                                 "Re-export the model (ovc or openvino.save_model); if the XML was edited by hand, remove the edge that closes the loop."),
     "openvino_duplicate_layer": Code("error", "Two layers of an OpenVINO IR share an id."),
     "openvino_bin_missing": Code("error", "The .bin beside an OpenVINO IR XML is missing: no weight can be read.", "Put the .bin with the same name next to the .xml."),
     "openvino_bad_const": Code("error", "An OpenVINO Const layer has an element type, shape, offset or size this reader cannot place in the .bin."),

@@ -3,8 +3,7 @@ input that names no initializer. onnx.checker refuses such files; runtimes fail 
 here each is a finding at the bytes of the node's record, and the graph is still listed.
 
 - a cycle: nodes of one graph that feed each other, so no order runs each after its inputs
-  (ONNX wants a DAG). Found with Kahn's algorithm, no recursion: what never reaches in-degree 0
-  is on a cycle or behind one, then what feeds nothing of that rest is stripped the same way;
+  (ONNX wants a DAG); graph_cycles.py finds them without recursion;
 - a dangling input: a value no node produces, that is no graph's input and no initializer (an
   inner graph may read its outer graphs' values, so any graph's will do);
 - a missing initializer: the same at a position where the operator takes a stored weight (Conv's
@@ -15,9 +14,8 @@ A nesting past any sane depth is refused by the reader's walk itself (onnx_nesti
 
 from __future__ import annotations
 
-from collections import deque
-
 from ...spans import Report, short_repr
+from ..graph_cycles import on_cycles
 from ..graph_roles import BIAS_INPUTS, INT_WEIGHT_INPUTS
 from ..structure import OpRecord
 
@@ -49,7 +47,7 @@ def check_wiring(nodes: list[OpRecord], known: set[str], rep: Report) -> None:
     for i, n in enumerate(nodes):
         by_graph.setdefault(n.graph, []).append(i)
     for graph, members in by_graph.items():
-        loop = _on_cycles(nodes, members)
+        loop = on_cycles(nodes, members)
         if loop:
             first = nodes[loop[0]]
             names = " -> ".join(_node(nodes[i]) for i in loop[:SHOWN]) + (
@@ -57,46 +55,6 @@ def check_wiring(nodes: list[OpRecord], known: set[str], rep: Report) -> None:
             rep.error("onnx_graph_cycle", f"In {graph}: expected nodes that can run in an order where "
                       f"each comes after its inputs (ONNX graphs are acyclic); found {len(loop)} nodes "
                       f"that feed each other round a loop: {names}.", first.at, first.length)
-
-
-def _on_cycles(nodes: list[OpRecord], members: list[int]) -> list[int]:
-    """The members (indices into `nodes`) on a cycle or between cycles, in file order."""
-    producer: dict[str, int] = {}
-    for i in members:
-        for v in nodes[i].outputs:
-            if v:
-                producer.setdefault(v, i)
-    succ: dict[int, set[int]] = {i: set() for i in members}
-    pred: dict[int, set[int]] = {i: set() for i in members}
-    for i in members:
-        for v in nodes[i].inputs:
-            p = producer.get(v)
-            if p is not None:
-                succ[p].add(i)
-                pred[i].add(p)
-    left = _strip(members, pred, succ)  # what no order reaches: on a cycle or behind one
-    if not left:
-        return []
-    inside = set(left)
-    back_succ = {i: succ[i] & inside for i in left}
-    back_pred = {i: pred[i] & inside for i in left}
-    return sorted(_strip(left, back_succ, back_pred))  # minus what only hangs off a cycle
-
-
-def _strip(members, into: dict[int, set[int]], out_of: dict[int, set[int]]) -> list[int]:
-    """Kahn's algorithm: remove members with nothing coming `into` them, repeatedly; the rest."""
-    degree = {i: len(into[i]) for i in members}
-    queue = deque(i for i in members if degree[i] == 0)
-    gone = set()
-    while queue:
-        i = queue.popleft()
-        gone.add(i)
-        for j in out_of[i]:
-            if j in degree and j not in gone:
-                degree[j] -= 1
-                if degree[j] == 0:
-                    queue.append(j)
-    return [i for i in members if i not in gone]
 
 
 def _node(n: OpRecord) -> str:
