@@ -226,3 +226,33 @@ def test_every_trace_point_finds_its_node(tmp_path, overrides):
             frontier = {s for n in frontier for s in into.get(n, ())}
             near |= frontier
         assert names[0] in {w for n in near for w in rows[n]["weights"]}, (layer, module, names[0])
+
+
+@pytest.mark.parametrize("target", ["mlx", "gguf"])
+def test_converted_llama_block_graph(tmp_path, target):
+    """The same small Llama written as MLX (4-bit affine: scales and biases beside each weight)
+    and as a Q8_0 GGUF (llama.cpp's names): every tensor the safetensors library or gguf-py lists
+    sits on one node, and each block has transformers' modules with parameters."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+    model = transformers.LlamaForCausalLM(cfg)
+    model.save_pretrained(tmp_path / "src")
+    if target == "mlx":
+        safetensors = pytest.importorskip("safetensors")
+        out = mx.convert(str(tmp_path / "src"), tmp_path / "mlx", format="mlx", bits=4, group_size=32)
+        names = set()
+        for f in Path(out).glob("*.safetensors"):
+            with safetensors.safe_open(str(f), "np") as st:
+                names |= set(st.keys())
+    else:
+        gguf = pytest.importorskip("gguf")
+        out = mx.convert(str(tmp_path / "src"), tmp_path / "m.gguf", format="gguf", dtype="Q8_0")
+        names = {t.name for t in gguf.GGUFReader(out).tensors}
+    g, ckpt = mx.graph(str(out)), mx.open(str(out))
+    once = _once(g)
+    assert set(once) == set(ckpt.tensors) and set(once.values()) == {1} and not g.unused
+    parts = {p.name for t in ckpt.tensors.values() if t.quant is not None for p in (t.quant.parts or {}).values()}
+    assert names == set(ckpt.tensors) | parts  # the reader's logical tensors cover every stored one
+    want = _leaf_modules_with_parameters(model.model.layers[0])
+    assert _weighted_per_layer(g) == Counter({0: want, 1: want})
