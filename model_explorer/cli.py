@@ -226,8 +226,13 @@ def cmd_graph(args) -> int:
     """The graph the file records: the grouped outline, or every operator with --nodes."""
     import model_explorer as mx
 
+    from .model.graph_facts import describe_graph, describe_text
+
     ckpt = _open(args.source)
     g = mx.graph(ckpt)
+    described = describe_text(describe_graph(ckpt))
+    if described:  # what the graph file says of its model, above its outline
+        print(described)
     print(g.outline(args.depth))
     if args.nodes:
         cols = ["id", "op", "group", "parameters", "offset", "length"]
@@ -283,7 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_diff)
 
-    s = sub.add_parser("graph", help="the operators a graph file (ONNX, OpenVINO, TFLite) records, by group")
+    s = sub.add_parser("graph", help="the model's graph: a graph file's operators (ONNX, OpenVINO, TFLite, Keras, "
+                       "TorchScript) with its inputs, outputs and operator kinds, or the family's block graph")
     s.add_argument("source")
     s.add_argument("--depth", type=int, default=2, help="group levels shown (default 2)")
     s.add_argument("--nodes", type=int, default=0, metavar="N", help="also list the first N operators")

@@ -17,7 +17,7 @@ EXIT_OK, EXIT_DIVERGED, EXIT_UNREADABLE = 0, 1, 2
 
 def grid_text(diff) -> list[str]:
     """Relative L2 per layer (rows) and module (columns), 2 significant digits."""
-    from .runtime.decoder import LAYER_MODULES
+    from .model.decoder_points import LAYER_MODULES
 
     width = 10
     heads = [m.replace("residual", "res")[:width - 1] for m in LAYER_MODULES]

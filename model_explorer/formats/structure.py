@@ -1,6 +1,7 @@
 """The structure of a graph file, kept from the reader's one parse (`FileResult.structure`).
 
-The graph formats (ONNX, OpenVINO IR, TFLite) hold operators as well as weights. Their readers
+The graph formats (ONNX, OpenVINO IR, TFLite; a Keras model's config, a TorchScript module
+tree) hold operators as well as weights. Their readers
 walk every operator anyway (to group quantized weights, give tensors their roles, count
 operators); these records keep what they saw, typed, so a graph view builds on them without a
 second parse. The names stay clear of the ones taken: ONNX's field-number enums `schema.Graph`

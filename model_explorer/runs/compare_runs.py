@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.decoder import LAYER_MODULES, drain
+from ..model.decoder_points import LAYER_MODULES
+from ..runtime.decoder import drain
 from ..runtime.memory_budget import WontFit
 from .config_diff import config_differences, config_rows
 from .metrics import flatness, kl_per_position, kld_summary, perplexity

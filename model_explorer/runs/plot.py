@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.decoder import LAYER_MODULES
+from ..model.decoder_points import LAYER_MODULES
 
 
 def heatmap(values: np.ndarray, label: str, title: str, marks=(), cmap: str = "viridis",

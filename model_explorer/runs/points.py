@@ -1,7 +1,7 @@
 """The weights behind each named point of our decoder: which of the checkpoint's tensors feed an
 activation (most direct first), where their bytes lie, and which of them holds a NaN or Inf.
 
-A point is (layer, module) as the decoder records it (runtime/decoder.py MODULES; layer None
+A point is (layer, module) as the decoder records it (model/decoder_points.py MODULES; layer None
 for the embedding, final norm and logits). Used by the decoder's Side (side.py).
 """
 

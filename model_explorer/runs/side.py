@@ -3,7 +3,7 @@
 What `mx.trace` and `mx.compare_runs` need of a run, whatever runs it (the `Side` interface):
 
 - `label`, `config`, `num_layers`; `points()`: the named points it records, in the order it
-  computes them ((layer, module), layer None outside the layers: runtime/decoder.py MODULES);
+  computes them ((layer, module), layer None outside the layers: model/decoder_points.py MODULES);
 - `steps(ids, recorder, progress, label)`: a generator that yields each layer's index as the
   layer ends and returns the float32 numpy logits; `recorder(layer, module, x)` is handed in for
   this pass only and gets host numpy arrays it may keep;
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel
-from ..runtime.decoder import LAYER_MODULES
+from ..model.decoder_points import LAYER_MODULES
 from .points import module_tensors, nonfinite_weight, tensor_place
 
 DEFAULT_PROMPT = "The library opens at nine in the morning and closes at six in the evening."

@@ -8,7 +8,7 @@
     t.to_json()          # a plain dict for the widget (see Trace.to_json)
     t.show()             # the widget: absmax / median per cell, NaN/Inf and massive marked
 
-The statistics are computed inside the decoder's recorder (runtime/decoder.py MODULES), so a trace
+The statistics are computed inside the decoder's recorder (model/decoder_points.py MODULES), so a trace
 holds a few numbers per layer and module, never the activations themselves, unless keep=True.
 A massive activation is one whose |x| is at least MASSIVE_RATIO (1000) times the median |x| of
 its module's whole activation, as Sun et al. 2024 ("Massive activations in large language
@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.decoder import LAYER_MODULES, MODULES, drain
+from ..model.decoder_points import LAYER_MODULES, MODULES
+from ..runtime.decoder import drain
 from .side import RunStopped, open_side, token_bound
 
 MASSIVE_RATIO = 1000.0

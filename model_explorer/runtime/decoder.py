@@ -10,8 +10,8 @@ the parallel residual, embedding/residual/attention/logit scales. DeepSeek's lat
 (mla.py) makes q, k, v its own way; mixtures of experts are experts.py; RoPE tables rope.py.
 
 Tracing (mx.trace, mx.compare_runs): a `recorder` handed to `steps` is called as
-`recorder(layer, module, activation)` at the named points of MODULES (layer None for the
-embedding, final norm and logits); it lives for that pass only, never on the Decoder, so a
+`recorder(layer, module, activation)` at the named points of MODULES (model/decoder_points.py:
+layer None for the embedding, final norm and logits); it lives for that pass only, never on the Decoder, so a
 pass that stops half way leaves nothing behind; without one, recording costs one test per point.
 """
 
@@ -64,11 +64,6 @@ class KVCache:
         return int(kv_bytes(c.num_layers * self.capacity, c.num_kv_heads, c.head_dim, c.value_head_dim or c.head_dim, 4))
 
 
-# The points a recorder sees, in the order one layer computes them. Every family records the
-# same names, so two runs of different formats or families line up module by module.
-LAYER_MODULES = ("attn_norm", "q", "k", "v", "attn_out", "attn_residual", "ffn_norm", "ffn_out",
-                 "residual")
-MODULES = ("embed", *LAYER_MODULES, "final_norm", "logits")
 
 
 class Decoder:

@@ -28,6 +28,7 @@ SMALL_RUNS = [
     ["bench_real_sizes.py", "--small"],
     ["bench_gpu.py", "--small"],
     ["bench_demo.py", "--small"],
+    ["bench_graph_model.py", "--repeat", "1"],
 ]
 
 

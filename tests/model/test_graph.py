@@ -147,12 +147,15 @@ def test_edges_weights_groups_and_bytes_of_a_built_graph(tmp_path):
         assert proto.op_type == row["op"], row
 
 
-def test_weight_only_checkpoints_have_no_file_graph_yet(tmp_path):
+def test_weights_that_name_no_block_part_draw_no_graph(tmp_path):
+    """A weight-only file gets the family's block graph (test_block_graph.py); tensors named
+    "layers.N.weight" name no part of a block, so each is unused, with the reason."""
     from audit.synth import small_tensors, write_safetensors
 
     path = write_safetensors(tmp_path / "w.safetensors", small_tensors(0))
     g = mx.graph(path)
-    assert len(g.nodes) == 0 and "weights only" in g.outline()
+    assert len(g.nodes) == 0 and "no graph file" in g.outline()
+    assert set(g.unused) == set(small_tensors(0)) and all("no part" in g.reasons[n] for n in g.unused)
 
 
 def test_cli_graph_prints_the_outline(tmp_path):
@@ -161,5 +164,58 @@ def test_cli_graph_prints_the_outline(tmp_path):
     with contextlib.redirect_stdout(out):
         assert main(["graph", path, "--nodes", "5"]) == 0
     text = out.getvalue()
-    assert text.startswith("5 operators, ") and "layer: 2 operators (MatMul x1, Add x1)" in text
+    assert text.startswith("onnx graph: 5 operators of 5 kinds")  # the description, above the outline
+    assert "\n5 operators, " in text and "layer: 2 operators (MatMul x1, Add x1)" in text
+    assert "  input  X F32 [1, 4]" in text and "  output Y F32 [1, 3]" in text
     assert "/layer/MatMul" in text
+
+
+def test_describe_graph_against_onnx(tmp_path):
+    """Producer, opset, inputs and outputs (dtype, shape, the bytes of their ValueInfoProto) and
+    the operator histogram (subgraphs included), each as onnx.load reads the file."""
+    onnx = pytest.importorskip("onnx")
+    from collections import Counter
+
+    from model_explorer.model.graph_facts import describe_graph
+
+    path, raw = _small_onnx(tmp_path)
+    model = onnx.load(path)
+    (d,) = describe_graph(mx.open(path))
+    assert d["format"] == "onnx" and d["producer"] == (" ".join(filter(None, (model.producer_name,
+                                                                               model.producer_version))) or None)
+    assert d["opset"] == "ai.onnx 17"
+
+    def ops(graph) -> Counter:
+        out: Counter = Counter()
+        for n in graph.node:
+            out[n.op_type] += 1
+            for a in n.attribute:
+                if a.HasField("g"):
+                    out += ops(a.g)
+        return out
+
+    assert d["operators"] == dict(ops(model.graph)) and d["nodes"] == sum(ops(model.graph).values())
+    for side, values in (("inputs", model.graph.input), ("outputs", model.graph.output)):
+        assert [v["name"] for v in d[side]] == [v.name for v in values]
+        for v, ref in zip(d[side], values):
+            t = ref.type.tensor_type
+            assert v["dtype"] == {"FLOAT": "F32", "BOOL": "BOOL"}[onnx.TensorProto.DataType.Name(t.elem_type)]
+            assert v["shape"] == [x.dim_value for x in t.shape.dim]
+            proto = onnx.ValueInfoProto()
+            proto.ParseFromString(raw[v["offset"]:v["offset"] + v["length"]][2:])
+            assert proto.name == ref.name
+
+
+def test_a_file_operator_knows_its_layer_from_its_scope(tmp_path):
+    """torch.onnx names nodes by module path: "/model/layers.3/mlp/MatMul" is layer 3's."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="/model/layers.3/mlp/Relu"),
+             helper.make_node("Neg", ["a"], ["y"], name="/model/norm/Neg")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "scoped.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = mx.graph(str(path))
+    assert list(g.nodes["layer"]) == [3, None] and list(g.nodes["module"]) == [None, None]

@@ -266,8 +266,8 @@ def _held_points(monkeypatch) -> list[int]:
 def test_two_runs_go_in_lock_step_holding_one_layer_of_a(base, monkeypatch):
     """a runs a layer, b runs it and compares: a's kept activations never exceed one layer's
     points, and the figures are those of the runs done one after the other."""
+    from model_explorer.model.decoder_points import LAYER_MODULES
     from model_explorer.runs import compare_runs as cr
-    from model_explorer.runtime.decoder import LAYER_MODULES
     from model_explorer.runtime.memory_budget import RunPlan, WontFit
 
     folder = base.copy("lockstep_swapped", _swapped(base))
@@ -344,9 +344,9 @@ class _OneCall:
 
 @pytest.mark.parametrize("which", ["a", "b"])
 def test_a_side_that_cannot_yield_per_layer_leads_holding_one_layer_of_the_other(base, monkeypatch, which):
+    from model_explorer.model.decoder_points import LAYER_MODULES
     from model_explorer.runs.pairing import together
     from model_explorer.runs.side import open_side
-    from model_explorer.runtime.decoder import LAYER_MODULES
 
     folder = base.copy("one_call_swapped", _swapped(base))
     d = mx.compare_runs(base.folder, folder, prompt=TEXT)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import model_explorer as mx
-from model_explorer.runtime.decoder import LAYER_MODULES
+from model_explorer.model.decoder_points import LAYER_MODULES
 
 from .conftest import LAYERS, TEXT
 

@@ -10,6 +10,7 @@ import zipfile
 
 from ...spans import Report
 from ..catalog_note import note
+from ..keras_graph import MAX_CONFIG, keras_structure
 from ..result import FileResult
 from .reader import read_window
 from .window import SourceFile, Window
@@ -55,7 +56,27 @@ def read_keras(source) -> FileResult:
     read_window(Window(source, data_at, min(info.file_size, max(0, source.size - data_at))), result)
     result.details["keras"] = {"weights_member": info.filename, "weights_at": data_at,
                                "members": list(members)[:100]}
+    _graph(source, archive, members.get("config.json"), result)
     return result
+
+
+def _graph(source, archive: zipfile.ZipFile, info, result: FileResult) -> None:
+    """config.json as the model's graph (keras_graph.py); stored, its layers point at their names."""
+    if info is None or info.file_size > MAX_CONFIG:
+        return
+    try:
+        text = archive.read(info).decode("utf-8")
+    except (ValueError, zipfile.BadZipFile, OSError, EOFError, UnicodeDecodeError):
+        return
+    head = bytes(source.read(info.header_offset, LOCAL_HEADER))
+    where = (info.header_offset, LOCAL_HEADER + info.compress_size)
+    raw = None
+    if len(head) == LOCAL_HEADER and info.compress_type == zipfile.ZIP_STORED:
+        name_len, extra_len = struct.unpack_from("<HH", head, 26)
+        at = info.header_offset + LOCAL_HEADER + name_len + extra_len
+        where = (at, min(info.file_size, max(0, source.size - at)))
+        raw = bytes(source.read(*where))
+    result.structure = keras_structure(text, result.file, where, raw, result.tensors)
 
 
 def _metadata(archive: zipfile.ZipFile, members: dict, result: FileResult) -> None:

@@ -11,6 +11,7 @@ import re
 from ...records import Quant, TensorInfo
 from ...spans import Report
 from ..catalog_note import note
+from ..keras_graph import keras_structure
 from ..result import FileResult
 from . import messages as m
 from .groups import Node, Walker
@@ -64,10 +65,22 @@ def read_window(win: Window, result: FileResult) -> None:
              "read through h5py (an optional extra) and the hexdump shows no data span for them.",
              chunked[0].extra["header_at"], 0, chunked[0].name)
     result.metadata.update(_root_metadata(walker.nodes))
+    _keras_graph(walker.nodes, win, result)
     result.details["hdf5"] = {"superblock_version": sb.version, "objects": len(walker.nodes),
                               "datasets": sum(n.dataset for n in walker.nodes), "chunked": len(chunked),
                               "start": win.start}
     _clip(rep, win)
+
+
+def _keras_graph(nodes: list[Node], win: Window, result: FileResult) -> None:
+    """A Keras 2 / legacy .h5 full model: its model_config attribute as the graph (keras_graph.py)."""
+    root = next((n for n in nodes if n.path == ""), None)
+    attr = root.attributes.get("model_config") if root is not None else None
+    if attr is None or not isinstance(attr.value, str):
+        return
+    length = max(0, min(attr.length, win.start + win.size - attr.at))  # its message's bytes, absolute
+    raw = bytes(win.source.read(attr.at, length)) if length else None
+    result.structure = keras_structure(attr.value, result.file, (attr.at, length), raw, result.tensors)
 
 
 def _clip(rep: Report, win: Window) -> None:

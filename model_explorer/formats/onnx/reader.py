@@ -19,6 +19,7 @@ from ..graph_roles import assign_roles
 from ..result import FileResult
 from ..structure import GraphStructure, GraphValue, OpRecord
 from .external import ExternalFiles, external_info
+from .graph_check import check_wiring
 from .quant import group_quantized
 from .quant_ops import group_quant_ops
 from .schema import ATTR_GRAPHS, Attribute, Entry, Graph, Model, Node
@@ -47,6 +48,7 @@ class _Walk:
         self.files = ExternalFiles(source.name)
         self.nodes: list[OpRecord] = []  # every node of every graph, in file order
         self.io: dict[str, list[dict]] = {"inputs": [], "outputs": []}  # the main graph's
+        self.input_names: set[str] = set()  # every graph's inputs, for the wiring check
         self.fields = 0
         self.labelled = 0
         self.graphs = 0
@@ -157,14 +159,20 @@ class _Walk:
                     name = side[-1]["name"]
                 else:
                     name = self.value_name(f)
+                if f.number == Graph.INPUT:
+                    self.input_names.add(name)
                 if self.labelled < MAX_DETAILED_NODES:
                     self.rep.span(f.tag_at, f.end - f.tag_at, "value",
                                   f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
                                   short_repr(name))
-            elif f.number in (Graph.INPUT, Graph.OUTPUT) and self.labelled < MAX_DETAILED_NODES:
-                self.rep.span(f.tag_at, f.end - f.tag_at, "value",
-                              f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
-                              short_repr(self.value_name(f)))
+            elif f.number in (Graph.INPUT, Graph.OUTPUT):  # an inner graph's (a Loop body's inputs)
+                name = self.value_name(f)
+                if f.number == Graph.INPUT:
+                    self.input_names.add(name)
+                if self.labelled < MAX_DETAILED_NODES:
+                    self.rep.span(f.tag_at, f.end - f.tag_at, "value",
+                                  f"{path} > {'input' if f.number == Graph.INPUT else 'output'}",
+                                  short_repr(name))
             elif f.number == Graph.NAME:
                 self.rep.span(f.tag_at, f.end - f.tag_at, "key", f"{path} > name",
                               short_repr(text(self.data, f, 200)))
@@ -333,6 +341,11 @@ def read_onnx(source) -> FileResult:
                     "fields, more than any real model; the walk stopped there.", 0,
                     min(16, source.size))
     result = w.result
+    whole = not w.reported_cut and len(result.tensors) < MAX_TENSORS and not any(
+        f.code in ("onnx_too_many_fields", "onnx_malformed") for f in w.rep.findings)
+    if whole:  # a graph read in part would show inputs whose producers were never reached
+        known = w.input_names | {str(t.extra.get("graph_name") or n) for n, t in result.tensors.items()}
+        check_wiring(w.nodes, known, w.rep)
     for rec in w.nodes:  # by input position first: quant.py's naming rule only where none applies
         group_quant_ops(result.tensors, rec, w.rep)
     group_quantized(result, w.nodes)

@@ -19,6 +19,7 @@ from ... import sources
 from ...records import Quant, TensorInfo
 from ...spans import Report, Span, short_repr
 from .. import MAX_RANK
+from ..graph_cycles import on_cycles
 from ..result import FileResult
 from ..structure import GraphEdge, GraphStructure, GraphValue, OpRecord
 from .xmlwalk import Layer, Net, Refused, element_end, walk
@@ -64,6 +65,7 @@ def read_openvino(source) -> FileResult:
                   "ambiguous, the second is used.", at, 6)
     _graph_spans(net, source, rep)
     result.structure = _structure(net, source.name)
+    _cycles(result.structure, rep)
     consts = [layer for layer in net.layers.values() if layer.type == "Const"]
     result.details.update(layers=len(net.layers), consts=len(consts), edges=len(net.edges))
     bin_src = _open_bin(source, rep) if consts else None
@@ -129,6 +131,19 @@ def _structure(net: Net, xml_name: str) -> GraphStructure:
                           [value(x) for x in net.layers.values() if x.type == "Parameter"],
                           [value(x) for x in net.layers.values() if x.type == "Result"],
                           [GraphEdge(*e) for e in net.edges])
+
+
+def _cycles(structure: GraphStructure, rep: Report) -> None:
+    """Layers whose edges run round a loop: OpenVINO refuses such a net (graph_cycles.py)."""
+    nodes = structure.nodes
+    loop = on_cycles(nodes, list(range(len(nodes))))
+    if loop:
+        names = " -> ".join(f"{short_repr(nodes[i].name)!r} ({nodes[i].op_type})" for i in loop[:5])
+        more = f" and {len(loop) - 5} more" if len(loop) > 5 else ""
+        first = nodes[loop[0]]
+        rep.error("openvino_graph_cycle", f"Expected edges that let the layers run in an order where each "
+                  f"comes after its inputs; found {len(loop)} layers that feed each other round a loop: "
+                  f"{names}{more}.", first.at, first.length)
 
 
 def _port(item: tuple[str, str]) -> tuple[int, str]:

@@ -31,6 +31,7 @@ from .cutshort import Cut, legacy_keys_length, report_cut, zip_cut
 from .numpy_refs import NUMPY_REDUCERS
 from .placement import EMBEDDED_FUNC, BytesSource, place_tensors
 from .report import pickle_details
+from .script_graph import script_structure
 from .torch_refs import TORCH_REDUCERS, StorageTable
 from .values import PickleRun, render
 from .vm import PickleMachine
@@ -174,6 +175,8 @@ def read_torch_zip(source, embedded: EmbeddedFiles | None = None) -> FileResult:
     if scripted:
         torchscript.check_archive(source, rep, entries, prefix, runs)
     result.details["pickle"] = pickle_details(runs, main, walked.structure, rep, scripted)
+    if scripted:  # the module tree data.pkl describes, as the archive's graph
+        result.structure = script_structure(walked.structure, source.name, main.start, main.end - main.start)
     result.details["zip"] = {"archive": prefix.rstrip("/"), "recovered": listing.recovered,
                              "entries": len(entries), "predicted": listing.predicted}
     sort_spans(rep)
