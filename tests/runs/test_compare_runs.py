@@ -344,8 +344,8 @@ class _OneCall:
 
 @pytest.mark.parametrize("which", ["a", "b"])
 def test_a_side_that_cannot_yield_per_layer_leads_holding_one_layer_of_the_other(base, monkeypatch, which):
+    from model_explorer.runs.choose import open_side
     from model_explorer.runs.pairing import together
-    from model_explorer.runs.side import open_side
     from model_explorer.runtime.decoder import LAYER_MODULES
 
     folder = base.copy("one_call_swapped", _swapped(base))
