@@ -10,7 +10,7 @@ same place (runtime/decoder.py MODULES), reshaped to our layout:
     attn_norm-N -> (N, attn_norm)    Qcur-N, Kcur-N, Vcur-N -> (N, q), (N, k), (N, v) before RoPE
     attn_out-N  -> (N, attn_out)     ffn_inp-N (sa_out-N) -> (N, attn_residual)
     ffn_norm-N  -> (N, ffn_norm)     ffn_out-N -> (N, ffn_out)    l_out-N -> (N, residual)
-    inp_scaled  -> embed (Gemma)     result_norm -> final_norm    result_output -> logits
+    embd (Gemma: inp_scaled) -> embed    result_norm -> final_norm    result_output -> logits
 
 A name occurs more than once in a pass (Qcur names the projection, its reshape and the rotated
 q): the first is the one before RoPE, the point ours records. Where the family norms q and k
@@ -21,7 +21,8 @@ weights): its Qcur/Kcur are un-permuted here the same way (tensors/names.unpermu
 Tensors of llama.cpp with no point of ours (`kqv_out`, the attention before its output
 projection; Gemma's `attn_post_norm`, `ffn_post_norm`) are recorded under their own names, so a
 comparison lists them as points only llama.cpp records rather than dropping them; our points it
-has no tensor for (the embedding of a Llama, Gemma's attn_out) are listed the same way.
+has no tensor for (Gemma's attn_out: its output projection's result is unnamed) are listed the
+same way.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 from ..model.config import UnsupportedModel
 from ..runtime.engines.llamacpp_eval import EvalSession
 from ..runtime.weights import part_name
-from ..tensors.names import unpermute_qk
+from ..tensors.names import GGUF_PARTS, unpermute_qk
 from .points import MODULE_PARTS
 from .side import Point, decoder_points, prompt_ids, token_texts, with_progress
 
@@ -44,7 +45,8 @@ LAYER_NAMES = {"attn_norm": "attn_norm", "Qcur": "q", "Kcur": "k", "Vcur": "v", 
                "ffn_out": "ffn_out", "l_out": "residual"}
 QK_NORMED = {"Qcur_normed": "q", "Kcur_normed": "k"}  # replace Qcur/Kcur where the family norms q and k
 OWN = ("kqv_out", "attn_post_norm", "ffn_post_norm")  # llama.cpp's, with no point of ours
-OUTER_NAMES = {"inp_scaled": "embed", "result_norm": "final_norm", "result_output": "logits"}
+OUTER_NAMES = {"result_norm": "final_norm", "result_output": "logits"}
+EMBED, EMBED_SCALED = "embd", "inp_scaled"  # the embedding rows; Gemma's scaled by sqrt(hidden)
 OWN_PARTS = {"kqv_out": ("v", "q", "k"), "attn_post_norm": ("attn_out_norm", "o"), "ffn_post_norm": ("ffn_out_norm", "down")}
 
 
@@ -80,13 +82,14 @@ class LlamaCppSide:
             names.update(QK_NORMED)
             del names["Qcur"], names["Kcur"]
         self._names = {**names, **{n: n for n in OWN}}
+        self._outer = {**OUTER_NAMES, (EMBED_SCALED if self.config.embed_scale != 1.0 else EMBED): "embed"}
 
     # -- the points --------------------------------------------------------------------------
 
     def point_of(self, name: str) -> Point | None:
         """The point llama.cpp's tensor `name` stands for, None for one not recorded."""
-        if name in OUTER_NAMES:
-            return None, OUTER_NAMES[name]
+        if name in self._outer:
+            return None, self._outer[name]
         base, _, layer = name.rpartition("-")
         if base in self._names and layer.isdigit():
             return int(layer), self._names[base]
@@ -104,9 +107,9 @@ class LlamaCppSide:
         x = x.reshape(n, -1)
         if module in ("q", "k", "v"):
             heads = cfg.num_heads if module == "q" else cfg.num_kv_heads
+            if module != "v" and cfg.gguf_qk_permuted:  # the projection's rows, each head's pairs back apart
+                x = np.ascontiguousarray(unpermute_qk(x.T, heads).T)
             x = x.reshape(n, heads, -1)
-            if module != "v" and cfg.gguf_qk_permuted:
-                x = unpermute_qk(x.transpose(1, 2, 0), heads).transpose(2, 0, 1)  # rows of each head
         return x
 
     def steps(self, ids: list[int], recorder, progress=None, label: str = "tracing"):
@@ -136,7 +139,7 @@ class LlamaCppSide:
     def weights(self, point: Point) -> list[str]:
         layer, module = point
         parts = OWN_PARTS.get(module) or MODULE_PARTS.get(module, ())
-        names = [part_name(self.config, p, layer, True) for p in parts]
+        names = [part_name(self.config, p, layer, True) for p in parts if p in GGUF_PARTS]
         if module == "logits" and "output.weight" not in self.ckpt.tensors:
             names = [part_name(self.config, "embed", None, True)]
         return [n for n in names if n in self.ckpt.tensors]

@@ -75,6 +75,7 @@ def transformers_points(base, ids) -> dict:
         layer.post_attention_layernorm.register_forward_hook(hook((i, "ffn_norm")))
         layer.mlp.register_forward_hook(hook((i, "ffn_out")))
         layer.register_forward_hook(hook((i, "residual")))
+    model.model.embed_tokens.register_forward_hook(hook((None, "embed")))
     model.model.norm.register_forward_hook(hook((None, "final_norm")))
     with torch.no_grad():
         got[(None, "logits")] = model(torch.tensor([list(ids)])).logits[0].float().numpy()
@@ -93,9 +94,8 @@ def test_llamacpp_points_equal_transformers_hooks(base, clean_gguf):
         assert key in t.activations, key
         assert t.activations[key].shape == want.shape, key
         assert rel(t.activations[key], want) < 1e-5, (key, rel(t.activations[key], want))
-    # llama.cpp's own tensors without a point of ours are kept under their names; a Llama's
-    # graph names no embedding (its get_rows output is unnamed)
-    assert (0, "kqv_out") in t.activations and (None, "embed") not in t.activations
+    # llama.cpp's own tensors without a point of ours are kept under their names
+    assert (0, "kqv_out") in t.activations and (None, "embed") in t.activations
     assert t.tensors[(FAULT_LAYER, "ffn_out")][0] == f"blk.{FAULT_LAYER}.ffn_down.weight"
 
 
@@ -104,8 +104,7 @@ def test_clean_conversion_agrees_and_lists_the_unpaired(base, clean_gguf):
     assert d.agree and d.first_divergence is None, d.summary()
     assert d.engine_a == "cpu (numpy)" and d.engine_b.startswith("llama.cpp via llama-cpp-python")
     unpaired = {(u["layer"], u["module"]): u["why"] for u in d.unpaired}
-    assert unpaired[(None, "embed")] == "only a records it"
-    assert unpaired[(0, "kqv_out")] == "only b records it"
+    assert unpaired == {(i, "kqv_out"): "only b records it" for i in range(base.cfg["num_hidden_layers"])}
     paired = {(r["layer"], r["module"]) for r in d.rows}
     assert (FAULT_LAYER, "q") in paired and (None, "logits") in paired
     assert d.to_json()["engines"]["b"] == d.engine_b

@@ -56,18 +56,34 @@ _ggml: dict = {}
 
 
 def _library():
-    """libggml-base from llama-cpp-python's lib folder, with the three functions read here typed."""
+    """The libggml-base llama-cpp-python loaded, with the three functions read here typed."""
     if not _ggml:
         import llama_cpp
 
-        folder = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
-        lib = ctypes.CDLL(os.path.join(folder, "libggml-base.so"))
+        lib = ctypes.CDLL(_loaded("libggml-base") or os.path.join(os.path.dirname(llama_cpp.__file__), "lib",
+                                                                   "libggml-base.so"))
         lib.ggml_get_name.argtypes, lib.ggml_get_name.restype = [ctypes.c_void_p], ctypes.c_char_p
         lib.ggml_nbytes.argtypes, lib.ggml_nbytes.restype = [ctypes.c_void_p], ctypes.c_size_t
         lib.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
         lib.ggml_backend_tensor_get.restype = None
-        _ggml.update(lib=lib, cpp=llama_cpp)
+        quiet = llama_cpp.llama_log_callback(lambda _level, _text, _user: None)  # it logs every graph it reserves
+        llama_cpp.llama_log_set(quiet, None)
+        _ggml.update(lib=lib, cpp=llama_cpp, quiet=quiet)
     return _ggml["lib"], _ggml["cpp"]
+
+
+def _loaded(stem: str) -> str | None:
+    """The file of a shared library this process has loaded (the copy libllama linked against,
+    whatever its name in the wheel), from /proc/self/maps; None elsewhere."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(" ", 1)[-1].strip()
+                if os.path.basename(path).startswith(stem + ".so"):
+                    return path
+    except OSError:
+        pass
+    return None
 
 
 def read_tensor(lib, t: int) -> np.ndarray | None:
