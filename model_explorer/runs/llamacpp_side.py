@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..model.config import UnsupportedModel
-from ..runtime.engines.llamacpp_eval import EvalSession
+from ..runtime.engines.llamacpp_eval import ACTIVATIONS_AS, EvalSession
 from ..runtime.weights import part_name
 from ..tensors.names import GGUF_PARTS, unpermute_qk
 from .points import MODULE_PARTS
@@ -151,13 +151,16 @@ class LlamaCppSide:
         return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
 
     def kind(self, name: str | None) -> str | None:
-        """How the weight is stored; behind the attention output, an F16 KV cache rounds too."""
+        """How the weight is stored, with the rounding llama.cpp adds to what it multiplies: the
+        activations a quantized or half weight meets (ACTIVATIONS_AS), and behind the attention
+        output an F16 KV cache. The verdict calls a difference of kinds rounding (a drift)."""
         info = self.ckpt.tensors.get(name) if name else None
         if info is None:
             return None
+        rounding = [f"activations as {ACTIVATIONS_AS[info.label]}"] if info.label in ACTIVATIONS_AS else []
         if self.session.kv_cache != "f32" and name.endswith("attn_output.weight"):
-            return f"{info.label} (K/V cached as {self.session.kv_cache.upper()})"
-        return info.label
+            rounding.append(f"K/V cached as {self.session.kv_cache.upper()}")
+        return f"{info.label} ({', '.join(rounding)} in llama.cpp)" if rounding else info.label
 
     def nonfinite_weight(self, point: Point) -> str | None:
         from ..tensors.read import Undecodable

@@ -154,3 +154,26 @@ def test_a_model_loaded_on_llamacpp_is_traced_on_llamacpp(clean_gguf):
         model.close()
     assert t.engine.startswith("llama.cpp via llama-cpp-python")
     assert any(s.module == "kqv_out" for s in t.stats)
+
+
+def test_cli_names_each_sides_engine(base, clean_gguf, capsys):
+    from model_explorer.cli import main
+
+    assert main(["compare-runs", base.folder, clean_gguf, "--prompt", TEXT, "--b-engine", "llama.cpp"]) == 0
+    out = capsys.readouterr().out
+    assert "(cpu (numpy))" in out and "KV cache F32, flash attention off" in out
+    assert main(["compare-runs", base.folder, clean_gguf, "--engine", "tensorflow"]) == 2
+
+
+def test_run_tab_offers_llamacpp_for_a_gguf_and_traces_on_it(base, clean_gguf, tmp_path):
+    from model_explorer.widgets.run_cell import RunDemo
+
+    assert RunDemo(base.folder, device="cpu").runs_engines == ["numpy"]
+    w = RunDemo(clean_gguf, device="cpu", cache_dir=str(tmp_path))
+    assert w.runs_engines == ["numpy", "llama.cpp"]
+    w.runs_engine = "llama.cpp"
+    w.prompt = TEXT
+    assert w.trace() and w.wait(120) and not w.error, w.error
+    assert w.runs["engines"]["a"].startswith("llama.cpp via llama-cpp-python")
+    assert w.compare_runs("") and w.wait(120) and not w.error, w.error  # this file on llama.cpp against ours
+    assert w.runs["engines"]["a"].startswith("llama.cpp") and w.runs["engines"]["b"] == "cpu (numpy)"

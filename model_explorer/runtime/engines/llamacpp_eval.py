@@ -32,6 +32,13 @@ GGML_MAX_DIMS = 4
 CACHE_TYPES = {"f32": 0, "f16": 1}  # ggml_type of the K and V cache
 FLASH = {False: 0, True: 1, "auto": -1}  # llama_flash_attn_type: disabled, enabled, auto
 DTYPES = {0: np.float32, 1: np.float16}  # the ggml types an activation is read from
+# What llama.cpp's CPU kernels round the activations to before multiplying them by a weight stored
+# so (ggml-cpu's vec_dot_type): a quantized or half-precision weight meets rounded activations,
+# where our decoder multiplies float32 by float32. Rounding, never a fault.
+_Q8_K = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_XS",
+         "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0")
+ACTIVATIONS_AS = {"F16": "F16", "BF16": "BF16", "Q4_0": "Q8_0", "Q5_0": "Q8_0", "Q8_0": "Q8_0", "IQ4_NL": "Q8_0",
+                  "MXFP4": "Q8_0", "Q4_1": "Q8_1", "Q5_1": "Q8_1", **{k: "Q8_K" for k in _Q8_K}}
 
 
 class TensorHead(ctypes.Structure):
@@ -108,7 +115,8 @@ class EvalSession:
     run(ids, wanted, take): every id at positions 0.. in one batch (one ubatch), logits of every
     position; `wanted(name)` says whether the tensor llama.cpp named so is to be copied (asked once
     per node, in graph order), `take(name, array)` receives the copy. An exception raised by
-    `take` stops the graph at that node and is raised again after llama_decode returns."""
+    `take` stops the graph at that node and is raised again after llama_decode returns.
+    wanted=None: no callback, the same context untraced (what the benchmark times against)."""
 
     def __init__(self, path: str, threads: int | None = None, kv_cache: str = "f32",
                  flash_attention: bool | str = False) -> None:
@@ -138,7 +146,8 @@ class EvalSession:
         flash = {False: "off", True: "on", "auto": "auto (llama.cpp decides)"}[self.flash_attention]
         return f"KV cache {self.kv_cache.upper()}, flash attention {flash}"
 
-    def run(self, ids: list[int], wanted: Callable[[str], bool], take: Callable[[str, np.ndarray], None]) -> np.ndarray:
+    def run(self, ids: list[int], wanted: Callable[[str], bool] | None,
+            take: Callable[[str, np.ndarray], None] | None) -> np.ndarray:
         cpp, lib = self.cpp, self.lib
         n = len(ids)
         failed: list[BaseException] = []
@@ -147,9 +156,9 @@ class EvalSession:
             try:
                 name = (lib.ggml_get_name(t) or b"").decode("utf-8", "replace")
                 if ask:
-                    return bool(wanted(name))
+                    return wanted is not None and bool(wanted(name))
                 array = read_tensor(lib, t)
-                if array is not None:
+                if array is not None and take is not None:
                     take(name, array)
                 return True
             except BaseException as e:  # noqa: BLE001 - raised again after llama_decode returns
@@ -164,7 +173,8 @@ class EvalSession:
         cp.n_threads = cp.n_threads_batch = self.threads
         cp.type_k = cp.type_v = CACHE_TYPES[self.kv_cache]
         cp.flash_attn_type = FLASH[self.flash_attention]
-        cp.cb_eval, cp.cb_eval_user_data = hook, None
+        if wanted is not None:
+            cp.cb_eval, cp.cb_eval_user_data = hook, None
         cp.swa_full = True
         cp.no_perf = True
         ctx = cpp.llama_init_from_model(self.model, cp)
