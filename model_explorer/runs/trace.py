@@ -263,7 +263,7 @@ def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = Fals
         tensors = {p: side.weights(p) for p in side.points()}
         out = Trace(side.label, side.config.architecture, side.num_layers, token_ids,
                     side.tokens(token_ids), rec.stats, tensors, logits, rec.activations, massive_ratio,
-                    engine=side.engine_label)
+                    engine=getattr(side, "engine_label", None))
         first = out._first_nonfinite()
         if first is not None:
             out.nonfinite_tensor = side.nonfinite_weight((first.layer, first.module))
