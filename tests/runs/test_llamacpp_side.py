@@ -177,3 +177,22 @@ def test_run_tab_offers_llamacpp_for_a_gguf_and_traces_on_it(base, clean_gguf, t
     assert w.runs["engines"]["a"].startswith("llama.cpp via llama-cpp-python")
     assert w.compare_runs("") and w.wait(120) and not w.error, w.error  # this file on llama.cpp against ours
     assert w.runs["engines"]["a"].startswith("llama.cpp") and w.runs["engines"]["b"] == "cpu (numpy)"
+
+
+def test_real_gguf_ours_against_llamacpp_pairs_every_point_and_drifts():
+    """The real SmolLM2 GGUF make dev installs: every point of every layer paired, and the
+    difference is rounding (llama.cpp's 8-bit activations against the Q4_1 weights): a drift,
+    never a jump. (Gemma 3 takes 30 s here: benchmarks/bench_llamacpp_trace.py --compare.)"""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import realfiles
+
+    path = realfiles.need(realfiles.smollm2_gguf())
+    d = mx.compare_runs(path, path, prompt="The capital of France is", b_engine="llama.cpp")
+    assert {u["module"] for u in d.unpaired} == {"kqv_out"}
+    assert all(u["why"] == "only b records it" for u in d.unpaired)
+    first = d.first_divergence
+    assert first is not None and first["kind"] == "drift" and "activations as Q8_1" in first["explanation"], d.summary()
+    assert d.top1_agreement >= 0.8 and d.kld["max"] < 0.1
