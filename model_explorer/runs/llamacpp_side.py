@@ -12,8 +12,10 @@ same place (runtime/decoder.py MODULES), reshaped to our layout:
     ffn_norm-N  -> (N, ffn_norm)     ffn_out-N -> (N, ffn_out)    l_out-N -> (N, residual)
     embd (Gemma: inp_scaled) -> embed    result_norm -> final_norm    result_output -> logits
 
-A name occurs more than once in a pass (Qcur names the projection, its reshape and the rotated
-q): the first is the one before RoPE, the point ours records. Where the family norms q and k
+A name occurs more than once in a pass (Qcur names the projection, the projection plus its bias,
+its reshape into heads and the rotated q): q, k and v are the reshape into heads (a view of the
+fused projection where q, k, v are one matrix), after the bias and before RoPE, the point ours
+records; of every other name the first. Where the family norms q and k
 (Gemma 3, Qwen 3) `Qcur_normed`/`Kcur_normed` are our q and k. Q and K rows of a Llama GGUF are
 permuted for llama.cpp's interleaved RoPE (the converter does it; our reader undoes it for the
 weights): its Qcur/Kcur are un-permuted here the same way (tensors/names.unpermute_qk).
@@ -21,8 +23,8 @@ weights): its Qcur/Kcur are un-permuted here the same way (tensors/names.unpermu
 Tensors of llama.cpp with no point of ours (`kqv_out`, the attention before its output
 projection; Gemma's `attn_post_norm`, `ffn_post_norm`) are recorded under their own names, so a
 comparison lists them as points only llama.cpp records rather than dropping them; our points it
-has no tensor for (Gemma's attn_out: its output projection's result is unnamed) are listed the
-same way.
+has no tensor for (Gemma's and Qwen2's attn_out: their graphs leave the output projection's
+result unnamed) are listed the same way.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ ENGINE = "llama.cpp"
 LAYER_NAMES = {"attn_norm": "attn_norm", "Qcur": "q", "Kcur": "k", "Vcur": "v", "attn_out": "attn_out",
                "ffn_inp": "attn_residual", "sa_out": "attn_residual", "ffn_norm": "ffn_norm",
                "ffn_out": "ffn_out", "l_out": "residual"}
+HEADS = ("Qcur-", "Kcur-", "Vcur-")  # taken where they are laid out in heads
 QK_NORMED = {"Qcur_normed": "q", "Kcur_normed": "k"}  # replace Qcur/Kcur where the family norms q and k
 OWN = ("kqv_out", "attn_post_norm", "ffn_post_norm")  # llama.cpp's, with no point of ours
 OUTER_NAMES = {"result_norm": "final_norm", "result_output": "logits"}
@@ -118,10 +121,12 @@ class LlamaCppSide:
         record = with_progress(recorder, progress, label, self.num_layers)
         n, seen = len(ids), set()
 
-        def wanted(name: str) -> bool:
+        def wanted(name: str, op: str) -> bool:
             point = self.point_of(name)
             if point is None or point in seen:
-                return False  # the first tensor of a name is the point (Qcur before RoPE)
+                return False
+            if name.startswith(HEADS) and op not in ("RESHAPE", "VIEW"):
+                return False  # q, k, v: in heads, after the bias, before RoPE
             seen.add(point)
             return True
 

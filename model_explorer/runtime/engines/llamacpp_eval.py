@@ -9,7 +9,7 @@ nothing of a layer is held here past the callback.
 Only llama-cpp-python declares `cb_eval` in its `llama_context_params` and ships libggml as shared
 libraries (cyllama links llama.cpp statically and exposes no callback): a tensor's name, type,
 shape (ne) and strides (nb) are read through a ctypes mirror of the head of `struct ggml_tensor`
-(type, buffer, ne[4], nb[4]: unchanged since ggml's first releases) and its bytes through
+(type, buffer, ne[4], nb[4], op: unchanged since ggml's first releases) and its bytes through
 `ggml_backend_tensor_get`, which copies from any backend's buffer.
 
 ggml's layout: ne[0] is the fastest axis, so an activation [n_embd, n_tokens] is numpy
@@ -45,7 +45,7 @@ class TensorHead(ctypes.Structure):
     """The first fields of ggml's `struct ggml_tensor` (ggml.h): enough for type and layout."""
 
     _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p),
-                ("ne", ctypes.c_int64 * GGML_MAX_DIMS), ("nb", ctypes.c_size_t * GGML_MAX_DIMS)]
+                ("ne", ctypes.c_int64 * GGML_MAX_DIMS), ("nb", ctypes.c_size_t * GGML_MAX_DIMS), ("op", ctypes.c_int)]
 
 
 def available() -> str | None:
@@ -63,7 +63,7 @@ _ggml: dict = {}
 
 
 def _library():
-    """The libggml-base llama-cpp-python loaded, with the three functions read here typed."""
+    """The libggml-base llama-cpp-python loaded, with the functions read here typed."""
     if not _ggml:
         import llama_cpp
 
@@ -71,6 +71,7 @@ def _library():
                                                                    "libggml-base.so"))
         lib.ggml_get_name.argtypes, lib.ggml_get_name.restype = [ctypes.c_void_p], ctypes.c_char_p
         lib.ggml_nbytes.argtypes, lib.ggml_nbytes.restype = [ctypes.c_void_p], ctypes.c_size_t
+        lib.ggml_op_name.argtypes, lib.ggml_op_name.restype = [ctypes.c_int], ctypes.c_char_p
         lib.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
         lib.ggml_backend_tensor_get.restype = None
         quiet = llama_cpp.llama_log_callback(lambda _level, _text, _user: None)  # it logs every graph it reserves
@@ -113,8 +114,9 @@ class EvalSession:
     """A GGUF loaded by llama-cpp-python, run over one prompt at a time with the eval callback on.
 
     run(ids, wanted, take): every id at positions 0.. in one batch (one ubatch), logits of every
-    position; `wanted(name)` says whether the tensor llama.cpp named so is to be copied (asked once
-    per node, in graph order), `take(name, array)` receives the copy. An exception raised by
+    position; `wanted(name, op)` says whether the tensor llama.cpp named so, made by ggml op `op`
+    ("MUL_MAT", "RESHAPE", "ROPE"), is to be copied (asked once per node, in graph order),
+    `take(name, array)` receives the copy. An exception raised by
     `take` stops the graph at that node and is raised again after llama_decode returns.
     wanted=None: no callback, the same context untraced (what the benchmark times against)."""
 
@@ -146,7 +148,7 @@ class EvalSession:
         flash = {False: "off", True: "on", "auto": "auto (llama.cpp decides)"}[self.flash_attention]
         return f"KV cache {self.kv_cache.upper()}, flash attention {flash}"
 
-    def run(self, ids: list[int], wanted: Callable[[str], bool] | None,
+    def run(self, ids: list[int], wanted: Callable[[str, str], bool] | None,
             take: Callable[[str, np.ndarray], None] | None) -> np.ndarray:
         cpp, lib = self.cpp, self.lib
         n = len(ids)
@@ -156,7 +158,8 @@ class EvalSession:
             try:
                 name = (lib.ggml_get_name(t) or b"").decode("utf-8", "replace")
                 if ask:
-                    return wanted is not None and bool(wanted(name))
+                    op = (lib.ggml_op_name(TensorHead.from_address(t).op) or b"").decode("ascii", "replace")
+                    return wanted is not None and bool(wanted(name, op))
                 array = read_tensor(lib, t)
                 if array is not None and take is not None:
                     take(name, array)
