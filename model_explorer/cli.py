@@ -314,6 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
     given.add_argument("--text", metavar="FILE", help="a text file both run on; adds each side's perplexity")
     s.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"],
                    help="cpu runs the numpy reference, cuda or mps run torch (default: cpu)")
+    s.add_argument("--engine", default=None, help="what runs both sides: numpy (our decoder) or llama.cpp "
+                   "(its own graph's tensors, a GGUF); --a-engine / --b-engine choose per side")
+    s.add_argument("--a-engine", default=None, help="what runs a (numpy, llama.cpp)")
+    s.add_argument("--b-engine", default=None, help="what runs b (numpy, llama.cpp)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_compare_runs)
     add_batch_parsers(sub)

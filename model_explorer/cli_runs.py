@@ -1,4 +1,4 @@
-"""`model-explorer compare-runs A B [--prompt TEXT | --text FILE] [--json]`.
+"""`model-explorer compare-runs A B [--prompt TEXT | --text FILE] [--engine E | --a-engine E --b-engine E] [--json]`.
 
 Prints the summary (KLD, top-1 agreement, perplexity with --text, the verdict: no divergence, a
 drift and where it starts, or the first divergence with its weight's bytes; the configuration
@@ -35,7 +35,7 @@ def grid_text(diff) -> list[str]:
 
 
 def run_compare_runs(args) -> int:
-    """args: a, b, prompt, text (a file name), json, device."""
+    """args: a, b, prompt, text (a file name), json, device, engine, a_engine, b_engine."""
     from .model.config import UnsupportedModel
     from .runs.compare_runs import compare_runs
 
@@ -48,14 +48,16 @@ def run_compare_runs(args) -> int:
             print(f"model-explorer: cannot read the text file {args.text!r}: {e}", file=sys.stderr)
             return EXIT_UNREADABLE
     try:
-        diff = compare_runs(args.a, args.b, prompt=args.prompt, text=text, device=args.device)
+        both = getattr(args, "engine", None)
+        diff = compare_runs(args.a, args.b, prompt=args.prompt, text=text, device=args.device,
+                            a_engine=getattr(args, "a_engine", None) or both, b_engine=getattr(args, "b_engine", None) or both)
     except (OSError, UnsupportedModel, ValueError, RuntimeError) as e:
         print(f"model-explorer: cannot compare the runs: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
     if args.json:
         print(json.dumps(diff.to_json(), allow_nan=False))
     else:
-        print(f"a: {diff.a}\nb: {diff.b}")
+        print(f"a: {diff.a} ({diff.engine_a})\nb: {diff.b} ({diff.engine_b})")
         print(diff.summary())
         print()
         print("\n".join(grid_text(diff)))

@@ -194,6 +194,7 @@ export function renderRunDemo({ model, el: root }) {
     placeholder: "another checkpoint to compare with: a path, URL or hf://" });
   const bRuns = el("button", { text: "Compare with…" });
   const bTrace = el("button", { text: "Trace" });
+  const runsEngine = el("select", { class: "me-rd-runs-engine", "aria-label": "run this checkpoint on" }); // runs_engines
   const runsBox = el("div", { class: "me-rd-runs" });
   let runsView = null;
 
@@ -207,7 +208,7 @@ export function renderRunDemo({ model, el: root }) {
       el("label", {}, [document.createTextNode("device "), device]),
     ]),
     el("div", { class: "me-rd-row" }, [bDequant, bGenerate, bCompare, bBackends, bStop, bar, barLabel]),
-    el("div", { class: "me-rd-row" }, [other, bRuns, bTrace]),
+    el("div", { class: "me-rd-row" }, [other, bRuns, bTrace, el("label", {}, [document.createTextNode("on "), runsEngine])]),
     error, output, el("div", { class: "me-rd-row" }, [tps]), stats, engine, family, dequantBox, compareBox, backendsBox, runsBox);
 
   let live = {}; // label -> streamed text during a comparison
@@ -257,6 +258,10 @@ export function renderRunDemo({ model, el: root }) {
     runsView = renderRuns(runsBox, model.get("runs"), { onPick: (layer, module) => model.send({ type: "runs_select", layer, module }) });
   };
   const syncOther = () => { if (document.activeElement !== other) other.value = model.get("other_source") || ""; };
+  const syncRunsEngine = () => {
+    runsEngine.replaceChildren(...(model.get("runs_engines") || ["numpy"]).map((e) => el("option", { value: e, text: e })));
+    runsEngine.value = model.get("runs_engine") || "numpy";
+  };
 
   function set(name, value) { model.set(name, value); model.save_changes(); }
   prompt.addEventListener("input", () => set("prompt", prompt.value));
@@ -270,6 +275,7 @@ export function renderRunDemo({ model, el: root }) {
   bBackends.addEventListener("click", () => model.send({ type: "compare_backends" }));
   bStop.addEventListener("click", () => model.send({ type: "stop" }));
   other.addEventListener("change", () => set("other_source", other.value));
+  runsEngine.addEventListener("change", () => set("runs_engine", runsEngine.value));
   bRuns.addEventListener("click", () => model.send({ type: "compare_runs", source: other.value }));
   bTrace.addEventListener("click", () => model.send({ type: "trace" }));
 
@@ -297,9 +303,10 @@ export function renderRunDemo({ model, el: root }) {
     ["change:dequant change:dequant_summary", syncDequant], ["change:comparison", syncComparison],
     ["change:backends", syncBackends], ["change:runs", syncRuns], ["change:other_source", syncOther],
     ["msg:custom", onMessage],
+    ["change:runs_engines change:runs_engine", syncRunsEngine],
   ];
   for (const [ev, fn] of handlers) model.on(ev, fn);
-  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncFamily(); syncEngine(); syncDequant(); syncComparison(); syncBackends(); syncRuns(); syncOther();
+  syncInputs(); syncStatus(); syncStats(); syncOutput(); syncFamily(); syncEngine(); syncDequant(); syncComparison(); syncBackends(); syncRuns(); syncOther(); syncRunsEngine();
   return () => { for (const [ev, fn] of handlers) model.off(ev, fn); };
 }
 

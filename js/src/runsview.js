@@ -93,6 +93,7 @@ export function nonfinite(s, i, j) {
 export function figureRows(s) {
   const f = s.figures || {};
   const rows = [["tokens", String(f.tokens)]];
+  for (const side of ["a", "b"]) if (s.engines && s.engines[side]) rows.push([s.kind === "diff" ? `engine of ${side}` : "engine", String(s.engines[side])]);
   if (s.kind === "diff") {
     const k = f.kld || {};
     rows.push(["KLD mean / median / p99 / max (nats)", [k.mean, k.median, k.p99, k.max].map(num).join(" / ")]);

@@ -31,10 +31,11 @@ import numpy as np
 from ..model.decoder_points import LAYER_MODULES
 from ..runtime.decoder import drain
 from ..runtime.memory_budget import WontFit
+from .choose import open_side
 from .config_diff import config_differences, config_rows
 from .metrics import flatness, kl_per_position, kld_summary, perplexity
 from .pairing import Pairing, together
-from .side import DEFAULT_PROMPT, DecoderSide, Point, Side, load, token_bound
+from .side import DEFAULT_PROMPT, Point, Side, token_bound
 from .trace import finite
 from .verdict import (
     AGREE,
@@ -85,6 +86,9 @@ class RunDiff:
     places_a: dict[str, dict[str, Any]] = field(default_factory=dict)  # a's tensor -> file/offset/length
     # points not compared: {"layer", "module", "why"} ("only a records it", "shapes differ: ...")
     unpaired: list[dict[str, Any]] = field(default_factory=list)
+    # what ran each side: "cpu (numpy)", or llama.cpp with its KV cache type and attention path
+    engine_a: str | None = None
+    engine_b: str | None = None
 
     @property
     def agree(self) -> bool:
@@ -232,7 +236,7 @@ class RunDiff:
          "first_divergence": {...} | None, "kld": {"mean", "median", "p99", "max"},
          "top1_agreement", "perplexity": {"a", "b"} | None, "tokenizer_mismatch": {...} | None,
          "verdict": {"kind", "sentence"}, "config_diff": {field: [a, b]},
-         "config_rows": [[field, a's value, b's value] as text],
+         "config_rows": [[field, a's value, b's value] as text], "engines": {"a", "b"}: what ran each,
          "jump": {"floor", "factor", "noise_rel", "noise_kld", "step_min"}}
         """
         metrics = ("cosine", "rel_l2", "max_abs")
@@ -255,7 +259,7 @@ class RunDiff:
                 "tokenizer_mismatch": self.tokenizer_mismatch,
                 "verdict": self.verdict,
                 "config_diff": {k: [_jsonable(a), _jsonable(b)] for k, (a, b) in self.config_diff.items()},
-                "config_rows": config_rows(self.config_diff),
+                "config_rows": config_rows(self.config_diff), "engines": {"a": self.engine_a, "b": self.engine_b},
                 "jump": {"floor": JUMP_FLOOR, "factor": JUMP_FACTOR, "noise_rel": NOISE_REL, "noise_kld": NOISE_KLD,
                          "step_min": STEP_MIN}}
 
@@ -294,6 +298,7 @@ class _Facts:
     label: str
     config: Any
     gguf: bool | None
+    engine: str | None
     tokens: list[str]
     names: dict[Point, str | None]  # the weight each point depends on most directly
     feeding: dict[Point, list[str]]  # every weight feeding each point
@@ -310,11 +315,13 @@ class _Facts:
             names[nonfinite] = side.nonfinite_weight(nonfinite) or names[nonfinite]
         kinds = {n: k for n in names.values() if n and (k := side.kind(n)) is not None}
         places = {n: side.place(n) for n in names.values() if n}
-        return cls(side.label, side.config, side.gguf, side.tokens(ids), names, feeding, kinds, places)
+        return cls(side.label, side.config, side.gguf, getattr(side, "engine_label", None), side.tokens(ids), names,
+                   feeding, kinds, places)
 
 
 def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = None, *,
-                 device: str = "cpu", stream: bool | None = None, progress=None) -> RunDiff:
+                 device: str = "cpu", stream: bool | None = None, progress=None,
+                 a_engine: str | None = None, b_engine: str | None = None) -> RunDiff:
     """Run `a` and `b` (anything `load_model` takes, or loaded Models) on the same token ids and
     compare them point by point. The ids: `ids` as given, else `text` (then each side's perplexity
     of it is computed too) or `prompt` (default: a plain sentence) tokenized by a's tokenizer; b's
@@ -327,7 +334,10 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     stream: as in load_model (None: block by block when a model does not fit). progress: called
     as progress(label, layers done, layers) ("running a and b" in lock step, else "running a"
     then "running b"); False stops (RunStopped). None shows a progress bar when a run streams.
-    Points one run records and the other does not (or of another shape) are `RunDiff.unpaired`."""
+    Points one run records and the other does not (or of another shape) are `RunDiff.unpaired`.
+    a_engine, b_engine: what runs each side (runs/choose.py): None (our decoder; llama.cpp for a
+    Model loaded on it), "numpy", or "llama.cpp" (its own graph's tensors: a side that runs its
+    pass in one call leads, and ours follows it layer by layer)."""
     if text is not None and (prompt is not None or ids is not None):
         raise ValueError("text= is the input the perplexity is measured on: give it alone, without "
                          "prompt= or ids=")
@@ -335,12 +345,12 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     if words is None and ids is None:
         words = DEFAULT_PROMPT
     positions = token_bound(words, ids)
-    side_a = _open(a, device, stream, positions)
+    side_a = _open(a, device, stream, positions, a_engine)
     side_b = None
     try:
         token_ids = side_a.ids(words, ids)
         facts_a = _Facts.of(side_a, token_ids)
-        side_b = _open_beside(b, side_a, device, stream, positions)
+        side_b = _open_beside(b, side_a, device, stream, positions, b_engine)
         if side_b is not None:
             try:
                 checked = _checked_b(side_b, facts_a, token_ids, words, ids)
@@ -355,7 +365,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         side_a.close()
     if side_b is None:
         del side_a  # when loaded here, a's weights go before b's arrive
-        side_b = _open(b, device, stream, positions)
+        side_b = _open(b, device, stream, positions, b_engine)
         try:
             checked = _checked_b(side_b, facts_a, token_ids, words, ids)
             logits_b = drain(side_b.steps(token_ids, cmp, progress, "running b"))
@@ -370,21 +380,23 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         row["kind"], row["kind_a"] = facts_b.kinds.get(row["tensor"]), facts_a.kinds.get(row["tensor_a"])
     config_diff, mismatch = checked
     return RunDiff(facts_a.label, facts_b.label, facts_b.config.num_layers, token_ids, facts_a.tokens, cmp.rows,
-                   logits_a, logits_b, facts_b.places, mismatch, text, config_diff, facts_a.places, cmp.unpaired)
+                   logits_a, logits_b, facts_b.places, mismatch, text, config_diff, facts_a.places, cmp.unpaired,
+                   facts_a.engine, facts_b.engine)
 
 
-def _open(source, device: str, stream: bool | None, positions: int) -> Side:
-    """The Side that runs `source`: the one place a comparison's engine is chosen."""
-    return DecoderSide(*load(source, device, stream, positions))
+def _open(source, device: str, stream: bool | None, positions: int, engine: str | None = None) -> Side:
+    """The Side that runs `source`: the one place a comparison's engine is chosen (choose.py)."""
+    return open_side(source, device, stream, positions, engine)
 
 
-def _open_beside(b, side_a: DecoderSide, device: str, stream: bool | None, positions: int) -> Side | None:
+def _open_beside(b, side_a: Side, device: str, stream: bool | None, positions: int,
+                 engine: str | None = None) -> Side | None:
     """b's side loaded while a is held, or None when b is a itself or does not fit beside a:
     then the runs go one after the other."""
-    if b is side_a.model:
+    if b is getattr(side_a, "model", None) or b is side_a:
         return None
     try:
-        return _open(b, device, stream, positions)
+        return _open(b, device, stream, positions, engine)
     except WontFit:
         return None
 

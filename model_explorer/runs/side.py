@@ -17,8 +17,8 @@ What `mx.trace` and `mx.compare_runs` need of a run, whatever runs it (the `Side
 - `ids(prompt, ids)`, `encode(text)`, `tokens(ids)`: its tokenizer; `close()`.
 
 `DecoderSide` is the first implementation: our decoder on numpy or torch (points.py maps its
-points to weights). An engine that computes the forward pass itself is refused here until it
-has a Side of its own.
+points to weights); `runs/llamacpp_side.LlamaCppSide` is llama.cpp's own graph, read through its
+eval callback. `runs/choose.open_side` picks one per source and engine.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class Side(Protocol):
     num_layers: int
     per_layer: bool
     gguf: bool | None  # whether its weights came from a GGUF (the configurations compare alike)
+    engine_label: str  # what runs it, in words ("cpu (numpy)", "llama.cpp via ..., KV cache F32, ...")
 
     def points(self) -> list[Point]: ...
     def steps(self, ids: list[int], recorder, progress=None, label: str = "tracing"): ...
@@ -81,6 +82,7 @@ class DecoderSide:
         self.label, self.config = str(model.source), model.config
         self.num_layers = model.config.num_layers
         self.gguf = getattr(model.weights, "gguf", None)
+        self.engine_label = model.device
         self._copy = getattr(model.backend, "name", "") != "numpy"  # torch may reuse its memory
 
     def points(self) -> list[Point]:
@@ -154,11 +156,6 @@ def load(source, device: str = "cpu", stream: bool | None = None, tokens: int = 
         raise TypeError(f"expected a path or a loaded model (mx.load_model), not {type(source).__name__}")
     return load_model(source, device=device, backend="torch" if device != "cpu" else None,
                       stream=stream, context=tokens), True
-
-
-def open_side(source, device: str = "cpu", stream: bool | None = None, tokens: int = 2048) -> DecoderSide:
-    """The Side that runs `source` (the one place a run's engine is chosen: our decoder today)."""
-    return DecoderSide(*load(source, device, stream, tokens))
 
 
 def prompt_ids(model, prompt: str | None, ids) -> list[int]:

@@ -73,7 +73,8 @@ def _diff_state(d) -> dict[str, Any]:
             "metrics": j["metrics"], "color": {"label": "relative L2 (log scale)", "values": values, **_noise_up(values)},
             "cell_tensors": j["tensors_a"], "tensors_b": j["tensors"], "places_b": j["places"],
             "outer": j["outer"], "first": first, "verdict": verdict, "marks": marks, "figures": figures,
-            "config": j["config_rows"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"]}
+            "config": j["config_rows"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"],
+            "engines": j["engines"]}
 
 
 def _mismatch(m: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -110,7 +111,8 @@ def _trace_state(tr) -> dict[str, Any]:
     return {"kind": "trace", "title": f"trace of {_name(tr.source)} ({tr.architecture})", "a": tr.source,
             "layers": j["layers"], "modules": j["modules"], "tokens": j["tokens"][:TOKENS_SHOWN],
             "metrics": j["metrics"], "color": {"label": "absmax / median |x| (log scale)", "values": values, **_scale(values)},
-            "cell_tensors": j["tensors"], "outer": j["outer"], "first": first, "marks": marks, "figures": figures}
+            "cell_tensors": j["tensors"], "outer": j["outer"], "first": first, "marks": marks, "figures": figures,
+            "engines": {"a": j["engine"]}}
 
 
 def runs_state(result) -> dict[str, Any]:

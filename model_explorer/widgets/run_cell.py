@@ -224,6 +224,7 @@ class RunDemo(RunsJobs, SafeState, anywidget.AnyWidget):
         self._lock = threading.Lock()
         self.on_msg(self._on_msg)
         self._plan_engine()
+        self._offer_runs_engines()
 
     @t.observe("device")
     def _device_changed(self, _change) -> None:

@@ -3,6 +3,11 @@ checkpoint against another, or `mx.trace` of it, over the prompt, as jobs on Run
 background thread; a failure is a sentence in the widget). The result is drawn by the "Compare
 runs" view (runs_widget.py) inside the run cell; a click on a cell names its weight and hands
 it to `on_select` (set by the Explorer hosting the run cell: its selection moves there).
+
+Both run this checkpoint on `runs_engine`: our decoder ("numpy": numpy, or torch on a GPU), or
+llama.cpp's own graph ("llama.cpp", offered for a GGUF when llama-cpp-python loads: its eval
+callback). "Compare with…" on llama.cpp with no other checkpoint typed compares this file on
+llama.cpp against the same file on our decoder.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from typing import Any
 
 import traitlets as t
 
+from ..runs.choose import LLAMACPP
 from ..runs.compare_runs import compare_runs as _compare_runs
 from ..runs.state import pick, runs_state
 from ..runs.trace import trace as _trace
+from ..runtime.engines.llamacpp_eval import available as _llamacpp_traceable
 
 
 class RunsJobs(t.HasTraits):
@@ -36,7 +43,33 @@ class RunsJobs(t.HasTraits):
     - Default: `""`
     """
 
+    runs_engines = t.List(t.Unicode(), ["numpy"]).tag(sync=True)
+    """What "Trace" and "Compare with…" can run this checkpoint on: "numpy" (our decoder), and
+    "llama.cpp" (its own graph's tensors) for a GGUF when llama-cpp-python loads.
+
+    - Type: `list[str]`
+    - Default: `["numpy"]`
+    """
+
+    runs_engine = t.Unicode("numpy").tag(sync=True)
+    """The one of `runs_engines` they run this checkpoint on (a trace's, side a of a comparison).
+
+    - Type: `str`
+    - Default: `"numpy"`
+    """
+
     on_select: Callable[[str], Any] | None = None  # the Explorer's: select a tensor there
+
+    def _offer_runs_engines(self) -> None:
+        """llama.cpp beside our decoder where the file is a GGUF and the binding with its eval
+        callback loads."""
+        gguf = str(self.source).endswith(".gguf")
+        self.runs_engines = ["numpy", LLAMACPP] if gguf and _llamacpp_traceable() is None else ["numpy"]
+        if self.runs_engine not in self.runs_engines:
+            self.runs_engine = "numpy"
+
+    def _engine(self) -> str | None:
+        return LLAMACPP if self.runs_engine == LLAMACPP else None  # None: the device picks numpy or torch
 
     def compare_runs(self, other: str | None = None) -> bool:
         """Run this checkpoint and `other` (default: `other_source`) on the prompt, point by point."""
@@ -72,14 +105,14 @@ class RunsJobs(t.HasTraits):
         return not self._stop.is_set()
 
     def _job_compare_runs(self) -> None:
-        other = self.other_source.strip()
+        other = self.other_source.strip() or (self.source if self._engine() == LLAMACPP else "")
         if not other:
             raise ValueError("type the path of the checkpoint to compare with, then press Compare with…")
         self.runs = {}
         self.runs = runs_state(_compare_runs(self.source, other, prompt=self.prompt, device=self._runs_device(),
-                                             progress=self._runs_progress))
+                                             progress=self._runs_progress, a_engine=self._engine()))
 
     def _job_trace(self) -> None:
         self.runs = {}
         self.runs = runs_state(_trace(self.source, prompt=self.prompt, device=self._runs_device(),
-                                      progress=self._runs_progress))
+                                      progress=self._runs_progress, engine=self._engine()))

@@ -190,7 +190,7 @@ def test_a_session_refuses_what_would_abort_llamacpp(tmp_path):
     cfg = tiny_config()
     session = llamacpp_binding.open_session(write_gguf(cfg, random_state(cfg), str(tmp_path / "t.gguf")), 16, 1)
     try:
-        if session.n_ctx is None:
+        if getattr(session, "n_ctx", None) is None:  # llama-cpp-python's Llama chunks and checks for itself
             pytest.skip(f"{session.label} does not say its context size")
         assert session.n_batch <= 16
         assert session.decode([5] * 40, 0, all_logits=True).shape == (40, cfg["vocab_size"])

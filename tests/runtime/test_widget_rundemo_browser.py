@@ -84,9 +84,10 @@ def test_controls_send_messages_and_sync_traits(page):
     assert page.evaluate("() => typeof widget.render") == "undefined"
     render(page)
     assert page.locator(".me-rundemo").count() == 1
-    assert page.locator("select option").all_text_contents() == ["auto", "cpu"]
+    assert page.locator("select").first.locator("option").all_text_contents() == ["auto", "cpu"]
+    assert page.locator(".me-rd-runs-engine option").all_text_contents() == ["numpy"]
     page.fill("textarea", "Tell me a story")
-    page.locator("select").select_option("cpu")
+    page.locator("select").first.select_option("cpu")
     page.get_by_role("button", name="Generate").click()
     page.get_by_role("button", name="Compare quantizations").click()
     state = page.evaluate("({prompt: model.state.prompt, device: model.state.device, sent: model.sent})")
@@ -146,3 +147,12 @@ def test_dequantize_table_per_layer(page):
     cells = page.locator("table tr").nth(1).locator("td").all_text_contents()
     assert cells[:5] == ["embeddings / head", "Q8_0, F32", "2", "28.7 MiB", "108.0 MiB"]
     assert cells[5].strip() == "200 ms"
+
+
+def test_trace_and_compare_offer_llamacpp_for_a_gguf(page):
+    render(page, runs_engines=["numpy", "llama.cpp"], runs_engine="numpy")
+    assert page.locator(".me-rd-runs-engine option").all_text_contents() == ["numpy", "llama.cpp"]
+    page.locator(".me-rd-runs-engine").select_option("llama.cpp")
+    page.get_by_role("button", name="Trace").click()
+    state = page.evaluate("({engine: model.state.runs_engine, sent: model.sent})")
+    assert state["engine"] == "llama.cpp" and state["sent"] == [{"type": "trace"}]
