@@ -28,12 +28,15 @@ from typing import Any
 
 import numpy as np
 
+from ..model.config import ModelConfig
 from ..runtime.decoder import LAYER_MODULES, drain
 from ..runtime.memory_budget import WontFit
 from .config_diff import config_differences, config_rows
+from .engine_notes import output_agrees, output_sentence, place_in_graphs
+from .engines import open_side
 from .metrics import flatness, kl_per_position, kld_summary, perplexity
 from .pairing import Pairing, together
-from .side import DEFAULT_PROMPT, DecoderSide, Point, Side, load, token_bound
+from .side import DEFAULT_PROMPT, Point, Side, token_bound
 from .trace import finite
 from .verdict import (
     AGREE,
@@ -84,11 +87,21 @@ class RunDiff:
     places_a: dict[str, dict[str, Any]] = field(default_factory=dict)  # a's tensor -> file/offset/length
     # points not compared: {"layer", "module", "why"} ("only a records it", "shapes differ: ...")
     unpaired: list[dict[str, Any]] = field(default_factory=list)
+    engine_a: str = "decoder"  # what ran each side (runs/engines.py)
+    engine_b: str = "decoder"
+    # False: an encoder; logits_a/logits_b hold the last hidden states, judged by relative L2
+    has_logits: bool = True
+    # the module or graph node behind each point, per side: {"node"|"module", "op"|"class", ...}
+    nodes: dict[Point, dict[str, Any]] = field(default_factory=dict)
+    nodes_a: dict[Point, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def agree(self) -> bool:
         """The logits are equal within float32 noise: top-1 agreement 100 % and KL at most
-        verdict.NOISE_KLD nats at every position."""
+        verdict.NOISE_KLD nats at every position (without logits: the outputs' relative L2 at
+        most verdict.NOISE_REL)."""
+        if not self.has_logits:
+            return output_agrees(self.logits_a, self.logits_b)
         return logits_agree(self.top1_agreement, self.kld["max"])
 
     @property
@@ -107,9 +120,14 @@ class RunDiff:
         row, kind = found
         out = {"kind": kind, **{k: row[k] for k in ("layer", "module", "cosine", "rel_l2", "max_abs", "tensor",
                                                    "tensor_a", "tensors")}}
+        out["sqnr"] = row.get("sqnr")
+        out.update(place_in_graphs(self.nodes_a.get((row["layer"], row["module"])),
+                                   self.nodes.get((row["layer"], row["module"])), self.places_a.get(row["tensor_a"] or "")))
         out["previous_max"] = largest_before(self.rows, row)
         out.update({k: v for k, v in self.places.get(row["tensor"], {}).items() if k != "tensor"})
         out["explanation"] = explain(row, self.rows, self.config_diff, kind)
+        if out.get("attribute"):
+            out["explanation"] = f"{out['attribute']['sentence']} {out['explanation']}"
         start = onset(self.rows)
         if kind == JUMP and start is not None and start is not row:
             out["drift_from"] = {k: start[k] for k in ("layer", "module", "rel_l2")}
@@ -121,7 +139,9 @@ class RunDiff:
         """{"kind": "agree" | "drift" | "jump", "sentence"}: the comparison's conclusion in words,
         the same in the summary, the CLI and the view."""
         first = self.first_divergence
-        note = top1_note(self.top1_agreement, self.kld["max"], flatness(self.logits_a), self.logits_a.shape[-1])
+        if not self.has_logits and first is None:
+            return {"kind": AGREE, "sentence": output_sentence(self.rows, self.logits_a, self.logits_b)}
+        note = "" if not self.has_logits else top1_note(self.top1_agreement, self.kld["max"], flatness(self.logits_a), self.logits_a.shape[-1])
         sentence = first["sentence"] if first is not None else \
             agreement_sentence(self.rows, self.top1_agreement, self.kld["max"])
         return {"kind": first["kind"] if first is not None else AGREE,
@@ -131,6 +151,8 @@ class RunDiff:
     def kl_divergence(self) -> np.ndarray:
         """KL(P_a || P_b) per position, nats (a float64 log-softmax of both logits: computed
         once, not on every look at the verdict)."""
+        if not self.has_logits:
+            return np.full(self.logits_a.shape[0] if self.logits_a.ndim else 0, np.nan)
         return kl_per_position(self.logits_a, self.logits_b)
 
     @property
@@ -141,7 +163,9 @@ class RunDiff:
 
     @property
     def top1_agreement(self) -> float:
-        """Share of positions where both runs' most likely next token is the same."""
+        """Share of positions where both runs' most likely next token is the same (NaN without logits)."""
+        if not self.has_logits:
+            return math.nan
         return float(np.mean(self.logits_a.argmax(-1) == self.logits_b.argmax(-1)))
 
     @property
@@ -184,8 +208,12 @@ class RunDiff:
     def summary(self) -> str:
         first = self.first_divergence
         k = self.kld
-        lines = [f"{len(self.ids)} tokens; KLD mean {k['mean']:.6f} median {k['median']:.6f} "
+        lines = [f"{self.engine_a} (a) against {self.engine_b} (b); {len(self.ids)} tokens; the outputs "
+                 "have no logits (an encoder): judged by their relative L2"] if not self.has_logits else \
+            [f"{len(self.ids)} tokens; KLD mean {k['mean']:.6f} median {k['median']:.6f} "
                  f"p99 {k['p99']:.6f} max {k['max']:.6f} nats; top-1 agreement {self.top1_agreement:.1%}"]
+        if self.has_logits and (self.engine_a, self.engine_b) != ("decoder", "decoder"):
+            lines.insert(0, f"{self.engine_a} (a) against {self.engine_b} (b)")
         if self.perplexity:
             lines.append(f"perplexity: a {self.perplexity['a']:.4f}, b {self.perplexity['b']:.4f}")
         if first is None:
@@ -196,6 +224,8 @@ class RunDiff:
             lines.append(f"{head}{where(first)}{on} (cosine {first['cosine']:.4f}, relative L2 "
                          f"{first['rel_l2']:.3g}), tensor {first['tensor']} at byte {first.get('offset')}: "
                          f"{first['explanation']}")
+            if first.get("node_b") or first.get("module_a"):
+                lines.append(f"  a: {first.get('module_a') or '-'}; b: {first.get('node_b') or '-'}")
         if self.unpaired:
             shown = "; ".join(f"{where(u)}: {u['why']}" for u in self.unpaired[:3])
             more = f" (and {len(self.unpaired) - 3} more)" if len(self.unpaired) > 3 else ""
@@ -271,7 +301,8 @@ def _bare(places: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _check_shapes(ca, cb) -> None:
     for what in ("num_layers", "hidden_size", "vocab_size"):
-        if getattr(ca, what) != getattr(cb, what):
+        va, vb = getattr(ca, what, None), getattr(cb, what, None)
+        if va is not None and vb is not None and va != vb:
             raise ValueError(f"the two models differ in {what} (a {getattr(ca, what)}, b {getattr(cb, what)}): "
                              "their runs cannot be compared module by module.")
 
@@ -298,6 +329,9 @@ class _Facts:
     feeding: dict[Point, list[str]]  # every weight feeding each point
     kinds: dict[str, str]  # how each named weight is stored (F32, Q8_0): rounding, not a fault
     places: dict[str, dict[str, Any]]
+    engine: str = "decoder"
+    has_logits: bool = True
+    nodes: dict[Point, dict[str, Any]] = field(default_factory=dict)  # the node/module behind each point
 
     @classmethod
     def of(cls, side: Side, ids: list[int], nonfinite: Point | None = None) -> _Facts:
@@ -309,11 +343,15 @@ class _Facts:
             names[nonfinite] = side.nonfinite_weight(nonfinite) or names[nonfinite]
         kinds = {n: k for n in names.values() if n and (k := side.kind(n)) is not None}
         places = {n: side.place(n) for n in names.values() if n}
-        return cls(side.label, side.config, side.gguf, side.tokens(ids), names, feeding, kinds, places)
+        node = getattr(side, "node", None)
+        nodes = {p: got for p in feeding if node is not None and (got := node(p))}
+        return cls(side.label, side.config, side.gguf, side.tokens(ids), names, feeding, kinds, places,
+                   getattr(side, "engine", "decoder"), getattr(side, "has_logits", True), nodes)
 
 
 def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = None, *,
-                 device: str = "cpu", stream: bool | None = None, progress=None) -> RunDiff:
+                 device: str = "cpu", stream: bool | None = None, progress=None,
+                 a_engine: str | None = None, b_engine: str | None = None) -> RunDiff:
     """Run `a` and `b` (anything `load_model` takes, or loaded Models) on the same token ids and
     compare them point by point. The ids: `ids` as given, else `text` (then each side's perplexity
     of it is computed too) or `prompt` (default: a plain sentence) tokenized by a's tokenizer; b's
@@ -326,7 +364,10 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     stream: as in load_model (None: block by block when a model does not fit). progress: called
     as progress(label, layers done, layers) ("running a and b" in lock step, else "running a"
     then "running b"); False stops (RunStopped). None shows a progress bar when a run streams.
-    Points one run records and the other does not (or of another shape) are `RunDiff.unpaired`."""
+    Points one run records and the other does not (or of another shape) are `RunDiff.unpaired`.
+    a_engine, b_engine: "decoder", "transformers", "onnxruntime", "litert", "llama.cpp"
+    (runs/engines.py); None picks by format (an .onnx runs on onnxruntime). b is aligned to a:
+    an export's graph nodes are matched to a's modules (align.py)."""
     if text is not None and (prompt is not None or ids is not None):
         raise ValueError("text= is the input the perplexity is measured on: give it alone, without "
                          "prompt= or ids=")
@@ -334,12 +375,12 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     if words is None and ids is None:
         words = DEFAULT_PROMPT
     positions = token_bound(words, ids)
-    side_a = _open(a, device, stream, positions)
+    side_a = open_side(a, a_engine, device, stream, positions)
     side_b = None
     try:
         token_ids = side_a.ids(words, ids)
         facts_a = _Facts.of(side_a, token_ids)
-        side_b = _open_beside(b, side_a, device, stream, positions)
+        side_b = _open_beside(b, b_engine, side_a, device, stream, positions)
         if side_b is not None:
             try:
                 checked = _checked_b(side_b, facts_a, token_ids, words, ids)
@@ -354,7 +395,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         side_a.close()
     if side_b is None:
         del side_a  # when loaded here, a's weights go before b's arrive
-        side_b = _open(b, device, stream, positions)
+        side_b = open_side(b, b_engine, device, stream, positions)
         try:
             checked = _checked_b(side_b, facts_a, token_ids, words, ids)
             logits_b = drain(side_b.steps(token_ids, cmp, progress, "running b"))
@@ -368,30 +409,40 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         row["tensors"] = facts_b.feeding.get(key, [])
         row["kind"], row["kind_a"] = facts_b.kinds.get(row["tensor"]), facts_a.kinds.get(row["tensor_a"])
     config_diff, mismatch = checked
-    return RunDiff(facts_a.label, facts_b.label, facts_b.config.num_layers, token_ids, facts_a.tokens, cmp.rows,
-                   logits_a, logits_b, facts_b.places, mismatch, text, config_diff, facts_a.places, cmp.unpaired)
+    if facts_a.has_logits != facts_b.has_logits:
+        raise ValueError(f"a ({facts_a.engine}) {'has' if facts_a.has_logits else 'has no'} logits and b "
+                         f"({facts_b.engine}) {'has' if facts_b.has_logits else 'has no'}: their outputs differ in kind")
+    for row in cmp.rows:
+        key = (row["layer"], row["module"])
+        row["node_b"] = (facts_b.nodes.get(key) or {}).get("node")
+        row["op"] = (facts_b.nodes.get(key) or {}).get("op")
+    return RunDiff(facts_a.label, facts_b.label, max(facts_a.config.num_layers, facts_b.config.num_layers), token_ids,
+                   facts_a.tokens, cmp.rows, logits_a, logits_b, facts_b.places, mismatch, text, config_diff,
+                   facts_a.places, cmp.unpaired, facts_a.engine, facts_b.engine, facts_a.has_logits,
+                   facts_b.nodes, facts_a.nodes)
 
 
-def _open(source, device: str, stream: bool | None, positions: int) -> Side:
-    """The Side that runs `source`: the one place a comparison's engine is chosen."""
-    return DecoderSide(*load(source, device, stream, positions))
-
-
-def _open_beside(b, side_a: DecoderSide, device: str, stream: bool | None, positions: int) -> Side | None:
+def _open_beside(b, engine: str | None, side_a: Side, device: str, stream: bool | None,
+                 positions: int) -> Side | None:
     """b's side loaded while a is held, or None when b is a itself or does not fit beside a:
-    then the runs go one after the other."""
-    if b is side_a.model:
+    then the runs go one after the other. a is b's reference: an export is aligned to its weights."""
+    if b is getattr(side_a, "model", None):
         return None
     try:
-        return _open(b, device, stream, positions)
+        return open_side(b, engine, device, stream, positions, reference=side_a)
     except WontFit:
+        if getattr(side_a, "engine", "decoder") != "decoder":
+            raise  # only our decoder can go one run after the other
         return None
 
 
 def _checked_b(side_b: Side, facts_a: _Facts, token_ids, words, ids) -> tuple[dict, dict | None]:
     """b's config differences and tokenizer mismatch against a, before b runs."""
     _check_shapes(facts_a.config, side_b.config)
-    config_diff = config_differences(facts_a.config, side_b.config, same_format=facts_a.gguf == side_b.gguf)
+    if not (isinstance(facts_a.config, ModelConfig) and isinstance(side_b.config, ModelConfig)):
+        config_diff = {}  # two engines' descriptions: each point's node says what differs (node_note)
+    else:
+        config_diff = config_differences(facts_a.config, side_b.config, same_format=facts_a.gguf == side_b.gguf)
     return config_diff, tokenizer_mismatch(facts_a.tokens, side_b, words if ids is None else None, token_ids)
 
 

@@ -17,8 +17,10 @@ What `mx.trace` and `mx.compare_runs` need of a run, whatever runs it (the `Side
 - `ids(prompt, ids)`, `encode(text)`, `tokens(ids)`: its tokenizer; `close()`.
 
 `DecoderSide` is the first implementation: our decoder on numpy or torch (points.py maps its
-points to weights). An engine that computes the forward pass itself is refused here until it
-has a Side of its own.
+points to weights). The others (transformers, onnxruntime, LiteRT, llama.cpp) and the choice
+between them are in engines.py (`open_side`). Optional on a Side: `engine` (its name),
+`has_logits` (False: an encoder, whose last hidden state is its output), `node(point)` (the
+module or graph node behind a point, its op and attributes such as a norm's epsilon).
 """
 
 from __future__ import annotations
@@ -154,11 +156,6 @@ def load(source, device: str = "cpu", stream: bool | None = None, tokens: int = 
         raise TypeError(f"expected a path or a loaded model (mx.load_model), not {type(source).__name__}")
     return load_model(source, device=device, backend="torch" if device != "cpu" else None,
                       stream=stream, context=tokens), True
-
-
-def open_side(source, device: str = "cpu", stream: bool | None = None, tokens: int = 2048) -> DecoderSide:
-    """The Side that runs `source` (the one place a run's engine is chosen: our decoder today)."""
-    return DecoderSide(*load(source, device, stream, tokens))
 
 
 def prompt_ids(model, prompt: str | None, ids) -> list[int]:

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..runtime.decoder import LAYER_MODULES, MODULES, drain
-from .side import RunStopped, open_side, token_bound
+from .engines import open_side
+from .side import RunStopped, token_bound
 
 MASSIVE_RATIO = 1000.0
 TOP = 5  # largest |x| kept per module
@@ -141,6 +142,7 @@ class Trace:
     activations: dict[tuple[int | None, str], np.ndarray] = field(default_factory=dict)
     massive_ratio: float = MASSIVE_RATIO
     nonfinite_tensor: str | None = None  # the weight holding NaN/Inf where they first appear
+    engine: str = "decoder"  # what ran it (runs/engines.py)
 
     def __getitem__(self, key: tuple[int | None, str]) -> ModuleStats:
         for s in self.stats:
@@ -241,7 +243,7 @@ class Trace:
 
 
 def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = False, device: str = "cpu",
-          stream: bool | None = None, progress=None,
+          stream: bool | None = None, progress=None, engine: str | None = None,
           massive_ratio: float = MASSIVE_RATIO, top: int = TOP) -> Trace:
     """Run one forward pass of `source` (anything `load_model` takes, or a loaded Model; None:
     the bundled sample) over `prompt` (tokenized) or `ids`, recording statistics per layer and
@@ -249,8 +251,10 @@ def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = Fals
     device "cpu" runs the numpy reference; "cuda"/"mps" run torch. stream: None streams the
     weights layer by layer when the model does not fit in memory (load_model's `stream`).
     progress: called as progress("tracing", layers done, layers) after each layer; returning
-    False stops the pass (RunStopped). None shows a progress bar when the run streams."""
-    side = open_side(source, device, stream, token_bound(prompt, ids))
+    False stops the pass (RunStopped). None shows a progress bar when the run streams.
+    engine: "decoder", "transformers", "onnxruntime", "litert", "llama.cpp" (runs/engines.py);
+    None picks by format (an .onnx runs on onnxruntime, a BERT folder on transformers)."""
+    side = open_side(source, engine, device, stream, token_bound(prompt, ids))
     try:
         token_ids = side.ids(prompt, ids)
         rec = StatsRecorder(keep, top)
@@ -258,6 +262,7 @@ def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = Fals
         tensors = {p: side.weights(p) for p in side.points()}
         out = Trace(side.label, side.config.architecture, side.num_layers, token_ids,
                     side.tokens(token_ids), rec.stats, tensors, logits, rec.activations, massive_ratio)
+        out.engine = getattr(side, "engine", "decoder")
         first = out._first_nonfinite()
         if first is not None:
             out.nonfinite_tensor = side.nonfinite_weight((first.layer, first.module))

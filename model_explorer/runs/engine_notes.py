@@ -1,0 +1,68 @@
+"""What a comparison across engines adds to its verdict: the module on one side and the graph
+node on the other, an attribute the node holds that differs from what the module implies (a
+norm's epsilon, a Softmax axis, a Cast to a lower precision), and, for an encoder, whether the
+outputs agree (no logits: the last hidden states, judged by their relative L2)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .metrics import activation_diff
+from .verdict import NOISE_REL
+
+LOW_PRECISION = {"FLOAT16", "BFLOAT16", "INT8", "UINT8", "FLOAT8E4M3FN", "FLOAT8E5M2"}
+
+
+def output_agrees(a: np.ndarray, b: np.ndarray) -> bool:
+    """An encoder's outputs agree: same shape, relative L2 at most NOISE_REL."""
+    if a.shape != b.shape:
+        return False
+    r = activation_diff(a, b)["rel_l2"]
+    return math.isfinite(r) and r <= NOISE_REL
+
+
+def output_sentence(rows: list[dict[str, Any]], a: np.ndarray, b: np.ndarray) -> str:
+    r = activation_diff(a, b)["rel_l2"] if a.shape == b.shape else math.nan
+    worst = max((x["rel_l2"] for x in rows if not math.isnan(x["rel_l2"])), default=0.0)
+    return (f"No divergence: the outputs (last hidden states, no logits) agree within float32 noise "
+            f"(relative L2 {r:.2g}, at most {NOISE_REL:g}); the largest relative L2 of any point is {worst:.3g}.")
+
+
+def place_in_graphs(node_a: dict[str, Any] | None, node_b: dict[str, Any] | None,
+                    place_a: dict[str, Any] | None) -> dict[str, Any]:
+    """{"module_a", "node_b", "op_b", "attribute", "file_a", "offset_a", "length_a"} for a point."""
+    out: dict[str, Any] = {}
+    if node_a:
+        out["module_a"] = node_a.get("module") or node_a.get("node")
+    if node_b:
+        out["node_b"] = node_b.get("node") or node_b.get("module")
+        out["op_b"] = node_b.get("op") or node_b.get("class")
+    if place_a:
+        out.update({f"{k}_a": place_a.get(k) for k in ("file", "offset", "length")})
+    attribute = differing_attribute(node_a or {}, node_b or {})
+    if attribute:
+        out["attribute"] = attribute
+    return out
+
+
+def differing_attribute(node_a: dict[str, Any], node_b: dict[str, Any]) -> dict[str, Any] | None:
+    """The first attribute of b's node that differs from what a's module implies, as
+    {"name", "a", "b", "node", "sentence"}; None when none does."""
+    ea, eb = node_a.get("epsilon"), node_b.get("epsilon")
+    where = f"node {node_b.get('node')} ({node_b.get('op')})"
+    if isinstance(ea, float) and isinstance(eb, float) and not math.isclose(ea, eb, rel_tol=1e-3, abs_tol=1e-30):
+        return {"name": "epsilon", "a": ea, "b": eb, "node": node_b.get("node_of_epsilon") or node_b.get("node"),
+                "sentence": f"The norm's epsilon differs: {node_a.get('module')} uses {ea:g}, {where} "
+                            f"{eb:g}."}
+    axis = node_b.get("softmax_axis")
+    if axis is not None and axis not in (-1, node_b.get("softmax_last")):
+        return {"name": "axis", "a": -1, "b": axis, "node": node_b.get("node"),
+                "sentence": f"A Softmax inside {where} runs over axis {axis}, not the last one."}
+    casts = [c for c in node_b.get("casts", ()) if c in LOW_PRECISION]
+    if casts:
+        return {"name": "Cast", "a": "FLOAT", "b": casts[0], "node": node_b.get("node"),
+                "sentence": f"{where} casts to {casts[0]} on the way, where the module computes in float32."}
+    return None
