@@ -33,6 +33,7 @@ from .hf_modules import Point, module_points, point_order
 
 SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 NORM_OPS = ("LayerNormalization", "SimplifiedLayerNormalization", "RMSNormalization", "SkipLayerNormalization")
+SKIPPED_OPS = ("Constant", "Shape", "DynamicQuantizeLinear", "QuantizeLinear", "ConstantOfShape")
 FLOAT_TYPES = {1, 10, 11, 16}  # FLOAT, FLOAT16, DOUBLE, BFLOAT16 (onnx TensorProto)
 DEQUANT_TOLERANCE = 0.05  # relative L2 between a dequantized initializer and the weight it came from
 
@@ -116,15 +117,36 @@ class GraphIndex:
         return i is None or self.nodes[i].op_type in ("Constant", "ConstantOfShape", "Shape")
 
     def leaving(self, members: list[int]) -> str | None:
-        """The last float value the member nodes make that a node outside reads (or the graph returns)."""
-        inside = set(members)
-        found = None
+        """The last float value the member nodes make that a node outside reads (or the graph
+        returns), a tensor of rank 2 or more when there is one; followed through a
+        DequantizeLinear that turns it back into floats (a quantized Gather's output)."""
+        # a quantizer quantize_dynamic put in the scope hands the value on to the matrix product
+        inside = {i for i in members if self.nodes[i].op_type not in SKIPPED_OPS}
+        found: list[str] = []
         for i in members:
-            for v in self.nodes[i].output:
-                outside = any(c not in inside for c in self.consumers.get(v, ())) or v in self.outputs
-                if v and outside and self.is_float(v) and self.nodes[i].op_type not in ("Constant", "Shape"):
-                    found = v
-        return found
+            node = self.nodes[i]
+            if node.op_type in SKIPPED_OPS or not node.output:
+                continue
+            v = node.output[0]  # the others are scales and zero points, masks, indices
+            outside = any(c not in inside for c in self.consumers.get(v, ())) or v in self.outputs
+            if v and outside:
+                v = self.dequantized_from(v)
+                if self.is_float(v):
+                    found.append(v)
+        wide = [v for v in found if len(self.shapes.get(v) or [0, 0]) >= 2]
+        return (wide or found or [None])[-1]
+
+    def dequantized_from(self, value: str) -> str:
+        for c in self.consumers.get(value, ()):
+            n = self.nodes[c]
+            if n.op_type == "DequantizeLinear" and n.input[0] == value:
+                return n.output[0]
+        return value
+
+    def consumes_matrix(self, members: list[int]) -> bool:
+        """Whether any member reads a stored matrix (rank 2 or more)."""
+        return any(len(self.initializers[v].dims) >= 2 for i in members for v in self.nodes[i].input
+                   if v in self.initializers)
 
     def entering(self, members: list[int]) -> str | None:
         """The first float value the member nodes read that a node outside made (or a graph input)."""
@@ -150,6 +172,8 @@ def align(index: GraphIndex, expected: list[Point] | None = None,
     found: dict[Point, Aligned] = {}
     for point, (path, side) in module_points(index.module_paths()).items():
         members = index.members(path)
+        if weights and modules and _owns_matrix(point, modules, weights) and not index.consumes_matrix(members):
+            continue  # its matrix products were rewritten outside the scope (quantize_dynamic): by weight
         value = index.entering(members) if side == "input" else index.leaving(members)
         if value is not None:
             how = index.scope_how[members[0]] if members else "scope"
@@ -167,6 +191,14 @@ def align(index: GraphIndex, expected: list[Point] | None = None,
         if point not in found:
             missing.append({"layer": point[0], "module": point[1], "why": _why(index, point, weights, modules)})
     return {p: found[p] for p in wanted if p in found}, missing
+
+
+def _owns_matrix(point: Point, modules: dict[Point, tuple[str, str]], weights: dict[str, np.ndarray]) -> bool:
+    """Whether the other side's module for `point` holds a matrix of its own (a linear, an MLP)."""
+    if point not in modules or modules[point][1] != "output" or point[1] == "residual":
+        return False
+    path = modules[point][0]
+    return any(w.ndim == 2 and (n.startswith(path + ".") or ("." + path + ".") in n) for n, w in weights.items())
 
 
 def _why(index: GraphIndex, point: Point, weights, modules) -> str:
@@ -223,7 +255,7 @@ def initializer_of(index: GraphIndex, w: np.ndarray) -> str | None:
 def _by_weight(index: GraphIndex, path: str, weights: dict[str, np.ndarray]) -> Aligned | None:
     """The point of module `path` found through its weights: the consumer of the latest of them
     in graph order, and the Add after it when that Add reads a bias."""
-    best = None
+    best, first = None, None
     for name, w in weights.items():
         if not (name == path + ".weight" or name.endswith("." + path + ".weight") or
                 (name.startswith(path + ".") and name.endswith(".weight"))) or w.ndim != 2:
@@ -233,11 +265,12 @@ def _by_weight(index: GraphIndex, path: str, weights: dict[str, np.ndarray]) -> 
             continue
         node = _consumer_through_quantization(index, init)
         if node is not None and (best is None or node > best):
-            best = node
-    if best is None:
+            best, first = node, index.consumers[init][0]
+    if best is None or first is None:
         return None
     value = _through_bias(index, index.nodes[best].output[0])
-    return Aligned(value, index.producer.get(value, best), "weight", path, [best])
+    made = index.producer.get(value, best)
+    return Aligned(value, made, "weight", path, sorted({first, best, made}))
 
 
 def _consumer_through_quantization(index: GraphIndex, init: str) -> int | None:

@@ -166,11 +166,23 @@ class OnnxRuntimeSide:
         a = self.aligned.get(point)
         if a is None:
             return []
-        members = a.members or [a.node]
+        made_by = self.index.nodes[a.node] if a.node >= 0 else None
+        if point[1] in ("residual", "attn_residual") and (made_by is None or made_by.op_type not in NORM_OPS):
+            # a residual add reads no weight: what fed the branch it adds
+            return self.weights((point[0], "ffn_out" if point[1] == "residual" else "attn_out"))
+        members = [a.node] if made_by is not None and made_by.op_type in NORM_OPS else (a.members or [a.node])
         names = {v for i in members for v in self.index.nodes[i].input if v in self.index.initializers}
         inits = self.index.initializers
         big = [n for n in names if int(np.prod(inits[n].dims or [1])) > 1]
-        return sorted(big, key=lambda n: (-len(inits[n].dims), -int(np.prod(inits[n].dims)), n))
+        # what the node making the value reads (through a bias Add: the product before it) first
+        direct = set(made_by.input) if made_by is not None else set()
+        if made_by is not None and made_by.op_type == "Add":
+            for v in made_by.input:
+                p = self.index.producer.get(v)
+                if p is not None:
+                    direct |= set(self.index.nodes[p].input)
+        return sorted(big, key=lambda n: (n not in direct or len(inits[n].dims) < 2, -len(inits[n].dims),
+                                          -int(np.prod(inits[n].dims)), n))
 
     def node(self, point) -> dict[str, Any] | None:
         """{"node", "op", "attrs", "offset", "length", "epsilon"?, "softmax_axis"?, "casts", "how"}
