@@ -32,7 +32,7 @@ from ..model.config import ModelConfig
 from ..runtime.decoder import LAYER_MODULES, drain
 from ..runtime.memory_budget import WontFit
 from .config_diff import config_differences, config_rows
-from .engine_notes import output_agrees, output_sentence, place_in_graphs
+from .engine_notes import aligned_points, graph_sentence, output_agrees, output_sentence, place_in_graphs
 from .engines import open_side
 from .metrics import flatness, kl_per_position, kld_summary, perplexity
 from .pairing import Pairing, together
@@ -131,7 +131,7 @@ class RunDiff:
         start = onset(self.rows)
         if kind == JUMP and start is not None and start is not row:
             out["drift_from"] = {k: start[k] for k in ("layer", "module", "rel_l2")}
-        out["sentence"] = divergence_sentence(out, self.rows)
+        out["sentence"] = divergence_sentence(out, self.rows) + graph_sentence(out, self.engine_a, self.engine_b)
         return out
 
     @property
@@ -225,7 +225,8 @@ class RunDiff:
                          f"{first['rel_l2']:.3g}), tensor {first['tensor']} at byte {first.get('offset')}: "
                          f"{first['explanation']}")
             if first.get("node_b") or first.get("module_a"):
-                lines.append(f"  a: {first.get('module_a') or '-'}; b: {first.get('node_b') or '-'}")
+                lines.append(f"  a ({self.engine_a}): {first.get('module_a') or '-'}; b ({self.engine_b}): "
+                             f"{first.get('node_b') or '-'} ({first.get('op_b') or '?'})")
         if self.unpaired:
             shown = "; ".join(f"{where(u)}: {u['why']}" for u in self.unpaired[:3])
             more = f" (and {len(self.unpaired) - 3} more)" if len(self.unpaired) > 3 else ""
@@ -262,7 +263,9 @@ class RunDiff:
          "top1_agreement", "perplexity": {"a", "b"} | None, "tokenizer_mismatch": {...} | None,
          "verdict": {"kind", "sentence"}, "config_diff": {field: [a, b]},
          "config_rows": [[field, a's value, b's value] as text],
-         "jump": {"floor", "factor", "noise_rel", "noise_kld", "step_min"}}
+         "jump": {"floor", "factor", "noise_rel", "noise_kld", "step_min"},
+         "engines": [a's, b's] (runs/engines.py), "has_logits",
+         "aligned": [{"layer", "module", "a", "b", "op", "how"}]: what stands for each point on each side}
         """
         metrics = ("cosine", "rel_l2", "max_abs")
         by_point = {(r["layer"], r["module"]): r for r in self.rows}
@@ -285,6 +288,8 @@ class RunDiff:
                 "verdict": self.verdict,
                 "config_diff": {k: [_jsonable(a), _jsonable(b)] for k, (a, b) in self.config_diff.items()},
                 "config_rows": config_rows(self.config_diff),
+                "engines": [self.engine_a, self.engine_b], "has_logits": self.has_logits,
+                "aligned": aligned_points(self.nodes_a, self.nodes),
                 "jump": {"floor": JUMP_FLOOR, "factor": JUMP_FACTOR, "noise_rel": NOISE_REL, "noise_kld": NOISE_KLD,
                          "step_min": STEP_MIN}}
 

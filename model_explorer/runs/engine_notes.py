@@ -66,3 +66,26 @@ def differing_attribute(node_a: dict[str, Any], node_b: dict[str, Any]) -> dict[
         return {"name": "Cast", "a": "FLOAT", "b": casts[0], "node": node_b.get("node"),
                 "sentence": f"{where} casts to {casts[0]} on the way, where the module computes in float32."}
     return None
+
+
+def graph_sentence(first: dict[str, Any], engine_a: str, engine_b: str) -> str:
+    """Where the divergence sits on each side, when an engine other than our decoder ran one."""
+    if not (first.get("module_a") or first.get("node_b")):
+        return ""
+    a = f"module {first['module_a']}" if first.get("module_a") else "its point"
+    b = f"node {first['node_b']} ({first.get('op_b')})" if first.get("node_b") else "its point"
+    at = f", the weight {first['tensor_a']} at byte {first['offset_a']:,} in a" if first.get("offset_a") is not None \
+        and first.get("tensor_a") else ""
+    return f" In a ({engine_a}) it is {a}; in b ({engine_b}) {b}{at}."
+
+
+def aligned_points(nodes_a: dict, nodes_b: dict) -> list[dict[str, Any]]:
+    """[{"layer", "module", "a", "b", "op", "how"}]: the module or node behind each point on
+    each side (how: the way b's node was aligned: scope, metadata, weight, position)."""
+    out = []
+    for key in sorted(set(nodes_a) | set(nodes_b), key=lambda p: (p[0] is not None, p[0] or 0, p[1])):
+        na, nb = nodes_a.get(key) or {}, nodes_b.get(key) or {}
+        out.append({"layer": key[0], "module": key[1], "a": na.get("module") or na.get("node"),
+                    "b": nb.get("node") or nb.get("module"), "op": nb.get("op") or nb.get("class"),
+                    "how": nb.get("how")})
+    return out

@@ -73,7 +73,24 @@ def _diff_state(d) -> dict[str, Any]:
             "metrics": j["metrics"], "color": {"label": "relative L2 (log scale)", "values": values, **_noise_up(values)},
             "cell_tensors": j["tensors_a"], "tensors_b": j["tensors"], "places_b": j["places"],
             "outer": j["outer"], "first": first, "verdict": verdict, "marks": marks, "figures": figures,
-            "config": j["config_rows"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"]}
+            "config": j["config_rows"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"],
+            **_engines(j)}
+
+
+def _engines(j: dict[str, Any]) -> dict[str, Any]:
+    """Each side's engine, and per cell what stands for the point on each side ("module -> node
+    (op)"), when another engine than our decoder ran one (the view's engine line and hover)."""
+    if j["engines"] == ["decoder", "decoder"]:
+        return {}
+    cells: list[list[str | None]] = [[None] * len(j["modules"]) for _ in j["layers"]]
+    for p in j["aligned"]:
+        if p["layer"] is None or p["module"] not in j["modules"] or not (0 <= p["layer"] < len(cells)):
+            continue
+        how = f", by {p['how']}" if p.get("how") else ""
+        cells[p["layer"]][j["modules"].index(p["module"])] = (f"a: {p['a'] or '-'} · b: {p['b'] or '-'} "
+                                                              f"({p['op'] or '?'}{how})")
+    return {"engines": j["engines"], "aligned": cells,
+            "aligned_count": sum(1 for p in j["aligned"] if p["a"] and p["b"])}
 
 
 def _mismatch(m: dict[str, Any] | None) -> dict[str, Any] | None:

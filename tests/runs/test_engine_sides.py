@@ -193,3 +193,26 @@ def test_a_folder_asking_for_its_own_code_is_refused_before_loading(made, tmp_pa
     (folder / "modeling_evil.py").write_text("raise SystemExit('imported')\n")
     with pytest.raises(UnsupportedModel, match="auto_map"):
         mx.trace(str(folder), engine="transformers")
+
+
+def test_the_cli_and_the_view_name_the_engines_and_the_node(made, capsys):
+    from model_explorer.cli import main
+    from model_explorer.runs.state import runs_state
+
+    scaled = made["root"] / "bert_ts_scaled.onnx"  # written by the scaled-initializer test
+    if not scaled.exists():
+        pytest.skip("runs after test_a_scaled_ffn_initializer_is_found_at_its_layer_and_module")
+    ids = ",".join(map(str, IDS))
+    code = main(["compare-runs", made["bert"], str(scaled), "--b-engine", "onnxruntime", "--ids", ids])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "(transformers)" in out and "(onnxruntime)" in out
+    assert "/bert/encoder/layer.1/output/dense/Add (Add)" in out  # b's node and its op
+    assert main(["trace", made[("llama", "dy")], "--engine", "onnxruntime"]) == 0
+    assert "onnxruntime" in capsys.readouterr().out
+
+    d = mx.compare_runs(made["bert"], str(scaled), ids=IDS, a_engine="transformers")
+    state = runs_state(d)
+    assert state["engines"] == ["transformers", "onnxruntime"] and state["aligned_count"] == 15
+    cell = state["aligned"][1][state["modules"].index("ffn_out")]
+    assert "encoder.layer.1.output.dense" in cell and "/bert/encoder/layer.1/output/dense/Add" in cell
