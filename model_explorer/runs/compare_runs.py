@@ -209,7 +209,7 @@ class RunDiff:
         first = self.first_divergence
         k = self.kld
         lines = [f"{self.engine_a} (a) against {self.engine_b} (b); {len(self.ids)} tokens; the outputs "
-                 "have no logits (an encoder): judged by their relative L2"] if not self.has_logits else \
+                 "have no logits (an encoder or a graph's own output): judged by their relative L2"] if not self.has_logits else \
             [f"{len(self.ids)} tokens; KLD mean {k['mean']:.6f} median {k['median']:.6f} "
                  f"p99 {k['p99']:.6f} max {k['max']:.6f} nats; top-1 agreement {self.top1_agreement:.1%}"]
         if self.has_logits and (self.engine_a, self.engine_b) != ("decoder", "decoder"):
