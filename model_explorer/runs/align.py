@@ -108,6 +108,17 @@ class GraphIndex:
     def members(self, path: str) -> list[int]:
         return [i for i, s in enumerate(self.scopes) if s and (s == path or s.startswith(path + "."))]
 
+    def stored(self, value: str) -> str | None:
+        """The initializer a value is (through Identity nodes: torch.onnx shares equal ones), or None."""
+        for _ in range(8):
+            if value in self.initializers:
+                return value
+            i = self.producer.get(value)
+            if i is None or self.nodes[i].op_type != "Identity":
+                return None
+            value = self.nodes[i].input[0]
+        return None
+
     def is_float(self, value: str) -> bool:
         t = self.types.get(value)
         return t is None or t in FLOAT_TYPES
@@ -153,7 +164,7 @@ class GraphIndex:
         inside = set(members)
         for i in members:
             for v in self.nodes[i].input:
-                if not v or v in self.initializers:
+                if not v or self.stored(v):
                     continue
                 p = self.producer.get(v)
                 if (p is None and v in self.inputs) or (p is not None and p not in inside and
@@ -180,17 +191,41 @@ def align(index: GraphIndex, expected: list[Point] | None = None,
             found[point] = Aligned(value, index.producer.get(value, -1), how, path, members)
     wanted = point_order(expected) if expected is not None else point_order(found)
     if weights and modules:
+        paths = {m[0] for m in modules.values()}
         for point in wanted:
-            if point not in found and point in modules and modules[point][1] == "output":
-                got = _by_weight(index, modules[point][0], weights)
+            if point not in found and point in modules and modules[point][1] == "output" \
+                    and _weight_makes_it(point, modules[point][0]):
+                path = modules[point][0]
+                # a weight of a module that is a point of its own (BERT's attention.output.dense
+                # inside attention.output) stands for that point, not this one
+                own = {n: w for n, w in weights.items()
+                       if not any(q != path and q.startswith(path + ".") and (n.startswith(q + ".") or
+                                                                             ("." + q + ".") in n) for q in paths)}
+                got = _by_weight(index, path, own)
                 if got is not None:
                     found[point] = got
     _by_position(index, wanted, found)
-    missing = []
+    missing, seen = [], {}
+    for point in wanted:  # one value stands for one point: a second claim is not an alignment
+        if point in found and found[point].value in seen:
+            missing.append({"layer": point[0], "module": point[1],
+                            "why": f"its value {found[point].value} already stands for {seen[found[point].value]}"})
+            del found[point]
+        elif point in found:
+            seen[found[point].value] = f"{point[0]} {point[1]}" if point[0] is not None else point[1]
     for point in wanted:
-        if point not in found:
+        if point not in found and not any((m["layer"], m["module"]) == point for m in missing):
             missing.append({"layer": point[0], "module": point[1], "why": _why(index, point, weights, modules)})
     return {p: found[p] for p in wanted if p in found}, missing
+
+
+def _weight_makes_it(point: Point, path: str) -> bool:
+    """Whether a matrix product with the module's weight makes the point's value: not for a
+    residual (an add, or a norm after it), nor for an embedding block that adds and normalizes
+    (BERT's `embeddings`; a plain `embed_tokens` is its Gather)."""
+    if point[1] in ("residual", "attn_residual") or "norm" in point[1]:
+        return False
+    return point[1] != "embed" or path.rsplit(".", 1)[-1] in ("embed_tokens", "wte", "word_embeddings")
 
 
 def _owns_matrix(point: Point, modules: dict[Point, tuple[str, str]], weights: dict[str, np.ndarray]) -> bool:
@@ -208,6 +243,9 @@ def _why(index: GraphIndex, point: Point, weights, modules) -> str:
         return f"{scope}, and no weights of the other side were given to match by identity"
     if modules is None or point not in modules:
         return f"{scope}, and the other side has no module for it"
+    if not _weight_makes_it(point, modules[point][0]):
+        return (f"{scope}; {modules[point][0]} is an add or a norm, not a product with its weight (no weight "
+                "identity), and no norm node was left over to match by position")
     return f"{scope}, and no initializer equals the weights of {modules[point][0]} (as stored, transposed or dequantized)"
 
 
@@ -295,7 +333,7 @@ def _through_bias(index: GraphIndex, value: str) -> str:
     users = index.consumers.get(value, [])
     if len(users) == 1:
         n = index.nodes[users[0]]
-        if n.op_type == "Add" and any(v in index.initializers for v in n.input):
+        if n.op_type == "Add" and any(index.stored(v) for v in n.input):
             return n.output[0]
     return value
 

@@ -391,6 +391,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
                 checked = _checked_b(side_b, facts_a, token_ids, words, ids)
                 cmp, logits_a, logits_b = together(side_a, side_b, token_ids, progress)
                 facts_b = _facts_b(side_b, cmp, token_ids)
+                unaligned_b = list(getattr(side_b, "unaligned", []))
             finally:
                 side_b.close()
         else:  # one after the other: a's activations are kept until b has compared them
@@ -406,6 +407,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
             logits_b = drain(side_b.steps(token_ids, cmp, progress, "running b"))
             cmp.finish()
             facts_b = _facts_b(side_b, cmp, token_ids)
+            unaligned_b = list(getattr(side_b, "unaligned", []))
         finally:
             side_b.close()
     for row in cmp.rows:
@@ -417,6 +419,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     if facts_a.has_logits != facts_b.has_logits:
         raise ValueError(f"a ({facts_a.engine}) {'has' if facts_a.has_logits else 'has no'} logits and b "
                          f"({facts_b.engine}) {'has' if facts_b.has_logits else 'has no'}: their outputs differ in kind")
+    _why_unaligned(cmp.unpaired, unaligned_b)
     for row in cmp.rows:
         key = (row["layer"], row["module"])
         row["node_b"] = (facts_b.nodes.get(key) or {}).get("node")
@@ -449,6 +452,15 @@ def _checked_b(side_b: Side, facts_a: _Facts, token_ids, words, ids) -> tuple[di
     else:
         config_diff = config_differences(facts_a.config, side_b.config, same_format=facts_a.gguf == side_b.gguf)
     return config_diff, tokenizer_mismatch(facts_a.tokens, side_b, words if ids is None else None, token_ids)
+
+
+def _why_unaligned(unpaired: list[dict[str, Any]], unaligned: list[dict[str, Any]]) -> None:
+    """A point b's graph could not be aligned to says why (align.py), not just "only a records it"."""
+    why = {(u["layer"], u["module"]): u["why"] for u in unaligned}
+    for u in unpaired:
+        reason = why.get((u["layer"], u["module"]))
+        if reason and u["why"] == "only a records it":
+            u["why"] = f"not aligned in b: {reason}"
 
 
 def _facts_b(side_b: Side, cmp: Pairing, token_ids) -> _Facts:

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..model.config import UnsupportedModel
-from ..runtime.memory_budget import WontFit, available_bytes
-from .side import DEFAULT_PROMPT
+from .side import DEFAULT_PROMPT, check_room
 from .transformers_side import EngineConfig
 
 POINT = "residual"  # each operator's output, as a layer's output
@@ -81,10 +80,7 @@ class LiteRTSide:
 
     def steps(self, ids, recorder, progress=None, label: str = "tracing"):
         need = sum(int(np.prod(t["shape"])) * np.dtype(t["dtype"]).itemsize for t in self.tensors.values())
-        room = available_bytes()
-        if room is not None and need > room:
-            raise WontFit(f"keeping every tensor of {self.path!r} needs about {need / 2**30:.2f} GiB; "
-                          f"{room / 2**30:.2f} GiB is free.")
+        check_room(need, f"keeping every tensor of {self.path!r}")
         self.interp.set_tensor(self.input["index"], self._input(ids))
         self.interp.invoke()
         for k, o in enumerate(self.ops):

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..model.config import UnsupportedModel
-from ..runtime.memory_budget import WontFit, available_bytes
 from .align import NORM_OPS, GraphIndex, align
+from .side import check_room
 from .transformers_side import EngineConfig, generated_ids
 
 INT_INPUTS = {"input_ids", "attention_mask", "position_ids", "token_type_ids"}
@@ -142,10 +142,8 @@ class OnnxRuntimeSide:
         fixed = self._fixed_length()
         if fixed is not None and fixed != len(ids):
             raise ValueError(f"{self.path!r} was exported for exactly {fixed} tokens; give {fixed} ids, not {len(ids)}")
-        need, room = self._recorded_bytes(len(ids)), available_bytes()
-        if room is not None and need > room:
-            raise WontFit(f"recording {len(self.aligned)} values of {self.path!r} over {len(ids)} tokens needs "
-                          f"about {need / 2**30:.2f} GiB; {room / 2**30:.2f} GiB is free.")
+        check_room(self._recorded_bytes(len(ids)), f"recording {len(self.aligned)} values of {self.path!r} "
+                                                   f"over {len(ids)} tokens")
         sess = self.session()
         names = [o.name for o in sess.get_outputs()]
         values = dict(zip(names, sess.run(names, self.feeds(ids))))
@@ -171,7 +169,7 @@ class OnnxRuntimeSide:
             # a residual add reads no weight: what fed the branch it adds
             return self.weights((point[0], "ffn_out" if point[1] == "residual" else "attn_out"))
         members = [a.node] if made_by is not None and made_by.op_type in NORM_OPS else (a.members or [a.node])
-        names = {v for i in members for v in self.index.nodes[i].input if v in self.index.initializers}
+        names = {st for i in members for v in self.index.nodes[i].input if (st := self.index.stored(v))}
         inits = self.index.initializers
         big = [n for n in names if int(np.prod(inits[n].dims or [1])) > 1]
         # what the node making the value reads (through a bias Add: the product before it) first
@@ -181,6 +179,7 @@ class OnnxRuntimeSide:
                 p = self.index.producer.get(v)
                 if p is not None:
                     direct |= set(self.index.nodes[p].input)
+        direct = {self.index.stored(v) or v for v in direct}
         return sorted(big, key=lambda n: (n not in direct or len(inits[n].dims) < 2, -len(inits[n].dims),
                                           -int(np.prod(inits[n].dims)), n))
 

@@ -176,6 +176,17 @@ def token_texts(model, ids: list[int]) -> list[str]:
     return [tok.token_text(i) if tok is not None else str(i) for i in ids]
 
 
+def check_room(need: int, what: str) -> None:
+    """Refuse, before it starts, a run whose recorded values need more memory than is free
+    (an engine that records a whole pass at once: the numbers are said)."""
+    from ..runtime.memory_budget import HEADROOM, RunPlan, WontFit, available_bytes
+
+    room = available_bytes()
+    if room is not None and need > room * HEADROOM:
+        raise WontFit(RunPlan("refused", need, need, room, f"{what} needs about {need / 2**30:.2f} GiB; "
+                                                           f"{room / 2**30:.2f} GiB is free."))
+
+
 class RunStopped(Exception):
     """A run's `progress` callback returned False: the pass ended between two layers."""
 

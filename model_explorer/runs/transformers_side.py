@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..model.config import UnsupportedModel
-from ..runtime.memory_budget import WontFit, available_bytes
 from .hf_modules import Point, layer_of, module_points, point_order
-from .side import DEFAULT_PROMPT
+from .side import DEFAULT_PROMPT, check_room
 
 MAX_CONFIG = 4 * 2**20  # bytes of a config.json read to look for auto_map
 INPUT_TOKENS = 8  # the generated input when a model has no tokenizer and no ids are given
@@ -115,11 +114,8 @@ class TransformersSide:
         held at once when this side follows: it cannot stop between layers)."""
         width = max(int(getattr(self.model.config, k, 0) or 0) for k in ("hidden_size", "intermediate_size",
                                                                           "vocab_size", "d_model"))
-        need = len(self.modules) * n * max(width, 1) * 4
-        room = available_bytes()
-        if room is not None and need > room:
-            raise WontFit(f"recording {len(self.modules)} points of {n} tokens (up to {width} wide, float32) "
-                          f"needs about {need / 2**30:.2f} GiB; {room / 2**30:.2f} GiB is free.")
+        check_room(len(self.modules) * n * max(width, 1) * 4,
+                   f"recording {len(self.modules)} points of {n} tokens (up to {width} wide, float32)")
 
     def steps(self, ids: list[int], recorder, progress=None, label: str = "tracing"):
         """One call of the model with hooks recording each point; yields once at the end, returns

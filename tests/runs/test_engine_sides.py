@@ -159,6 +159,33 @@ def test_a_dynamically_quantized_export_drifts_with_an_sqnr_per_layer(made, name
     assert not d.unpaired
     by_layer = {r["layer"]: r["sqnr"] for r in d.rows if r["module"] == "residual"}
     assert set(by_layer) == {0, 1} and all(10 < s < 80 for s in by_layer.values())
+    if how == "dy":  # quantize_dynamic's nodes keep no scope metadata: q found by its int8 weight
+        assert d.nodes[(0, "q")]["how"] == "weight"
+
+
+def test_an_export_without_scopes_aligns_by_weight_and_lists_the_rest_with_the_reason(made):
+    proto = onnx.load(made[("bert", "ts")])
+    for i, n in enumerate(proto.graph.node):
+        n.name = f"n{i}"
+        del n.metadata_props[:]
+    path = made["root"] / "bert_ts_anonymous.onnx"
+    onnx.save(proto, str(path))
+    d = mx.compare_runs(made["bert"], str(path), ids=IDS, a_engine="transformers")
+    aligned = {(r["layer"], r["module"]) for r in d.rows}
+    assert {(1, "q"), (1, "k"), (1, "v"), (1, "attn_out"), (1, "ffn_out")} <= aligned
+    assert all(r["rel_l2"] <= NOISE_REL for r in d.rows)
+    assert all(d.nodes[p]["how"] == "weight" for p in aligned if p[1] in ("q", "ffn_out"))
+    residual = next(u for u in d.unpaired if (u["layer"], u["module"]) == (1, "residual"))
+    assert residual["why"].startswith("not aligned in b:") and "carry no scopes" in residual["why"]
+
+
+def test_a_run_that_cannot_fit_is_refused_before_it_starts(made, monkeypatch):
+    from model_explorer.runtime import memory_budget
+    from model_explorer.runtime.memory_budget import WontFit
+
+    monkeypatch.setattr(memory_budget, "available_bytes", lambda: 1000)
+    with pytest.raises(WontFit, match=r"needs about .* GiB; 0\.00 GiB is free"):
+        mx.trace(made[("bert", "ts")], ids=IDS)
 
 
 def test_transformers_and_our_decoder_agree_on_a_llama(made):
