@@ -37,6 +37,7 @@ from .engines import open_side
 from .metrics import flatness, kl_per_position, kld_summary, perplexity
 from .pairing import Pairing, together
 from .side import DEFAULT_PROMPT, Point, Side, token_bound
+from .side_facts import Facts, facts_after_run, why_unaligned
 from .trace import finite
 from .verdict import (
     AGREE,
@@ -322,38 +323,6 @@ def tokenizer_mismatch(a_tokens: list[str], side_b: Side, text: str | None, ids:
             "b_tokens": side_b.tokens(theirs[at:at + 4])}
 
 
-@dataclass
-class _Facts:
-    """What the comparison keeps of a side once its run is over (its weights may be gone)."""
-
-    label: str
-    config: Any
-    gguf: bool | None
-    tokens: list[str]
-    names: dict[Point, str | None]  # the weight each point depends on most directly
-    feeding: dict[Point, list[str]]  # every weight feeding each point
-    kinds: dict[str, str]  # how each named weight is stored (F32, Q8_0): rounding, not a fault
-    places: dict[str, dict[str, Any]]
-    engine: str = "decoder"
-    has_logits: bool = True
-    nodes: dict[Point, dict[str, Any]] = field(default_factory=dict)  # the node/module behind each point
-
-    @classmethod
-    def of(cls, side: Side, ids: list[int], nonfinite: Point | None = None) -> _Facts:
-        """`side`'s facts; `nonfinite`: the point where its NaN/Inf first appear, which is then
-        blamed on the weight that holds one, if one does."""
-        feeding = {p: side.weights(p) for p in side.points()}
-        names = {p: (w or [None])[0] for p, w in feeding.items()}
-        if nonfinite is not None and nonfinite in names:
-            names[nonfinite] = side.nonfinite_weight(nonfinite) or names[nonfinite]
-        kinds = {n: k for n in names.values() if n and (k := side.kind(n)) is not None}
-        places = {n: side.place(n) for n in names.values() if n}
-        node = getattr(side, "node", None)
-        nodes = {p: got for p in feeding if node is not None and (got := node(p))}
-        return cls(side.label, side.config, side.gguf, side.tokens(ids), names, feeding, kinds, places,
-                   getattr(side, "engine", "decoder"), getattr(side, "has_logits", True), nodes)
-
-
 def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = None, *,
                  device: str = "cpu", stream: bool | None = None, progress=None,
                  a_engine: str | None = None, b_engine: str | None = None) -> RunDiff:
@@ -384,13 +353,13 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     side_b = None
     try:
         token_ids = side_a.ids(words, ids)
-        facts_a = _Facts.of(side_a, token_ids)
+        facts_a = Facts.of(side_a, token_ids)
         side_b = _open_beside(b, b_engine, side_a, device, stream, positions)
         if side_b is not None:
             try:
                 checked = _checked_b(side_b, facts_a, token_ids, words, ids)
                 cmp, logits_a, logits_b = together(side_a, side_b, token_ids, progress)
-                facts_b = _facts_b(side_b, cmp, token_ids)
+                facts_b = facts_after_run(side_b, cmp, token_ids)
                 unaligned_b = list(getattr(side_b, "unaligned", []))
             finally:
                 side_b.close()
@@ -406,7 +375,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
             checked = _checked_b(side_b, facts_a, token_ids, words, ids)
             logits_b = drain(side_b.steps(token_ids, cmp, progress, "running b"))
             cmp.finish()
-            facts_b = _facts_b(side_b, cmp, token_ids)
+            facts_b = facts_after_run(side_b, cmp, token_ids)
             unaligned_b = list(getattr(side_b, "unaligned", []))
         finally:
             side_b.close()
@@ -419,7 +388,7 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     if facts_a.has_logits != facts_b.has_logits:
         raise ValueError(f"a ({facts_a.engine}) {'has' if facts_a.has_logits else 'has no'} logits and b "
                          f"({facts_b.engine}) {'has' if facts_b.has_logits else 'has no'}: their outputs differ in kind")
-    _why_unaligned(cmp.unpaired, unaligned_b)
+    why_unaligned(cmp.unpaired, unaligned_b)
     for row in cmp.rows:
         key = (row["layer"], row["module"])
         row["node_b"] = (facts_b.nodes.get(key) or {}).get("node")
@@ -444,7 +413,7 @@ def _open_beside(b, engine: str | None, side_a: Side, device: str, stream: bool 
         return None
 
 
-def _checked_b(side_b: Side, facts_a: _Facts, token_ids, words, ids) -> tuple[dict, dict | None]:
+def _checked_b(side_b: Side, facts_a: Facts, token_ids, words, ids) -> tuple[dict, dict | None]:
     """b's config differences and tokenizer mismatch against a, before b runs."""
     _check_shapes(facts_a.config, side_b.config)
     if not (isinstance(facts_a.config, ModelConfig) and isinstance(side_b.config, ModelConfig)):
@@ -452,18 +421,3 @@ def _checked_b(side_b: Side, facts_a: _Facts, token_ids, words, ids) -> tuple[di
     else:
         config_diff = config_differences(facts_a.config, side_b.config, same_format=facts_a.gguf == side_b.gguf)
     return config_diff, tokenizer_mismatch(facts_a.tokens, side_b, words if ids is None else None, token_ids)
-
-
-def _why_unaligned(unpaired: list[dict[str, Any]], unaligned: list[dict[str, Any]]) -> None:
-    """A point b's graph could not be aligned to says why (align.py), not just "only a records it"."""
-    why = {(u["layer"], u["module"]): u["why"] for u in unaligned}
-    for u in unpaired:
-        reason = why.get((u["layer"], u["module"]))
-        if reason and u["why"] == "only a records it":
-            u["why"] = f"not aligned in b: {reason}"
-
-
-def _facts_b(side_b: Side, cmp: Pairing, token_ids) -> _Facts:
-    """b's facts after its run, its first NaN/Inf that a does not have blamed on its weight."""
-    broken = next((r for r in cmp.rows if r["nonfinite_b"] and not r["nonfinite_a"]), None)
-    return _Facts.of(side_b, [], None if broken is None else (broken["layer"], broken["module"]))

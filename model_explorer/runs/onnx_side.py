@@ -24,6 +24,7 @@ import numpy as np
 
 from ..model.config import UnsupportedModel
 from .align import NORM_OPS, GraphIndex, align
+from .hf_modules import layer_of
 from .side import check_room
 from .transformers_side import EngineConfig, generated_ids
 
@@ -200,9 +201,9 @@ class OnnxRuntimeSide:
             eps = _epsilon(self.index, [n] if n.op_type in NORM_OPS else members)
             if eps is not None:
                 out["epsilon"], out["node_of_epsilon"] = eps
-        if point[1] == "attn_out" and a.module:  # the attention's Softmax sits beside o_proj
-            parent = a.module.rsplit(".", 1)[0]
-            for i in self.index.members(parent):
+        found = layer_of(a.module) if point[1] == "attn_out" and a.module else None
+        if found is not None:  # the attention's Softmax: beside o_proj (Llama), in attention.self (BERT)
+            for i in self.index.members(found[1]):
                 sm = self.index.nodes[i]
                 if sm.op_type == "Softmax":
                     attrs = {x.name: helper.get_attribute_value(x) for x in sm.attribute}

@@ -148,6 +148,20 @@ def test_a_changed_layernorm_epsilon_is_found_and_named(made, how):
     assert "epsilon" in d.verdict["sentence"]
 
 
+def test_a_softmax_over_the_wrong_axis_is_named(made):
+    proto = onnx.load(made[("bert", "ts")])
+    hits = [n for n in proto.graph.node if n.op_type == "Softmax" and "/layer.1/" in n.name]
+    assert len(hits) == 1
+    for attr in hits[0].attribute:
+        if attr.name == "axis":
+            attr.i = 2  # the scores are [batch, heads, query, key]: over the queries, not the keys
+    path = made["root"] / "bert_ts_softmax.onnx"
+    onnx.save(proto, str(path))
+    first = mx.compare_runs(made["bert"], str(path), ids=IDS, a_engine="transformers").first_divergence
+    assert (first["layer"], first["module"]) == (1, "attn_out")
+    assert first["attribute"]["name"] == "axis" and first["attribute"]["b"] == 2
+
+
 @pytest.mark.parametrize("name,how", [("bert", "ts"), ("llama", "dy")])
 def test_a_dynamically_quantized_export_drifts_with_an_sqnr_per_layer(made, name, how):
     from onnxruntime.quantization import QuantType, quantize_dynamic
