@@ -257,3 +257,15 @@ def test_the_cli_and_the_view_name_the_engines_and_the_node(made, capsys):
     assert state["engines"] == ["transformers", "onnxruntime"] and state["aligned_count"] == 15
     cell = state["aligned"][1][state["modules"].index("ffn_out")]
     assert "encoder.layer.1.output.dense" in cell and "/bert/encoder/layer.1/output/dense/Add" in cell
+
+
+def test_a_file_no_engine_can_read_is_said_not_raised(made, tmp_path, capsys):
+    from model_explorer.cli import main
+    from model_explorer.model.config import UnsupportedModel
+
+    bad = tmp_path / "cut.onnx"
+    bad.write_bytes(open(made[("bert", "ts")], "rb").read()[:1000])
+    with pytest.raises(UnsupportedModel, match="cut.onnx"):
+        mx.trace(str(bad), ids=IDS)
+    assert main(["compare-runs", made["bert"], str(bad), "--ids", "1,2,3"]) == 2
+    assert "cannot compare the runs" in capsys.readouterr().err
