@@ -33,13 +33,16 @@ def output_sentence(rows: list[dict[str, Any]], a: np.ndarray, b: np.ndarray) ->
 
 def place_in_graphs(node_a: dict[str, Any] | None, node_b: dict[str, Any] | None,
                     place_a: dict[str, Any] | None) -> dict[str, Any]:
-    """{"module_a", "node_b", "op_b", "attribute", "file_a", "offset_a", "length_a"} for a point."""
+    """{"module_a", "node_b", "op_b", "node_b_offset", "node_b_length", "attribute", "file_a",
+    "offset_a", "length_a"} for a point."""
     out: dict[str, Any] = {}
     if node_a:
         out["module_a"] = node_a.get("module") or node_a.get("node")
     if node_b:
         out["node_b"] = node_b.get("node") or node_b.get("module")
         out["op_b"] = node_b.get("op") or node_b.get("class")
+        if node_b.get("offset") is not None:  # the node's record in b's file (the project's reader)
+            out["node_b_offset"], out["node_b_length"] = node_b["offset"], node_b.get("length")
     if place_a:
         out.update({f"{k}_a": place_a.get(k) for k in ("file", "offset", "length")})
     attribute = differing_attribute(node_a or {}, node_b or {})

@@ -146,6 +146,8 @@ def test_a_changed_layernorm_epsilon_is_found_and_named(made, how):
     assert first["attribute"]["name"] == "epsilon"
     assert math.isclose(first["attribute"]["a"], 1e-12) and first["attribute"]["b"] == 1.0
     assert "epsilon" in d.verdict["sentence"]
+    record = open(path, "rb").read()[first["node_b_offset"]:first["node_b_offset"] + first["node_b_length"]]
+    assert hits[0].name.encode() in record and b"epsilon" in record  # the node's own bytes in b
 
 
 def test_a_softmax_over_the_wrong_axis_is_named(made):
