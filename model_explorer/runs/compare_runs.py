@@ -127,8 +127,8 @@ class RunDiff:
         out["previous_max"] = largest_before(self.rows, row)
         out.update({k: v for k, v in self.places.get(row["tensor"], {}).items() if k != "tensor"})
         out["explanation"] = explain(row, self.rows, self.config_diff, kind)
-        if out.get("attribute"):
-            out["explanation"] = f"{out['attribute']['sentence']} {out['explanation']}"
+        if out.get("attribute"):  # the node is told to compute something else: that, not a weight
+            out["explanation"] = out["attribute"]["sentence"]
         start = onset(self.rows)
         if kind == JUMP and start is not None and start is not row:
             out["drift_from"] = {k: start[k] for k in ("layer", "module", "rel_l2")}

@@ -58,12 +58,12 @@ def differing_attribute(node_a: dict[str, Any], node_b: dict[str, Any]) -> dict[
     where = f"node {node_b.get('node')} ({node_b.get('op')})"
     if isinstance(ea, float) and isinstance(eb, float) and not math.isclose(ea, eb, rel_tol=1e-3, abs_tol=1e-30):
         return {"name": "epsilon", "a": ea, "b": eb, "node": node_b.get("node_of_epsilon") or node_b.get("node"),
-                "sentence": f"The norm's epsilon differs: {node_a.get('module')} uses {ea:g}, {where} "
-                            f"{eb:g}."}
+                "sentence": f"the norm's epsilon differs: a's {node_a.get('module')} uses {ea:g}, b's {where} "
+                            f"uses {eb:g}."}
     axis = node_b.get("softmax_axis")
     if axis is not None and axis not in (-1, node_b.get("softmax_last")):
         return {"name": "axis", "a": -1, "b": axis, "node": node_b.get("node"),
-                "sentence": f"A Softmax inside {where} runs over axis {axis}, not the last one."}
+                "sentence": f"a Softmax in the attention before {where} runs over axis {axis}, not the last one."}
     casts = [c for c in node_b.get("casts", ()) if c in LOW_PRECISION]
     if casts:
         return {"name": "Cast", "a": "FLOAT", "b": casts[0], "node": node_b.get("node"),

@@ -124,7 +124,8 @@ def _trace_state(tr) -> dict[str, Any]:
                           "text": f"first NaN/Inf ({first['nan']} NaN, {first['inf']} Inf)"})
     figures = {"tokens": len(tr.ids), "massive": len(j["massive"]), "massive_ratio": j["massive_ratio"],
                "massive_top": j["massive"][:MASSIVE_LISTED]}
-    return {"kind": "trace", "title": f"trace of {_name(tr.source)} ({tr.architecture})", "a": tr.source,
+    engine = "" if j["engine"] == "decoder" else f", on {j['engine']}"
+    return {"kind": "trace", "title": f"trace of {_name(tr.source)} ({tr.architecture}{engine})", "a": tr.source,
             "layers": j["layers"], "modules": j["modules"], "tokens": j["tokens"][:TOKENS_SHOWN],
             "metrics": j["metrics"], "color": {"label": "absmax / median |x| (log scale)", "values": values, **_scale(values)},
             "cell_tensors": j["tensors"], "outer": j["outer"], "first": first, "marks": marks, "figures": figures}

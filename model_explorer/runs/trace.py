@@ -213,7 +213,7 @@ class Trace:
          "tensors": [[weight name per module] per layer],
          "outer": [{"module": "embed"|"final_norm"|"logits", "norm", ..., "tensor"}],
          "first_nonfinite": {...} | None, "massive": [{"layer", "module", "position", "channel",
-         "value", "token", "ratio"}], "massive_ratio"}
+         "value", "token", "ratio"}], "massive_ratio", "engine": what ran it (runs/engines.py)}
         """
         metrics = ("norm", "absmax", "mean", "std", "nan", "inf")
         tensors = [[(self.tensors.get((i, m)) or [None])[0] for m in LAYER_MODULES] for i in range(self.num_layers)]
@@ -226,7 +226,7 @@ class Trace:
                 "metrics": {k: [[finite(float(v)) for v in row] for row in self.matrix(k)] for k in metrics},
                 "tensors": tensors, "outer": outer, "first_nonfinite": self.first_nonfinite,
                 "massive": [{k: finite(v) for k, v in m.items()} for m in self.massive],
-                "massive_ratio": self.massive_ratio}
+                "massive_ratio": self.massive_ratio, "engine": self.engine}
 
     def show(self, on_select=None):
         """This trace as a widget (widgets/runs_view.py RunsView): absmax / median per layer and
