@@ -64,6 +64,11 @@ def differing_attribute(node_a: dict[str, Any], node_b: dict[str, Any]) -> dict[
     if axis is not None and axis not in (-1, node_b.get("softmax_last")):
         return {"name": "axis", "a": -1, "b": axis, "node": node_b.get("node"),
                 "sentence": f"a Softmax in the attention before {where} runs over axis {axis}, not the last one."}
+    if node_b.get("dropout_training"):
+        return {"name": "training_mode", "a": False, "b": True, "node": node_b["dropout_training"],
+                "sentence": f"the Dropout node {node_b['dropout_training']} of b runs in training mode (its "
+                            "training_mode input is true): values are dropped at random, as when a module is "
+                            "exported without .eval()."}
     casts = [c for c in node_b.get("casts", ()) if c in LOW_PRECISION]
     if casts:
         return {"name": "Cast", "a": "FLOAT", "b": casts[0], "node": node_b.get("node"),

@@ -209,12 +209,25 @@ class OnnxRuntimeSide:
                     attrs = {x.name: helper.get_attribute_value(x) for x in sm.attribute}
                     rank = len(self.index.shapes.get(sm.input[0]) or [])
                     out["softmax_axis"], out["softmax_last"] = int(attrs.get("axis", -1)), rank - 1
+        training = [m.name for m in members if m.op_type == "Dropout" and len(m.input) > 2 and
+                    self._constant_true(m.input[2])]
+        if training:  # an export of a module left in training mode drops values at random
+            out["dropout_training"] = training[0]
         casts = [helper.get_attribute_value(x) for m in members if m.op_type == "Cast" for x in m.attribute
                  if x.name == "to"]
         import onnx
 
         out["casts"] = [onnx.TensorProto.DataType.Name(c) for c in casts]
         return out
+
+    def _constant_true(self, value: str) -> bool:
+        from onnx import numpy_helper
+
+        name = self.index.stored(value)
+        if name is None:
+            return False
+        a = numpy_helper.to_array(self.index.initializers[name])
+        return a.size == 1 and bool(a.reshape(-1)[0])
 
     def _node_bytes(self, i: int) -> dict[str, Any]:
         try:

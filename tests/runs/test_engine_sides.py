@@ -164,6 +164,28 @@ def test_a_softmax_over_the_wrong_axis_is_named(made):
     assert first["attribute"]["name"] == "axis" and first["attribute"]["b"] == 2
 
 
+def test_a_dropout_left_in_training_mode_is_named(made):
+    """The export of a module left in training mode: a Dropout after the embeddings' LayerNorm
+    whose training_mode input is true (planted here: an eval() export has none)."""
+    proto = onnx.load(made[("bert", "dy")])
+    nodes = list(proto.graph.node)
+    at, norm = next((i, n) for i, n in enumerate(nodes) if n.op_type == "LayerNormalization"
+                    and "bert.embeddings" in _scope_of(n))
+    out = norm.output[0]
+    for n in nodes[at + 1:]:
+        n.input[:] = ["dropped" if v == out else v for v in n.input]
+    proto.graph.initializer.extend([onnx.numpy_helper.from_array(np.array(0.5, np.float32), "ratio_half"),
+                                    onnx.numpy_helper.from_array(np.array(True), "training_true")])
+    drop = onnx.helper.make_node("Dropout", [out, "ratio_half", "training_true"], ["dropped"], name="planted_dropout")
+    drop.metadata_props.extend(norm.metadata_props)
+    proto.graph.node.insert(at + 1, drop)
+    path = made["root"] / "bert_dy_training.onnx"
+    onnx.save(proto, str(path))
+    first = mx.compare_runs(made["bert"], str(path), ids=IDS).first_divergence
+    assert (first["layer"], first["module"]) == (None, "embed")
+    assert first["attribute"]["name"] == "training_mode" and first["attribute"]["node"] == drop.name
+
+
 @pytest.mark.parametrize("name,how", [("bert", "ts"), ("llama", "dy")])
 def test_a_dynamically_quantized_export_drifts_with_an_sqnr_per_layer(made, name, how):
     from onnxruntime.quantization import QuantType, quantize_dynamic
