@@ -246,6 +246,12 @@ def cmd_generate(args) -> int:
     return run_generate(args)
 
 
+def cmd_trace(args) -> int:
+    from .cli_runs import run_trace
+
+    return run_trace(args)
+
+
 def cmd_compare_runs(args) -> int:
     from .cli_runs import run_compare_runs
 
@@ -314,12 +320,25 @@ def build_parser() -> argparse.ArgumentParser:
     given.add_argument("--text", metavar="FILE", help="a text file both run on; adds each side's perplexity")
     s.add_argument("--device", default="cpu", choices=["cpu", "cuda", "mps"],
                    help="cpu runs the numpy reference, cuda or mps run torch (default: cpu)")
-    s.add_argument("--engine", default=None, help="what runs both sides: numpy (our decoder) or llama.cpp "
-                   "(its own graph's tensors, a GGUF); --a-engine / --b-engine choose per side")
-    s.add_argument("--a-engine", default=None, help="what runs a (numpy, llama.cpp)")
-    s.add_argument("--b-engine", default=None, help="what runs b (numpy, llama.cpp)")
+    s.add_argument("--ids", default=None, help="token ids both run on, comma-separated (instead of a prompt)")
+    s.add_argument("--engine", default=None, help="what runs both sides (default: each by format); "
+                   "--a-engine / --b-engine choose per side")
+    s.add_argument("--a-engine", default=None,
+                   help="what runs a: decoder, transformers, onnxruntime, litert, llama.cpp (default: by format)")
+    s.add_argument("--b-engine", default=None,
+                   help="what runs b (default: by format: an .onnx file runs on onnxruntime)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_compare_runs)
+
+    s = sub.add_parser("trace", help="one forward pass with statistics of every named activation; "
+                       "exit 0, 1 when NaN/Inf appear, 2 unreadable")
+    s.add_argument("source")
+    s.add_argument("--prompt", default=None, help="the text it runs on (default: a plain sentence)")
+    s.add_argument("--ids", default=None, help="token ids, comma-separated (instead of a prompt)")
+    s.add_argument("--engine", default=None,
+                   help="what runs it: decoder, transformers, onnxruntime, litert, llama.cpp (default: by format)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_trace)
     add_batch_parsers(sub)
     add_repair_parser(sub)
     return p

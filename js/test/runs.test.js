@@ -77,3 +77,10 @@ test("tokens read one by one, quoted, never as a list", () => {
   assert.equal(tokensText(["Ġthe", "a\nb"]), '"Ġthe" "a\\nb"');
   assert.equal(tokensText([]), "none");
 });
+
+test("a cross-engine cell says what stands for the point on each side", () => {
+  const s = { ...DIFF, engines: ["transformers", "onnxruntime"], aligned_count: 4,
+    aligned: [[null, null], [null, "a: encoder.layer.1.v · b: /bert/v/Add (Add, by scope)"]] };
+  assert.match(cellText(s, 1, 1), / · a: encoder\.layer\.1\.v · b: \/bert\/v\/Add \(Add, by scope\)$/);
+  assert.doesNotMatch(cellText(s, 0, 0), /a: /);
+});

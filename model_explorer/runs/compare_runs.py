@@ -28,14 +28,17 @@ from typing import Any
 
 import numpy as np
 
+from ..model.config import ModelConfig
 from ..model.decoder_points import LAYER_MODULES
 from ..runtime.decoder import drain
 from ..runtime.memory_budget import WontFit
-from .choose import open_side
 from .config_diff import config_differences, config_rows
+from .engine_notes import aligned_points, graph_sentence, output_agrees, output_sentence, place_in_graphs
+from .engines import open_side
 from .metrics import flatness, kl_per_position, kld_summary, perplexity
 from .pairing import Pairing, together
 from .side import DEFAULT_PROMPT, Point, Side, token_bound
+from .side_facts import Facts, facts_after_run, why_unaligned
 from .trace import finite
 from .verdict import (
     AGREE,
@@ -86,14 +89,23 @@ class RunDiff:
     places_a: dict[str, dict[str, Any]] = field(default_factory=dict)  # a's tensor -> file/offset/length
     # points not compared: {"layer", "module", "why"} ("only a records it", "shapes differ: ...")
     unpaired: list[dict[str, Any]] = field(default_factory=list)
-    # what ran each side: "cpu (numpy)", or llama.cpp with its KV cache type and attention path
-    engine_a: str | None = None
-    engine_b: str | None = None
+    engine_a: str = "decoder"  # what ran each side (runs/engines.py)
+    engine_b: str = "decoder"
+    # the same in words: "cpu (numpy)", or llama.cpp with its KV cache type and attention path
+    engine_labels: dict[str, str | None] = field(default_factory=dict)
+    # False: an encoder; logits_a/logits_b hold the last hidden states, judged by relative L2
+    has_logits: bool = True
+    # the module or graph node behind each point, per side: {"node"|"module", "op"|"class", ...}
+    nodes: dict[Point, dict[str, Any]] = field(default_factory=dict)
+    nodes_a: dict[Point, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def agree(self) -> bool:
         """The logits are equal within float32 noise: top-1 agreement 100 % and KL at most
-        verdict.NOISE_KLD nats at every position."""
+        verdict.NOISE_KLD nats at every position (without logits: the outputs' relative L2 at
+        most verdict.NOISE_REL)."""
+        if not self.has_logits:
+            return output_agrees(self.logits_a, self.logits_b)
         return logits_agree(self.top1_agreement, self.kld["max"])
 
     @property
@@ -112,13 +124,18 @@ class RunDiff:
         row, kind = found
         out = {"kind": kind, **{k: row[k] for k in ("layer", "module", "cosine", "rel_l2", "max_abs", "tensor",
                                                    "tensor_a", "tensors")}}
+        out["sqnr"] = row.get("sqnr")
+        out.update(place_in_graphs(self.nodes_a.get((row["layer"], row["module"])),
+                                   self.nodes.get((row["layer"], row["module"])), self.places_a.get(row["tensor_a"] or "")))
         out["previous_max"] = largest_before(self.rows, row)
         out.update({k: v for k, v in self.places.get(row["tensor"], {}).items() if k != "tensor"})
         out["explanation"] = explain(row, self.rows, self.config_diff, kind)
+        if out.get("attribute"):  # the node is told to compute something else: that, not a weight
+            out["explanation"] = out["attribute"]["sentence"]
         start = onset(self.rows)
         if kind == JUMP and start is not None and start is not row:
             out["drift_from"] = {k: start[k] for k in ("layer", "module", "rel_l2")}
-        out["sentence"] = divergence_sentence(out, self.rows)
+        out["sentence"] = divergence_sentence(out, self.rows) + graph_sentence(out, self.engine_a, self.engine_b)
         return out
 
     @property
@@ -126,7 +143,9 @@ class RunDiff:
         """{"kind": "agree" | "drift" | "jump", "sentence"}: the comparison's conclusion in words,
         the same in the summary, the CLI and the view."""
         first = self.first_divergence
-        note = top1_note(self.top1_agreement, self.kld["max"], flatness(self.logits_a), self.logits_a.shape[-1])
+        if not self.has_logits and first is None:
+            return {"kind": AGREE, "sentence": output_sentence(self.rows, self.logits_a, self.logits_b)}
+        note = "" if not self.has_logits else top1_note(self.top1_agreement, self.kld["max"], flatness(self.logits_a), self.logits_a.shape[-1])
         sentence = first["sentence"] if first is not None else \
             agreement_sentence(self.rows, self.top1_agreement, self.kld["max"])
         return {"kind": first["kind"] if first is not None else AGREE,
@@ -136,6 +155,8 @@ class RunDiff:
     def kl_divergence(self) -> np.ndarray:
         """KL(P_a || P_b) per position, nats (a float64 log-softmax of both logits: computed
         once, not on every look at the verdict)."""
+        if not self.has_logits:
+            return np.full(self.logits_a.shape[0] if self.logits_a.ndim else 0, np.nan)
         return kl_per_position(self.logits_a, self.logits_b)
 
     @property
@@ -146,7 +167,9 @@ class RunDiff:
 
     @property
     def top1_agreement(self) -> float:
-        """Share of positions where both runs' most likely next token is the same."""
+        """Share of positions where both runs' most likely next token is the same (NaN without logits)."""
+        if not self.has_logits:
+            return math.nan
         return float(np.mean(self.logits_a.argmax(-1) == self.logits_b.argmax(-1)))
 
     @property
@@ -189,8 +212,12 @@ class RunDiff:
     def summary(self) -> str:
         first = self.first_divergence
         k = self.kld
-        lines = [f"{len(self.ids)} tokens; KLD mean {k['mean']:.6f} median {k['median']:.6f} "
+        lines = [f"{self.engine_a} (a) against {self.engine_b} (b); {len(self.ids)} tokens; the outputs "
+                 "have no logits (an encoder or a graph's own output): judged by their relative L2"] if not self.has_logits else \
+            [f"{len(self.ids)} tokens; KLD mean {k['mean']:.6f} median {k['median']:.6f} "
                  f"p99 {k['p99']:.6f} max {k['max']:.6f} nats; top-1 agreement {self.top1_agreement:.1%}"]
+        if self.has_logits and (self.engine_a, self.engine_b) != ("decoder", "decoder"):
+            lines.insert(0, f"{self.engine_a} (a) against {self.engine_b} (b)")
         if self.perplexity:
             lines.append(f"perplexity: a {self.perplexity['a']:.4f}, b {self.perplexity['b']:.4f}")
         if first is None:
@@ -201,6 +228,9 @@ class RunDiff:
             lines.append(f"{head}{where(first)}{on} (cosine {first['cosine']:.4f}, relative L2 "
                          f"{first['rel_l2']:.3g}), tensor {first['tensor']} at byte {first.get('offset')}: "
                          f"{first['explanation']}")
+            if first.get("node_b") or first.get("module_a"):
+                lines.append(f"  a ({self.engine_a}): {first.get('module_a') or '-'}; b ({self.engine_b}): "
+                             f"{first.get('node_b') or '-'} ({first.get('op_b') or '?'})")
         if self.unpaired:
             shown = "; ".join(f"{where(u)}: {u['why']}" for u in self.unpaired[:3])
             more = f" (and {len(self.unpaired) - 3} more)" if len(self.unpaired) > 3 else ""
@@ -236,8 +266,10 @@ class RunDiff:
          "first_divergence": {...} | None, "kld": {"mean", "median", "p99", "max"},
          "top1_agreement", "perplexity": {"a", "b"} | None, "tokenizer_mismatch": {...} | None,
          "verdict": {"kind", "sentence"}, "config_diff": {field: [a, b]},
-         "config_rows": [[field, a's value, b's value] as text], "engines": {"a", "b"}: what ran each,
-         "jump": {"floor", "factor", "noise_rel", "noise_kld", "step_min"}}
+         "config_rows": [[field, a's value, b's value] as text],
+         "jump": {"floor", "factor", "noise_rel", "noise_kld", "step_min"},
+         "engines": [a's, b's] (runs/engines.py), "has_logits",
+         "aligned": [{"layer", "module", "a", "b", "op", "how"}]: what stands for each point on each side}
         """
         metrics = ("cosine", "rel_l2", "max_abs")
         by_point = {(r["layer"], r["module"]): r for r in self.rows}
@@ -259,7 +291,10 @@ class RunDiff:
                 "tokenizer_mismatch": self.tokenizer_mismatch,
                 "verdict": self.verdict,
                 "config_diff": {k: [_jsonable(a), _jsonable(b)] for k, (a, b) in self.config_diff.items()},
-                "config_rows": config_rows(self.config_diff), "engines": {"a": self.engine_a, "b": self.engine_b},
+                "config_rows": config_rows(self.config_diff),
+                "engines": [self.engine_a, self.engine_b], "engine_labels": self.engine_labels,
+                "has_logits": self.has_logits,
+                "aligned": aligned_points(self.nodes_a, self.nodes),
                 "jump": {"floor": JUMP_FLOOR, "factor": JUMP_FACTOR, "noise_rel": NOISE_REL, "noise_kld": NOISE_KLD,
                          "step_min": STEP_MIN}}
 
@@ -276,7 +311,8 @@ def _bare(places: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _check_shapes(ca, cb) -> None:
     for what in ("num_layers", "hidden_size", "vocab_size"):
-        if getattr(ca, what) != getattr(cb, what):
+        va, vb = getattr(ca, what, None), getattr(cb, what, None)
+        if va is not None and vb is not None and va != vb:
             raise ValueError(f"the two models differ in {what} (a {getattr(ca, what)}, b {getattr(cb, what)}): "
                              "their runs cannot be compared module by module.")
 
@@ -289,34 +325,6 @@ def tokenizer_mismatch(a_tokens: list[str], side_b: Side, text: str | None, ids:
     at = next((i for i, (x, y) in enumerate(zip(ids, theirs)) if x != y), min(len(ids), len(theirs)))
     return {"position": at, "a_ids": ids, "b_ids": theirs, "a_tokens": a_tokens[at:at + 4],
             "b_tokens": side_b.tokens(theirs[at:at + 4])}
-
-
-@dataclass
-class _Facts:
-    """What the comparison keeps of a side once its run is over (its weights may be gone)."""
-
-    label: str
-    config: Any
-    gguf: bool | None
-    engine: str | None
-    tokens: list[str]
-    names: dict[Point, str | None]  # the weight each point depends on most directly
-    feeding: dict[Point, list[str]]  # every weight feeding each point
-    kinds: dict[str, str]  # how each named weight is stored (F32, Q8_0): rounding, not a fault
-    places: dict[str, dict[str, Any]]
-
-    @classmethod
-    def of(cls, side: Side, ids: list[int], nonfinite: Point | None = None) -> _Facts:
-        """`side`'s facts; `nonfinite`: the point where its NaN/Inf first appear, which is then
-        blamed on the weight that holds one, if one does."""
-        feeding = {p: side.weights(p) for p in side.points()}
-        names = {p: (w or [None])[0] for p, w in feeding.items()}
-        if nonfinite is not None and nonfinite in names:
-            names[nonfinite] = side.nonfinite_weight(nonfinite) or names[nonfinite]
-        kinds = {n: k for n in names.values() if n and (k := side.kind(n)) is not None}
-        places = {n: side.place(n) for n in names.values() if n}
-        return cls(side.label, side.config, side.gguf, getattr(side, "engine_label", None), side.tokens(ids), names,
-                   feeding, kinds, places)
 
 
 def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = None, *,
@@ -335,9 +343,9 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     as progress(label, layers done, layers) ("running a and b" in lock step, else "running a"
     then "running b"); False stops (RunStopped). None shows a progress bar when a run streams.
     Points one run records and the other does not (or of another shape) are `RunDiff.unpaired`.
-    a_engine, b_engine: what runs each side (runs/choose.py): None (our decoder; llama.cpp for a
-    Model loaded on it), "numpy", or "llama.cpp" (its own graph's tensors: a side that runs its
-    pass in one call leads, and ours follows it layer by layer)."""
+    a_engine, b_engine: "decoder", "transformers", "onnxruntime", "litert", "llama.cpp"
+    (runs/engines.py); None picks by format (an .onnx runs on onnxruntime). b is aligned to a:
+    an export's graph nodes are matched to a's modules (align.py)."""
     if text is not None and (prompt is not None or ids is not None):
         raise ValueError("text= is the input the perplexity is measured on: give it alone, without "
                          "prompt= or ids=")
@@ -345,17 +353,18 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
     if words is None and ids is None:
         words = DEFAULT_PROMPT
     positions = token_bound(words, ids)
-    side_a = _open(a, device, stream, positions, a_engine)
+    side_a = open_side(a, a_engine, device, stream, positions)
     side_b = None
     try:
         token_ids = side_a.ids(words, ids)
-        facts_a = _Facts.of(side_a, token_ids)
-        side_b = _open_beside(b, side_a, device, stream, positions, b_engine)
+        facts_a = Facts.of(side_a, token_ids)
+        side_b = _open_beside(b, b_engine, side_a, device, stream, positions)
         if side_b is not None:
             try:
                 checked = _checked_b(side_b, facts_a, token_ids, words, ids)
                 cmp, logits_a, logits_b = together(side_a, side_b, token_ids, progress)
-                facts_b = _facts_b(side_b, cmp, token_ids)
+                facts_b = facts_after_run(side_b, cmp, token_ids)
+                unaligned_b = list(getattr(side_b, "unaligned", []))
             finally:
                 side_b.close()
         else:  # one after the other: a's activations are kept until b has compared them
@@ -365,12 +374,13 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         side_a.close()
     if side_b is None:
         del side_a  # when loaded here, a's weights go before b's arrive
-        side_b = _open(b, device, stream, positions, b_engine)
+        side_b = open_side(b, b_engine, device, stream, positions)
         try:
             checked = _checked_b(side_b, facts_a, token_ids, words, ids)
             logits_b = drain(side_b.steps(token_ids, cmp, progress, "running b"))
             cmp.finish()
-            facts_b = _facts_b(side_b, cmp, token_ids)
+            facts_b = facts_after_run(side_b, cmp, token_ids)
+            unaligned_b = list(getattr(side_b, "unaligned", []))
         finally:
             side_b.close()
     for row in cmp.rows:
@@ -379,36 +389,40 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
         row["tensors"] = facts_b.feeding.get(key, [])
         row["kind"], row["kind_a"] = facts_b.kinds.get(row["tensor"]), facts_a.kinds.get(row["tensor_a"])
     config_diff, mismatch = checked
-    return RunDiff(facts_a.label, facts_b.label, facts_b.config.num_layers, token_ids, facts_a.tokens, cmp.rows,
-                   logits_a, logits_b, facts_b.places, mismatch, text, config_diff, facts_a.places, cmp.unpaired,
-                   facts_a.engine, facts_b.engine)
+    if facts_a.has_logits != facts_b.has_logits:
+        raise ValueError(f"a ({facts_a.engine}) {'has' if facts_a.has_logits else 'has no'} logits and b "
+                         f"({facts_b.engine}) {'has' if facts_b.has_logits else 'has no'}: their outputs differ in kind")
+    why_unaligned(cmp.unpaired, unaligned_b)
+    for row in cmp.rows:
+        key = (row["layer"], row["module"])
+        row["node_b"] = (facts_b.nodes.get(key) or {}).get("node")
+        row["op"] = (facts_b.nodes.get(key) or {}).get("op")
+    return RunDiff(facts_a.label, facts_b.label, max(facts_a.config.num_layers, facts_b.config.num_layers), token_ids,
+                   facts_a.tokens, cmp.rows, logits_a, logits_b, facts_b.places, mismatch, text, config_diff,
+                   facts_a.places, cmp.unpaired, facts_a.engine, facts_b.engine,
+                   engine_labels={"a": facts_a.engine_label, "b": facts_b.engine_label},
+                   has_logits=facts_a.has_logits, nodes=facts_b.nodes, nodes_a=facts_a.nodes)
 
 
-def _open(source, device: str, stream: bool | None, positions: int, engine: str | None = None) -> Side:
-    """The Side that runs `source`: the one place a comparison's engine is chosen (choose.py)."""
-    return open_side(source, device, stream, positions, engine)
-
-
-def _open_beside(b, side_a: Side, device: str, stream: bool | None, positions: int,
-                 engine: str | None = None) -> Side | None:
+def _open_beside(b, engine: str | None, side_a: Side, device: str, stream: bool | None,
+                 positions: int) -> Side | None:
     """b's side loaded while a is held, or None when b is a itself or does not fit beside a:
-    then the runs go one after the other."""
-    if b is getattr(side_a, "model", None) or b is side_a:
+    then the runs go one after the other. a is b's reference: an export is aligned to its weights."""
+    if b is getattr(side_a, "model", None):
         return None
     try:
-        return _open(b, device, stream, positions, engine)
+        return open_side(b, engine, device, stream, positions, reference=side_a)
     except WontFit:
+        if getattr(side_a, "engine", "decoder") != "decoder":
+            raise  # only our decoder can go one run after the other
         return None
 
 
-def _checked_b(side_b: Side, facts_a: _Facts, token_ids, words, ids) -> tuple[dict, dict | None]:
+def _checked_b(side_b: Side, facts_a: Facts, token_ids, words, ids) -> tuple[dict, dict | None]:
     """b's config differences and tokenizer mismatch against a, before b runs."""
     _check_shapes(facts_a.config, side_b.config)
-    config_diff = config_differences(facts_a.config, side_b.config, same_format=facts_a.gguf == side_b.gguf)
+    if not (isinstance(facts_a.config, ModelConfig) and isinstance(side_b.config, ModelConfig)):
+        config_diff = {}  # two engines' descriptions: each point's node says what differs (node_note)
+    else:
+        config_diff = config_differences(facts_a.config, side_b.config, same_format=facts_a.gguf == side_b.gguf)
     return config_diff, tokenizer_mismatch(facts_a.tokens, side_b, words if ids is None else None, token_ids)
-
-
-def _facts_b(side_b: Side, cmp: Pairing, token_ids) -> _Facts:
-    """b's facts after its run, its first NaN/Inf that a does not have blamed on its weight."""
-    broken = next((r for r in cmp.rows if r["nonfinite_b"] and not r["nonfinite_a"]), None)
-    return _Facts.of(side_b, [], None if broken is None else (broken["layer"], broken["module"]))

@@ -1,5 +1,5 @@
-"""The figures of a run comparison: each point's cosine, relative L2 and max |a - b|, and the
-logits' KL divergence per position, its summary as llama-perplexity gives it, perplexity."""
+"""The figures of a run comparison: each point's cosine, relative L2, max |a - b| and SQNR, and
+the logits' KL divergence per position, its summary as llama-perplexity gives it, perplexity."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 
 
 def activation_diff(a: np.ndarray | None, b: np.ndarray) -> dict[str, Any]:
-    """cosine, rel_l2 = ||b - a|| / ||a|| and max_abs = max |b - a|, in float64; non-finite values
-    on one side only make rel_l2 and max_abs inf and cosine NaN."""
-    out = {"cosine": math.nan, "rel_l2": math.nan, "max_abs": math.nan,
+    """cosine, rel_l2 = ||b - a|| / ||a||, max_abs = max |b - a| and sqnr (dB, sqnr()), in float64;
+    non-finite values on one side only make rel_l2 and max_abs inf and cosine NaN."""
+    out = {"cosine": math.nan, "rel_l2": math.nan, "max_abs": math.nan, "sqnr": math.nan,
            "nonfinite_a": 0, "nonfinite_b": int(b.size - np.isfinite(b).sum())}
     if a is None or a.shape != b.shape:
         return out
@@ -28,7 +28,18 @@ def activation_diff(a: np.ndarray | None, b: np.ndarray) -> dict[str, Any]:
     out["cosine"] = float(x @ y / (nx * ny)) if nx and ny else (1.0 if nx == ny else 0.0)
     out["rel_l2"] = nd / nx if nx else (0.0 if nd == 0 else math.inf)
     out["max_abs"] = float(np.abs(d).max()) if d.size else 0.0
+    out["sqnr"] = sqnr_db(nx, nd)
     return out
+
+
+SQNR_EPS = float(np.finfo(float).eps)
+
+
+def sqnr_db(signal_norm: float, noise_norm: float) -> float:
+    """Signal-to-quantization-noise ratio in dB as onnxruntime's qdq_loss_debug defines it:
+    20 log10(max(||a||, eps) / max(||a - b||, eps)), eps the float64 machine epsilon (so equal
+    values give about 313 dB, not infinity)."""
+    return 20 * math.log10(max(signal_norm, SQNR_EPS) / max(noise_norm, SQNR_EPS))
 
 
 def kl_per_position(logits_a: np.ndarray, logits_b: np.ndarray) -> np.ndarray:

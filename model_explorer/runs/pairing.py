@@ -48,6 +48,8 @@ class Pairing:
             self.pulled += 1
         other = self.ref.pop(key, None)
         a, b = (other, x) if self.lead_is_b else (x, other)
+        if a is not None and b is not None and a.shape != b.shape and a.size == b.size and a.shape[:1] == b.shape[:1]:
+            b = b.reshape(a.shape)  # heads split or not ([T, H] against [T, heads, head_dim]): the same values
         if a is None or b is None or a.shape != b.shape:
             self.unpaired.append(_unpaired(key, a, b))
             return

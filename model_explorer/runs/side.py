@@ -17,8 +17,10 @@ What `mx.trace` and `mx.compare_runs` need of a run, whatever runs it (the `Side
 - `ids(prompt, ids)`, `encode(text)`, `tokens(ids)`: its tokenizer; `close()`.
 
 `DecoderSide` is the first implementation: our decoder on numpy or torch (points.py maps its
-points to weights); `runs/llamacpp_side.LlamaCppSide` is llama.cpp's own graph, read through its
-eval callback. `runs/choose.open_side` picks one per source and engine.
+points to weights). The others (transformers, onnxruntime, LiteRT, llama.cpp) and the choice
+between them are in engines.py (`open_side`). Optional on a Side: `engine` (its name),
+`has_logits` (False: an encoder, whose last hidden state is its output), `node(point)` (the
+module or graph node behind a point, its op and attributes such as a norm's epsilon).
 """
 
 from __future__ import annotations
@@ -174,6 +176,17 @@ def prompt_ids(model, prompt: str | None, ids) -> list[int]:
 def token_texts(model, ids: list[int]) -> list[str]:
     tok = model.tokenizer
     return [tok.token_text(i) if tok is not None else str(i) for i in ids]
+
+
+def check_room(need: int, what: str) -> None:
+    """Refuse, before it starts, a run whose recorded values need more memory than is free
+    (an engine that records a whole pass at once: the numbers are said)."""
+    from ..runtime.memory_budget import HEADROOM, RunPlan, WontFit, available_bytes
+
+    room = available_bytes()
+    if room is not None and need > room * HEADROOM:
+        raise WontFit(RunPlan("refused", need, need, room, f"{what} needs about {need / 2**30:.2f} GiB; "
+                                                           f"{room / 2**30:.2f} GiB is free."))
 
 
 class RunStopped(Exception):

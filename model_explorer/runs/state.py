@@ -74,7 +74,25 @@ def _diff_state(d) -> dict[str, Any]:
             "cell_tensors": j["tensors_a"], "tensors_b": j["tensors"], "places_b": j["places"],
             "outer": j["outer"], "first": first, "verdict": verdict, "marks": marks, "figures": figures,
             "config": j["config_rows"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"],
-            "engines": j["engines"]}
+            "engine_labels": {"a": j["engine_labels"].get("a") or j["engines"][0],
+                              "b": j["engine_labels"].get("b") or j["engines"][1]},
+            **_engines(j)}
+
+
+def _engines(j: dict[str, Any]) -> dict[str, Any]:
+    """Each side's engine, and per cell what stands for the point on each side ("module -> node
+    (op)"), when another engine than our decoder ran one (the view's engine line and hover)."""
+    if j["engines"] == ["decoder", "decoder"]:
+        return {}
+    cells: list[list[str | None]] = [[None] * len(j["modules"]) for _ in j["layers"]]
+    for p in j["aligned"]:
+        if p["layer"] is None or p["module"] not in j["modules"] or not (0 <= p["layer"] < len(cells)):
+            continue
+        how = f", by {p['how']}" if p.get("how") else ""
+        cells[p["layer"]][j["modules"].index(p["module"])] = (f"a: {p['a'] or '-'} · b: {p['b'] or '-'} "
+                                                              f"({p['op'] or '?'}{how})")
+    return {"engines": j["engines"], "aligned": cells,
+            "aligned_count": sum(1 for p in j["aligned"] if p["a"] and p["b"])}
 
 
 def _mismatch(m: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -108,11 +126,12 @@ def _trace_state(tr) -> dict[str, Any]:
                           "text": f"first NaN/Inf ({first['nan']} NaN, {first['inf']} Inf)"})
     figures = {"tokens": len(tr.ids), "massive": len(j["massive"]), "massive_ratio": j["massive_ratio"],
                "massive_top": j["massive"][:MASSIVE_LISTED]}
-    return {"kind": "trace", "title": f"trace of {_name(tr.source)} ({tr.architecture})", "a": tr.source,
+    engine = "" if j["engine"] == "decoder" else f", on {j['engine']}"
+    return {"kind": "trace", "title": f"trace of {_name(tr.source)} ({tr.architecture}{engine})", "a": tr.source,
             "layers": j["layers"], "modules": j["modules"], "tokens": j["tokens"][:TOKENS_SHOWN],
             "metrics": j["metrics"], "color": {"label": "absmax / median |x| (log scale)", "values": values, **_scale(values)},
             "cell_tensors": j["tensors"], "outer": j["outer"], "first": first, "marks": marks, "figures": figures,
-            "engines": {"a": j["engine"]}}
+            "engine_labels": {"a": j["engine_label"] or j["engine"]}}
 
 
 def runs_state(result) -> dict[str, Any]:

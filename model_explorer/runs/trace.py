@@ -29,7 +29,7 @@ import numpy as np
 
 from ..model.decoder_points import LAYER_MODULES, MODULES
 from ..runtime.decoder import drain
-from .choose import open_side
+from .engines import open_side
 from .side import RunStopped, token_bound
 
 MASSIVE_RATIO = 1000.0
@@ -143,8 +143,9 @@ class Trace:
     activations: dict[tuple[int | None, str], np.ndarray] = field(default_factory=dict)
     massive_ratio: float = MASSIVE_RATIO
     nonfinite_tensor: str | None = None  # the weight holding NaN/Inf where they first appear
-    # what ran the pass: "cpu (numpy)", or llama.cpp with its KV cache type and attention path
-    engine: str | None = None
+    engine: str = "decoder"  # what ran it (runs/engines.py)
+    # the same in words: "cpu (numpy)", or llama.cpp with its KV cache type and attention path
+    engine_label: str | None = None
 
     def __getitem__(self, key: tuple[int | None, str]) -> ModuleStats:
         for s in self.stats:
@@ -215,7 +216,7 @@ class Trace:
          "tensors": [[weight name per module] per layer],
          "outer": [{"module": "embed"|"final_norm"|"logits", "norm", ..., "tensor"}],
          "first_nonfinite": {...} | None, "massive": [{"layer", "module", "position", "channel",
-         "value", "token", "ratio"}], "massive_ratio", "engine"}
+         "value", "token", "ratio"}], "massive_ratio", "engine": what ran it (runs/engines.py), "engine_label": the same in words}
         """
         metrics = ("norm", "absmax", "mean", "std", "nan", "inf")
         tensors = [[(self.tensors.get((i, m)) or [None])[0] for m in LAYER_MODULES] for i in range(self.num_layers)]
@@ -228,7 +229,8 @@ class Trace:
                 "metrics": {k: [[finite(float(v)) for v in row] for row in self.matrix(k)] for k in metrics},
                 "tensors": tensors, "outer": outer, "first_nonfinite": self.first_nonfinite,
                 "massive": [{k: finite(v) for k, v in m.items()} for m in self.massive],
-                "massive_ratio": self.massive_ratio, "engine": self.engine}
+                "massive_ratio": self.massive_ratio, "engine": self.engine,
+                "engine_label": self.engine_label}
 
     def show(self, on_select=None):
         """This trace as a widget (widgets/runs_view.py RunsView): absmax / median per layer and
@@ -245,8 +247,8 @@ class Trace:
 
 
 def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = False, device: str = "cpu",
-          stream: bool | None = None, progress=None,
-          massive_ratio: float = MASSIVE_RATIO, top: int = TOP, engine: str | None = None) -> Trace:
+          stream: bool | None = None, progress=None, engine: str | None = None,
+          massive_ratio: float = MASSIVE_RATIO, top: int = TOP) -> Trace:
     """Run one forward pass of `source` (anything `load_model` takes, or a loaded Model; None:
     the bundled sample) over `prompt` (tokenized) or `ids`, recording statistics per layer and
     module. keep=True also keeps every activation (float32) in `Trace.activations`.
@@ -254,17 +256,18 @@ def trace(source=None, prompt: str | None = None, ids=None, *, keep: bool = Fals
     weights layer by layer when the model does not fit in memory (load_model's `stream`).
     progress: called as progress("tracing", layers done, layers) after each layer; returning
     False stops the pass (RunStopped). None shows a progress bar when the run streams.
-    engine: None (our decoder; llama.cpp for a Model loaded on it), "numpy", or "llama.cpp" (its
-    own graph's tensors through the eval callback: runs/choose.py)."""
-    side = open_side(source, device, stream, token_bound(prompt, ids), engine)
+    engine: "decoder", "transformers", "onnxruntime", "litert", "llama.cpp" (runs/engines.py);
+    None picks by format (an .onnx runs on onnxruntime, a BERT folder on transformers)."""
+    side = open_side(source, engine, device, stream, token_bound(prompt, ids))
     try:
         token_ids = side.ids(prompt, ids)
         rec = StatsRecorder(keep, top)
         logits = drain(side.steps(token_ids, rec, progress))
         tensors = {p: side.weights(p) for p in side.points()}
         out = Trace(side.label, side.config.architecture, side.num_layers, token_ids,
-                    side.tokens(token_ids), rec.stats, tensors, logits, rec.activations, massive_ratio,
-                    engine=getattr(side, "engine_label", None))
+                    side.tokens(token_ids), rec.stats, tensors, logits, rec.activations, massive_ratio)
+        out.engine = getattr(side, "engine", "decoder")
+        out.engine_label = getattr(side, "engine_label", None)
         first = out._first_nonfinite()
         if first is not None:
             out.nonfinite_tensor = side.nonfinite_weight((first.layer, first.module))

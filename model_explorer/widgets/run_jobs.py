@@ -17,7 +17,7 @@ from typing import Any
 
 import traitlets as t
 
-from ..runs.choose import LLAMACPP
+from ..runs.engines import LLAMACPP
 from ..runs.compare_runs import compare_runs as _compare_runs
 from ..runs.state import pick, runs_state
 from ..runs.trace import trace as _trace

@@ -29,6 +29,7 @@ SMALL_RUNS = [
     ["bench_gpu.py", "--small"],
     ["bench_demo.py", "--small"],
     ["bench_graph_model.py", "--repeat", "1"],
+    ["bench_engine_compare.py", "--small"],
 ]
 
 
@@ -38,7 +39,7 @@ def test_benchmark_runs(argv):
         pytest.importorskip("dask.distributed")
     if argv[0] == "bench_hub.py":
         pytest.importorskip("huggingface_hub")
-    if argv[0] == "bench_families.py":
+    if argv[0] in ("bench_families.py", "bench_engine_compare.py"):
         pytest.importorskip("transformers")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     run = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", argv[0]), *argv[1:]],

@@ -267,7 +267,6 @@ def test_two_runs_go_in_lock_step_holding_one_layer_of_a(base, monkeypatch):
     """a runs a layer, b runs it and compares: a's kept activations never exceed one layer's
     points, and the figures are those of the runs done one after the other."""
     from model_explorer.model.decoder_points import LAYER_MODULES
-    from model_explorer.runs import choose
     from model_explorer.runtime.memory_budget import RunPlan, WontFit
 
     folder = base.copy("lockstep_swapped", _swapped(base))
@@ -279,7 +278,9 @@ def test_two_runs_go_in_lock_step_holding_one_layer_of_a(base, monkeypatch):
 
     # b refused beside a (as when a holds the memory b needs): a runs first and goes, then b
     loads = []
-    real_load = choose.load
+    import model_explorer.runs.engines as engines
+
+    real_load = engines.load  # the decoder engine's loader (runs/engines.py)
 
     def refusing(source, *args):
         loads.append(source)
@@ -287,7 +288,7 @@ def test_two_runs_go_in_lock_step_holding_one_layer_of_a(base, monkeypatch):
             raise WontFit(RunPlan("refused", 1, 1, 0, "refused before loading (test)"))
         return real_load(source, *args)
 
-    monkeypatch.setattr(choose, "load", refusing)
+    monkeypatch.setattr(engines, "load", refusing)
     held.clear()
     one_after_other = mx.compare_runs(base.folder, folder, prompt=TEXT)
     assert len(loads) == 3 and max(held) > len(LAYER_MODULES) + 1
@@ -345,7 +346,7 @@ class _OneCall:
 @pytest.mark.parametrize("which", ["a", "b"])
 def test_a_side_that_cannot_yield_per_layer_leads_holding_one_layer_of_the_other(base, monkeypatch, which):
     from model_explorer.model.decoder_points import LAYER_MODULES
-    from model_explorer.runs.choose import open_side
+    from model_explorer.runs.engines import open_side
     from model_explorer.runs.pairing import together
 
     folder = base.copy("one_call_swapped", _swapped(base))

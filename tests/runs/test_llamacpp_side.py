@@ -94,7 +94,7 @@ def test_llamacpp_points_equal_transformers_hooks(base, arch, tmp_path):
     state = base.state if arch == "llama" else h.random_state(cfg, seed=5)
     path = h.write_gguf(cfg, state, str(tmp_path / f"{arch}.gguf"))
     t = mx.trace(path, ids=IDS, keep=True, engine="llama.cpp")
-    assert "llama.cpp via llama-cpp-python" in t.engine and "KV cache F32, flash attention off" in t.engine
+    assert "llama.cpp via llama-cpp-python" in t.engine_label and "KV cache F32, flash attention off" in t.engine_label
     ref = transformers_points(h, cfg, state, IDS)
     # Qwen2's graph leaves its output projection's result unnamed: that point is ours alone
     unnamed = {(i, "attn_out") for i in range(cfg["num_hidden_layers"])} if arch == "qwen2" else set()
@@ -112,12 +112,12 @@ def test_llamacpp_points_equal_transformers_hooks(base, arch, tmp_path):
 def test_clean_conversion_agrees_and_lists_the_unpaired(base, clean_gguf):
     d = mx.compare_runs(base.folder, clean_gguf, prompt=TEXT, b_engine="llama.cpp")
     assert d.agree and d.first_divergence is None, d.summary()
-    assert d.engine_a == "cpu (numpy)" and d.engine_b.startswith("llama.cpp via llama-cpp-python")
+    assert d.engine_labels["a"] == "cpu (numpy)" and d.engine_labels["b"].startswith("llama.cpp via llama-cpp-python")
     unpaired = {(u["layer"], u["module"]): u["why"] for u in d.unpaired}
     assert unpaired == {(i, "kqv_out"): "only b records it" for i in range(base.cfg["num_hidden_layers"])}
     paired = {(r["layer"], r["module"]) for r in d.rows}
     assert (FAULT_LAYER, "q") in paired and (None, "logits") in paired
-    assert d.to_json()["engines"]["b"] == d.engine_b
+    assert d.to_json()["engine_labels"]["b"] == d.engine_labels["b"] and d.engine_b == "llama.cpp"
 
 
 def test_planted_fault_found_on_llamacpps_tensor(base, faulty_gguf):
@@ -144,7 +144,7 @@ def test_f16_cache_is_a_drift_from_llamacpp_not_a_jump(base, clean_gguf):
         d = mx.compare_runs(base.folder, side, prompt=TEXT)
     finally:
         side.free()
-    assert "KV cache F16" in d.engine_b
+    assert "KV cache F16" in d.engine_labels["b"]
     rows = {(r["layer"], r["module"]): r for r in d.rows}
     assert max(rows[(0, m)]["rel_l2"] for m in ("attn_norm", "q", "k", "v")) < 1e-5
     # K and V rounded to F16 (11 significant bits): only llama.cpp's own attention does this
@@ -162,7 +162,7 @@ def test_a_model_loaded_on_llamacpp_is_traced_on_llamacpp(clean_gguf):
         t = mx.trace(model, ids=IDS)
     finally:
         model.close()
-    assert t.engine.startswith("llama.cpp via llama-cpp-python")
+    assert t.engine_label.startswith("llama.cpp via llama-cpp-python")
     assert any(s.module == "kqv_out" for s in t.stats)
 
 
@@ -184,9 +184,9 @@ def test_run_tab_offers_llamacpp_for_a_gguf_and_traces_on_it(base, clean_gguf, t
     w.runs_engine = "llama.cpp"
     w.prompt = TEXT
     assert w.trace() and w.wait(120) and not w.error, w.error
-    assert w.runs["engines"]["a"].startswith("llama.cpp via llama-cpp-python")
+    assert w.runs["engine_labels"]["a"].startswith("llama.cpp via llama-cpp-python")
     assert w.compare_runs("") and w.wait(120) and not w.error, w.error  # this file on llama.cpp against ours
-    assert w.runs["engines"]["a"].startswith("llama.cpp") and w.runs["engines"]["b"] == "cpu (numpy)"
+    assert w.runs["engine_labels"]["a"].startswith("llama.cpp") and w.runs["engine_labels"]["b"] == "cpu (numpy)"
 
 
 def test_real_gguf_ours_against_llamacpp_pairs_every_point_and_drifts():
