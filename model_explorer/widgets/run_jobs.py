@@ -17,8 +17,8 @@ from typing import Any
 
 import traitlets as t
 
-from ..runs.engines import LLAMACPP
 from ..runs.compare_runs import compare_runs as _compare_runs
+from ..runs.engines import LLAMACPP
 from ..runs.state import pick, runs_state
 from ..runs.trace import trace as _trace
 from ..runtime.engines.llamacpp_eval import available as _llamacpp_traceable
