@@ -64,7 +64,8 @@ def run_compare_runs(args) -> int:
     if args.json:
         print(json.dumps(diff.to_json(), allow_nan=False))
     else:
-        print(f"a: {diff.a} ({diff.engine_a})\nb: {diff.b} ({diff.engine_b})")
+        words = diff.engine_labels
+        print(f"a: {diff.a} ({words.get('a') or diff.engine_a})\nb: {diff.b} ({words.get('b') or diff.engine_b})")
         print(diff.summary())
         print()
         print("\n".join(grid_text(diff)))
@@ -94,6 +95,6 @@ def run_trace(args) -> int:
     if args.json:
         print(json.dumps(t.to_json(), allow_nan=False))
     else:
-        print(f"{t.source} ({t.engine}): {t!r}")
+        print(f"{t.source} ({t.engine_label or t.engine}): {t!r}")
         print(t.table()[["layer", "module", "norm", "absmax", "nan", "inf", "massive", "tensor"]].to_string(index=False))
     return EXIT_DIVERGED if t.first_nonfinite else EXIT_OK
