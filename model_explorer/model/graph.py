@@ -55,6 +55,13 @@ class Graph:
                          f"{int(part['parameters'].sum()):,} parameters")
         return "\n".join(lines)
 
+    def show(self, overlay=None):
+        """The Graph view alone (widgets/graph_view.py): groups collapsed, expand on click, search,
+        overlays; `overlay` a trace or compare_runs result coloured onto the nodes' layer/module."""
+        from ..viewers import show
+
+        return show("graph", self, overlay=overlay)
+
     def __repr__(self) -> str:
         return f"<Graph: {len(self.nodes):,} operators, {len(self.edges):,} edges>"
 
