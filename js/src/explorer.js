@@ -95,7 +95,11 @@ function renderExplorer(ctx, host) {
     [`Findings (${nFindings})`, "findings", [findings.el], () => findings.load()],
     ["Model", "model", [modelView.el], () => modelView.load()],
   ];
-  if (graph) defs.splice(1, 0, ["Graph", "graph", [graph.el], () => graph.open()]);
+  if (graph) {
+    defs.splice(1, 0, ["Graph", "graph", [graph.el], () => graph.open()]);
+    const idle = setTimeout(() => graph.prefetch(), 500); // the engine is ready when the tab opens
+    ctx.cleanups.push(() => clearTimeout(idle));
+  }
   if (run) defs.push(["Run", "run", [run.el], () => run.open()]);
   const FINDINGS = defs.findIndex((d) => d[1] === "findings");
   const panels = defs.map(([, cls, els]) => h("div", { className: `me-panel me-panel-${cls}` }, ...els));

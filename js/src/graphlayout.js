@@ -11,7 +11,13 @@ let shared = null; // one engine (one worker) per page, whichever view asks firs
  * @returns {Promise<{layout: (graph: any) => Promise<any>, inWorker: boolean, note: string, close: () => void}>}
  */
 export function getEngine(rpc) {
-  if (!shared) shared = createEngine(rpc).catch((err) => { shared = null; throw err; });
+  if (!shared) {
+    shared = createEngine(rpc).then(async (engine) => {
+      // A first tiny layout: the worker's start-up (elkjs's own initialisation) happens now.
+      await engine.layout({ id: "warm", children: [{ id: "a", width: 1, height: 1 }, { id: "b", width: 1, height: 1 }], edges: [{ id: "e", sources: ["a"], targets: ["b"] }] });
+      return engine;
+    }).catch((err) => { shared = null; throw err; });
+  }
   return shared;
 }
 

@@ -285,6 +285,8 @@ export function createGraphView(ctx, { linked = false, showFinding } = {}) {
       loading = load(null);
       return loading;
     },
+    /** Fetch and start the layout engine before the tab is opened (the Explorer asks at idle). */
+    prefetch() { getEngine(rpc).catch(() => {}); },
     get view() { return view; },
   };
 }

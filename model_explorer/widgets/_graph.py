@@ -15,9 +15,12 @@ import math
 from collections import Counter
 from typing import Any
 
+import threading
+
 from ..assets import STATIC
 from ._graphtree import GraphTree
 
+_BUILDING = threading.RLock()  # one index build at a time (the background one, or a request's)
 MAX_DRAWN = 3000  # items one view may hold; past it the browser is told to open less
 SEVERITY_RANK = {"error": 3, "warning": 2, "info": 1}
 
@@ -103,10 +106,22 @@ class GraphOps:
         raise NotImplementedError
 
     def graph_index(self) -> GraphIndex:
-        if self._graph_index is None:
-            graph, ckpt = self._graph_source()
-            self._graph_index = GraphIndex(graph, ckpt, self._graph_overlay)
-        return self._graph_index
+        with _BUILDING:
+            if self._graph_index is None:
+                graph, ckpt = self._graph_source()
+                self._graph_index = GraphIndex(graph, ckpt, self._graph_overlay)
+            return self._graph_index
+
+    def prepare_graph(self) -> None:
+        """Build the index in a background thread (the Explorer starts it at open), so the tab's
+        first view does not wait for the node table of a large file."""
+        def build() -> None:
+            try:
+                self.graph_index()
+            except Exception:  # the tab's own request says why
+                pass
+
+        threading.Thread(target=build, name="graph-index", daemon=True).start()
 
     def _op_graph_view(self, opened: list[str] | None = None):
         return self.graph_index().view(None if opened is None else [str(o) for o in opened]), None

@@ -79,6 +79,8 @@ class Explorer(GraphOps, LayerOps, BaseView):
         super().__init__(source, **kwargs)
         self._graph = None
         self.has_graph = self._has_graph()
+        if self.has_graph:
+            self.prepare_graph()
 
     def _has_graph(self) -> bool:
         """A graph file says so without building its table; other files build theirs (small)."""
