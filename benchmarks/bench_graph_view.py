@@ -4,7 +4,8 @@ Builds ONNX files of about 10,000 and 100,000 nodes with onnx.helper, named as t
 decoder (/model/layers.N/self_attn/q_proj/MatMul, ...), then in JupyterLab + Chromium (the
 browser tests' recipe, tests/browser/labserver.py):
 
-  ours    one cell `mx.explore(path)`; click the Graph tab; time until the first view is drawn
+  ours    one cell `mx.explore(path)`; click the Graph tab (at once, or --settle seconds later:
+          the kernel builds the node table in the background meanwhile); time until the first view is drawn
           (kernel: the node table and its boxes; browser: elkjs's worker script, the layout of
           what is visible, the SVG), then the time to open a group (request, layout, draw)
   Netron  `netron.serve(path)` (PyPI netron, the same Chromium): time from opening its page to
@@ -77,7 +78,7 @@ def decoder_onnx(path: Path, nodes: int) -> int:
     return len(out)
 
 
-def bench_ours(browser, url: str, home: Path, path: Path) -> dict:
+def bench_ours(browser, url: str, home: Path, path: Path, settle: float = 0.0) -> dict:
     import nbformat
     from labserver import open_notebook
 
@@ -92,6 +93,7 @@ def bench_ours(browser, url: str, home: Path, path: Path) -> dict:
     ex = page.locator(".me-explorer").first
     ex.wait_for(timeout=600_000)
     opened = time.perf_counter() - t0
+    page.wait_for_timeout(settle * 1000)  # a reader who looks at the Overview first
     graph = ex.locator(".me-graph")
     tab = ex.locator(".me-tab", has_text="Graph")
     t1 = time.perf_counter()
@@ -149,6 +151,8 @@ def main() -> int:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--netron-timeout", type=float, default=300)
     ap.add_argument("--no-netron", action="store_true")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds between the Explorer appearing and the Graph tab's click (0: at once)")
     args = ap.parse_args()
     from labserver import CHROMIUM, CHROMIUM_ARGS, jupyter_lab
     from playwright.sync_api import sync_playwright
@@ -163,7 +167,7 @@ def main() -> int:
                 t = time.perf_counter()
                 count = decoder_onnx(path, size)
                 print(f"built {path.name}: {count:,} nodes, {path.stat().st_size / 1e6:.1f} MB in {time.perf_counter() - t:.1f} s", flush=True)
-                ours = bench_ours(browser, url, home, path)
+                ours = bench_ours(browser, url, home, path, args.settle)
                 print(f"  ours: {ours}", flush=True)
                 theirs = {"error": "skipped"} if args.no_netron else bench_netron(browser, path, args.netron_timeout)
                 print(f"  netron: {theirs}", flush=True)
@@ -175,6 +179,7 @@ def main() -> int:
         net = f"{theirs['first_view']:.2f} s ({theirs['drawn']:,} nodes)" if "first_view" in theirs else theirs["error"]
         print(f"{count:>8,} | {ours['open_cell']:>8.2f} s | {ours['first_view']:>6.2f} s ({ours['drawn']:>4} drawn) "
               f"| {ours['group_open']:>7.3f} s (1st {ours['group_open_first']:.3f}) | {net}")
+    print(f"(the Graph tab clicked {args.settle:g} s after the Explorer appeared)")
     print(f"targets: first view <= {TARGET_FIRST} s at 10,000 nodes, a group opens <= {TARGET_OPEN} s")
     return 0
 

@@ -260,6 +260,22 @@ export function createGraphView(ctx, { linked = false, showFinding } = {}) {
   fitBtn.addEventListener("click", fit);
   overlaySel.addEventListener("change", () => { if (drawn) draw(drawn); });
 
+  // Another view selected a tensor (the table, the hexdump's step-through): the graph follows to
+  // the node that reads it, once the tab has been drawn.
+  if (linked) {
+    ctx.onSelect(async (sel) => {
+      if (!started || !view || sel.from === "graph" || !sel.tensor) return;
+      try {
+        const { data } = await rpc.request("graph_locate", { tensor: sel.tensor });
+        if (!data) return;
+        highlight = data.key;
+        const need = data.open.some((k) => !(opened || []).includes(k));
+        if (need) await load(withPath(opened || [], data.open), data.key);
+        else { centre(data.key); if (drawn) draw(drawn); }
+      } catch (_) { /* the graph stays where it is */ }
+    });
+  }
+
   // Search: the kernel finds the nodes; the first (or the chosen) opens its groups and is picked.
   const goTo = (hit) => load(withPath(opened || [], hit.open), hit.key).then(() => pick(hit.key));
   let found = [];

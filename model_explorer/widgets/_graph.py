@@ -12,10 +12,9 @@ L2 (or absmax/median for a trace) through the node's `layer`/`module` columns wh
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from typing import Any
-
-import threading
 
 from ..assets import STATIC
 from ._graphtree import GraphTree
@@ -132,6 +131,15 @@ class GraphOps:
 
     def _op_graph_node(self, key: str):
         return self.graph_index().node(str(key)), None
+
+    def _op_graph_locate(self, tensor: str = ""):
+        """The first node that reads `tensor` (a selection made elsewhere: the graph follows)."""
+        index = self.graph_index()
+        row = next((i for i, ws in enumerate(index.weights) if tensor in ws), None)
+        if row is None:
+            return None, None
+        key = "n:" + index.ids[row]
+        return {"key": key, "open": index.tree.ancestors(key)}, None
 
     def _op_graph_engine(self):
         """elkjs's worker script (copied by js/build.mjs), run by the browser in a Blob-URL worker."""

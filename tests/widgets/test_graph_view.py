@@ -93,6 +93,9 @@ def test_search_and_a_node_record_against_onnx(made):
     node = ex.answer("graph_node", {"key": "n:" + onnx_node.name})[0]
     inits = {i.name for i in model.graph.initializer}
     assert node["weights"] == [v for v in onnx_node.input if v in inits]
+    located = ex.answer("graph_locate", {"tensor": "model.layers.1.k.weight"})[0]
+    assert located["key"] == "n:" + next(n.name for n in model.graph.node if "model.layers.1.k.weight" in n.input)
+    assert located["open"] == ["g:model", "g:model/layers.1", "g:model/layers.1/k_proj"]
     rec = node["record"]
     data = path.read_bytes()[rec["offset"]:rec["offset"] + rec["length"]]
     assert data[0] == 0x0A  # GraphProto field 1 (node), length-delimited
