@@ -158,11 +158,13 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     rows = []
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, sync_playwright() as p:
         tmp = Path(d)
-        with jupyter_lab(tmp / "lab") as (url, home), sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for size in args.sizes:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for size in args.sizes:
+            # A server per file: JupyterLab reopens its last workspace, and "run all" must run
+            # this notebook, not the one before.
+            with jupyter_lab(tmp / f"lab{size}") as (url, home):
                 path = home / f"decoder_{size}.onnx"
                 t = time.perf_counter()
                 count = decoder_onnx(path, size)
@@ -172,7 +174,7 @@ def main() -> int:
                 theirs = {"error": "skipped"} if args.no_netron else bench_netron(browser, path, args.netron_timeout)
                 print(f"  netron: {theirs}", flush=True)
                 rows.append((count, ours, theirs))
-            browser.close()
+        browser.close()
     print()
     print(f"{'nodes':>8} | {'ours: cell':>10} | {'ours: tab -> first view':>23} | {'ours: open a group':>18} | {'Netron: page -> graph':>24}")
     for count, ours, theirs in rows:
