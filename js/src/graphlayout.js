@@ -3,6 +3,7 @@
 // runs from a Blob URL, so the Explorer's script stays small; where a Worker cannot start (a
 // page that forbids blob: workers) the same script runs on the main thread, and the view says so.
 import ELK from "elkjs/lib/elk-api.js";
+import { toElk } from "./graphmodel.js";
 
 let shared = null; // one engine (one worker) per page, whichever view asks first
 
@@ -13,8 +14,11 @@ let shared = null; // one engine (one worker) per page, whichever view asks firs
 export function getEngine(rpc) {
   if (!shared) {
     shared = createEngine(rpc).then(async (engine) => {
-      // A first tiny layout: the worker's start-up (elkjs's own initialisation) happens now.
-      await engine.layout({ id: "warm", children: [{ id: "a", width: 1, height: 1 }, { id: "b", width: 1, height: 1 }], edges: [{ id: "e", sources: ["a"], targets: ["b"] }] });
+      // A first small layout of the kind the view asks for (a group open inside the root): the
+      // worker's start-up and elkjs's first pass through that code happen now, not on the tab.
+      const items = [{ key: "g:a", kind: "open", parent: "g:" }, { key: "g:b", kind: "group", parent: "g:", count: 1 }];
+      for (let i = 0; i < 8; i++) items.push({ key: `n:${i}`, kind: "node", parent: "g:a", label: "x", op: "x" });
+      await engine.layout(toElk({ items, edges: [["n:0", "n:1", 1], ["n:1", "g:b", 1], ["n:2", "n:3", 1]] }));
       return engine;
     }).catch((err) => { shared = null; throw err; });
   }

@@ -74,10 +74,13 @@ export function createGraphView(ctx, { linked = false, showFinding } = {}) {
     el.dataset.state = "loading";
     try {
       const engine = await getEngine(rpc);
+      const t1 = performance.now();
       const { data } = await rpc.request("graph_view", next === null ? {} : { opened: next });
       if (mine !== seq) return;
+      const t2 = performance.now();
       const layout = await engine.layout(toElk(data));
       if (mine !== seq) return;
+      const t3 = performance.now();
       view = data;
       opened = data.opened;
       if (data.run && data.run.kind && ![...overlaySel.options].some((o) => o.value === "run")) {
@@ -88,12 +91,15 @@ export function createGraphView(ctx, { linked = false, showFinding } = {}) {
       if (focus) centre(focus);
       else if (next === null) fit();
       const ms = Math.round(performance.now() - t0);
+      const parts = `engine ${Math.round(t1 - t0)}, kernel ${Math.round(t2 - t1)}, layout ${Math.round(t3 - t2)}, draw ${Math.round(performance.now() - t3)} ms`;
       const nodes = data.items.filter((it) => it.kind === "node").length;
       const groups = data.items.filter((it) => it.kind === "group").length;
       say(`${data.total.toLocaleString("en-US")} operators; showing ${groups} groups and ${nodes} nodes (${ms} ms)` +
         (engine.note ? ` · ${engine.note}` : "") + (data.note ? ` · ${data.note}` : ""));
       el.dataset.state = "ready";
       el.dataset.layoutMs = String(ms);
+      el.dataset.parts = parts;
+      status.title = parts;
     } catch (err) {
       if (mine !== seq) return;
       el.dataset.state = "error";

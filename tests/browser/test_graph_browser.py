@@ -3,7 +3,7 @@ names scoped as torch.onnx writes them. The tab draws its layers as closed group
 carries data-node-id inside .me-graph), a click opens one to exactly the nodes onnx lists under
 that scope, search opens the groups of the first node onnx lists with that op and marks it, and
 a click on a node moves the hexdump and the Tensors tab to the initializer it reads (its bytes as
-mx.open reads them). One server, one notebook."""
+mx.open reads them). `graph.show()` draws the same view alone. One server, one notebook."""
 
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ def made(lab):
 @pytest.fixture(scope="module")
 def page(lab, made, chromium):
     url, home = lab
-    p = run_cells(chromium, url, home, "graph.ipynb", ["import model_explorer as mx", f"mx.explore({str(made)!r})"],
-                  "document.querySelectorAll('.me-explorer').length >= 1")
+    p = run_cells(chromium, url, home, "graph.ipynb",
+                  ["import model_explorer as mx", f"mx.explore({str(made)!r})", f"mx.graph({str(made)!r}).show()"],
+                  "document.querySelectorAll('.me-explorer').length >= 1 && document.querySelector('.me-root.me-graph')")
     yield p
     p.close()
 
@@ -107,4 +108,18 @@ def test_graph_tab_groups_expand_search_and_select_bytes(page, made):
     assert weight in ex.locator(".me-graph-details").inner_text()
     ex.locator(".me-tab", has_text="Tensors").click()
     ex.locator(f".me-table-row.me-selected[data-tensor='{weight}']").wait_for(timeout=30_000)
+    assert not page.errors, page.errors
+
+
+def test_graph_show_draws_the_view_alone(page, made):
+    alone = page.locator(".me-root.me-graph")
+    page.wait_for_function("el => el.dataset.state === 'ready' || el.dataset.state === 'error'",
+                           arg=alone.element_handle(), timeout=30_000)
+    assert alone.get_attribute("data-state") == "ready", alone.locator(".me-graph-status").inner_text()
+    keys = set(alone.locator("[data-node-id]").evaluate_all("els => els.map(e => e.getAttribute('data-node-id'))"))
+    assert {f"g:model/layers.{i}" for i in range(LAYERS)} <= keys
+    alone.locator("[data-node-id='g:lm_head']").click()
+    alone.locator("[data-node-id='n:/lm_head/Relu']").click()
+    alone.locator(".me-graph-details", has_text="Relu").wait_for(timeout=30_000)
+    assert "record:" in alone.locator(".me-graph-details").inner_text()
     assert not page.errors, page.errors
