@@ -54,7 +54,9 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'model_explorer' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     if module.startswith("model_explorer.runs."):
-        importlib.import_module("model_explorer.widgets.runs_view")  # their .show() (runs/display.py)
+        importlib.import_module("model_explorer.widgets.runs_view")  # their .show() (viewers.py)
+    if name == "graph":
+        importlib.import_module("model_explorer.widgets.graph_view")  # Graph.show() (viewers.py)
     globals()[name] = value
     return value
 

@@ -4,6 +4,7 @@
 import { h } from "./dom.js";
 import { createContext } from "./context.js";
 import { createFindingsView, layerOrigin } from "./findingsview.js";
+import { createGraphView } from "./graphview.js";
 import { createHexView } from "./hexview.js";
 import { createHistogramView } from "./histview.js";
 import { createLayersView } from "./layersview.js";
@@ -52,6 +53,10 @@ export function renderView(model, el, { host } = {}) {
     const map = createMapView(ctx);
     map.load();
     root = map.el;
+  } else if (view === "graph") {
+    const graph = createGraphView(ctx);
+    graph.open();
+    root = graph.el;
   } else root = renderExplorer(ctx, host);
   root.classList.add("me-root");
   el.append(root);
@@ -76,6 +81,9 @@ function renderExplorer(ctx, host) {
   const nFindings = (counts.error || 0) + (counts.warning || 0) + (counts.info || 0);
   const overview = createOverviewView(ctx, { showFindings: () => left.show(FINDINGS) });
   const run = model.get("run") ? createRunPanel(ctx, host) : null;
+  // A finding clicked in the graph: the Findings tab, at the finding's bytes.
+  const showFinding = (f) => { left.show(FINDINGS); ctx.select({ file: f.file, offset: f.offset, length: f.length, tensor: f.tensor, from: "findings" }); };
+  const graph = model.get("has_graph") ? createGraphView(ctx, { linked: true, showFinding }) : null;
   // Each tab: its name, the panel's class, what it holds, and what showing it starts (the
   // views that ask the kernel for anything ask when first shown, never when the Explorer opens).
   const defs = [
@@ -87,6 +95,11 @@ function renderExplorer(ctx, host) {
     [`Findings (${nFindings})`, "findings", [findings.el], () => findings.load()],
     ["Model", "model", [modelView.el], () => modelView.load()],
   ];
+  if (graph) {
+    defs.splice(1, 0, ["Graph", "graph", [graph.el], () => graph.open()]);
+    const idle = setTimeout(() => graph.prefetch(), 500); // the engine is ready when the tab opens
+    ctx.cleanups.push(() => clearTimeout(idle));
+  }
   if (run) defs.push(["Run", "run", [run.el], () => run.open()]);
   const FINDINGS = defs.findIndex((d) => d[1] === "findings");
   const panels = defs.map(([, cls, els]) => h("div", { className: `me-panel me-panel-${cls}` }, ...els));

@@ -91,6 +91,13 @@ class Graph:
         _close_run(lines, run, text_of_run)
         return "\n".join(lines)
 
+    def show(self, overlay=None):
+        """The Graph view alone (widgets/graph_view.py): groups collapsed, expand on click, search,
+        overlays; `overlay` a trace or compare_runs result coloured onto the nodes' layer/module."""
+        from ..viewers import show
+
+        return show("graph", self, overlay=overlay)
+
     def __repr__(self) -> str:
         what = "" if self.kind == "file" else f" {self.kind},"
         return f"<Graph:{what} {len(self.nodes):,} nodes, {len(self.edges):,} edges>"

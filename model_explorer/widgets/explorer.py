@@ -10,10 +10,11 @@ import anywidget
 import traitlets
 
 from ._base import BaseView
+from ._graph import GraphOps
 from ._layers import LayerOps
 
 
-class Explorer(LayerOps, BaseView):
+class Explorer(GraphOps, LayerOps, BaseView):
     """Overview, header tree, tensor table with histograms, file map, findings and bytes.
 
     `explorer.selection` holds what the user last selected ({tensor, file, offset, length});
@@ -58,12 +59,44 @@ class Explorer(LayerOps, BaseView):
     - Default: `[]`
     """
 
+    has_graph = traitlets.Bool(False).tag(sync=True)
+    """Whether the Explorer has a "Graph" tab: the files record a graph (ONNX, OpenVINO IR,
+    TFLite) or the family's block graph is known (`mx.graph`). Nothing is laid out until the
+    tab opens.
+
+    - Type: `bool`
+    - Default: `False` (set from the checkpoint)
+    """
+
     run_widget = anywidget.WidgetTrait().tag(sync=True)
     """The RunDemo shown in the "Run" tab, created when the tab first opens.
 
     - Type: `RunDemo` or `None`
     - Default: `None`
     """
+
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        super().__init__(source, **kwargs)
+        self._graph = None
+        self.has_graph = self._has_graph()
+        if self.has_graph:
+            self.prepare_graph()
+
+    def _has_graph(self) -> bool:
+        """A graph file says so without building its table; other files build theirs (small)."""
+        if getattr(self.checkpoint, "structures", None):
+            return True
+        try:
+            return len(self._graph_source()[0].nodes) > 0
+        except Exception:  # a checkpoint whose graph cannot be built has no Graph tab
+            return False
+
+    def _graph_source(self):
+        if self._graph is None:
+            from ..model.graph import graph_of
+
+            self._graph = graph_of(self.checkpoint)
+        return self._graph, self.checkpoint
 
     def save_html(self, path: str | os.PathLike) -> str:
         """Write one self-contained HTML report (no network requests) and return its path.

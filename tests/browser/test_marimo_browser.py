@@ -1,7 +1,8 @@
 """The Explorer, the run cell and the FixDialog in marimo (`mo.ui.anywidget(mx.explore(...))`),
 against marimo's own server (`marimo run`) in Chromium: first bytes, a tab switch and a
 histogram; the Run tab's RunDemo (made when the tab opens, outside any cell); the Fix… dialog,
-drawn without ipywidgets, writes the fixed copy, opens it in an Explorer and compares."""
+drawn without ipywidgets, writes the fixed copy, opens it in an Explorer and compares; the Graph
+tab of an ONNX file (its layout engine's worker started from the kernel's bytes there too)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,13 @@ def _(mo, mx):
     return (runme,)
 
 
+@app.cell
+def _(mo, mx):
+    graphed = mo.ui.anywidget(mx.explore({onnx!r}))
+    graphed
+    return (graphed,)
+
+
 if __name__ == "__main__":
     app.run()
 '''
@@ -62,9 +70,12 @@ if __name__ == "__main__":
 def marimo_page(tmp_path_factory, chromium):
     pytest.importorskip("marimo")
     tmp = tmp_path_factory.mktemp("marimo")
-    made = {"gguf": files.small_gguf(tmp / "small.gguf"), "prefixed": files.prefixed_folder(tmp / "prefixed")}
+    from test_graph_browser import scoped_onnx
+
+    made = {"gguf": files.small_gguf(tmp / "small.gguf"), "prefixed": files.prefixed_folder(tmp / "prefixed"),
+            "onnx": scoped_onnx(tmp / "scoped.onnx")}
     nb = tmp / "explore.py"
-    nb.write_text(NOTEBOOK.format(gguf=str(made["gguf"]), prefixed=str(made["prefixed"])))
+    nb.write_text(NOTEBOOK.format(gguf=str(made["gguf"]), prefixed=str(made["prefixed"]), onnx=str(made["onnx"])))
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                MARIMO_SKIP_UPDATE_CHECK="1", HOME=str(tmp))
@@ -88,7 +99,7 @@ def marimo_page(tmp_path_factory, chromium):
         page.errors = []
         page.on("pageerror", lambda e: page.errors.append(str(e)))
         page.goto(url)
-        page.locator(".me-explorer").nth(2).wait_for(timeout=90_000)
+        page.locator(".me-explorer").nth(3).wait_for(timeout=90_000)
         yield page, made
     finally:
         if page is not None:
@@ -155,4 +166,19 @@ def test_fix_dialog_writes_opens_and_compares_in_marimo(marimo_page):
     screenshot(page, "marimo-fix-dialog", ex)
     panel.locator(".me-fix-head .me-fix-close").first.click()
     assert panel.is_hidden()
+    assert not page.errors, page.errors
+
+
+def test_graph_tab_draws_and_opens_a_group_in_marimo(marimo_page):
+    page, _ = marimo_page
+    ex = page.locator(".me-explorer", has_text="scoped.onnx")
+    ex.locator(".me-tab", has_text="Graph").click()
+    graph = ex.locator(".me-graph")
+    page.wait_for_function("el => el.dataset.state === 'ready' || el.dataset.state === 'error'",
+                           arg=graph.element_handle(), timeout=60_000)
+    assert graph.get_attribute("data-state") == "ready", ex.locator(".me-graph-status").inner_text()
+    assert "main thread" not in ex.locator(".me-graph-status").inner_text()  # the worker started
+    ex.locator(".me-graph [data-node-id='g:model/layers.0']").click()
+    ex.locator(".me-graph [data-node-id='n:/model/layers.0/Softmax']").wait_for(timeout=30_000)
+    screenshot(page, "marimo-graph-tab", ex)
     assert not page.errors, page.errors

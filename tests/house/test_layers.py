@@ -15,7 +15,7 @@ PACKAGE = ROOT / "model_explorer"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("spans", "sources", "records", "dtypes", "ggml", "codes", "units", "gcpause",
                 "assets", "hexview", "samples", "tensormap", "hub", "limits", "http_ranges",
-                "blockcache", "safe_text", "subsources", "figures")),
+                "blockcache", "safe_text", "subsources", "figures", "viewers")),
     ("formats", ("formats",)),
     ("tensors", ("tensors",)),
     ("checkpoint", ("checkpoint", "assemble")),
