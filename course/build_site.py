@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -121,6 +122,17 @@ def build_static_model(dest: Path) -> Path:
     return dest
 
 
+def figure_startup(ipython_dir: Path) -> Path:
+    """An IPython directory whose startup file gives every figure its dark form (dark_figures.py);
+    the build's kernels start with it (IPYTHONDIR), so no cell is added to a notebook."""
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-course-figures.py").write_text(
+        f"import sys\nsys.path.append({str(HERE)!r})\nimport dark_figures\ndark_figures.register()\n",
+        encoding="utf-8")
+    return ipython_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE.parent / "site"))
@@ -143,10 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         copy_static(out, build_static_model(Path(tmp) / "me_static_model.js"))
     t0 = time.perf_counter()
-    for i, name in enumerate(names):
-        seconds = render(name, out, names[i - 1] if i else None, names[i + 1] if i + 1 < len(names) else None,
-                         actions, args.run_tokens)
-        print(f"{name}: executed in {seconds:.1f} s -> {out / (name + '.html')}", flush=True)
+    saved_ipython_dir = os.environ.get("IPYTHONDIR")
+    with tempfile.TemporaryDirectory() as ipython_dir:
+        os.environ["IPYTHONDIR"] = str(figure_startup(Path(ipython_dir)))
+        try:
+            for i, name in enumerate(names):
+                seconds = render(name, out, names[i - 1] if i else None,
+                                 names[i + 1] if i + 1 < len(names) else None, actions, args.run_tokens)
+                print(f"{name}: executed in {seconds:.1f} s -> {out / (name + '.html')}", flush=True)
+        finally:
+            if saved_ipython_dir is None:
+                os.environ.pop("IPYTHONDIR", None)
+            else:
+                os.environ["IPYTHONDIR"] = saved_ipython_dir
     write_index(out, names)
     print(f"site: {out / 'index.html'} ({len(names)} notebooks, {time.perf_counter() - t0:.0f} s)")
     return 0

@@ -66,8 +66,9 @@ def browser():
 class OfflinePage:
     """A page on which everything that is not a local file is aborted, and remembered."""
 
-    def __init__(self, browser, site: Path, name: str, width: int = 1300, replay_speed: float | None = None) -> None:
-        self.page = browser.new_page(viewport={"width": width, "height": 900})
+    def __init__(self, browser, site: Path, name: str, width: int = 1300, replay_speed: float | None = None,
+                 color_scheme: str = "light") -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=color_scheme)
         if replay_speed:  # recorded runs play back this many times faster than they ran
             self.page.add_init_script(f"window.meReplaySpeed = {float(replay_speed)}")
         self.blocked: list[str] = []
@@ -221,6 +222,32 @@ def test_navigation_top_and_bottom_and_solutions_fold_with_their_output(site):
         if name == "08_debugging_a_conversion":
             outside = "".join(f.split("</details>", 1)[-1] for f in html.split('<details class="me-solution">'))
             assert "merge fault: layer 12" in "".join(folds) and "merge fault: layer 12" not in outside
+
+
+BACKGROUND = "getComputedStyle(document.body).backgroundColor"
+KEYWORD = "(() => { const k = document.querySelector('.highlight .k'); return k && getComputedStyle(k).color; })()"
+FIGURES = """[...document.querySelectorAll('picture.me-figure')].map((p) => [
+  p.querySelector('source[media*=dark]').srcset, p.querySelector('img').currentSrc])"""
+
+
+def test_pages_follow_the_readers_dark_preference(lesson, site):
+    """With a dark preference the page, the code's highlighting and every figure turn dark (a
+    figure shows its dark form); with a light one they stay as they were."""
+    for name in pages_of(site):
+        light, dark = lesson(name, root=site).page, lesson(name, root=site, color_scheme="dark").page
+        for page in (light, dark):
+            page.wait_for_load_state("load")
+        assert _luminance(light.evaluate(BACKGROUND)) > 0.8 and _luminance(dark.evaluate(BACKGROUND)) < 0.2, name
+        assert light.evaluate(KEYWORD) != dark.evaluate(KEYWORD), f"{name}: code highlighting ignores dark mode"
+        for dark_src, shown in dark.evaluate(FIGURES):
+            assert shown == dark_src, f"{name}: a figure shows its light form on a dark page"
+        for dark_src, shown in light.evaluate(FIGURES):
+            assert shown != dark_src, name
+
+
+def _luminance(css: str) -> float:
+    r, g, b = (int(x) for x in css[css.index("(") + 1:].rstrip(")").split(",")[:3])
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
 
 
 def test_only_assets_the_pages_use_are_shipped(site):
