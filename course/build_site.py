@@ -31,6 +31,9 @@ from record_runs import ACTIONS  # noqa: E402
 from scrub import scrub  # noqa: E402
 
 NODE_MODULES = HERE / "node_modules"
+# Tokens a recorded run generates: Compare quantizations generates them three times over and
+# Compare backends once per backend, so the run cell's own 48 would add minutes to the build.
+RUN_TOKENS = 16
 HTML_MANAGER_DIST = NODE_MODULES / "@jupyter-widgets" / "html-manager" / "dist"
 REQUIRE_JS = NODE_MODULES / "requirejs" / "require.js"
 
@@ -140,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record-runs", default=",".join(ACTIONS),
                         help="the run cell's buttons to record for the page to replay, comma-separated "
                              f"({', '.join(ACTIONS)}; 'none': every button says it needs a kernel)")
-    parser.add_argument("--run-tokens", type=int, default=None,
-                        help="generate this many tokens when recording (default: the run cell's own setting)")
+    parser.add_argument("--run-tokens", type=int, default=RUN_TOKENS,
+                        help=f"generate this many tokens when recording (default {RUN_TOKENS}; 0: the run "
+                             "cell's own setting)")
     args = parser.parse_args(argv)
     actions = tuple(a for a in args.record_runs.split(",") if a and a != "none")
     if set(actions) - set(ACTIONS):
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for i, name in enumerate(names):
                 seconds = render(name, out, names[i - 1] if i else None,
-                                 names[i + 1] if i + 1 < len(names) else None, actions, args.run_tokens)
+                                 names[i + 1] if i + 1 < len(names) else None, actions, args.run_tokens or None)
                 print(f"{name}: executed in {seconds:.1f} s -> {out / (name + '.html')}", flush=True)
         finally:
             if saved_ipython_dir is None:

@@ -30,6 +30,9 @@ ACTIONS = ("dequantize", "generate", "compare", "compare_backends", "trace", "co
 # The synced traits a job writes (widgets/run_cell.py, run_jobs.py).
 RESULTS = ("status", "busy", "error", "output", "stats", "progress", "dequant", "dequant_summary",
            "comparison", "backends", "runs", "other_source", "engine", "family")
+# What the cell showed when the button was pressed (a recording may change the first three from
+# the cell's own settings), replayed first so the page shows what the run ran with.
+SETTINGS = ("device", "max_new_tokens", "other_source", "engine")
 ACTION_SECONDS = 150  # below the build's per-cell timeout (lessons.CELL_TIMEOUT)
 
 
@@ -68,7 +71,7 @@ class RunRecorder:
         self.records: dict[str, dict[str, Any]] = {
             w.model_id: {"machine": machine(), "date": time.strftime("%Y-%m-%d", time.gmtime()),
                          "actions": {}, "not_recorded": {}} for w in self.cells}
-        self.saved = {w.model_id: {name: getattr(w, name) for name in (*RESULTS, "max_new_tokens", "device")}
+        self.saved = {w.model_id: {name: getattr(w, name) for name in {*RESULTS, *SETTINGS}}
                       for w in self.cells}
 
     def press(self, action: str) -> None:
@@ -92,7 +95,8 @@ class RunRecorder:
         # which keeps the blocks quantized and so dequantizes nothing. The rest as the cell is set.
         w.device = "cpu" if action == "dequantize" and "cpu" in w.devices else self.saved[w.model_id]["device"]
         w.cache_dir = self.scratch.name  # the conversions are written here, not in the user's cache
-        events: list[list] = []
+        # the settings it ran with come first, so the replayed cell shows them
+        events: list[list] = [[0.0, "set", name, getattr(w, name)] for name in SETTINGS]
         t0 = time.perf_counter()
 
         def on_change(change) -> None:

@@ -140,7 +140,7 @@
   }
 
   function recordedAgainst(run) {
-    const set = run.events.find((e) => e[1] === "set" && e[2] === "other_source");
+    const set = run.events.find((e) => e[1] === "set" && e[2] === "other_source" && e[3]);
     return set ? ` against ${set[3]}` : "";
   }
 
@@ -158,8 +158,9 @@
     }
     const pace = speed > 1.05 ? `, replayed ${speed.toFixed(speed < 10 ? 1 : 0)}× faster than it ran`
       : ", replayed at its recorded pace";
-    const device = run.device && run.device !== widgetModel.get("device") ? ` on device ${run.device}` : "";
-    const mark = `${ACTIONS[type]}${recordedAgainst(run)}${device}: recorded on ${rec.machine}, ${rec.date}` +
+    const device = run.device ? ` on device ${run.device}` : "";
+    const against = type === "compare_runs" ? recordedAgainst(run) : "";
+    const mark = `${ACTIONS[type]}${against}${device}: recorded on ${rec.machine}, ${rec.date}` +
       ` (${run.seconds.toFixed(1)} s${pace}); \`make lab\` runs it live`;
     timers.push(setTimeout(() => {
       replays.delete(widgetModel);

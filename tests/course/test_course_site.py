@@ -262,6 +262,8 @@ def test_wide_outputs_scroll_inside_a_narrow_page(lesson, site):
     narrow = lesson("00_tour", width=500).page
     narrow.locator(".me-explorer .me-hexdump .me-b").first.wait_for(timeout=20_000)
     assert narrow.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    # the hexdump's ASCII column is there, reached by scrolling the dump itself
+    assert narrow.evaluate(HEX_ASCII_REACHED), "the hexdump's ASCII column cannot be reached at 500 px"
     wide = lesson("00_tour", width=1400).page
     explorer = wide.locator(".me-explorer").first
     explorer.wait_for(timeout=20_000)
@@ -270,6 +272,19 @@ def test_wide_outputs_scroll_inside_a_narrow_page(lesson, site):
     offset.wait_for(timeout=10_000)
     box, edge = offset.bounding_box(), explorer.bounding_box()
     assert box["x"] + box["width"] <= edge["x"] + edge["width"] + 1, "the offset column is cut"
+    standalone = wide.locator(".me-hexdump .me-hex-grid").first  # the tour's own HexDump cell
+    standalone.wait_for(timeout=10_000)
+    assert standalone.evaluate("g => g.scrollWidth <= g.clientWidth + 1"), "the hexdump is cut at 1,400 px"
+
+
+HEX_ASCII_REACHED = """(() => {
+  const grid = document.querySelector('.me-hexdump .me-hex-grid');
+  const last = grid.querySelector('.me-hex-row .me-a:last-child');
+  if (!last || grid.scrollWidth <= grid.clientWidth) return false;
+  grid.scrollLeft = grid.scrollWidth;
+  const g = grid.getBoundingClientRect(), a = last.getBoundingClientRect();
+  return a.right <= g.right + 1 && a.left >= g.left;
+})()"""
 
 
 RUN_BUTTONS = {"Dequantize": "dequantize", "Generate": "generate", "Compare quantizations": "compare",
