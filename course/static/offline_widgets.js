@@ -171,29 +171,57 @@
 
   const marks = new Map(); // widget model -> {action: mark}
 
-  /** Under the run cell, one line per result replayed on this page: where and when it was recorded. */
+  /** What the page says under a run cell before any button is pressed: which buttons replay. */
+  function introText(widgetModel, rec) {
+    const recorded = Object.keys(ACTIONS).filter((a) => (rec.actions || {})[a]).map((a) => ACTIONS[a]);
+    const live = Object.keys(ACTIONS).filter((a) => !(rec.actions || {})[a]).map((a) => ACTIONS[a]);
+    if (!recorded.length) return `Without a kernel these buttons cannot run the model: \`make lab\` runs them live.`;
+    return `Without a kernel, ${recorded.join(", ")} replay the runs recorded on ${rec.machine}, ${rec.date}` +
+      (live.length ? `; ${live.join(", ")} need a live kernel` : "") + ". `make lab` runs them live.";
+  }
+
+  /** The run cell's intro, and one line per result replayed on this page: where and when it was recorded. */
   function markViews(widgetModel, type, mark) {
     const byAction = marks.get(widgetModel) || {};
-    byAction[type] = mark;
+    if (type) byAction[type] = mark;
     marks.set(widgetModel, byAction);
+    const rec = runRecord(widgetModel);
     for (const promise of Object.values(widgetModel.views || {})) {
-      Promise.resolve(promise).then((view) => {
+      Promise.resolve(promise).then(function draw(view, tries = 40) {
         const root = view && view.el && (view.el.classList.contains("me-rundemo") ? view.el
           : view.el.querySelector(".me-rundemo"));
-        if (!root) return;
+        if (!root) { // created, not drawn yet
+          if (view && tries > 0) setTimeout(() => draw(view, tries - 1), 250);
+          return;
+        }
+        const line = (text, className) => {
+          const div = document.createElement("div");
+          div.textContent = text;
+          div.className = `me-rd-status ${className}`;
+          return div;
+        };
+        // the intro under the status line, where a reader looks before pressing a button;
+        // the marks of the results replayed at the bottom, under the results
+        if (rec && !root.querySelector(":scope > .me-rd-intro")) {
+          const intro = line(introText(widgetModel, rec), "me-rd-intro");
+          if (root.firstElementChild) root.firstElementChild.after(intro);
+          else root.prepend(intro);
+        }
         let box = root.querySelector(":scope > .me-rd-recorded");
         if (!box) {
-          box = document.createElement("div");
-          box.className = "me-rd-status me-rd-recorded";
+          box = line("", "me-rd-recorded");
           root.append(box);
         }
-        box.replaceChildren(...Object.values(byAction).map((text) => {
-          const line = document.createElement("div");
-          line.textContent = text;
-          return line;
-        }));
+        box.replaceChildren(...Object.values(byAction).map((text) => line(text, "me-rd-mark")));
       });
     }
+  }
+
+  /** Once the run cell is drawn, say what its buttons do on this page. */
+  function introduce(widgetModel, tries = 40) {
+    const views = Object.values(widgetModel.views || {});
+    if (views.length) markViews(widgetModel, null, null);
+    else if (tries > 0) setTimeout(() => introduce(widgetModel, tries - 1), 250);
   }
 
   /** Handle a run cell action offline: true when it was replayed or stopped. */
@@ -213,6 +241,11 @@
   window.meOfflineInstall = function (base) {
     const proto = base.WidgetModel.prototype;
     if (proto.__meOffline) return;
+    const initialize = proto.initialize;
+    proto.initialize = function (attributes, options) {
+      initialize.call(this, attributes, options);
+      if (runRecord(this)) setTimeout(() => introduce(this), 0);
+    };
     const send = proto.send;
     proto.send = function (content, callbacks, buffers) {
       if (this.comm === undefined && content && content.type === "req") {

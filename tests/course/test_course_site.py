@@ -313,6 +313,9 @@ def test_every_run_cell_button_replays_its_recording_or_says_it_needs_a_kernel(l
     recorded = set(record["actions"])
     if not os.environ.get("COURSE_SITE"):
         assert recorded == set(RECORDED)
+    intro = demo.locator(".me-rd-intro")  # before any click, the cell says what its buttons do here
+    intro.wait_for(timeout=10_000)
+    assert "make lab" in intro.inner_text() and (not recorded or "replay the runs recorded on" in intro.inner_text())
     for label, action in RUN_BUTTONS.items():
         demo.get_by_role("button", name=label, exact=True).click()
         page.wait_for_function(ANSWERED, arg=[demo.element_handle(), label], timeout=20_000)
