@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 
 from lessons import COURSE, NOTEBOOK_DIR, execute  # noqa: E402
 from outputs import tidy  # noqa: E402
-from record_runs import ACTIONS  # noqa: E402
+from record_runs import ACTION_SECONDS, ACTIONS  # noqa: E402
 from scrub import scrub  # noqa: E402
 
 NODE_MODULES = HERE / "node_modules"
@@ -78,7 +78,7 @@ def render(name: str, out: Path, prev: str | None, nxt: str | None, actions: tup
 
     with tempfile.TemporaryDirectory() as tmp:
         answers, runs = Path(tmp) / "answers.json", Path(tmp) / "runs.json"
-        run = execute(NOTEBOOK_DIR / f"{name}.ipynb", store_widget_state=True,
+        run = execute(NOTEBOOK_DIR / f"{name}.ipynb", store_widget_state=True, timeout=ACTION_SECONDS + 60,
                       extra_cells=recorder_cells(answers, runs, actions, run_tokens))
         recorded = json.loads(answers.read_text(encoding="utf-8"))
         recorded["runs"] = json.loads(runs.read_text(encoding="utf-8"))
