@@ -65,8 +65,8 @@ def register() -> None:
     """Add the `<picture>` form to every Figure IPython displays in this kernel.
 
     Turning on matplotlib's inline backend (the first pyplot import) drops every formatter
-    registered for Figure, so the form is registered again before each cell and before the
-    backend draws the cell's figures (post_execute, where ours was registered first).
+    registered for Figure (`select_figure_formats`), so the form is registered again right after
+    that, before each cell, and before the backend draws a cell's figures (post_execute).
     """
     from IPython import get_ipython
     from matplotlib.figure import Figure
@@ -81,3 +81,14 @@ def register() -> None:
     ensure()
     shell.events.register("pre_run_cell", ensure)
     shell.events.register("post_execute", ensure)
+    try:
+        import matplotlib_inline.backend_inline as inline
+    except ImportError:
+        return
+    select = inline.select_figure_formats
+
+    def select_then_ensure(*args, **kwargs):
+        select(*args, **kwargs)
+        ensure()
+
+    inline.select_figure_formats = select_then_ensure

@@ -226,6 +226,7 @@ def test_navigation_top_and_bottom_and_solutions_fold_with_their_output(site):
 
 BACKGROUND = "getComputedStyle(document.body).backgroundColor"
 KEYWORD = "(() => { const k = document.querySelector('.highlight .k'); return k && getComputedStyle(k).color; })()"
+PLAIN_IMAGES = "[...document.querySelectorAll('.jp-OutputArea-output img')].filter((i) => !i.closest('picture')).length"
 FIGURES = """[...document.querySelectorAll('picture.me-figure')].map((p) => [
   p.querySelector('source[media*=dark]').srcset, p.querySelector('img').currentSrc])"""
 
@@ -241,6 +242,7 @@ def test_pages_follow_the_readers_dark_preference(lesson, site):
         assert light.evaluate(KEYWORD) != dark.evaluate(KEYWORD), f"{name}: code highlighting ignores dark mode"
         for dark_src, shown in dark.evaluate(FIGURES):
             assert shown == dark_src, f"{name}: a figure shows its light form on a dark page"
+        assert dark.evaluate(PLAIN_IMAGES) == 0, f"{name}: an output image has no dark form"
         for dark_src, shown in light.evaluate(FIGURES):
             assert shown != dark_src, name
 
