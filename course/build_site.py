@@ -3,8 +3,9 @@
     .venv/bin/python course/build_site.py [--out site] [--only 00_tour ...]
 
 Each notebook runs in a fresh kernel with its widget state stored (nbclient
-`store_widget_state=True`); a last, removed cell records what the Explorer views would answer
-without a kernel (see record_answers.py). The HTML uses the `offline` template: require.js, the
+`store_widget_state=True`); last, removed cells record what the Explorer views would answer
+without a kernel (record_answers.py) and what each run cell's buttons do on its model
+(record_runs.py), for the page to replay. The HTML uses the `offline` template: require.js, the
 widget manager (@jupyter-widgets/html-manager), anywidget and the answering hook are served from
 `_static/`, so the pages work from file:// with no network at all.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -25,9 +27,13 @@ sys.path.insert(0, str(HERE))
 
 from lessons import COURSE, NOTEBOOK_DIR, execute  # noqa: E402
 from outputs import tidy  # noqa: E402
+from record_runs import ACTION_SECONDS, ACTIONS  # noqa: E402
 from scrub import scrub  # noqa: E402
 
 NODE_MODULES = HERE / "node_modules"
+# Tokens a recorded run generates: Compare quantizations generates them three times over and
+# Compare backends once per backend, so the run cell's own 48 would add minutes to the build.
+RUN_TOKENS = 16
 HTML_MANAGER_DIST = NODE_MODULES / "@jupyter-widgets" / "html-manager" / "dist"
 REQUIRE_JS = NODE_MODULES / "requirejs" / "require.js"
 
@@ -54,16 +60,28 @@ def copy_static(out: Path, static_model_js: Path) -> None:
     shutil.copy2(static_model_js, static / "me_static_model.js")
 
 
-def render(name: str, out: Path, prev: str | None, nxt: str | None) -> float:
+def recorder_cells(answers: Path, runs: Path, actions: tuple[str, ...], run_tokens: int | None) -> tuple[str, ...]:
+    """The cells run after a notebook's own: what the views would answer, then the run cells'
+    buttons pressed one per cell (each has the per-cell timeout), then the run records saved."""
+    setup = f"import sys as _sys\n_sys.path.insert(0, {str(HERE)!r})\n"
+    cells = [setup + f"from record_answers import record as _record\n_record({str(answers)!r})",
+             setup + f"from record_runs import RunRecorder as _RunRecorder\n_runs = _RunRecorder({run_tokens!r})"]
+    cells += [f"_runs.press({action!r})" for action in actions]
+    cells.append(f"_runs.save({str(runs)!r})")
+    return tuple(cells)
+
+
+def render(name: str, out: Path, prev: str | None, nxt: str | None, actions: tuple[str, ...] = ACTIONS,
+           run_tokens: int | None = None) -> float:
     """Execute one notebook and write out/<name>.html; returns the execution time."""
     from nbconvert import HTMLExporter
 
     with tempfile.TemporaryDirectory() as tmp:
-        answers = Path(tmp) / "answers.json"
-        recorder = (f"import sys as _sys\n_sys.path.insert(0, {str(HERE)!r})\n"
-                    f"from record_answers import record as _record\n_record({str(answers)!r})")
-        run = execute(NOTEBOOK_DIR / f"{name}.ipynb", store_widget_state=True, extra_cells=(recorder,))
+        answers, runs = Path(tmp) / "answers.json", Path(tmp) / "runs.json"
+        run = execute(NOTEBOOK_DIR / f"{name}.ipynb", store_widget_state=True, timeout=ACTION_SECONDS + 60,
+                      extra_cells=recorder_cells(answers, runs, actions, run_tokens))
         recorded = json.loads(answers.read_text(encoding="utf-8"))
+        recorded["runs"] = json.loads(runs.read_text(encoding="utf-8"))
     exporter = HTMLExporter(template_name="offline", extra_template_basedirs=[str(HERE / "templates")])
     exporter.require_js_url = "_static/require.js"
     exporter.widget_renderer_url = "_static/embed-amd.js"
@@ -107,11 +125,31 @@ def build_static_model(dest: Path) -> Path:
     return dest
 
 
+def figure_startup(ipython_dir: Path) -> Path:
+    """An IPython directory whose startup file gives every figure its dark form (dark_figures.py);
+    the build's kernels start with it (IPYTHONDIR), so no cell is added to a notebook."""
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    (startup / "00-course-figures.py").write_text(
+        f"import sys\nsys.path.append({str(HERE)!r})\nimport dark_figures\ndark_figures.register()\n",
+        encoding="utf-8")
+    return ipython_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE.parent / "site"))
     parser.add_argument("--only", nargs="*", help="notebook names (default: the whole course)")
+    parser.add_argument("--record-runs", default=",".join(ACTIONS),
+                        help="the run cell's buttons to record for the page to replay, comma-separated "
+                             f"({', '.join(ACTIONS)}; 'none': every button says it needs a kernel)")
+    parser.add_argument("--run-tokens", type=int, default=RUN_TOKENS,
+                        help=f"generate this many tokens when recording (default {RUN_TOKENS}; 0: the run "
+                             "cell's own setting)")
     args = parser.parse_args(argv)
+    actions = tuple(a for a in args.record_runs.split(",") if a and a != "none")
+    if set(actions) - set(ACTIONS):
+        parser.error(f"unknown run cell button(s): {', '.join(sorted(set(actions) - set(ACTIONS)))}")
     names = args.only or list(COURSE)
     unknown = [n for n in names if n not in COURSE]
     if unknown:
@@ -121,9 +159,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         copy_static(out, build_static_model(Path(tmp) / "me_static_model.js"))
     t0 = time.perf_counter()
-    for i, name in enumerate(names):
-        seconds = render(name, out, names[i - 1] if i else None, names[i + 1] if i + 1 < len(names) else None)
-        print(f"{name}: executed in {seconds:.1f} s -> {out / (name + '.html')}", flush=True)
+    saved_ipython_dir = os.environ.get("IPYTHONDIR")
+    with tempfile.TemporaryDirectory() as ipython_dir:
+        os.environ["IPYTHONDIR"] = str(figure_startup(Path(ipython_dir)))
+        try:
+            for i, name in enumerate(names):
+                seconds = render(name, out, names[i - 1] if i else None,
+                                 names[i + 1] if i + 1 < len(names) else None, actions, args.run_tokens or None)
+                print(f"{name}: executed in {seconds:.1f} s -> {out / (name + '.html')}", flush=True)
+        finally:
+            if saved_ipython_dir is None:
+                os.environ.pop("IPYTHONDIR", None)
+            else:
+                os.environ["IPYTHONDIR"] = saved_ipython_dir
     write_index(out, names)
     print(f"site: {out / 'index.html'} ({len(names)} notebooks, {time.perf_counter() - t0:.0f} s)")
     return 0

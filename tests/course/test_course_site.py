@@ -3,15 +3,18 @@ with every request that is not a local file aborted, show the widgets from their
 and hovering, expanding and stepping work with no kernel behind them.
 
 Builds the site for two notebooks (the tour's Explorer and the safetensors lesson's standalone
-views) into a temp folder with the real `course/build.sh`. The page checks and the walk run on
+views) into a temp folder with the real `course/build.sh`, recording three of the run cell's
+buttons (a short generation) so the page replays those and says the others need a kernel. The page checks and the walk run on
 every page of that build, or of a whole site already built (`COURSE_SITE=site` after `make
 course`), so the whole course is checked without building it again here.
 """
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 PAGES = ("00_tour", "01_safetensors")
 LOCAL = ("file://", "data:", "blob:")
+RECORDED = ("dequantize", "generate", "trace")  # the run cell's buttons this build records
 
 
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
@@ -38,7 +42,8 @@ def site(tmp_path_factory) -> Path:
     _need(os.path.exists(CHROMIUM), "Chromium is not installed (apt-get install -y chromium)")
     _need(shutil.which("npm") is not None, "npm is not installed")
     out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run(["bash", "course/build.sh", "--only", *PAGES, "--out", str(out)], cwd=ROOT,
+    proc = subprocess.run(["bash", "course/build.sh", "--only", *PAGES, "--out", str(out),
+                           "--record-runs", ",".join(RECORDED), "--run-tokens", "4"], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"course/build.sh failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return out
@@ -61,8 +66,11 @@ def browser():
 class OfflinePage:
     """A page on which everything that is not a local file is aborted, and remembered."""
 
-    def __init__(self, browser, site: Path, name: str, width: int = 1300) -> None:
-        self.page = browser.new_page(viewport={"width": width, "height": 900})
+    def __init__(self, browser, site: Path, name: str, width: int = 1300, replay_speed: float | None = None,
+                 color_scheme: str = "light") -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=color_scheme)
+        if replay_speed:  # recorded runs play back this many times faster than they ran
+            self.page.add_init_script(f"window.meReplaySpeed = {float(replay_speed)}")
         self.blocked: list[str] = []
         self.errors: list[str] = []
         self.page.route("**/*", self._route)
@@ -85,8 +93,8 @@ class OfflinePage:
 def lesson(browser, request):
     pages = []
 
-    def open_page(name: str, width: int = 1300, root: Path | None = None) -> OfflinePage:
-        p = OfflinePage(browser, root or request.getfixturevalue("site"), name, width)
+    def open_page(name: str, width: int = 1300, root: Path | None = None, **kw) -> OfflinePage:
+        p = OfflinePage(browser, root or request.getfixturevalue("site"), name, width, **kw)
         pages.append(p)
         return p
 
@@ -216,6 +224,34 @@ def test_navigation_top_and_bottom_and_solutions_fold_with_their_output(site):
             assert "merge fault: layer 12" in "".join(folds) and "merge fault: layer 12" not in outside
 
 
+BACKGROUND = "getComputedStyle(document.body).backgroundColor"
+KEYWORD = "(() => { const k = document.querySelector('.highlight .k'); return k && getComputedStyle(k).color; })()"
+PLAIN_IMAGES = "[...document.querySelectorAll('.jp-OutputArea-output img')].filter((i) => !i.closest('picture')).length"
+FIGURES = """[...document.querySelectorAll('picture.me-figure')].map((p) => [
+  p.querySelector('source[media*=dark]').srcset, p.querySelector('img').currentSrc])"""
+
+
+def test_pages_follow_the_readers_dark_preference(lesson, site):
+    """With a dark preference the page, the code's highlighting and every figure turn dark (a
+    figure shows its dark form); with a light one they stay as they were."""
+    for name in pages_of(site):
+        light, dark = lesson(name, root=site).page, lesson(name, root=site, color_scheme="dark").page
+        for page in (light, dark):
+            page.wait_for_load_state("load")
+        assert _luminance(light.evaluate(BACKGROUND)) > 0.8 and _luminance(dark.evaluate(BACKGROUND)) < 0.2, name
+        assert light.evaluate(KEYWORD) != dark.evaluate(KEYWORD), f"{name}: code highlighting ignores dark mode"
+        for dark_src, shown in dark.evaluate(FIGURES):
+            assert shown == dark_src, f"{name}: a figure shows its light form on a dark page"
+        assert dark.evaluate(PLAIN_IMAGES) == 0, f"{name}: an output image has no dark form"
+        for dark_src, shown in light.evaluate(FIGURES):
+            assert shown != dark_src, name
+
+
+def _luminance(css: str) -> float:
+    r, g, b = (int(x) for x in css[css.index("(") + 1:].rstrip(")").split(",")[:3])
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
 def test_only_assets_the_pages_use_are_shipped(site):
     shipped = {p.relative_to(site / "_static").as_posix() for p in (site / "_static").rglob("*") if p.is_file()}
     assert shipped == {"require.js", "embed-amd.js", "anywidget/index.js", "anywidget_offline.js",
@@ -228,6 +264,8 @@ def test_wide_outputs_scroll_inside_a_narrow_page(lesson, site):
     narrow = lesson("00_tour", width=500).page
     narrow.locator(".me-explorer .me-hexdump .me-b").first.wait_for(timeout=20_000)
     assert narrow.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    # the hexdump's ASCII column is there, reached by scrolling the dump itself
+    assert narrow.evaluate(HEX_ASCII_REACHED), "the hexdump's ASCII column cannot be reached at 500 px"
     wide = lesson("00_tour", width=1400).page
     explorer = wide.locator(".me-explorer").first
     explorer.wait_for(timeout=20_000)
@@ -236,17 +274,67 @@ def test_wide_outputs_scroll_inside_a_narrow_page(lesson, site):
     offset.wait_for(timeout=10_000)
     box, edge = offset.bounding_box(), explorer.bounding_box()
     assert box["x"] + box["width"] <= edge["x"] + edge["width"] + 1, "the offset column is cut"
+    standalone = wide.locator(".me-hexdump .me-hex-grid").first  # the tour's own HexDump cell
+    standalone.wait_for(timeout=10_000)
+    assert standalone.evaluate("g => g.scrollWidth <= g.clientWidth + 1"), "the hexdump is cut at 1,400 px"
 
 
-def test_run_cell_buttons_say_they_need_a_kernel(lesson):
-    page = lesson("00_tour").page
+HEX_ASCII_REACHED = """(() => {
+  const grid = document.querySelector('.me-hexdump .me-hex-grid');
+  const last = grid.querySelector('.me-hex-row .me-a:last-child');
+  if (!last || grid.scrollWidth <= grid.clientWidth) return false;
+  grid.scrollLeft = grid.scrollWidth;
+  const g = grid.getBoundingClientRect(), a = last.getBoundingClientRect();
+  return a.right <= g.right + 1 && a.left >= g.left;
+})()"""
+
+
+RUN_BUTTONS = {"Dequantize": "dequantize", "Generate": "generate", "Compare quantizations": "compare",
+               "Compare backends": "compare_backends", "Compare with…": "compare_runs", "Trace": "trace"}
+# Where each button's result is drawn in the run cell (js/src/run_demo.js).
+RESULT_DRAWN = {"dequantize": "details table", "generate": ".me-rd-output", "compare": ".me-rd-compare",
+                "compare_backends": "table", "compare_runs": ".me-rd-runs > *", "trace": ".me-rd-runs > *"}
+ANSWERED = """([root, label]) => {
+  const mark = root.querySelector('.me-rd-recorded');
+  const replayed = mark ? [...mark.children].some((line) => line.textContent.startsWith(label)) : false;
+  const error = root.querySelector('.me-rd-error').textContent;
+  return replayed || (error.startsWith(label) && error.includes('make lab'));
+}"""
+
+
+def test_every_run_cell_button_replays_its_recording_or_says_it_needs_a_kernel(lesson):
+    """No button without a result or a reason: a recorded one plays back its run (the streamed
+    tokens, the tables, the trace heatmap) marked with where and when it was recorded; any other
+    says it needs a live kernel and `make lab`."""
+    page = lesson("00_tour", replay_speed=50).page
     demo = page.locator(".me-rundemo").first
     demo.wait_for(timeout=20_000)
-    for label in ("Generate", "Dequantize", "Trace"):
+    runs = page.evaluate("JSON.parse(document.getElementById('me-offline-data').textContent).runs")
+    (record,) = runs.values()  # the tour's one run cell
+    assert socket.gethostname() not in record["machine"] and getpass.getuser() not in record["machine"]
+    recorded = set(record["actions"])
+    if not os.environ.get("COURSE_SITE"):
+        assert recorded == set(RECORDED)
+    intro = demo.locator(".me-rd-intro")  # before any click, the cell says what its buttons do here
+    intro.wait_for(timeout=10_000)
+    assert "make lab" in intro.inner_text() and (not recorded or "replay the runs recorded on" in intro.inner_text())
+    for label, action in RUN_BUTTONS.items():
         demo.get_by_role("button", name=label, exact=True).click()
-        error = demo.locator(".me-rd-error")
-        page.wait_for_function("el => el.textContent.includes('make lab')", arg=error.element_handle())
-        assert label in error.inner_text() and "live kernel" in error.inner_text()
+        page.wait_for_function(ANSWERED, arg=[demo.element_handle(), label], timeout=20_000)
+        if action in recorded:
+            mark = next(line for line in demo.locator(".me-rd-recorded > div").all_inner_texts()
+                        if line.startswith(label))
+            assert f"recorded on {record['machine']}, {record['date']}" in mark and "make lab" in mark
+            assert demo.locator(RESULT_DRAWN[action]).count() > 0, f"{label}: nothing drawn"
+        else:
+            error = demo.locator(".me-rd-error").inner_text()
+            assert "live kernel" in error and "make lab" in error, error
+    if "generate" in recorded:  # the replayed stream ends in the recorded text and figures
+        events = record["actions"]["generate"]["events"]
+        text = next(e[3] for e in reversed(events) if e[1] == "set" and e[2] == "output")
+        assert demo.locator(".me-rd-output").inner_text() == text.strip() or text in demo.locator(".me-rd-output").inner_text()
+        assert "tokens/s" in demo.inner_text()
+    demo.screenshot(path=str(_artifact("course-site-run-cell-replayed.png")))
 
 
 def test_compute_exact_never_shows_less_offline(lesson):

@@ -113,6 +113,11 @@ def test_notebook_runs_top_to_bottom(name):
             kinds = {k for out in cell.outputs for k in out.get("data", {})}
             assert WIDGET_VIEW in kinds, f"{last} showed no widget"
     assert figures_as_text(code) == [], "a figure printed as text, not drawn as an image"
+    # Each solution runs its exercise's check (notebooks/course_checks.py) on what it computed.
+    for cell in code:
+        if course.is_solution(cell):
+            assert "all right, well done" in course.text_output(cell), \
+                f"a solution's check did not pass:\n{course.text_output(cell)[-800:]}"
 
 
 def figures_as_text(cells) -> list[str]:
