@@ -3,7 +3,8 @@ export it was quantized from), for `mx.diff`.
 
 In the order tried, most reliable first:
 1. the same name, or the same name once a quantizer's suffix is removed (onnxruntime's
-   `_quantized` of quantize_dynamic/static, `_Q4`/`_Q8` of MatMulNBits);
+   `_quantized` of quantize_dynamic/static, `_Q4`/`_Q8` of MatMulNBits), or its longest dotted
+   tail (a wrapper module's attribute before every name: `model.model.norm.weight`);
 2. an anonymous initializer (torch's TorchScript exporter names a weight it transposed for MatMul
    `onnx::MatMul_123`) taken by a MatMul/Gemm/Conv node that the exporter named after its module
    (`/model/layers.0/mlp/fc1/MatMul`): the module's `.weight`, when its shape is the same or the
@@ -65,6 +66,17 @@ def _by_module(name: str, users: dict[str, list], known) -> str | None:
     return None
 
 
+def _tail_in(name: str, known) -> str | None:
+    """The longest tail of a dotted name that names a tensor in `known`: a wrapper module exported
+    around the model puts its attribute before every parameter (`model.model.norm.weight`)."""
+    parts = name.split(".")
+    for start in range(1, len(parts) - 1):
+        candidate = ".".join(parts[start:])
+        if candidate in known:
+            return candidate
+    return None
+
+
 def _orientation(ca: CheckpointRecord, x: TensorInfo, cb: CheckpointRecord, y: TensorInfo) -> str | None:
     """_fits, with a square matrix's orientation read from its first rows (see the docstring)."""
     fit = _fits(x, y)
@@ -121,6 +133,8 @@ def onnx_pairs(a: CheckpointRecord, b: CheckpointRecord):
     for n in onnx_side.tensors:
         base = SUFFIX.sub("", n)
         m = n if n in other.tensors else base if base in other.tensors else other_names.get(base)
+        if m is None:
+            m = _tail_in(base, other.tensors)
         if m is not None and m not in used:
             take(n, m, "name")
     for n, t in onnx_side.tensors.items():

@@ -128,10 +128,12 @@ class Wrapped(torch.nn.Module):
         super().__init__()
         self.model = torch.nn.Module()
         self.model.sq = torch.nn.Linear(8, 8, bias=False)
+        self.model.scale = torch.nn.Parameter(torch.rand(8) + 0.5)  # kept by name: model.scale
+        self.model.shift = torch.nn.Parameter(torch.rand(8) + 0.5)  # same shape, close sums
         self.model.out = torch.nn.Linear(8, 3, bias=False)
 
     def forward(self, x):
-        return self.model.out(torch.relu(self.model.sq(x)))
+        return self.model.out(torch.relu(self.model.sq(x)) * self.model.scale + self.model.shift)
 
 
 def test_square_weight_under_a_wrapper_scope_is_paired_transposed(tmp_path):
@@ -151,4 +153,7 @@ def test_square_weight_under_a_wrapper_scope_is_paired_transposed(tmp_path):
     table = mx.diff(str(tmp_path / "model.safetensors"), str(tmp_path / "model.onnx"), tokenizers=False)
     row = _rows(table)[("sq.weight", holder)]
     assert row["status"] == "same" and row["max_abs_diff"] == 0.0
+    assert {t.name for t in proto.graph.initializer} >= {"model.scale", "model.shift"}
+    rows = _rows(table)
+    assert rows[("scale", "model.scale")]["status"] == "same" and rows[("shift", "model.shift")]["status"] == "same"
     assert "sq.weight" in table.attrs["onnx_names"]["module"] or holder in table.attrs["onnx_names"]["module"]
