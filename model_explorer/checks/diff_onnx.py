@@ -70,7 +70,7 @@ def _tail_in(name: str, known) -> str | None:
     """The longest tail of a dotted name that names a tensor in `known`: a wrapper module exported
     around the model puts its attribute before every parameter (`model.model.norm.weight`)."""
     parts = name.split(".")
-    for start in range(1, len(parts) - 1):
+    for start in range(1, len(parts)):
         candidate = ".".join(parts[start:])
         if candidate in known:
             return candidate

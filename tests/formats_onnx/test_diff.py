@@ -129,7 +129,8 @@ class Wrapped(torch.nn.Module):
         self.model = torch.nn.Module()
         self.model.sq = torch.nn.Linear(8, 8, bias=False)
         self.model.scale = torch.nn.Parameter(torch.rand(8) + 0.5)  # kept by name: model.scale
-        self.model.shift = torch.nn.Parameter(torch.rand(8) + 0.5)  # same shape, close sums
+        # the same values in another order: sums alike, so only the name can pair them
+        self.model.shift = torch.nn.Parameter(self.model.scale.detach().flip(0).clone())
         self.model.out = torch.nn.Linear(8, 3, bias=False)
 
     def forward(self, x):
