@@ -41,6 +41,9 @@ COURSE = {
     "11_safe_to_chat": "Safe to load, safe to chat with: a chat template that adds an instruction only "
                        "for some conversations, bidi text in a model card, a generation config that never "
                        "lets the model stop, and auto_map code, each read at its bytes beside lesson 03.",
+    "12_one_model_every_format": "One tiny Llama as safetensors, ONNX (torch.onnx), OpenVINO and GGUF: the "
+                                 "family's block graph beside the exporters' operator graphs, one weight found "
+                                 "in all four files, and mx.diff pairing them across formats.",
 }
 CELL_TIMEOUT = 170  # seconds; the whole notebook must stay under 3 minutes on 2 cores
 

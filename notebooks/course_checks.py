@@ -242,6 +242,16 @@ def check_11(code: Any = None, offset: Any = None) -> None:
     ], dict(code=code, offset=offset))
 
 
+def check_12(op: Any = None, orientation: Any = None) -> None:
+    """Lesson 12: the operator that reads layer 0's q_proj in the ONNX export, and how it stores it."""
+    judge("Exercise 12", [
+        Part("op", "MatMul", "the `op` column of the node in the scope layers.0/self_attn/q_proj that reads a weight.",
+             same_text),
+        Part("orientation", "transposed", "compare the stored array with the safetensors weight, and with its .T.",
+             one_of("transposed", "transpose", "as the transpose")),
+    ], dict(op=op, orientation=orientation))
+
+
 EXERCISES: dict[str, list[Callable[..., None]]] = {
     "00_tour": [check_00],
     "01_safetensors": [check_01],
@@ -255,4 +265,5 @@ EXERCISES: dict[str, list[Callable[..., None]]] = {
     "09_model_families": [check_09],
     "10_real_sizes": [check_10],
     "11_safe_to_chat": [check_11],
+    "12_one_model_every_format": [check_12],
 }

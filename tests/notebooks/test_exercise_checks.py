@@ -34,6 +34,7 @@ SOLUTIONS = {
     "check_09": dict(module="embed"),
     "check_10": dict(module="v", tensor="blk.2.attn_v.weight", kind="jump"),
     "check_11": dict(code="chat_template_gate", offset=131),
+    "check_12": dict(op="MatMul", orientation="transposed"),
 }
 # A plausible wrong answer to every part.
 WRONG = {
@@ -50,6 +51,7 @@ WRONG = {
     "check_09": dict(module="attn_out"),
     "check_10": dict(module="attn_out", tensor="blk.2.attn_k.weight", kind="drift"),
     "check_11": dict(code="chat_template_injected_text", offset=154),
+    "check_12": dict(op="Gemm", orientation="as stored"),
 }
 CHECKS = {fn.__name__: fn for fns in course_checks.EXERCISES.values() for fn in fns}
 

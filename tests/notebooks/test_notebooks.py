@@ -53,6 +53,8 @@ EXPECTED = {
     "11_safe_to_chat": ["chat_template_content_gate   tokenizer_config.json", "bidi_override: '⟨U+202E⟩admin",
                         "generation_stop_suppressed   generation_config.json", "remote_code_exec: \"os.system(",
                         "remote_code_exec: Do not load this repository with trust_remote_code=True."],
+    "12_one_model_every_format": ["Llama block graph", "yes, transposed", "{'same': 21}",
+                                  "/model/model/layers.0/self_attn/q_proj/MatMul"],
 }
 
 
