@@ -44,6 +44,9 @@ COURSE = {
     "12_one_model_every_format": "One tiny Llama as safetensors, ONNX (torch.onnx), OpenVINO and GGUF: the "
                                  "family's block graph beside the exporters' operator graphs, one weight found "
                                  "in all four files, and mx.diff pairing them across formats.",
+    "13_an_export_that_loses_accuracy": "A tiny BERT exported to ONNX and run on onnxruntime against transformers: "
+                                        "a clean export agrees, a wrong LayerNorm epsilon is a jump named at its node "
+                                        "and bytes, dynamic quantization is a drift with its SQNR per layer.",
 }
 CELL_TIMEOUT = 170  # seconds; the whole notebook must stay under 3 minutes on 2 cores
 

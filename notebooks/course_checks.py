@@ -252,6 +252,16 @@ def check_12(op: Any = None, orientation: Any = None) -> None:
     ], dict(op=op, orientation=orientation))
 
 
+def check_13(layer: Any = None, module: Any = None, kind: Any = None) -> None:
+    """Lesson 13: where a scaled FFN output weight in an ONNX export first shows, and how."""
+    judge("Exercise 13", [
+        Part("layer", 1, "which layer's weight did you scale? Nothing before it reads it.", same_int),
+        Part("module", "ffn_out", "the first point computed from the changed weight, with the run's module names.",
+             same_text),
+        Part("kind", "jump", "did the points before it agree within float32 rounding?", same_text),
+    ], dict(layer=layer, module=module, kind=kind))
+
+
 EXERCISES: dict[str, list[Callable[..., None]]] = {
     "00_tour": [check_00],
     "01_safetensors": [check_01],
@@ -266,4 +276,5 @@ EXERCISES: dict[str, list[Callable[..., None]]] = {
     "10_real_sizes": [check_10],
     "11_safe_to_chat": [check_11],
     "12_one_model_every_format": [check_12],
+    "13_an_export_that_loses_accuracy": [check_13],
 }

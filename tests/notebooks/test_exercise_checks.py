@@ -35,6 +35,7 @@ SOLUTIONS = {
     "check_10": dict(module="v", tensor="blk.2.attn_v.weight", kind="jump"),
     "check_11": dict(code="chat_template_gate", offset=131),
     "check_12": dict(op="MatMul", orientation="transposed"),
+    "check_13": dict(layer=1, module="ffn_out", kind="jump"),
 }
 # A plausible wrong answer to every part.
 WRONG = {
@@ -52,6 +53,7 @@ WRONG = {
     "check_10": dict(module="attn_out", tensor="blk.2.attn_k.weight", kind="drift"),
     "check_11": dict(code="chat_template_injected_text", offset=154),
     "check_12": dict(op="Gemm", orientation="as stored"),
+    "check_13": dict(layer=0, module="attn_out", kind="drift"),
 }
 CHECKS = {fn.__name__: fn for fns in course_checks.EXERCISES.values() for fn in fns}
 
