@@ -93,7 +93,9 @@ def test_graph_tab_groups_expand_search_and_select_bytes(page, made):
     ex.locator(".me-graph-search").press("Enter")
     hit = ex.locator(f".me-graph-hit[data-node-id='n:{target}']")
     hit.wait_for(timeout=30_000)
-    assert "Softmax" in ex.locator(".me-graph-details").inner_text()
+    # the node's details come from the kernel after the mark is drawn: wait for them
+    page.wait_for_function("el => el.innerText.includes('Softmax')",
+                           arg=ex.locator(".me-graph-details").element_handle(), timeout=30_000)
     # A click on a node selects the weight it reads: the hexdump lands on its first byte,
     # the Tensors tab selects its row.
     weight = "model.layers.1.q_proj.weight"
@@ -105,7 +107,7 @@ def test_graph_tab_groups_expand_search_and_select_bytes(page, made):
     node.click()
     page.wait_for_function("([el, off]) => el.querySelector(`.me-b.me-hl[data-off='${off}']`)",
                            arg=[ex.locator(".me-hexdump").element_handle(), info.offset], timeout=30_000)
-    assert weight in ex.locator(".me-graph-details").inner_text()
+    ex.locator(".me-graph-details", has_text=weight).wait_for(timeout=30_000)
     ex.locator(".me-tab", has_text="Tensors").click()
     ex.locator(f".me-table-row.me-selected[data-tensor='{weight}']").wait_for(timeout=30_000)
     assert not page.errors, page.errors
