@@ -1,4 +1,6 @@
-"""One JupyterLab server and one Chromium for the whole browser test module.
+"""One JupyterLab server per test process (each xdist worker) and one Chromium per browser test
+module. The modules share the server (starting one takes ~20 s of a 2-core machine); each
+writes and opens notebooks of its own name, so each runs in a kernel of its own.
 
 Recipe from CONVENTIONS.md (see labserver.py): Debian's /usr/bin/chromium driven by
 Playwright, JupyterLab on 127.0.0.1 with its folders in a temp dir. Without Chromium the tests
@@ -32,7 +34,7 @@ def chromium():
         browser.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab(tmp_path_factory):
     """A JupyterLab server; yields (base_url, notebook_dir)."""
     try:

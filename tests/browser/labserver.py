@@ -142,7 +142,9 @@ def open_notebook(browser, url: str, name: str, viewport=(1400, 1000), setup=Non
     page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
     if setup is not None:
         setup(page)
-    page.goto(f"{url}/lab/tree/{name}")
+    # A workspace of the notebook's own: the server is shared by test modules, and the default
+    # workspace would reopen the notebooks other modules left open.
+    page.goto(f"{url}/lab/workspaces/{Path(name).stem}/tree/{name}")
     page.wait_for_function(KERNEL_IDLE, timeout=90_000)
     return page
 
