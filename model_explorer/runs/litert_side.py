@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 
 from ..model.config import UnsupportedModel
-from .side import DEFAULT_PROMPT, check_room
+from .side import DEFAULT_PROMPT, StoredWeights, check_room
 from .transformers_side import EngineConfig
 
 POINT = "residual"  # each operator's output, as a layer's output
 
 
-class LiteRTSide:
+class LiteRTSide(StoredWeights):
     """A .tflite file on LiteRT's interpreter (see the module docstring)."""
 
     per_layer = False
@@ -40,7 +40,7 @@ class LiteRTSide:
 
         from ai_edge_litert.interpreter import Interpreter
 
-        self.path = self.label = os.fspath(path)
+        self.path = self.label = self._stored = os.fspath(path)
         if not os.path.isfile(self.path):
             raise UnsupportedModel(f"{self.path!r} is not a TFLite file")
         try:
@@ -119,16 +119,6 @@ class LiteRTSide:
         out_name = self.tensors[int(o["outputs"][0])]["name"]
         return {"node": f"operator {o['index']} ({out_name})", "op": o["op_name"], "how": "position"}
 
-    def place(self, name: str | None) -> dict[str, Any]:
-        info = self._checkpoint().tensors.get(name) if name else None
-        if info is None:
-            return {"tensor": name, "file": None, "offset": None, "length": None}
-        return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
-
-    def kind(self, name: str | None) -> str | None:
-        info = self._checkpoint().tensors.get(name) if name else None
-        return None if info is None else info.label
-
     def nonfinite_weight(self, point) -> str | None:
         return None
 
@@ -145,14 +135,5 @@ class LiteRTSide:
 
     def close(self) -> None:
         self.interp = None
-        ckpt = getattr(self, "_ckpt", None)
-        if ckpt is not None:
-            ckpt.close()
-            self._ckpt = None
+        self._close_stored()
 
-    def _checkpoint(self):
-        if getattr(self, "_ckpt", None) is None:
-            from ..opener import open as open_checkpoint
-
-            self._ckpt = open_checkpoint(self.path)
-        return self._ckpt

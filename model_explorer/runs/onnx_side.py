@@ -25,14 +25,14 @@ import numpy as np
 from ..model.config import UnsupportedModel
 from .align import NORM_OPS, GraphIndex, align
 from .hf_modules import layer_of
-from .side import check_room
+from .side import StoredWeights, check_room
 from .transformers_side import EngineConfig, generated_ids
 
 INT_INPUTS = {"input_ids", "attention_mask", "position_ids", "token_type_ids"}
 ELEM_SIZE = {1: 4, 10: 2, 11: 8, 16: 2}
 
 
-class OnnxRuntimeSide:
+class OnnxRuntimeSide(StoredWeights):
     """An ONNX file on onnxruntime (see the module docstring). `reference`: the other side of a
     comparison (its points, modules and weights guide the alignment)."""
 
@@ -43,7 +43,7 @@ class OnnxRuntimeSide:
     def __init__(self, path, reference: Any = None) -> None:
         import onnx
 
-        self.path = self.label = os.fspath(path)
+        self.path = self.label = self._stored = os.fspath(path)
         if not os.path.isfile(self.path):
             raise UnsupportedModel(f"{self.path!r} is not an ONNX file")
         try:
@@ -66,7 +66,6 @@ class OnnxRuntimeSide:
             self.has_logits = any("logits" in o for o in self.index.outputs)
         self.config = EngineConfig(f"ONNX ({model.producer_name or 'unknown producer'})", self.num_layers,
                                    None, self.vocab)
-        self._ckpt = None
         self._session = None
 
     # -- the run -------------------------------------------------------------------------------
@@ -240,16 +239,6 @@ class OnnxRuntimeSide:
             return {"offset": int(main[i].at), "length": int(main[i].length)}
         return {}
 
-    def place(self, name: str | None) -> dict[str, Any]:
-        info = self._checkpoint().tensors.get(name) if name else None
-        if info is None:
-            return {"tensor": name, "file": None, "offset": None, "length": None}
-        return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
-
-    def kind(self, name: str | None) -> str | None:
-        info = self._checkpoint().tensors.get(name) if name else None
-        return None if info is None else info.label
-
     def nonfinite_weight(self, point) -> str | None:
         from onnx import numpy_helper
 
@@ -279,16 +268,8 @@ class OnnxRuntimeSide:
 
     def close(self) -> None:
         self._session = None
-        if self._ckpt is not None:
-            self._ckpt.close()
-            self._ckpt = None
+        self._close_stored()
 
-    def _checkpoint(self):
-        if self._ckpt is None:
-            from ..opener import open as open_checkpoint
-
-            self._ckpt = open_checkpoint(self.path)
-        return self._ckpt
 
 
 def _epsilon(index: GraphIndex, members) -> tuple[float, str] | None:

@@ -69,6 +69,37 @@ class Side(Protocol):
     def close(self) -> None: ...
 
 
+class StoredWeights:
+    """`place` and `kind` of a side that runs a file of its own (an export, a TFLite file, an HF
+    folder on transformers): the file opened with this project's reader when first asked, for
+    its tensors' bytes. `_stored` names the path; `_close_stored()` closes it."""
+
+    _stored: str
+    _ckpt: Any = None
+
+    def _checkpoint(self):
+        if self._ckpt is None:
+            from ..opener import open as open_checkpoint
+
+            self._ckpt = open_checkpoint(self._stored)
+        return self._ckpt
+
+    def _close_stored(self) -> None:
+        if self._ckpt is not None:
+            self._ckpt.close()
+            self._ckpt = None
+
+    def place(self, name: str | None) -> dict[str, Any]:
+        info = self._checkpoint().tensors.get(name) if name else None
+        if info is None:
+            return {"tensor": name, "file": None, "offset": None, "length": None}
+        return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
+
+    def kind(self, name: str | None) -> str | None:
+        info = self._checkpoint().tensors.get(name) if name else None
+        return None if info is None else info.label
+
+
 class DecoderSide:
     """Our decoder (numpy or torch) as a Side: it yields after every layer."""
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..model.config import UnsupportedModel
 from .hf_modules import Point, layer_of, module_points, point_order
-from .side import DEFAULT_PROMPT, check_room
+from .side import DEFAULT_PROMPT, StoredWeights, check_room
 
 MAX_CONFIG = 4 * 2**20  # bytes of a config.json read to look for auto_map
 INPUT_TOKENS = 8  # the generated input when a model has no tokenizer and no ids are given
@@ -62,7 +62,7 @@ def generated_ids(vocab: int | None, n: int = INPUT_TOKENS) -> list[int]:
     return [1 + (i * 7) % (v - 1) for i in range(n)]
 
 
-class TransformersSide:
+class TransformersSide(StoredWeights):
     """A Hugging Face folder run by transformers with forward hooks (see the module docstring).
     Its pass is one call of the model: it records every point in that call (per_layer False)."""
 
@@ -88,7 +88,7 @@ class TransformersSide:
         causal = "CausalLM" in archs or "LMHeadModel" in archs
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
         self.model = auto.from_pretrained(folder, trust_remote_code=False, dtype=torch.float32).eval()
-        self.folder, self.label = folder, folder
+        self.folder = self.label = self._stored = folder
         self.tokenizer = _tokenizer(folder)
         text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
         named = dict(self.model.named_modules())
@@ -102,7 +102,6 @@ class TransformersSide:
         self.has_logits = causal
         self.tokens_bound = tokens
         self._named = named
-        self._ckpt = None
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -193,16 +192,6 @@ class TransformersSide:
         """Every parameter as float32 numpy under its checkpoint name (for weight identity)."""
         return {self._file_name(n): p.detach().float().numpy() for n, p in self.model.named_parameters()}
 
-    def place(self, name: str | None) -> dict[str, Any]:
-        info = self._checkpoint().tensors.get(name) if name else None
-        if info is None:
-            return {"tensor": name, "file": None, "offset": None, "length": None}
-        return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
-
-    def kind(self, name: str | None) -> str | None:
-        info = self._checkpoint().tensors.get(name) if name else None
-        return None if info is None else info.label
-
     def nonfinite_weight(self, point: Point) -> str | None:
         for name in self.weights(point):
             a = self.parameter(name)
@@ -241,18 +230,10 @@ class TransformersSide:
     def close(self) -> None:
         self.model = None
         self._named = {}
-        if self._ckpt is not None:
-            self._ckpt.close()
-            self._ckpt = None
+        self._close_stored()
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _checkpoint(self):
-        if self._ckpt is None:
-            from ..opener import open as open_checkpoint
-
-            self._ckpt = open_checkpoint(self.folder)
-        return self._ckpt
 
     def _file_name(self, name: str) -> str:
         """A parameter's name as the checkpoint spells it (a head class adds or drops `bert.`)."""
