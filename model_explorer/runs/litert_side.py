@@ -1,5 +1,9 @@
 """LiteRT as a Side: a .tflite file run by ai_edge_litert's Interpreter with every tensor kept
-(`experimental_preserve_all_tensors=True`), each operator's output a point.
+(`experimental_preserve_all_tensors=True`), each operator's output a point. The builtin kernels
+are asked for by name (BUILTIN_WITHOUT_DEFAULT_DELEGATES): ai_edge_litert 2.3 still applies its
+default XNNPACK delegate when every tensor is kept, and a delegated operator leaves its output
+tensor unwritten (stale memory, a different NaN on every run) and adds DELEGATE nodes to the
+operator list.
 
 A TFLite file keeps no module scopes, so its points are its operators in execution order: the
 k-th operator that computes (a DEQUANTIZE of a stored weight is the weight's preparation, not a
@@ -38,7 +42,7 @@ class LiteRTSide(StoredWeights):
     def __init__(self, path, reference: Any = None) -> None:
         import warnings
 
-        from ai_edge_litert.interpreter import Interpreter
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
         self.path = self.label = self._stored = os.fspath(path)
         if not os.path.isfile(self.path):
@@ -46,7 +50,9 @@ class LiteRTSide(StoredWeights):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # its note that keeping every tensor costs memory
-                self.interp = Interpreter(model_path=self.path, experimental_preserve_all_tensors=True)
+                self.interp = Interpreter(
+                    model_path=self.path, experimental_preserve_all_tensors=True,
+                    experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
             self.interp.allocate_tensors()
         except Exception as e:  # noqa: BLE001 - a file LiteRT refuses is said, not raised raw
             raise UnsupportedModel(f"{self.path!r}: LiteRT cannot load it ({type(e).__name__}: {e})") from e

