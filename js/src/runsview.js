@@ -189,8 +189,12 @@ export function renderRuns(box, s, o = {}) {
   if (s.config && s.config.length) {
     const table = h("table", { className: "me-runs-config" },
       h("caption", { text: "The configurations differ" }),
-      h("tr", {}, h("th", { text: "hyperparameter" }), h("th", { text: "a" }), h("th", { text: "b" })));
-    for (const [name, a, b] of s.config) table.append(h("tr", {}, h("td", { text: name }), h("td", { text: a }), h("td", { text: b })));
+      h("tr", {}, h("th", { text: "hyperparameter" }), h("th", { text: "a" }), h("th", { text: "b" }),
+        h("th", { text: "stated at" })));
+    // where each side's file states it (a GGUF's metadata entry and its bytes), the bytes a fix rewrites
+    const where = s.config_where || [];
+    s.config.forEach(([name, a, b], i) => table.append(h("tr", {}, h("td", { text: name }), h("td", { text: a }),
+      h("td", { text: b }), h("td", { text: where[i] || "" }))));
     root.append(table);
   }
   if (s.tokenizer_mismatch) {

@@ -61,3 +61,32 @@ HPARAM_NAMES = ("layers", "hidden", "heads", "kv_heads", "head_dim", "v_head_dim
 def key(name: str, arch: str) -> str:
     """The full key of `name` for `arch` ("llama.block_count")."""
     return GGUF_KEYS[name].format(arch=arch)
+
+
+# ModelConfig field -> the GGUF_KEYS names config_gguf.py reads it from, first found first (a
+# LayerNorm family's epsilon is layer_norm_epsilon): where a comparison points at a hyperparameter
+CONFIG_FIELD_KEYS: dict[str, tuple[str, ...]] = {
+    "vocab_size": ("vocab",), "hidden_size": ("hidden",), "intermediate_size": ("intermediate",),
+    "num_layers": ("layers",), "num_heads": ("heads",), "num_kv_heads": ("kv_heads",), "head_dim": ("head_dim",),
+    "rms_norm_eps": ("rms_eps", "layernorm_eps"), "rope_theta": ("rope_theta",),
+    "rope_scaling": ("rope_scaling_type", "rope_scaling_factor"), "rotary_dim": ("rope_dims",),
+    "local_rope_theta": ("rope_freq_base_swa",), "sliding_window": ("sliding_window",),
+    "sliding_layers": ("sliding_window_pattern",), "attention_scale": ("attention_scale",),
+    "attn_softcap": ("attn_softcap",), "final_softcap": ("final_softcap",), "embed_scale": ("embedding_scale",),
+    "residual_scale": ("residual_scale",), "logit_scale": ("logit_scale",), "experts": ("experts",),
+    "experts_per_token": ("experts_per_token",), "expert_intermediate_size": ("moe_intermediate",),
+}
+
+
+def config_key_place(metadata, field: str, file: str = "") -> dict | None:
+    """Where a GGUF stores the hyperparameter behind ModelConfig `field`: {"key", "file",
+    "offset", "length"} of its metadata entry (key, type and value), or None when the file has
+    no key for it (the family's default then applies)."""
+    arch = getattr(metadata.get("general.architecture"), "value", None)
+    if not isinstance(arch, str):
+        return None
+    for name in CONFIG_FIELD_KEYS.get(field, ()):
+        kv = metadata.get(key(name, arch))
+        if kv is not None:
+            return {"key": kv.key, "file": kv.file or file, "offset": int(kv.offset), "length": int(kv.length)}
+    return None

@@ -32,7 +32,7 @@ from ..model.config import ModelConfig
 from ..model.decoder_points import LAYER_MODULES
 from ..runtime.decoder import drain
 from ..runtime.memory_budget import WontFit
-from .config_diff import config_differences, config_rows
+from .config_diff import config_differences, config_rows, differing_places, where_text
 from .engine_notes import aligned_points, graph_sentence, output_agrees, output_sentence, place_in_graphs
 from .engines import open_side
 from .metrics import flatness, kl_per_position, kld_summary, perplexity
@@ -98,6 +98,9 @@ class RunDiff:
     # the module or graph node behind each point, per side: {"node"|"module", "op"|"class", ...}
     nodes: dict[Point, dict[str, Any]] = field(default_factory=dict)
     nodes_a: dict[Point, dict[str, Any]] = field(default_factory=dict)
+    # {field: {"a": place, "b": place}}: the GGUF metadata entry stating each differing field
+    # ({"key", "file", "offset", "length"}; None where a side's file has none)
+    config_places: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def agree(self) -> bool:
@@ -129,7 +132,7 @@ class RunDiff:
                                    self.nodes.get((row["layer"], row["module"])), self.places_a.get(row["tensor_a"] or "")))
         out["previous_max"] = largest_before(self.rows, row)
         out.update({k: v for k, v in self.places.get(row["tensor"], {}).items() if k != "tensor"})
-        out["explanation"] = explain(row, self.rows, self.config_diff, kind)
+        out["explanation"] = explain(row, self.rows, self.config_diff, kind, self.config_places)
         if out.get("attribute"):  # the node is told to compute something else: that, not a weight
             out["explanation"] = out["attribute"]["sentence"]
         start = onset(self.rows)
@@ -237,7 +240,9 @@ class RunDiff:
             lines.append(f"{len(self.unpaired)} point(s) not compared: {shown}{more}")
         if self.config_diff:
             lines.append("configurations differ:")
-            lines += [f"  {name}: a {va}, b {vb}" for name, va, vb in config_rows(self.config_diff)]
+            for name, va, vb in config_rows(self.config_diff):
+                stated = where_text(self.config_places.get(name))
+                lines.append(f"  {name}: a {va}, b {vb}" + (f" ({stated})" if stated else ""))
         if self.tokenizer_mismatch:
             m = self.tokenizer_mismatch
             lines.insert(0, f"tokenizers disagree from token {m['position']}: a {tokens_text(m['a_tokens'])}, "
@@ -266,7 +271,9 @@ class RunDiff:
          "first_divergence": {...} | None, "kld": {"mean", "median", "p99", "max"},
          "top1_agreement", "perplexity": {"a", "b"} | None, "tokenizer_mismatch": {...} | None,
          "verdict": {"kind", "sentence"}, "config_diff": {field: [a, b]},
-         "config_rows": [[field, a's value, b's value] as text],
+         "config_rows": [[field, a's value, b's value] as text], "config_where": [where each
+         side's file states it, as text, per config row ("" where neither does)],
+         "config_places": {field: {"a", "b": {"key", "file", "offset", "length"} | None}},
          "jump": {"floor", "factor", "noise_rel", "noise_kld", "step_min"},
          "engines": [a's, b's] (runs/engines.py), "has_logits",
          "aligned": [{"layer", "module", "a", "b", "op", "how"}]: what stands for each point on each side}
@@ -292,6 +299,8 @@ class RunDiff:
                 "verdict": self.verdict,
                 "config_diff": {k: [_jsonable(a), _jsonable(b)] for k, (a, b) in self.config_diff.items()},
                 "config_rows": config_rows(self.config_diff),
+                "config_where": [where_text(self.config_places.get(k)) for k in self.config_diff],
+                "config_places": self.config_places,
                 "engines": [self.engine_a, self.engine_b], "engine_labels": self.engine_labels,
                 "has_logits": self.has_logits,
                 "aligned": aligned_points(self.nodes_a, self.nodes),
@@ -401,7 +410,8 @@ def compare_runs(a, b, prompt: str | None = None, ids=None, text: str | None = N
                    facts_a.tokens, cmp.rows, logits_a, logits_b, facts_b.places, mismatch, text, config_diff,
                    facts_a.places, cmp.unpaired, facts_a.engine, facts_b.engine,
                    engine_labels={"a": facts_a.engine_label, "b": facts_b.engine_label},
-                   has_logits=facts_a.has_logits, nodes=facts_b.nodes, nodes_a=facts_a.nodes)
+                   has_logits=facts_a.has_logits, nodes=facts_b.nodes, nodes_a=facts_a.nodes,
+                   config_places=differing_places(config_diff, facts_a.config_places, facts_b.config_places))
 
 
 def _open_beside(b, engine: str | None, side_a: Side, device: str, stream: bool | None,

@@ -75,5 +75,25 @@ def config_rows(diff: dict[str, list[Any]]) -> list[list[str]]:
     return [[k, value_text(a), value_text(b)] for k, (a, b) in diff.items()]
 
 
-def config_text(diff: dict[str, list[Any]]) -> str:
-    return "; ".join(f"{k}: a {a}, b {b}" for k, a, b in config_rows(diff))
+def where_text(places: dict[str, dict[str, Any] | None] | None) -> str:
+    """Where each side's file states one hyperparameter: "a's llama.rope.freq_base at bytes
+    692..728, b's ..." ("" when neither file names it: a config.json, or a key left to its default)."""
+    return ", ".join(f"{side}'s {p['key']} at bytes {p['offset']:,}..{p['offset'] + p['length']:,}"
+                     for side, p in (places or {}).items() if p)
+
+
+def config_text(diff: dict[str, list[Any]], places: dict[str, dict[str, Any]] | None = None) -> str:
+    """The differences in one line, each with where the files state it (differing_places)."""
+    out = []
+    for k, a, b in config_rows(diff):
+        stated = where_text((places or {}).get(k))
+        out.append(f"{k}: a {a}, b {b}" + (f" [{stated}]" if stated else ""))
+    return "; ".join(out)
+
+
+def differing_places(diff: dict[str, list[Any]], places_a: dict[str, dict[str, Any]],
+                  places_b: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any] | None]]:
+    """{field: {"a": place | None, "b": place | None}} for each differing field: the metadata
+    entry (key and bytes) that states it in each side's GGUF, the bytes a fix rewrites."""
+    return {k: {"a": places_a.get(k), "b": places_b.get(k)} for k in diff
+            if places_a.get(k) or places_b.get(k)}

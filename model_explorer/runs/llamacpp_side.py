@@ -38,7 +38,7 @@ from ..model.config import UnsupportedModel
 from ..runtime.engines.llamacpp_eval import ACTIVATIONS_AS, EvalSession
 from ..runtime.weights import part_name
 from ..tensors.names import GGUF_PARTS, unpermute_qk
-from .points import MODULE_PARTS
+from .points import MODULE_PARTS, config_place
 from .side import Point, decoder_points, prompt_ids, token_texts, with_progress
 
 ENGINE = "llama.cpp"
@@ -154,6 +154,9 @@ class LlamaCppSide:
         if info is None:
             return {"tensor": name, "file": None, "offset": None, "length": None}
         return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
+
+    def config_place(self, field: str) -> dict[str, Any] | None:
+        return config_place(self.ckpt, field)
 
     def kind(self, name: str | None) -> str | None:
         """How the weight is stored, with the rounding llama.cpp adds to what it multiplies: the

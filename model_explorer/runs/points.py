@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.gguf_keys import config_key_place
 from ..runtime.experts import expert_names, fused_names, is_moe, shared_names
 from ..runtime.streamed import StreamedMatrix
 from ..runtime.weights import layer_parts
@@ -57,6 +58,14 @@ def tensor_place(model, name: str | None) -> dict[str, Any]:
     if info is None:
         return {"tensor": name, "file": None, "offset": None, "length": None}
     return {"tensor": name, "file": info.file, "offset": int(info.offset), "length": int(info.length)}
+
+
+def config_place(ckpt, field: str) -> dict[str, Any] | None:
+    """Where a GGUF holds the hyperparameter behind ModelConfig `field` (its metadata entry's
+    key and bytes), or None for another format or a key the file leaves to its default."""
+    if ckpt is None or getattr(ckpt, "format", None) != "gguf":
+        return None
+    return config_key_place(ckpt.metadata, field, str(getattr(ckpt, "source", "") or ""))
 
 
 def _held(cfg, layer: dict, module: str) -> list[tuple[str, Any, slice | None]]:

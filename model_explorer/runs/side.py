@@ -33,7 +33,7 @@ import numpy as np
 
 from ..model.config import ModelConfig, UnsupportedModel
 from ..model.decoder_points import LAYER_MODULES
-from .points import module_tensors, nonfinite_weight, tensor_place
+from .points import config_place, module_tensors, nonfinite_weight, tensor_place
 
 DEFAULT_PROMPT = "The library opens at nine in the morning and closes at six in the evening."
 OUTER = ("embed", "final_norm", "logits")  # the points outside the layers (layer None)
@@ -146,6 +146,9 @@ class DecoderSide:
 
     def place(self, name: str | None) -> dict[str, Any]:
         return tensor_place(self.model, name)
+
+    def config_place(self, field: str) -> dict[str, Any] | None:
+        return None if self.model.is_engine else config_place(self.model.weights.ckpt, field)
 
     def kind(self, name: str | None) -> str | None:
         info = self.model.weights.ckpt.tensors.get(name) if name else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.gguf_keys import CONFIG_FIELD_KEYS
 from .pairing import Pairing
 from .side import Point, Side
 
@@ -26,6 +27,8 @@ class Facts:
     has_logits: bool = True
     nodes: dict[Point, dict[str, Any]] = field(default_factory=dict)  # the node/module behind each point
     engine_label: str | None = None  # the engine in words: its device, llama.cpp's KV cache and attention path
+    # ModelConfig field -> where the file holds it ({"key", "file", "offset", "length"}: a GGUF's metadata)
+    config_places: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, side: Side, ids: list[int], nonfinite: Point | None = None) -> Facts:
@@ -41,7 +44,15 @@ class Facts:
         nodes = {p: got for p in feeding if node is not None and (got := node(p))}
         return cls(side.label, side.config, side.gguf, side.tokens(ids), names, feeding, kinds, places,
                    getattr(side, "engine", "decoder"), getattr(side, "has_logits", True), nodes,
-                   getattr(side, "engine_label", None))
+                   getattr(side, "engine_label", None), _config_places(side))
+
+
+def _config_places(side: Side) -> dict[str, dict[str, Any]]:
+    """Where `side`'s file holds each hyperparameter it states (a GGUF's metadata keys)."""
+    place = getattr(side, "config_place", None)
+    if place is None:
+        return {}
+    return {f: got for f in CONFIG_FIELD_KEYS if (got := place(f)) is not None}
 
 
 def why_unaligned(unpaired: list[dict[str, Any]], unaligned: list[dict[str, Any]]) -> None:

@@ -73,7 +73,7 @@ def _diff_state(d) -> dict[str, Any]:
             "metrics": j["metrics"], "color": {"label": "relative L2 (log scale)", "values": values, **_noise_up(values)},
             "cell_tensors": j["tensors_a"], "tensors_b": j["tensors"], "places_b": j["places"],
             "outer": j["outer"], "first": first, "verdict": verdict, "marks": marks, "figures": figures,
-            "config": j["config_rows"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"],
+            "config": j["config_rows"], "config_where": j["config_where"], "tokenizer_mismatch": _mismatch(j["tokenizer_mismatch"]), "jump": j["jump"],
             "engine_labels": {"a": j["engine_labels"].get("a") or j["engines"][0],
                               "b": j["engine_labels"].get("b") or j["engines"][1]},
             **_engines(j)}

@@ -94,11 +94,12 @@ def where(row: dict[str, Any]) -> str:
 # -- explanations ---------------------------------------------------------------------------------
 
 def explain(row: dict[str, Any], rows: list[dict[str, Any]], config_diff: dict[str, list[Any]] | None = None,
-            kind: str = JUMP) -> str:
-    """A sentence on what the divergence at `row` most likely comes from."""
+            kind: str = JUMP, config_places: dict[str, Any] | None = None) -> str:
+    """A sentence on what the divergence at `row` most likely comes from; a differing
+    hyperparameter first, with the metadata entry that states it (config_places)."""
     text = _explain_drift(row) if kind == DRIFT else _explain_weights(row, rows, onset(rows) is not row)
     if config_diff:  # the same bytes under two recipes part ways too: say so first
-        return (f"the two configurations differ ({config_text(config_diff)}), which alone can make "
+        return (f"the two configurations differ ({config_text(config_diff, config_places)}), which alone can make "
                 f"{where(row)} differ; otherwise: {text}")
     return text
 
@@ -122,10 +123,12 @@ def _explain_weights(row: dict[str, Any], rows: list[dict[str, Any]], drifted: b
     same_layer = {r["module"]: r for r in rows if r["layer"] == row["layer"]}
     small = row["rel_l2"] / JUMP_FACTOR
     inputs_agree = all(same_layer.get(m, {}).get("rel_l2", 0.0) < small for m in ("q", "k", "v"))
-    if row["module"] == "attn_out" and inputs_agree:
+    if row["module"] in ("attn_out", "kqv_out") and inputs_agree:
+        # kqv_out: llama.cpp's attention before its output projection, so no weight is left to blame
+        projection = f", or the output projection {row['tensor']}" if row["module"] == "attn_out" else ""
         return (f"q, k and v of layer {row['layer']} agree but the attention output does not: the attention "
                 "itself differs (rope_theta or RoPE scaling, the head layout, the attention scale or "
-                f"the mask), or the output projection {row['tensor']}.")
+                f"the mask){projection}.")
     if row["module"] in ("attn_norm", "ffn_norm", "final_norm"):
         head = f"{at} differs far more than its input" if drifted else f"the input of {at} agrees but its output does not"
         return (f"{head}: the norm weight {row['tensor']} or "

@@ -365,3 +365,31 @@ def test_a_side_that_cannot_yield_per_layer_leads_holding_one_layer_of_the_other
     assert [{k: r[k] for k in keys} for r in cmp.rows] == [{k: r[k] for k in keys} for r in d.rows]
     assert np.array_equal(logits_a, d.logits_a) and np.array_equal(logits_b, d.logits_b)
     assert d.unpaired == [] and "not compared" not in d.summary()
+
+
+def test_a_changed_gguf_key_is_named_with_its_bytes(base, tmp_path):
+    """A GGUF whose rope.freq_base was rewritten: the difference names the metadata entry of
+    each file at the bytes gguf-py's reader gives it, in the summary, the explanation and the
+    widget's rows."""
+    gguf = pytest.importorskip("gguf")
+    import shutil
+    import struct
+
+    good = base.h.write_gguf(base.cfg, base.state, str(tmp_path / "good.gguf"))
+    bad = str(tmp_path / "bad.gguf")
+    shutil.copy(good, bad)
+    field = gguf.GGUFReader(bad).fields["llama.rope.freq_base"]
+    start, length = int(field.offset), sum(int(p.nbytes) for p in field.parts)
+    with open(bad, "r+b") as f:  # the value is the entry's last 4 bytes (a float32)
+        f.seek(start + length - 4)
+        f.write(struct.pack("<f", 500000.0))
+    d = mx.compare_runs(good, bad, prompt=TEXT)
+    assert d.config_diff == {"rope_theta": [base.cfg.get("rope_theta", 10000.0), 500000.0]}
+    place = {"key": "llama.rope.freq_base", "offset": start, "length": length}
+    assert {k: d.config_places["rope_theta"]["b"][k] for k in place} == place
+    assert d.config_places["rope_theta"]["b"]["file"] == bad
+    stated = f"b's llama.rope.freq_base at bytes {start:,}..{start + length:,}"
+    assert stated in d.summary() and stated in d.first_divergence["explanation"]
+    j = d.to_json()
+    assert j["config_rows"][0][0] == "rope_theta" and stated in j["config_where"][0]
+    json.dumps(j, allow_nan=False)

@@ -215,3 +215,16 @@ def test_the_cli_prints_the_verdict_and_the_configuration_differences(base, caps
     assert "drift from embed on" in out and "<- " not in out  # embed is outside the grid
     assert main(["compare-runs", base.folder, base.copy("cli_same"), "--prompt", TEXT]) == 0
     assert "no divergence: the logits agree" in capsys.readouterr().out
+
+
+def test_llamacpps_attention_before_its_projection_blames_the_attention_not_a_weight():
+    """kqv_out (llama.cpp's attention output before the output projection): with q, k and v
+    agreeing, no weight is left between them and it, so the sentence names the attention itself."""
+    from model_explorer.runs.verdict import explain
+
+    rows = [{"layer": 0, "module": m, "rel_l2": r, "tensor": t} for m, r, t in
+            (("q", 0.0, "blk.0.attn_q.weight"), ("k", 0.0, "blk.0.attn_k.weight"), ("v", 0.0, "blk.0.attn_v.weight"),
+             ("kqv_out", 0.06, "blk.0.attn_v.weight"), ("attn_out", 0.04, "blk.0.attn_output.weight"))]
+    said = explain(rows[3], rows)
+    assert "the attention itself differs (rope_theta" in said and "weight" not in said
+    assert "output projection blk.0.attn_output.weight" in explain(rows[4], rows[:3] + rows[4:])

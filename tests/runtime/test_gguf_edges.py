@@ -192,6 +192,25 @@ def test_the_built_in_key_names_are_gguf_pys():
     assert gguf_keys._MORE == theirs
 
 
+def test_each_config_field_points_at_a_key_the_reader_reads():
+    """compare_runs names a differing hyperparameter's metadata entry (gguf_keys.CONFIG_FIELD_KEYS):
+    every field there is one ModelConfig has, every key one config_gguf reads."""
+    import dataclasses
+    import inspect
+
+    from model_explorer.model import config_gguf, gguf_keys
+    from model_explorer.model.config import ModelConfig
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    assert set(gguf_keys.CONFIG_FIELD_KEYS) <= fields
+    source = inspect.getsource(config_gguf)
+    for read_from in gguf_keys.CONFIG_FIELD_KEYS.values():
+        for name in read_from:
+            template = gguf_keys.GGUF_KEYS[name]
+            constant = next((k for k, v in vars(config_gguf).items() if v == template and k.isupper()), None)
+            assert f'GGUF_KEYS["{name}"]' in source or (constant and constant in source), name
+
+
 def test_hyperparameters_and_names_read_without_gguf_py():
     """The core path (from_gguf, names by part and per architecture) needs no gguf-py."""
     import subprocess
