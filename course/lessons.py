@@ -32,7 +32,8 @@ COURSE = {
                            "128x128 block-scaled layer built byte by byte and decoded by hand.",
     "08_debugging_a_conversion": "A conversion that passes every byte check but writes worse text: the "
                                  "sample traced, a planted q/k row-order fault found by compare_runs at "
-                                 "its layer, module and bytes, fixed and checked again.",
+                                 "its layer, module and bytes, fixed and checked again; then llama.cpp itself as the engine, "
+                                 "and a RoPE base written wrong in the metadata found on llama.cpp's own tensors.",
     "09_model_families": "Llama and Gemma 2 side by side: the dials in config.json, the norms in the "
                          "tensors, and compare_runs showing where each softcap and the sliding window act.",
     "10_real_sizes": "A big conversion debugged in bounded memory: the run's memory plan, a planted fault "

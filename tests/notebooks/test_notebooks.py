@@ -38,7 +38,8 @@ EXPECTED = {
     "08_debugging_a_conversion": ["massive channels: [247, 507]", "doctor findings on the suspect file: none",
                                   "first divergence: layer 7, module q, tensor blk.7.attn_q.weight",
                                   "fixed: True", "verdict: drift: The runs drift apart from layer 0 q on",
-                                  "merge fault: layer 12 ffn_out, blk.12.ffn_down.weight"],
+                                  "merge fault: layer 12 ffn_out, blk.12.ffn_down.weight",
+                                  "llama.rope.freq_base: FLOAT32 100,000", "doctor findings on it: none"],
     "09_model_families": ["llama: ['(a plain Llama decoder)']", "final logit softcap 3",
                           "pre_feedforward_layernorm.weight", "largest |logit| with a final softcap of 3.0: 2.9",
                           "attention softcap off: first divergence: layer 0 attn_out",
@@ -58,6 +59,16 @@ EXPECTED = {
     "13_an_export_that_loses_accuracy": ["transformers (a) against onnxruntime (b)", "jump at layer 0 attn_residual",
                                          "The norm's epsilon differs", "-> 0.1", "drift - The runs drift apart",
                                          "scaled: jump at layer 1 ffn_out"],
+}
+
+
+# What a lesson prints where llama.cpp's eval callback is there (llama-cpp-python, which `make dev`
+# builds); without it the lesson says so ("tracing llama.cpp: ...") and these are not looked for
+WITH_LLAMACPP = {
+    "08_debugging_a_conversion": ["tracing llama.cpp: available", "decoder (a) against llama.cpp (b)",
+                                  "llama.cpp (a) against llama.cpp (b)", "first divergence: layer 0 kqv_out",
+                                  "b's llama.rope.freq_base at bytes", "drift: The runs drift apart",
+                                  "fixed on llama.cpp: True"],
 }
 
 
@@ -109,6 +120,9 @@ def test_notebook_runs_top_to_bottom(name):
     text = "".join(course.text_output(c) for c in code)
     for expected in EXPECTED[name]:
         assert expected in text, f"{name} did not print {expected!r}"
+    if name in WITH_LLAMACPP and "tracing llama.cpp: available" in text:
+        for expected in WITH_LLAMACPP[name]:
+            assert expected in text, f"{name} did not print {expected!r}"
     # Every cell that ends in a view shows a widget, not a traceback or a bare repr.
     for cell in code:
         last = cell.source.strip().splitlines()[-1]
