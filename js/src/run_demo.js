@@ -259,8 +259,8 @@ export function renderRunDemo({ model, el: root }) {
   };
   const syncOther = () => { if (document.activeElement !== other) other.value = model.get("other_source") || ""; };
   const syncRunsEngine = () => {
-    runsEngine.replaceChildren(...(model.get("runs_engines") || ["numpy"]).map((e) => el("option", { value: e, text: e })));
-    runsEngine.value = model.get("runs_engine") || "numpy";
+    runsEngine.replaceChildren(...(model.get("runs_engines") || ["decoder"]).map((e) => el("option", { value: e, text: e })));
+    runsEngine.value = model.get("runs_engine") || "decoder";
   };
 
   function set(name, value) { model.set(name, value); model.save_changes(); }

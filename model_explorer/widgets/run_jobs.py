@@ -4,7 +4,7 @@ background thread; a failure is a sentence in the widget). The result is drawn b
 runs" view (runs_widget.py) inside the run cell; a click on a cell names its weight and hands
 it to `on_select` (set by the Explorer hosting the run cell: its selection moves there).
 
-Both run this checkpoint on `runs_engine`: our decoder ("numpy": numpy, or torch on a GPU), or
+Both run this checkpoint on `runs_engine`: our decoder ("decoder": numpy, or torch on a GPU), or
 llama.cpp's own graph ("llama.cpp", offered for a GGUF when llama-cpp-python loads: its eval
 callback). "Compare with…" on llama.cpp with no other checkpoint typed compares this file on
 llama.cpp against the same file on our decoder.
@@ -18,7 +18,7 @@ from typing import Any
 import traitlets as t
 
 from ..runs.compare_runs import compare_runs as _compare_runs
-from ..runs.engines import LLAMACPP
+from ..runs.engines import DECODER, LLAMACPP
 from ..runs.state import pick, runs_state
 from ..runs.trace import trace as _trace
 from ..runtime.engines.llamacpp_eval import available as _llamacpp_traceable
@@ -43,19 +43,20 @@ class RunsJobs(t.HasTraits):
     - Default: `""`
     """
 
-    runs_engines = t.List(t.Unicode(), ["numpy"]).tag(sync=True)
-    """What "Trace" and "Compare with…" can run this checkpoint on: "numpy" (our decoder), and
-    "llama.cpp" (its own graph's tensors) for a GGUF when llama-cpp-python loads.
+    runs_engines = t.List(t.Unicode(), [DECODER]).tag(sync=True)
+    """What "Trace" and "Compare with…" can run this checkpoint on, named as runs/engines.py
+    names them: "decoder" (ours: numpy, or torch on a GPU), and "llama.cpp" (its own graph's
+    tensors) for a GGUF when llama-cpp-python loads.
 
     - Type: `list[str]`
-    - Default: `["numpy"]`
+    - Default: `["decoder"]`
     """
 
-    runs_engine = t.Unicode("numpy").tag(sync=True)
+    runs_engine = t.Unicode(DECODER).tag(sync=True)
     """The one of `runs_engines` they run this checkpoint on (a trace's, side a of a comparison).
 
     - Type: `str`
-    - Default: `"numpy"`
+    - Default: `"decoder"`
     """
 
     on_select: Callable[[str], Any] | None = None  # the Explorer's: select a tensor there
@@ -64,12 +65,12 @@ class RunsJobs(t.HasTraits):
         """llama.cpp beside our decoder where the file is a GGUF and the binding with its eval
         callback loads."""
         gguf = str(self.source).endswith(".gguf")
-        self.runs_engines = ["numpy", LLAMACPP] if gguf and _llamacpp_traceable() is None else ["numpy"]
+        self.runs_engines = [DECODER, LLAMACPP] if gguf and _llamacpp_traceable() is None else [DECODER]
         if self.runs_engine not in self.runs_engines:
-            self.runs_engine = "numpy"
+            self.runs_engine = DECODER
 
     def _engine(self) -> str | None:
-        return LLAMACPP if self.runs_engine == LLAMACPP else None  # None: the device picks numpy or torch
+        return LLAMACPP if self.runs_engine == LLAMACPP else None  # None: our decoder, on numpy or torch as the device says
 
     def compare_runs(self, other: str | None = None) -> bool:
         """Run this checkpoint and `other` (default: `other_source`) on the prompt, point by point."""

@@ -178,9 +178,9 @@ def test_cli_names_each_sides_engine(base, clean_gguf, capsys):
 def test_run_tab_offers_llamacpp_for_a_gguf_and_traces_on_it(base, clean_gguf, tmp_path):
     from model_explorer.widgets.run_cell import RunDemo
 
-    assert RunDemo(base.folder, device="cpu").runs_engines == ["numpy"]
+    assert RunDemo(base.folder, device="cpu").runs_engines == ["decoder"]
     w = RunDemo(clean_gguf, device="cpu", cache_dir=str(tmp_path))
-    assert w.runs_engines == ["numpy", "llama.cpp"]
+    assert w.runs_engines == ["decoder", "llama.cpp"]
     w.runs_engine = "llama.cpp"
     w.prompt = TEXT
     assert w.trace() and w.wait(120) and not w.error, w.error

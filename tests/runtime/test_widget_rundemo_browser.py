@@ -85,7 +85,7 @@ def test_controls_send_messages_and_sync_traits(page):
     render(page)
     assert page.locator(".me-rundemo").count() == 1
     assert page.locator("select").first.locator("option").all_text_contents() == ["auto", "cpu"]
-    assert page.locator(".me-rd-runs-engine option").all_text_contents() == ["numpy"]
+    assert page.locator(".me-rd-runs-engine option").all_text_contents() == ["decoder"]
     page.fill("textarea", "Tell me a story")
     page.locator("select").first.select_option("cpu")
     page.get_by_role("button", name="Generate").click()
@@ -150,8 +150,8 @@ def test_dequantize_table_per_layer(page):
 
 
 def test_trace_and_compare_offer_llamacpp_for_a_gguf(page):
-    render(page, runs_engines=["numpy", "llama.cpp"], runs_engine="numpy")
-    assert page.locator(".me-rd-runs-engine option").all_text_contents() == ["numpy", "llama.cpp"]
+    render(page, runs_engines=["decoder", "llama.cpp"], runs_engine="decoder")
+    assert page.locator(".me-rd-runs-engine option").all_text_contents() == ["decoder", "llama.cpp"]
     page.locator(".me-rd-runs-engine").select_option("llama.cpp")
     page.get_by_role("button", name="Trace").click()
     state = page.evaluate("({engine: model.state.runs_engine, sent: model.sent})")
