@@ -352,7 +352,7 @@ def agreement_report() -> int:
     import numpy as np
 
     import model_explorer as mx
-    from model_explorer.runs.compare_runs import kl_per_position, kld_summary
+    from model_explorer.runs.metrics import kl_per_position, kld_summary
     from model_explorer.runtime import load_model
     from model_explorer.runtime.engines import llamacpp
     from model_explorer.samples import sample_path

@@ -1,4 +1,4 @@
-"""How two models' configurations differ where their forward passes do (compare_runs.RunDiff.config_diff),
+"""How two models' configurations differ where their forward passes do (run_diff.RunDiff.config_diff),
 and those differences as text for people: 10,000 against 1,000,000, "layers 0, 2", yes/no."""
 
 from __future__ import annotations

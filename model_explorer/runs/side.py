@@ -10,7 +10,7 @@ What `mx.trace` and `mx.compare_runs` need of a run, whatever runs it (the `Side
 - `per_layer`: whether `steps` yields between layers. A side that cannot (llama.cpp's eval
   callback fires inside one decode call) runs its whole pass in its first step; compare_runs
   then lets it lead and pulls the other side one layer at a time as its points arrive, so
-  neither side's activations are held past one layer (compare_runs._Compare);
+  neither side's activations are held past one layer (pairing.py);
 - `weights(point)`: the checkpoint tensors feeding a point, most direct first; `place(name)`:
   their bytes; `kind(name)`: how each is stored (F32, Q8_0); `nonfinite_weight(point)`: the one
   holding NaN/Inf, if one does;

@@ -1,4 +1,4 @@
-"""What a comparison of two runs concludes (compare_runs.RunDiff.verdict): agree, drift or jump.
+"""What a comparison of two runs concludes (run_diff.RunDiff.verdict): agree, drift or jump.
 
 The runs agree when their logits are equal within float32 noise: every position's most likely
 next token the same and KL(P_a || P_b) at most NOISE_KLD nats at every position. Then there is no

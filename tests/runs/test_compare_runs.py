@@ -223,7 +223,7 @@ def test_config_differences_compare_what_the_forward_pass_uses():
     import dataclasses
 
     from model_explorer.model.config import from_hf
-    from model_explorer.runs.compare_runs import config_differences
+    from model_explorer.runs.config_diff import config_differences
 
     base = from_hf({"model_type": "qwen3_moe", "vocab_size": 64, "hidden_size": 64, "intermediate_size": 96,
                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model_explorer.runs.compare_runs import kl_per_position
+from model_explorer.runs.metrics import kl_per_position
 from model_explorer.runtime import load_model
 from model_explorer.runtime.engines import llamacpp
 from model_explorer.samples import sample_path
