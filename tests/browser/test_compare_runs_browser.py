@@ -30,6 +30,7 @@ from model_explorer.runs.state import runs_state
 s = runs_state(d)
 s["title"] = s["verdict"]["sentence"] = s["cell_tensors"][2][3] = s["marks"][0]["text"] = {EVIL!r}
 s["config"] = [[{EVIL!r}, {EVIL!r}, "1,000,000"]]
+s["config_where"] = [{EVIL!r}]  # a GGUF key's name comes from the file
 s["tokenizer_mismatch"] = {{"position": 1, "a_tokens": [{EVIL!r}], "b_tokens": ["x"]}}
 RunsView(runs=s)"""
 PROMPT = "the cat sat on the mat, and then the hat was in the sun."
@@ -130,6 +131,7 @@ def test_names_from_files_are_text_never_html(page):
     assert view.locator(".me-runs-first").inner_text() == EVIL
     assert "<img src=x onerror=" in view.locator(".me-runs-warn").inner_text()
     assert view.locator(".me-runs-config td").first.inner_text() == EVIL
+    assert view.locator(".me-runs-config td").nth(3).inner_text() == EVIL  # where the file states it
     assert EVIL in view.locator(".me-runs-cell[data-layer='2'][data-module='v']").get_attribute("title")
     assert view.locator("img").count() == 0 and page.evaluate("window.pwned") is None
 
