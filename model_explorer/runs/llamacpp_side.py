@@ -25,6 +25,29 @@ projection; Gemma's `attn_post_norm`, `ffn_post_norm`) are recorded under their 
 comparison lists them as points only llama.cpp records rather than dropping them; our points it
 has no tensor for (Gemma's and Qwen2's attn_out: their graphs leave the output projection's
 result unnamed) are listed the same way.
+
+A mixture-of-experts layer (llm_graph_context::build_moe_ffn, llama.cpp as llama-cpp-python 0.3.36
+vendors it) has one point of ours, its output; the rest are llama.cpp's own, per token (T), over
+the E experts, or per chosen expert in the router's order (k of them):
+
+    ffn_moe_out-N -> (N, ffn_out)       where the family has no shared expert (Mixtral, Qwen3-MoE:
+                                        llama.cpp names no ffn_out then); beside one (Qwen2-MoE,
+                                        DeepSeek) ffn_out-N, the sum plus the shared expert's, is
+                                        ffn_out and ffn_moe_out-N is kept under its name
+    ffn_moe_logits-N, ffn_moe_probs-N [T, E]     the router's logits and softmax (sigmoid: DeepSeek)
+    ffn_moe_weights-N [T, k]            the chosen experts' probabilities; then, where the family
+                                        does, ffn_moe_weights_norm-N (renormalised to 1),
+                                        ffn_moe_weights_scaled-N, ffn_moe_weights_softmax-N (gpt-oss)
+    ffn_moe_gate-N, ffn_moe_up-N, ffn_moe_down-N, ffn_moe_weighted-N [T, k, width]
+                                        each chosen expert's projections, its output, times its weight
+    ffn_shexp-N, ffn_shexp_gate-N, ffn_shexp_out-N   the shared expert's output, its sigmoid gate
+                                        [T, 1] (Qwen2-MoE), the two multiplied
+
+(also ffn_moe_logits_biased, ffn_moe_probs_biased and ffn_moe_gate_up where a family makes them).
+The chosen experts' ids (ffn_moe_argsort, ffn_moe_topk) are integers the callback does not read.
+Each names the GGUF tensors it reads, most direct first (MOE_PARTS): the stacked experts
+`blk.N.ffn_{down,gate,up}_exps.weight` for an expert's output and for ffn_out (a fault in one
+expert's rows is named by its layer's stacked tensor), `blk.N.ffn_gate_inp.weight` for the router.
 """
 
 from __future__ import annotations
@@ -57,7 +80,6 @@ LAYER_NAMES = {"attn_norm": "attn_norm", "Qcur": "q", "Kcur": "k", "Vcur": "v", 
 HEADS = ("Qcur-", "Kcur-", "Vcur-")  # taken where they are laid out in heads
 QK_NORMED = {"Qcur_normed": "q", "Kcur_normed": "k"}  # replace Qcur/Kcur where the family norms q and k
 OWN = ("kqv_out", "attn_post_norm", "ffn_post_norm")  # llama.cpp's, with no point of ours
-MOE_OUT = "ffn_moe_out"  # the routed experts' weighted sum
 OUTER_NAMES = {"result_norm": "final_norm", "result_output": "logits"}
 EMBED, EMBED_SCALED = "embd", "inp_scaled"  # the embedding rows; Gemma's scaled by sqrt(hidden)
 OWN_PARTS = {"kqv_out": ("v", "q", "k"), "attn_post_norm": ("attn_out_norm", "o"), "ffn_post_norm": ("ffn_out_norm", "down")}
@@ -72,6 +94,7 @@ MOE_OWN = ("ffn_moe_logits", "ffn_moe_logits_biased", "ffn_moe_probs", "ffn_moe_
            "ffn_moe_weights_softmax", "ffn_moe_weights_norm", "ffn_moe_weights_scaled", "ffn_moe_gate_up",
            "ffn_moe_gate", "ffn_moe_up", "ffn_moe_down", "ffn_moe_weighted", "ffn_moe_out", "ffn_shexp",
            "ffn_shexp_gate", "ffn_shexp_out")
+MOE_OUT = "ffn_moe_out"  # the routed experts' weighted sum
 PER_EXPERT = ("ffn_moe_gate_up", "ffn_moe_gate", "ffn_moe_up", "ffn_moe_down", "ffn_moe_weighted")  # [w, k, T]
 # The GGUF tensors each reads, most direct first: the router (gpt-oss's bias, DeepSeek's choice
 # bias), the stacked experts (gate and up apart or fused, gpt-oss's biases), the shared expert.
@@ -125,12 +148,11 @@ class LlamaCppSide:
             names.update(QK_NORMED)
             del names["Qcur"], names["Kcur"]
         self._names = {**names, **{n: n for n in OWN}}
-        self._moe_own: tuple[str, ...] = ()
-        if self.config.experts:
-            self._moe_own = MOE_OWN if self.config.shared_expert_size else tuple(n for n in MOE_OWN if n != MOE_OUT)
-            self._names.update({n: n for n in self._moe_own})
-            if not self.config.shared_expert_size:
-                self._names[MOE_OUT] = "ffn_out"
+        shared = bool(self.config.shared_expert_size)
+        self._moe_own = tuple(n for n in MOE_OWN if shared or n != MOE_OUT) if self.config.experts else ()
+        self._names.update({n: n for n in self._moe_own})
+        if self.config.experts and not shared:
+            self._names[MOE_OUT] = "ffn_out"
         self._outer = {**OUTER_NAMES, (EMBED_SCALED if self.config.embed_scale != 1.0 else EMBED): "embed"}
 
     # -- the points --------------------------------------------------------------------------
