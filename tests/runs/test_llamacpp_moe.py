@@ -205,13 +205,15 @@ def top_k_margin(model, ids) -> float:
 
     handles = [layer.mlp.gate.register_forward_hook(f) for layer in model.model.layers]
     with torch.no_grad():
-        model(torch.tensor([IDS]))
+        model(torch.tensor([list(ids)]))
     for handle in handles:
         handle.remove()
     return min(gaps)
 
 
 class Family:
+    """A tiny random MoE model of transformers: its saved folder, the GGUF written from it."""
+
     def __init__(self, mt: str, root: Path) -> None:
         h = helpers()
         self.mt, (self.arch, changes, seed) = mt, FAMILIES[mt]
@@ -243,7 +245,9 @@ def rel(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_routing_has_no_near_ties(family):
-    assert top_k_margin(family.model, IDS) > MARGIN
+    """Seed 0 and these ids: the least gap is 3.8e-3 (Mixtral) and 6.5e-3 (Qwen2-MoE)."""
+    margin = top_k_margin(family.model, IDS)
+    assert margin > MARGIN, f"a near-tie ({margin:.2g}) could route the runs apart: choose another seed"
 
 
 def test_llamacpp_moe_points_equal_transformers_hooks(family):
