@@ -25,6 +25,29 @@ projection; Gemma's `attn_post_norm`, `ffn_post_norm`) are recorded under their 
 comparison lists them as points only llama.cpp records rather than dropping them; our points it
 has no tensor for (Gemma's and Qwen2's attn_out: their graphs leave the output projection's
 result unnamed) are listed the same way.
+
+A mixture-of-experts layer (llm_graph_context::build_moe_ffn, llama.cpp as llama-cpp-python 0.3.36
+vendors it) has one point of ours, its output; the rest are llama.cpp's own, per token (T), over
+the E experts, or per chosen expert in the router's order (k of them):
+
+    ffn_moe_out-N -> (N, ffn_out)       where the family has no shared expert (Mixtral, Qwen3-MoE:
+                                        llama.cpp names no ffn_out then); beside one (Qwen2-MoE,
+                                        DeepSeek) ffn_out-N, the sum plus the shared expert's, is
+                                        ffn_out and ffn_moe_out-N is kept under its name
+    ffn_moe_logits-N, ffn_moe_probs-N [T, E]     the router's logits and softmax (sigmoid: DeepSeek)
+    ffn_moe_weights-N [T, k]            the chosen experts' probabilities; then, where the family
+                                        does, ffn_moe_weights_norm-N (renormalised to 1),
+                                        ffn_moe_weights_scaled-N, ffn_moe_weights_softmax-N (gpt-oss)
+    ffn_moe_gate-N, ffn_moe_up-N, ffn_moe_down-N, ffn_moe_weighted-N [T, k, width]
+                                        each chosen expert's projections, its output, times its weight
+    ffn_shexp-N, ffn_shexp_gate-N, ffn_shexp_out-N   the shared expert's output, its sigmoid gate
+                                        [T, 1] (Qwen2-MoE), the two multiplied
+
+(also ffn_moe_logits_biased, ffn_moe_probs_biased and ffn_moe_gate_up where a family makes them).
+The chosen experts' ids (ffn_moe_argsort, ffn_moe_topk) are integers the callback does not read.
+Each names the GGUF tensors it reads, most direct first (MOE_PARTS): the stacked experts
+`blk.N.ffn_{down,gate,up}_exps.weight` for an expert's output and for ffn_out (a fault in one
+expert's rows is named by its layer's stacked tensor), `blk.N.ffn_gate_inp.weight` for the router.
 """
 
 from __future__ import annotations
@@ -36,8 +59,17 @@ import numpy as np
 
 from ..model.config import UnsupportedModel
 from ..runtime.engines.llamacpp_eval import ACTIVATIONS_AS, EvalSession
+from ..runtime.experts import is_moe
 from ..runtime.weights import part_name
-from ..tensors.names import GGUF_PARTS, unpermute_qk
+from ..tensors.names import (
+    GGUF_EXPERT_BIASES,
+    GGUF_EXPERTS,
+    GGUF_GATE_UP_EXPS,
+    GGUF_PARTS,
+    GGUF_SCORE_BIAS,
+    GGUF_SHARED,
+    unpermute_qk,
+)
 from .points import MODULE_PARTS, config_place
 from .side import Point, decoder_points, prompt_ids, token_texts, with_progress
 
@@ -51,6 +83,37 @@ OWN = ("kqv_out", "attn_post_norm", "ffn_post_norm")  # llama.cpp's, with no poi
 OUTER_NAMES = {"result_norm": "final_norm", "result_output": "logits"}
 EMBED, EMBED_SCALED = "embd", "inp_scaled"  # the embedding rows; Gemma's scaled by sqrt(hidden)
 OWN_PARTS = {"kqv_out": ("v", "q", "k"), "attn_post_norm": ("attn_out_norm", "o"), "ffn_post_norm": ("ffn_out_norm", "down")}
+
+# A mixture-of-experts layer (llm_graph_context::build_moe_ffn), in the order it computes them: the
+# router's logits and probabilities over every expert, the chosen experts' weights (renormalised,
+# scaled), each chosen expert's projections and output [tokens, experts used, width], their
+# weighted sum; a shared expert's output, its sigmoid gate and the two multiplied. Ours records
+# none of these but the sum: the layer's ffn_out where the family has no shared expert (llama.cpp
+# names no ffn_out then); beside a shared expert llama.cpp's ffn_out is the sum plus its output.
+MOE_OWN = ("ffn_moe_logits", "ffn_moe_logits_biased", "ffn_moe_probs", "ffn_moe_probs_biased", "ffn_moe_weights",
+           "ffn_moe_weights_softmax", "ffn_moe_weights_norm", "ffn_moe_weights_scaled", "ffn_moe_gate_up",
+           "ffn_moe_gate", "ffn_moe_up", "ffn_moe_down", "ffn_moe_weighted", "ffn_moe_out", "ffn_shexp",
+           "ffn_shexp_gate", "ffn_shexp_out")
+MOE_OUT = "ffn_moe_out"  # the routed experts' weighted sum
+PER_EXPERT = ("ffn_moe_gate_up", "ffn_moe_gate", "ffn_moe_up", "ffn_moe_down", "ffn_moe_weighted")  # [w, k, T]
+# The GGUF tensors each reads, most direct first: the router (gpt-oss's bias, DeepSeek's choice
+# bias), the stacked experts (gate and up apart or fused, gpt-oss's biases), the shared expert.
+ROUTER = ("blk.{i}.ffn_gate_inp.weight", "blk.{i}.ffn_gate_inp.bias")
+CHOICE = (*ROUTER, GGUF_SCORE_BIAS)
+GATE, UP, DOWN = GGUF_EXPERTS
+SH_GATE, SH_UP, SH_DOWN, SH_GATE_INP = GGUF_SHARED
+EXPERTS = (DOWN, GATE, UP, GGUF_GATE_UP_EXPS, *GGUF_EXPERT_BIASES, *CHOICE)
+SHARED = (SH_DOWN, SH_GATE, SH_UP)
+MOE_PARTS = {
+    "ffn_moe_logits": ROUTER, "ffn_moe_logits_biased": ROUTER[::-1], "ffn_moe_probs": ROUTER,
+    "ffn_moe_probs_biased": (GGUF_SCORE_BIAS, *ROUTER), "ffn_moe_weights": CHOICE, "ffn_moe_weights_softmax": CHOICE,
+    "ffn_moe_weights_norm": CHOICE, "ffn_moe_weights_scaled": CHOICE, "ffn_moe_gate_up": (GGUF_GATE_UP_EXPS, *CHOICE),
+    "ffn_moe_gate": (GATE, GGUF_GATE_UP_EXPS, *CHOICE), "ffn_moe_up": (UP, GGUF_GATE_UP_EXPS, *CHOICE),
+    "ffn_moe_down": EXPERTS, "ffn_moe_weighted": EXPERTS, "ffn_moe_out": EXPERTS,
+    "ffn_shexp": SHARED, "ffn_shexp_gate": (SH_GATE_INP,), "ffn_shexp_out": (SH_GATE_INP, *SHARED),
+    # our points of an MoE layer: the experts stand where a dense layer's down projection does
+    "ffn_out": (*EXPERTS, *SHARED, SH_GATE_INP),
+}
 
 
 class LlamaCppSide:
@@ -85,6 +148,11 @@ class LlamaCppSide:
             names.update(QK_NORMED)
             del names["Qcur"], names["Kcur"]
         self._names = {**names, **{n: n for n in OWN}}
+        shared = bool(self.config.shared_expert_size)
+        self._moe_own = tuple(n for n in MOE_OWN if shared or n != MOE_OUT) if self.config.experts else ()
+        self._names.update({n: n for n in self._moe_own})
+        if self.config.experts and not shared:
+            self._names[MOE_OUT] = "ffn_out"
         self._outer = {**OUTER_NAMES, (EMBED_SCALED if self.config.embed_scale != 1.0 else EMBED): "embed"}
 
     # -- the points --------------------------------------------------------------------------
@@ -100,13 +168,16 @@ class LlamaCppSide:
 
     def points(self) -> list[Point]:
         ours = decoder_points(self.num_layers)
-        own = [n for n in OWN if n in self._names]
-        return ours[:-2] + [(i, n) for i in range(self.num_layers) for n in own] + ours[-2:]
+        own = [(i, n) for i in range(self.num_layers)
+               for n in OWN + (self._moe_own if is_moe(self.config, i) else ()) if n in self._names]
+        return ours[:-2] + own + ours[-2:]
 
     def _shaped(self, point: Point, x: np.ndarray, n: int) -> np.ndarray:
         """llama.cpp's tensor in our decoder's layout: (tokens, heads, head_dim) for q, k, v with
         Llama's q/k rows back in HF order; (tokens, features) otherwise."""
         cfg, module = self.config, point[1]
+        if module in PER_EXPERT:  # one row per token and chosen expert, in the router's order
+            return x.reshape(n, cfg.experts_per_token, -1)
         x = x.reshape(n, -1)
         if module in ("q", "k", "v"):
             heads = cfg.num_heads if module == "q" else cfg.num_kv_heads
@@ -145,9 +216,12 @@ class LlamaCppSide:
         layer, module = point
         parts = OWN_PARTS.get(module) or MODULE_PARTS.get(module, ())
         names = [part_name(self.config, p, layer, True) for p in parts if p in GGUF_PARTS]
+        if layer is not None and is_moe(self.config, layer) and module in (*MOE_PARTS, "residual"):
+            experts = [t.format(i=layer) for t in MOE_PARTS["ffn_out" if module == "residual" else module]]
+            names = names + experts if module == "residual" else experts + names  # residual: its norm first
         if module == "logits" and "output.weight" not in self.ckpt.tensors:
             names = [part_name(self.config, "embed", None, True)]
-        return [n for n in names if n in self.ckpt.tensors]
+        return [n for n in dict.fromkeys(names) if n in self.ckpt.tensors]
 
     def place(self, name: str | None) -> dict[str, Any]:
         info = self.ckpt.tensors.get(name) if name else None
