@@ -32,10 +32,12 @@ def test_mapped_file_pages_count_as_file_backed(tmp_path):
 
 
 def test_written_allocation_counts_as_anonymous():
-    anon0, file0 = resident_split()
-    block = np.ones(SIZE, dtype=np.uint8)  # written: every page resident
-    anon1, file1 = resident_split()
-    assert anon1 - anon0 >= SIZE - 4 * MIB
-    assert abs(file1 - file0) < 8 * MIB
-    assert abs(current_rss() - (anon1 + file1)) < 16 * MIB  # VmRSS is the two plus shared memory
-    del block
+    # fresh private pages from the kernel (malloc could hand back pages left resident before;
+    # a shared mapping, mmap's default, is shmem: RssShmem)
+    with mmap.mmap(-1, SIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS) as block:
+        anon0, file0 = resident_split()
+        np.frombuffer(block, dtype=np.uint8)[::4096] = 1  # a byte of every page written: each resident
+        anon1, file1 = resident_split()
+        assert anon1 - anon0 >= SIZE - 4 * MIB
+        assert abs(file1 - file0) < 8 * MIB
+        assert abs(current_rss() - (anon1 + file1)) < 16 * MIB  # VmRSS: the two and shared memory
