@@ -20,12 +20,13 @@ llama.cpp's defaults (a second session would map and repack the file again). Tar
 <= 2x untraced, and the anonymous RSS at its peak during the traced passes <= 8 GiB beside the
 mapped file. Random weights could make NaN/Inf in the activations (said in the printout; they
 change neither time nor memory). `--sized tiny` is the smoke run.
-Measured on a 2-core, 23 GB machine shared with other work (load average ~2.5), llama-cpp-python
-0.3.36, 32 tokens, 3 rounds: untraced 18.8 s, traced 21.0 s (1.11x); RSS after loading and a
-pass 8,022 MiB = 3,311 MiB anonymous (3,243 MiB right after loading: the repacked matrices) +
-4,710 MiB file-backed; peak 8,135 MiB (VmHWM); anonymous at its peak during the traced passes
-3,426 MiB (+114 MiB over the loaded process); logits and all 323 traced points finite. The file
-is written in 14 s; the whole run takes about 3 minutes.
+Measured on a 2-core, 23 GB machine shared with other work (load average 2.5-3.3), llama-cpp-python
+0.3.36, 32 tokens, 3 rounds, two runs: untraced 18.8 / 16.6 s, traced 21.0 / 22.0 s (1.11x /
+1.33x: the shared cores make the ratio noisy); RSS after loading and a pass 8,022 / 8,058 MiB =
+anonymous 3,311 / 3,346 MiB (3,243 / 3,268 MiB right after loading: mostly the repacked
+matrices) + file-backed 4,710 / 4,712 MiB; peak 8,135 / 8,139 MiB (VmHWM); anonymous at its peak
+during the traced passes 3,426 MiB both times (+114 / +81 MiB over the loaded process); logits and
+all 323 traced points finite. The file is written in 14-16 s; a whole run takes about 3 minutes.
 
 --compare (instead of the timing): per layer, our decoder (numpy) against llama.cpp on the same GGUF (SmolLM2-135M Q4_1
 and Gemma 3 270M Q4_K_M): the relative L2 of each layer's output (l_out) and its largest point,
