@@ -27,6 +27,13 @@ def current_rss() -> int | None:
     return _status_kib("VmRSS")
 
 
+def resident_split() -> tuple[int | None, int | None]:
+    """(anonymous, file-backed) resident bytes now: RssAnon is the process's own memory, RssFile
+    the pages of files it maps (a mapped GGUF's weights: shared with the page cache, reclaimable).
+    (None, None) where the OS does not say."""
+    return _status_kib("RssAnon"), _status_kib("RssFile")
+
+
 def reset_peak() -> bool:
     """Start a new peak from the current RSS; False where the OS cannot (then peaks are lifetime)."""
     try:

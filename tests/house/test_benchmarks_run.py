@@ -30,6 +30,7 @@ SMALL_RUNS = [
     ["bench_demo.py", "--small"],
     ["bench_graph_model.py", "--repeat", "1"],
     ["bench_engine_compare.py", "--small"],
+    ["bench_llamacpp_trace.py", "--sized", "tiny"],
 ]
 
 

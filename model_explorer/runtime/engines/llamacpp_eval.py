@@ -106,7 +106,10 @@ def read_tensor(lib, t: int) -> np.ndarray | None:
     span = int(lib.ggml_nbytes(t))
     raw = np.empty(span, np.uint8)
     lib.ggml_backend_tensor_get(t, raw.ctypes.data, 0, span)
-    view = np.lib.stride_tricks.as_strided(raw.view(dtype), shape=tuple(reversed(ne)), strides=tuple(reversed(nb)))
+    shape = tuple(reversed(ne))
+    if dtype is np.float32 and nb == [4, 4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]]:
+        return raw.view(np.float32).reshape(shape)  # contiguous F32 (the logits): the copy made above is ours
+    view = np.lib.stride_tricks.as_strided(raw.view(dtype), shape=shape, strides=tuple(reversed(nb)))
     return np.array(view, dtype=np.float32)
 
 
