@@ -124,11 +124,7 @@ class LlamaCppEngine:
     device = "cpu"
 
     def __init__(self, gguf_path: str, n_ctx: int = 2048, threads: int | None = None) -> None:
-        # llama.cpp's threads: as asked, else OMP_NUM_THREADS (it runs on OpenMP), else every core
-        # this process may use.
-        omp = os.environ.get("OMP_NUM_THREADS", "")
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        self.threads = threads or (int(omp) if omp.isdigit() and int(omp) > 0 else max(1, cores))
+        self.threads = threads or llamacpp_binding.llama_threads()
         self.session = llamacpp_binding.open_session(gguf_path, n_ctx, self.threads)
         self.n_ctx = n_ctx
         self.n_vocab = self.session.n_vocab

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import platform
 import re
 import sys
@@ -77,6 +78,19 @@ def find() -> ModuleType | None:
 def problems() -> list[str]:
     """Why each installed binding did not load (for the messages that offer llama.cpp)."""
     return [_failed[m] for m in (adapter(n).MODULE for n in ADAPTERS) if m in _failed]
+
+
+def llama_threads(half: bool = False) -> int:
+    """llama.cpp's thread count when none is asked for: OMP_NUM_THREADS where set (it runs on
+    OpenMP), else every core this process may use, or half of them (`half`, llama-cpp-python's
+    own default). Its threads spin while they wait, so a traced prompt pass takes half: one per
+    core starves beside any other work (lesson 08's pass took 14 s instead of 1.4 s on two
+    cores, one of them busy); generation, timed against the bandwidth cap, takes every core."""
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // 2 if half else cores)
 
 
 def open_session(path: str, n_ctx: int, threads: int):

@@ -28,6 +28,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .llamacpp_binding import llama_threads
+
 GGML_MAX_DIMS = 4
 CACHE_TYPES = {"f32": 0, "f16": 1}  # ggml_type of the K and V cache
 FLASH = {False: 0, True: 1, "auto": -1}  # llama_flash_attn_type: disabled, enabled, auto
@@ -134,8 +136,7 @@ class EvalSession:
             raise RuntimeError(f"tracing llama.cpp needs its eval callback: {why} (pip install llama-cpp-python)")
         self.lib, self.cpp = _library()
         self.path, self.kv_cache, self.flash_attention = path, kv_cache, flash_attention
-        omp = os.environ.get("OMP_NUM_THREADS", "")
-        self.threads = threads or (int(omp) if omp.isdigit() and int(omp) > 0 else max(1, len(os.sched_getaffinity(0))))
+        self.threads = threads or llama_threads(half=True)
         self.cpp.llama_backend_init()
         mp = self.cpp.llama_model_default_params()
         mp.n_gpu_layers = 0
