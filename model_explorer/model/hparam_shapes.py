@@ -44,8 +44,11 @@ def quantized(ckpt: CheckpointRecord, by_name: dict[str, TensorInfo]) -> bool:
     return any(n.endswith(QUANT_SUFFIXES) or ".quant_state." in n for n in by_name)
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
 def natural(name: str):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+    return [int(t) if t.isdigit() else t for t in _DIGITS.split(name)]
 
 
 # -- hyperparameters against shapes ---------------------------------------------------------------

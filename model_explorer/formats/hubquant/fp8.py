@@ -54,11 +54,13 @@ def _block_label(block) -> str:
     return f"FP8_E4M3_B{block[0]}" if block[0] == block[1] else f"FP8_E4M3_B{block[0]}x{block[1]}"
 
 
-def _fp8_logical(w: TensorInfo, s: TensorInfo, block, label: str, inferred: bool) -> TensorInfo:
+def _fp8_logical(w: TensorInfo, s: TensorInfo, block, label: str, inferred: bool,
+                 pair: tuple[int, int] | None = None) -> TensorInfo:
+    """`pair`: block_pair(block), where the caller folds many layers of one block size."""
     if w.dtype == "F8_E5M2":
         label = label.replace("E4M3", "E5M2")
     quant = Quant(codec="fp8_block", label=label, bits=8, sym=True,
-                  block=block_pair(block), scale_dtype=s.dtype,
+                  block=pair if pair is not None else block_pair(block), scale_dtype=s.dtype,
                   parts={"weight": w, "weight_scale_inv": s})
     return logical(w.name, w, w.shape, quant, inferred)
 
@@ -74,7 +76,7 @@ def group_regular(tensors, scheme, crowded: set[str]) -> tuple[list[TensorInfo],
     if block is None:
         return [], []
     b0, b1 = block
-    label = _block_label(block)
+    label, pair = _block_label(block), block_pair(block)
     pairs = [(n[: -len("_scale_inv")], n) for n in tensors if n.endswith(".weight_scale_inv")]
     pairs = [(w, s) for w, s in pairs if w in tensors and w[: -len(".weight")] not in crowded]
     names = [n for pair in pairs for n in pair]
@@ -86,7 +88,7 @@ def group_regular(tensors, scheme, crowded: set[str]) -> tuple[list[TensorInfo],
         if w.dtype not in FP8_DTYPES or len(shape) != 2 or \
                 s.shape != (-(-shape[0] // b0), -(-shape[1] // b1)):
             continue  # the per-layer way says what is wrong
-        out.append(_fp8_logical(w, s, block, label, False))
+        out.append(_fp8_logical(w, s, block, label, False, pair))
         absorbed += (w.name, s.name)
     return out, absorbed
 
