@@ -26,8 +26,10 @@ lab: setup
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/00_tour.ipynb
 
 ## make test: set up the test tools (torch CPU, Chromium, Playwright) and run every test
-# Two workers (the machine has two cores), a test module per worker so module fixtures are built once.
-PYTEST := $(PY) -m pytest -n 2 --dist loadfile
+# Two workers (the machine has two cores), a test module per worker so module fixtures are built once;
+# one thread each for BLAS, torch and llama.cpp (OpenMP): more would only fight the other worker
+# (llama.cpp's threads spin while they wait).
+PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
 
 test: dev
 	$(MAKE) test-js
