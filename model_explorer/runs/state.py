@@ -55,14 +55,31 @@ def _noise_up(values: list[list[float | None]]) -> dict[str, float]:
     return {"min": math.log10(NOISE_REL), "max": max([0.0] + seen)}
 
 
+def _drawn(points: list[tuple[int | None, str]], layer: int, module: str, columns) -> tuple[str | None, str]:
+    """The column a mark at (layer, module) goes in, and a note when it is not the point's own:
+    a point with no column (llama.cpp's kqv_out, an MoE router) is marked at the next point of
+    its layer that has one, in the order the run computed them."""
+    if module in columns:
+        return module, ""
+    after = False
+    for lay, mod in points:
+        after = after or (lay, mod) == (layer, module)
+        if after and lay == layer and mod in columns:
+            return mod, f" (at {module}, which has no column: the next point computed)"
+    return None, ""
+
+
 def _diff_state(d) -> dict[str, Any]:
     j = d.to_json()
     first, verdict = j["first_divergence"], j["verdict"]
     marks = []
     if first is not None and first["layer"] is not None:
         drift = first["kind"] == DRIFT
-        marks.append({"layer": first["layer"], "module": first["module"], "kind": "drift" if drift else "divergence",
-                      "text": "the drift starts here" if drift else "first divergence"})
+        column, note = _drawn([(r["layer"], r["module"]) for r in d.rows], first["layer"], first["module"],
+                              j["modules"])
+        if column is not None:
+            marks.append({"layer": first["layer"], "module": column, "kind": "drift" if drift else "divergence",
+                          "text": ("the drift starts here" if drift else "first divergence") + note})
     values = _log10(d.matrix("rel_l2"), 1e-9, 1e3)
     figures = {"tokens": len(d.ids), "kld": j["kld"], "top1_agreement": j["top1_agreement"],
                "perplexity": j["perplexity"]}
@@ -121,9 +138,11 @@ def _trace_state(tr) -> dict[str, Any]:
         where = f"layer {first['layer']} {first['module']}" if first["layer"] is not None else first["module"]
         first = {**first, "sentence": f"NaN/Inf first appear at {where} ({first['nan']} NaN, {first['inf']} Inf); "
                                       f"the weight feeding it: {first['tensor']}."}
-        if first["layer"] is not None:
-            marks.append({"layer": first["layer"], "module": first["module"], "kind": "nonfinite",
-                          "text": f"first NaN/Inf ({first['nan']} NaN, {first['inf']} Inf)"})
+        column, note = (None, "") if first["layer"] is None else \
+            _drawn([(s.layer, s.module) for s in tr.stats], first["layer"], first["module"], j["modules"])
+        if column is not None:
+            marks.append({"layer": first["layer"], "module": column, "kind": "nonfinite",
+                          "text": f"first NaN/Inf ({first['nan']} NaN, {first['inf']} Inf){note}"})
     figures = {"tokens": len(tr.ids), "massive": len(j["massive"]), "massive_ratio": j["massive_ratio"],
                "massive_top": j["massive"][:MASSIVE_LISTED]}
     engine = "" if j["engine"] == "decoder" else f", on {j['engine']}"

@@ -228,3 +228,15 @@ def test_llamacpps_attention_before_its_projection_blames_the_attention_not_a_we
     said = explain(rows[3], rows)
     assert "the attention itself differs (rope_theta" in said and "weight" not in said
     assert "output projection blk.0.attn_output.weight" in explain(rows[4], rows[:3] + rows[4:])
+
+
+def test_a_mark_at_a_point_with_no_column_goes_to_the_next_one_computed():
+    """llama.cpp's kqv_out has no column of the heatmap: its first divergence is outlined at
+    the next point of its layer (attn_out), saying so, rather than not at all."""
+    from model_explorer.model.decoder_points import LAYER_MODULES
+    from model_explorer.runs.state import _drawn
+
+    order = [(0, "attn_norm"), (0, "q"), (0, "kqv_out"), (0, "attn_out"), (1, "attn_norm")]
+    assert _drawn(order, 0, "kqv_out", LAYER_MODULES) == ("attn_out", " (at kqv_out, which has no column: the next point computed)")
+    assert _drawn(order, 0, "q", LAYER_MODULES) == ("q", "")
+    assert _drawn([(0, "kqv_out"), (1, "attn_norm")], 0, "kqv_out", LAYER_MODULES) == (None, "")
