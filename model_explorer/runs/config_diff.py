@@ -92,7 +92,7 @@ def config_text(diff: dict[str, list[Any]], places: dict[str, dict[str, Any]] | 
 
 
 def differing_places(diff: dict[str, list[Any]], places_a: dict[str, dict[str, Any]],
-                  places_b: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any] | None]]:
+                     places_b: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any] | None]]:
     """{field: {"a": place | None, "b": place | None}} for each differing field: the metadata
     entry (key and bytes) that states it in each side's GGUF, the bytes a fix rewrites."""
     return {k: {"a": places_a.get(k), "b": places_b.get(k)} for k in diff
